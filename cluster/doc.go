@@ -1,0 +1,5 @@
+// Package cluster turns a process into a node of a raftbus cluster: the
+// metadata Raft group (entity definitions, partition placement, membership),
+// the partitions placed on this node, request routing to partition leaders,
+// the public gRPC services and the gRPC Raft transport shared by all groups.
+package cluster
