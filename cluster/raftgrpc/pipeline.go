@@ -28,8 +28,9 @@ type appendPipeline struct {
 
 	// sendMu keeps the order of inflight the order of the stream.
 	sendMu sync.Mutex
-	// inflight holds the futures sent and not yet answered; its capacity is
-	// the bound on requests in flight, which makes AppendEntries block.
+	// inflight holds the futures sent and not yet answered but the one the
+	// receiver waits on: its capacity of MaxInFlight-1 bounds the requests in
+	// flight to MaxInFlight, AppendEntries blocking beyond.
 	inflight chan *appendFuture
 	doneCh   chan raft.AppendFuture
 
@@ -70,7 +71,7 @@ func (t *GroupTransport) openPipeline(target raft.ServerAddress) (*appendPipelin
 		timeout:      t.mux.timeout,
 		stream:       stream,
 		cancel:       cancel,
-		inflight:     make(chan *appendFuture, t.mux.maxInFlight),
+		inflight:     make(chan *appendFuture, t.mux.maxInFlight-1),
 		doneCh:       make(chan raft.AppendFuture, t.mux.maxInFlight),
 		shutdownCh:   make(chan struct{}),
 		receiverDone: make(chan struct{}),
