@@ -20,7 +20,13 @@ type testNode struct {
 // and waits for Serve to return.
 func startNode(t testing.TB, cfg Config) *testNode {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	return startNodeAt(t, "127.0.0.1:0", cfg)
+}
+
+// startNodeAt is startNode listening on addr.
+func startNodeAt(t testing.TB, addr string, cfg Config) *testNode {
+	t.Helper()
+	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
 	raftv1 "github.com/raftbus/raftbus/proto/raftbus/raft/v1"
@@ -44,8 +45,28 @@ type Config struct {
 	// pipeline (DefaultMaxInFlight when zero; at least 2).
 	MaxInFlight int
 	// DialOptions replace the default options of the connections to peers
-	// (insecure transport credentials).
+	// (insecure transport credentials, reconnect backoff capped at 1 s).
 	DialOptions []grpc.DialOption
+}
+
+// defaultDialOptions are the options of the connections to peers unless
+// Config.DialOptions replaces them. gRPC's default reconnect backoff grows to
+// two minutes, which would keep a restarted peer out of its Raft groups long
+// after it is back; Raft has its own backoff, so reconnecting is capped at a
+// second.
+func defaultDialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff: backoff.Config{
+				BaseDelay:  50 * time.Millisecond,
+				Multiplier: 1.6,
+				Jitter:     0.2,
+				MaxDelay:   time.Second,
+			},
+			MinConnectTimeout: 5 * time.Second,
+		}),
+	}
 }
 
 // Mux carries the Raft traffic of all the groups of one node: one client
@@ -88,7 +109,7 @@ func NewMux(cfg Config) (*Mux, error) {
 		return nil, fmt.Errorf("raftgrpc: config: MaxInFlight %d, want at least 2", cfg.MaxInFlight)
 	}
 	if cfg.DialOptions == nil {
-		cfg.DialOptions = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+		cfg.DialOptions = defaultDialOptions()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Mux{
@@ -106,7 +127,11 @@ func NewMux(cfg Config) (*Mux, error) {
 // LocalAddr is the address the node advertises in every group.
 func (m *Mux) LocalAddr() raft.ServerAddress { return m.localAddr }
 
-// Register adds the RaftTransportService to the node's gRPC server.
+// Register adds the RaftTransportService to the node's gRPC server. That
+// server must accept messages as large as the largest AppendEntries batch
+// raft sends (up to raft.Config.MaxAppendEntries entries): gRPC's default
+// limit of 4 MiB is set with grpc.MaxRecvMsgSize. Snapshots are chunked and
+// need no more.
 func (m *Mux) Register(s grpc.ServiceRegistrar) {
 	raftv1.RegisterRaftTransportServiceServer(s, &transportServer{mux: m})
 }

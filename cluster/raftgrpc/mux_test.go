@@ -332,3 +332,27 @@ func ExampleMux() {
 	fmt.Println(trans.LocalAddr(), trans.Group())
 	// Output: 10.0.0.1:7400 orders/3
 }
+
+func TestPeerRestartedOnTheSameAddressIsReachedAgain(t *testing.T) {
+	a, b := startNode(t, Config{Timeout: time.Second}), startNode(t, Config{})
+	ta := a.openTransport(t, "meta")
+	answerAll(t, b.openTransport(t, "meta"))
+	send := func() error {
+		var resp raft.AppendEntriesResponse
+		return ta.AppendEntries("b", b.addr, sampleAppendEntries(a.addr), &resp)
+	}
+	if err := send(); err != nil {
+		t.Fatalf("append entries: %v", err)
+	}
+
+	b.mux.Close()
+	b.server.Stop()
+	waitFor(t, 5*time.Second, "requests to the stopped peer to fail", func() bool { return send() != nil })
+
+	restarted := startNodeAt(t, string(b.addr), Config{})
+	answerAll(t, restarted.openTransport(t, "meta"))
+	waitFor(t, 3*time.Second, "the restarted peer to be reached", func() bool { return send() == nil })
+	if dials := a.mux.dials.Load(); dials != 1 {
+		t.Errorf("reaching the restarted peer took %d connections, want the one reconnecting", dials)
+	}
+}

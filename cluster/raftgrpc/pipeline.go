@@ -60,7 +60,9 @@ func (t *GroupTransport) openPipeline(target raft.ServerAddress) (*appendPipelin
 	// Opening the stream waits for the connection; bound that wait too.
 	watchdog := time.AfterFunc(t.mux.timeout, cancel)
 	stream, err := c.AppendEntriesPipeline(ctx)
-	watchdog.Stop()
+	if !watchdog.Stop() && err == nil {
+		err = fmt.Errorf("open stream: no connection after %s", t.mux.timeout)
+	}
 	if err != nil {
 		cancel()
 		return nil, err
