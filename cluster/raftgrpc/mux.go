@@ -1,0 +1,236 @@
+package raftgrpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+
+	raftv1 "github.com/raftbus/raftbus/proto/raftbus/raft/v1"
+)
+
+const (
+	// DefaultTimeout bounds every RPC; InstallSnapshot gets a multiple of it
+	// scaled by the snapshot's size.
+	DefaultTimeout = 10 * time.Second
+	// DefaultMaxInFlight bounds the AppendEntries requests one pipeline has
+	// sent without an answer, like raft's rpcMaxPipeline.
+	DefaultMaxInFlight = 128
+	// snapshotChunkSize is the size of the data messages of InstallSnapshot.
+	snapshotChunkSize = 256 * 1024
+	// snapshotTimeoutScale is the number of snapshot bytes that earn one more
+	// Timeout, as raft's NetworkTransport does with DefaultTimeoutScale.
+	snapshotTimeoutScale = 256 * 1024
+)
+
+// ErrClosed is returned by the methods of a closed Mux or GroupTransport.
+var ErrClosed = errors.New("raftgrpc: transport closed")
+
+// Config configures a Mux. The zero value of every field but LocalAddr is a
+// safe default.
+type Config struct {
+	// LocalAddr is the gRPC address this node advertises to its peers. It is
+	// the raft.ServerAddress of the node in every group.
+	LocalAddr raft.ServerAddress
+	// Timeout bounds each RPC (DefaultTimeout when zero).
+	Timeout time.Duration
+	// MaxInFlight bounds the unanswered requests of one AppendEntries
+	// pipeline (DefaultMaxInFlight when zero; at least 2).
+	MaxInFlight int
+	// DialOptions replace the default options of the connections to peers
+	// (insecure transport credentials, reconnect backoff capped at 1 s).
+	DialOptions []grpc.DialOption
+}
+
+// defaultDialOptions are the options of the connections to peers unless
+// Config.DialOptions replaces them. gRPC's default reconnect backoff grows to
+// two minutes, which would keep a restarted peer out of its Raft groups long
+// after it is back; Raft has its own backoff, so reconnecting is capped at a
+// second.
+func defaultDialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff: backoff.Config{
+				BaseDelay:  50 * time.Millisecond,
+				Multiplier: 1.6,
+				Jitter:     0.2,
+				MaxDelay:   time.Second,
+			},
+			MinConnectTimeout: 5 * time.Second,
+		}),
+	}
+}
+
+// Mux carries the Raft traffic of all the groups of one node: one client
+// connection per peer for the outgoing RPCs, and the
+// RaftTransportService server that routes incoming RPCs to their group.
+type Mux struct {
+	localAddr   raft.ServerAddress
+	timeout     time.Duration
+	maxInFlight int
+	dialOptions []grpc.DialOption
+
+	// ctx is cancelled by Close; every outgoing RPC runs under it.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu     sync.RWMutex
+	closed bool
+	conns  map[raft.ServerAddress]*grpc.ClientConn
+	groups map[string]*GroupTransport
+
+	// dials counts the connections made, for tests.
+	dials atomic.Int64
+}
+
+// NewMux returns the Mux of a node advertising cfg.LocalAddr.
+func NewMux(cfg Config) (*Mux, error) {
+	if cfg.LocalAddr == "" {
+		return nil, errors.New("raftgrpc: config: LocalAddr is required")
+	}
+	if cfg.Timeout < 0 {
+		return nil, fmt.Errorf("raftgrpc: config: negative Timeout %s", cfg.Timeout)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.MaxInFlight < 2 {
+		return nil, fmt.Errorf("raftgrpc: config: MaxInFlight %d, want at least 2", cfg.MaxInFlight)
+	}
+	if cfg.DialOptions == nil {
+		cfg.DialOptions = defaultDialOptions()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Mux{
+		localAddr:   cfg.LocalAddr,
+		timeout:     cfg.Timeout,
+		maxInFlight: cfg.MaxInFlight,
+		dialOptions: cfg.DialOptions,
+		ctx:         ctx,
+		cancel:      cancel,
+		conns:       make(map[raft.ServerAddress]*grpc.ClientConn),
+		groups:      make(map[string]*GroupTransport),
+	}, nil
+}
+
+// LocalAddr is the address the node advertises in every group.
+func (m *Mux) LocalAddr() raft.ServerAddress { return m.localAddr }
+
+// Register adds the RaftTransportService to the node's gRPC server. That
+// server must accept messages as large as the largest AppendEntries batch
+// raft sends (up to raft.Config.MaxAppendEntries entries): gRPC's default
+// limit of 4 MiB is set with grpc.MaxRecvMsgSize. Snapshots are chunked and
+// need no more.
+func (m *Mux) Register(s grpc.ServiceRegistrar) {
+	raftv1.RegisterRaftTransportServiceServer(s, &transportServer{mux: m})
+}
+
+// Transport returns the raft.Transport of group. A group has at most one
+// open transport per node; closing it frees the name again.
+func (m *Mux) Transport(group string) (*GroupTransport, error) {
+	if group == "" {
+		return nil, errors.New("raftgrpc: transport: empty group name")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, fmt.Errorf("raftgrpc: transport for group %s: %w", group, ErrClosed)
+	}
+	if _, ok := m.groups[group]; ok {
+		return nil, fmt.Errorf("raftgrpc: transport for group %s: already open", group)
+	}
+	t := newGroupTransport(m, group)
+	m.groups[group] = t
+	return t, nil
+}
+
+// Close closes every group transport and every connection to peers. It does
+// not stop the gRPC server the Mux is registered on; incoming RPCs fail with
+// NOT_FOUND from then on.
+func (m *Mux) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	groups := make([]*GroupTransport, 0, len(m.groups))
+	for _, t := range m.groups {
+		groups = append(groups, t)
+	}
+	conns := m.conns
+	m.conns = nil
+	m.mu.Unlock()
+
+	for _, t := range groups {
+		t.Close()
+	}
+	m.cancel()
+	var errs []error
+	for addr, cc := range conns {
+		if err := cc.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("raftgrpc: close connection to %s: %w", addr, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// client returns the RaftTransportService client of the peer at addr,
+// creating its connection on first use. grpc.NewClient does not connect
+// yet; the connection is made (and remade after failures) by gRPC when RPCs
+// need it.
+func (m *Mux) client(addr raft.ServerAddress) (raftv1.RaftTransportServiceClient, error) {
+	m.mu.RLock()
+	cc, ok := m.conns[addr]
+	closed := m.closed
+	m.mu.RUnlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if !ok {
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			return nil, ErrClosed
+		}
+		if cc, ok = m.conns[addr]; !ok {
+			var err error
+			cc, err = grpc.NewClient(string(addr), m.dialOptions...)
+			if err != nil {
+				m.mu.Unlock()
+				return nil, fmt.Errorf("connect to %s: %w", addr, err)
+			}
+			m.conns[addr] = cc
+			m.dials.Add(1)
+		}
+		m.mu.Unlock()
+	}
+	return raftv1.NewRaftTransportServiceClient(cc), nil
+}
+
+// group returns the open transport of group, or nil.
+func (m *Mux) group(name string) *GroupTransport {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.groups[name]
+}
+
+// unregister forgets t if it is still the transport of its group.
+func (m *Mux) unregister(t *GroupTransport) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.groups[t.group] == t {
+		delete(m.groups, t.group)
+	}
+}

@@ -1,0 +1,169 @@
+package raftgrpc
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	raftv1 "github.com/raftbus/raftbus/proto/raftbus/raft/v1"
+)
+
+// transportServer is the RaftTransportService of a node: it routes each
+// incoming RPC to the transport of the group it names.
+type transportServer struct {
+	raftv1.UnimplementedRaftTransportServiceServer
+	mux *Mux
+}
+
+func (s *transportServer) groupTransport(group string) (*GroupTransport, error) {
+	t := s.mux.group(group)
+	if t == nil {
+		return nil, status.Errorf(codes.NotFound, "raft group %q does not run on %s", group, s.mux.localAddr)
+	}
+	return t, nil
+}
+
+func (s *transportServer) AppendEntries(ctx context.Context, req *raftv1.AppendEntriesRequest) (*raftv1.AppendEntriesResponse, error) {
+	command := appendEntriesRequestFromProto(req)
+	return serveUnary(ctx, s, req.GetGroup(), command, isHeartbeat(command), appendEntriesResponseToProto)
+}
+
+func (s *transportServer) RequestVote(ctx context.Context, req *raftv1.RequestVoteRequest) (*raftv1.RequestVoteResponse, error) {
+	return serveUnary(ctx, s, req.GetGroup(), requestVoteRequestFromProto(req), false, requestVoteResponseToProto)
+}
+
+func (s *transportServer) RequestPreVote(ctx context.Context, req *raftv1.RequestPreVoteRequest) (*raftv1.RequestPreVoteResponse, error) {
+	return serveUnary(ctx, s, req.GetGroup(), requestPreVoteRequestFromProto(req), false, requestPreVoteResponseToProto)
+}
+
+func (s *transportServer) TimeoutNow(ctx context.Context, req *raftv1.TimeoutNowRequest) (*raftv1.TimeoutNowResponse, error) {
+	return serveUnary(ctx, s, req.GetGroup(), timeoutNowRequestFromProto(req), false, timeoutNowResponseToProto)
+}
+
+// serveUnary hands command to the group's raft and converts its answer, of
+// type Resp, with toProto.
+func serveUnary[Resp any, Out any](ctx context.Context, s *transportServer, group string, command any, heartbeat bool, toProto func(Resp) Out) (Out, error) {
+	var zero Out
+	t, err := s.groupTransport(group)
+	if err != nil {
+		return zero, err
+	}
+	resp, err := t.handle(ctx, command, heartbeat)
+	if err != nil {
+		return zero, toStatus(err)
+	}
+	out, err := responseAs[Resp](resp)
+	if err != nil {
+		return zero, status.Error(codes.Internal, err.Error())
+	}
+	return toProto(out), nil
+}
+
+// toStatus turns an error met while serving an RPC into the gRPC status the
+// caller receives.
+func toStatus(err error) error {
+	var handlerErr *handlerError
+	switch {
+	case errors.As(err, &handlerErr):
+		// raft's handler refused the request; the message is all raft gives.
+		return status.Error(codes.Unknown, handlerErr.Error())
+	case errors.Is(err, ErrClosed):
+		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return status.FromContextError(err).Err()
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+// pipelineAnswer is one request of an AppendEntriesPipeline stream handed to
+// raft, or the error that ended the stream's receiving side.
+type pipelineAnswer struct {
+	trans  *GroupTransport
+	respCh <-chan raft.RPCResponse
+	err    error
+}
+
+// AppendEntriesPipeline serves a pipeline: a receiving goroutine hands each
+// request to raft as it arrives, and this handler sends the answers in
+// request order. The receiving goroutine ends when the stream does, which
+// gRPC guarantees once this handler has returned.
+func (s *transportServer) AppendEntriesPipeline(stream grpc.BidiStreamingServer[raftv1.AppendEntriesPipelineRequest, raftv1.AppendEntriesPipelineResponse]) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	pending := make(chan pipelineAnswer, s.mux.maxInFlight)
+	go s.receivePipeline(ctx, stream, pending)
+
+	for {
+		var next pipelineAnswer
+		select {
+		case next = <-pending:
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		}
+		if next.err != nil {
+			if errors.Is(next.err, io.EOF) {
+				return nil
+			}
+			return toStatus(next.err)
+		}
+		msg := &raftv1.AppendEntriesPipelineResponse{}
+		resp, err := next.trans.await(ctx, next.respCh)
+		var handlerErr *handlerError
+		switch {
+		case errors.As(err, &handlerErr):
+			msg.Error = handlerErr.Error()
+		case err != nil:
+			return toStatus(err)
+		default:
+			out, err := responseAs[*raft.AppendEntriesResponse](resp)
+			if err != nil {
+				msg.Error = err.Error()
+			} else {
+				msg.Response = appendEntriesResponseToProto(out)
+			}
+		}
+		if err := stream.Send(msg); err != nil {
+			return err
+		}
+	}
+}
+
+// receivePipeline hands the requests of a pipeline stream to raft until the
+// stream ends or fails, then queues the reason (io.EOF for a clean end).
+func (s *transportServer) receivePipeline(ctx context.Context, stream grpc.BidiStreamingServer[raftv1.AppendEntriesPipelineRequest, raftv1.AppendEntriesPipelineResponse], pending chan<- pipelineAnswer) {
+	next := func() pipelineAnswer {
+		msg, err := stream.Recv()
+		if err != nil {
+			return pipelineAnswer{err: err}
+		}
+		t, err := s.groupTransport(msg.GetRequest().GetGroup())
+		if err != nil {
+			return pipelineAnswer{err: err}
+		}
+		command := appendEntriesRequestFromProto(msg.GetRequest())
+		respCh := make(chan raft.RPCResponse, 1)
+		if err := t.deliver(ctx, raft.RPC{Command: command, RespChan: respCh}, isHeartbeat(command)); err != nil {
+			return pipelineAnswer{err: err}
+		}
+		return pipelineAnswer{trans: t, respCh: respCh}
+	}
+	for {
+		answer := next()
+		select {
+		case pending <- answer:
+		case <-ctx.Done():
+			return
+		}
+		if answer.err != nil {
+			return
+		}
+	}
+}
