@@ -1,6 +1,7 @@
 package sqlfilter
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -442,6 +443,16 @@ func (p *parser) parseUnary() (term, error) {
 	p.depth--
 	if !minus {
 		return term{e: x.e, pos: pos}, nil
+	}
+	// Fold the sign into a number so that the canonical form (which writes
+	// -5 for both) reads back as the same tree.
+	if lit, ok := x.e.(*literal); ok {
+		switch {
+		case lit.v.kind == KindInt && lit.v.i != math.MinInt64:
+			return term{e: &literal{v: IntValue(-lit.v.i)}, pos: pos}, nil
+		case lit.v.kind == KindFloat:
+			return term{e: &literal{v: FloatValue(-lit.v.f)}, pos: pos}, nil
+		}
 	}
 	return term{e: &negate{x: x.e, pos: pos}, pos: pos}, nil
 }
