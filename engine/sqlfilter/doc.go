@@ -27,6 +27,14 @@
 // a regular identifier, or that is a keyword, is written [in brackets] (with
 // ]] for a literal ]) or "in double quotes".
 //
+// Parameters (@name) are bound when an expression is parsed, from a map
+// keyed "@name" (as the Service Bus SDKs write it) or "name". Functions are
+// not supported: newid() is not deterministic and property() is not needed.
+// A unary '+' is accepted and ignored. A system property the message does
+// not carry (Message.System returns false) is NULL, as is a missing
+// application property; naming a system property that does not exist is a
+// parse error.
+//
 // Values are null, string, int64, float64, bool, bytes and timestamp, the
 // kinds of raftbusv1.PropertyValue. Integer literals are int64, literals
 // with a decimal point or an exponent are float64. sys.TimeToLive is a

@@ -149,3 +149,55 @@ func (m *likeMatcher) match(s string) bool {
 	}
 	return true
 }
+
+// likeOperand reads the pattern or escape of LIKE: a string literal or a
+// string parameter, known at parse time.
+func (p *parser) likeOperand() (expr, string, error) {
+	switch p.tok.kind {
+	case tString:
+		s := p.tok.val
+		p.advance()
+		return &literal{v: StringValue(s)}, s, nil
+	case tParam:
+		prm, err := p.param()
+		if err != nil {
+			return nil, "", err
+		}
+		if s, ok := prm.v.Str(); ok {
+			p.advance()
+			return prm, s, nil
+		}
+		return nil, "", p.errExpected("string parameter")
+	}
+	return nil, "", p.errAfter("string")
+}
+
+func (p *parser) parseLike(l term, negated bool, pos int) (term, error) {
+	p.advance()
+	patPos := p.tok.pos
+	pat, patText, err := p.likeOperand()
+	if err != nil {
+		return l, err
+	}
+	n := &like{x: l.e, pattern: pat, not: negated, pos: pos}
+	var esc rune
+	if p.isKeyword("ESCAPE") {
+		p.advance()
+		escTok := p.tok
+		e, s, err := p.likeOperand()
+		if err != nil {
+			return l, err
+		}
+		r, w := utf8.DecodeRuneInString(s)
+		if s == "" || w != len(s) || (r == utf8.RuneError && w == 1) {
+			return l, p.errAt(escTok.pos, "single-character escape string", describe(escTok, p.src))
+		}
+		n.escape, esc = e, r
+	}
+	m, fault := compileLike(patText, esc, n.escape != nil)
+	if fault != "" {
+		return l, p.errAt(patPos, fault, "string "+shorten(quoteString(patText)))
+	}
+	n.m = m
+	return term{p: n, pos: l.pos}, nil
+}
