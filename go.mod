@@ -3,7 +3,6 @@ module github.com/raftbus/raftbus
 go 1.26.0
 
 require (
-	github.com/google/btree v1.1.3
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )

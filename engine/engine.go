@@ -106,7 +106,7 @@ func (e *Engine) Apply(cmd *enginev1.Command) *enginev1.Result {
 	case *enginev1.Command_Settle:
 		err = e.settle(now, b.Settle)
 		if err == nil {
-			res = &enginev1.Result{Result: &enginev1.Result_Settle{Settle: &enginev1.SettleResult{}}}
+			res = settled()
 		}
 	case *enginev1.Command_RenewLock:
 		var until int64
@@ -125,6 +125,19 @@ func (e *Engine) Apply(cmd *enginev1.Command) *enginev1.Result {
 	return res
 }
 
+// settled is the result of a successful Settle, in one allocation: it is
+// the most frequent command.
+func settled() *enginev1.Result {
+	b := &struct {
+		res  enginev1.Result
+		body enginev1.Result_Settle
+		s    enginev1.SettleResult
+	}{}
+	b.body.Settle = &b.s
+	b.res.Result = &b.body
+	return &b.res
+}
+
 // sequence hands out the next sequence number and its order.
 func (e *Engine) sequence() (int64, uint64) {
 	order := e.nextOrder
@@ -133,6 +146,60 @@ func (e *Engine) sequence() (int64, uint64) {
 		return int64(uint64(e.partitionID)<<48 | order&counterBits48), order
 	}
 	return int64(order & counterBits63), order
+}
+
+// counterMask is the part of a sequence number the counter fills; the
+// rest is the prefix every number of this partition has.
+func (e *Engine) counterMask() (mask, prefix uint64) {
+	if e.partitionCount > 1 {
+		return counterBits48, uint64(e.partitionID) << 48
+	}
+	return counterBits63, 0
+}
+
+// orderOf maps a sequence number to the order of the latest time it was
+// handed out; ok is false when it never was.
+func (e *Engine) orderOf(seq int64) (uint64, bool) {
+	mask, prefix := e.counterMask()
+	u := uint64(seq)
+	if u&^mask != prefix {
+		return 0, false
+	}
+	last := e.nextOrder - 1
+	o := last&^mask | u&mask
+	if o > last {
+		if last&^mask == 0 {
+			return 0, false
+		}
+		o -= mask + 1
+	}
+	return o, true
+}
+
+// lookup finds the message of q with sequence number seq, or nil.
+func (e *Engine) lookup(q *queue, seq int64) *message {
+	o, ok := e.orderOf(seq)
+	if !ok {
+		return nil
+	}
+	return q.all.get(o)
+}
+
+// peekStart maps a sequence number to the order a peek starts at: numbers
+// below this partition's start at the beginning, numbers above it find
+// nothing, and others count in the counter's current round.
+func (e *Engine) peekStart(fromSeq int64) (uint64, bool) {
+	mask, prefix := e.counterMask()
+	u := uint64(fromSeq)
+	switch {
+	case fromSeq <= 0 && prefix == 0:
+		return 0, true
+	case u&^mask < prefix:
+		return 0, true
+	case u&^mask > prefix:
+		return 0, false
+	}
+	return (e.nextOrder-1)&^mask | u&mask, true
 }
 
 // tokenSource derives the lock tokens of one command from its seed: the

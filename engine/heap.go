@@ -21,6 +21,14 @@ type timerField struct{}
 func (timerField) deadline(m *message) int64 { return m.dueMs }
 func (timerField) index(m *message) *int32   { return &m.timerIdx }
 
+// returnedField orders available messages back from a lock by order
+// alone. It shares the position field with timerField: a message is never
+// locked or scheduled and available at once.
+type returnedField struct{}
+
+func (returnedField) deadline(*message) int64 { return 0 }
+func (returnedField) index(m *message) *int32 { return &m.timerIdx }
+
 // expiryField orders by expiresMs (time to live).
 type expiryField struct{}
 

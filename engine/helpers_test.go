@@ -178,17 +178,23 @@ func checkInvariants(t testing.TB, e *Engine) {
 			var n [5]int64
 			var bytes int64
 			var prev *message
-			q.all.Ascend(func(m *message) bool {
-				if prev != nil && prev.seq >= m.seq {
+			q.all.ascend(0, func(m *message) bool {
+				if prev != nil && prev.order >= m.order {
 					t.Fatalf("%s: sequence order broken", ent.path)
 				}
 				prev = m
 				n[m.state]++
 				bytes += m.size()
+				if q.all.get(m.order) != m {
+					t.Fatalf("%s: message %d not found by order", ent.path, m.seq)
+				}
+				if got := e.lookup(q, m.seq); got != m {
+					t.Fatalf("%s: message %d not found by sequence number", ent.path, m.seq)
+				}
 				if m.state == stateLocked && q.locks[m.token] != m {
 					t.Fatalf("%s: locked message %d not in the lock index", ent.path, m.seq)
 				}
-				if (m.state == stateLocked || m.state == stateScheduled) != (m.timerIdx >= 0) {
+				if (m.state == stateLocked || m.state == stateScheduled) && m.timerIdx < 0 {
 					t.Fatalf("%s: message %d in state %d, timer index %d", ent.path, m.seq, m.state, m.timerIdx)
 				}
 				if q.deadLetter && m.expiryIdx >= 0 {
@@ -196,7 +202,7 @@ func checkInvariants(t testing.TB, e *Engine) {
 				}
 				return true
 			})
-			if n[stateAvailable] != q.availableCount || int64(q.available.Len()) != q.availableCount ||
+			if n[stateAvailable] != q.availableCount || int64(q.fresh.Len()+q.returned.Len()) != q.availableCount ||
 				n[stateLocked] != q.lockedCount || int64(len(q.locks)) != q.lockedCount ||
 				n[stateDeferred] != q.deferredCount || n[stateScheduled] != q.scheduledCount ||
 				int64(q.timers.Len()) != q.lockedCount+q.scheduledCount || bytes != q.bytes {

@@ -1,10 +1,6 @@
 package engine
 
-import (
-	"math"
-
-	"github.com/google/btree"
-)
+import "math"
 
 // noExpiry marks a message that never expires.
 const noExpiry = math.MaxInt64
@@ -61,21 +57,27 @@ func (m *message) size() int64 { return int64(len(m.id) + len(m.body) + len(m.me
 func bySeq(a, b *message) bool   { return a.seq < b.seq }
 func byOrder(a, b *message) bool { return a.order < b.order }
 
-const btreeDegree = 32
+const btreeDegree = 64
 
 // queue is an ordered store of messages with the Service Bus states:
 // available, locked, deferred and scheduled. An entity's main queue and its
 // dead-letter sub-queue are both queues; a subscription will be one too.
 // Every structure is an index over the same message structs, and every
-// operation is O(log n).
+// operation is O(log n) or amortized O(1).
+//
+// Available messages are either fresh (never delivered, or dead-lettered
+// or activated: appended in order) or returned (their lock ended without
+// settlement: a heap by order). A receive takes the lower of the two heads,
+// so a returned message goes out again in its original place in the order.
 type queue struct {
 	entity *entity
 	// deadLetter marks the dead-letter sub-queue: time to live and
 	// MaxDeliveryCount are not applied there, nor can messages be
 	// dead-lettered from it.
 	deadLetter bool
-	all        *btree.BTreeG[*message] // every message, by sequence number
-	available  *btree.BTreeG[*message] // receivable messages, by order
+	all        messageLog // every message
+	fresh      messageLog // available messages appended in order
+	returned   deadlineHeap[returnedField]
 	timers     deadlineHeap[timerField]
 	expiries   deadlineHeap[expiryField]
 	locks      map[lockToken]*message
@@ -88,8 +90,6 @@ func newQueue(ent *entity, deadLetter bool) *queue {
 	return &queue{
 		entity:     ent,
 		deadLetter: deadLetter,
-		all:        btree.NewG(btreeDegree, bySeq),
-		available:  btree.NewG(btreeDegree, byOrder),
 		locks:      make(map[lockToken]*message),
 	}
 }
@@ -98,15 +98,19 @@ func (q *queue) count() int64 {
 	return q.availableCount + q.lockedCount + q.deferredCount + q.scheduledCount
 }
 
-func (q *queue) get(seq int64) *message {
-	m, _ := q.all.Get(&message{seq: seq})
-	return m
+// nextAvailable is the available message with the lowest order, or nil.
+func (q *queue) nextAvailable() *message {
+	f, r := q.fresh.first(), q.returned.top()
+	if f == nil || (r != nil && r.order < f.order) {
+		return r
+	}
+	return f
 }
 
 // insert stores m in the state m.state.
 func (q *queue) insert(m *message) {
 	m.timerIdx, m.expiryIdx = -1, -1
-	q.all.ReplaceOrInsert(m)
+	q.all.append(m)
 	q.bytes += m.size()
 	if !q.deadLetter && m.state != stateScheduled && m.expiresMs != noExpiry {
 		q.expiries.push(m)
@@ -118,7 +122,7 @@ func (q *queue) insert(m *message) {
 func (q *queue) remove(m *message) {
 	q.detach(m)
 	q.expiries.remove(m)
-	q.all.Delete(m)
+	q.all.remove(m)
 	q.bytes -= m.size()
 }
 
@@ -126,7 +130,11 @@ func (q *queue) remove(m *message) {
 func (q *queue) attach(m *message) {
 	switch m.state {
 	case stateAvailable:
-		q.available.ReplaceOrInsert(m)
+		if m.order > q.fresh.lastOrder() {
+			q.fresh.append(m)
+		} else {
+			q.returned.push(m)
+		}
 		q.availableCount++
 	case stateLocked:
 		q.locks[m.token] = m
@@ -144,7 +152,11 @@ func (q *queue) attach(m *message) {
 func (q *queue) detach(m *message) {
 	switch m.state {
 	case stateAvailable:
-		q.available.Delete(m)
+		if m.timerIdx >= 0 {
+			q.returned.remove(m)
+		} else {
+			q.fresh.remove(m)
+		}
 		q.availableCount--
 	case stateLocked:
 		delete(q.locks, m.token)

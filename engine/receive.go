@@ -2,6 +2,7 @@ package engine
 
 import (
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -32,11 +33,12 @@ func (e *Engine) receive(now int64, tokens *tokenSource, c *enginev1.Lock) ([]*r
 	}
 	n := int64(max(c.GetMaxMessages(), 1))
 	out := make([]*raftbusv1.ReceivedMessage, 0, min(n, q.availableCount))
+	var blocks blockAllocator
 	deleteMode := c.GetReceiveMode() == raftbusv1.ReceiveMode_RECEIVE_MODE_RECEIVE_AND_DELETE
 	lockedUntil := addMs(now, q.entity.settings.lockDurationMs)
 	for int64(len(out)) < n {
-		m, ok := q.available.Min()
-		if !ok {
+		m := q.nextAvailable()
+		if m == nil {
 			break
 		}
 		if !q.deadLetter && m.deliveryCount >= q.entity.settings.maxDeliveryCount {
@@ -44,21 +46,21 @@ func (e *Engine) receive(now int64, tokens *tokenSource, c *enginev1.Lock) ([]*r
 			e.deadLetter(q, m, now, reasonMaxDeliveryCountExceeded, descriptionMaxDeliveryCount)
 			continue
 		}
-		out = append(out, e.take(q, m, tokens, lockedUntil, deleteMode))
+		out = append(out, e.take(q, m, tokens, lockedUntil, deleteMode, blocks.next(cap(out)-len(out))))
 	}
 	return out, nil
 }
 
 // take hands m to a receiver: locked, or removed in ReceiveAndDelete mode.
-func (e *Engine) take(q *queue, m *message, tokens *tokenSource, lockedUntil int64, deleteMode bool) *raftbusv1.ReceivedMessage {
+func (e *Engine) take(q *queue, m *message, tokens *tokenSource, lockedUntil int64, deleteMode bool, b *receivedBlock) *raftbusv1.ReceivedMessage {
 	if deleteMode {
 		m.deliveryCount++
-		r := e.received(m)
+		r := e.received(m, b)
 		q.remove(m)
 		return r
 	}
 	q.lock(m, tokens.next(q), lockedUntil)
-	return withLock(e.received(m), m)
+	return e.received(m, b)
 }
 
 // receiveDeferred receives deferred messages by sequence number, all or
@@ -71,7 +73,7 @@ func (e *Engine) receiveDeferred(now int64, tokens *tokenSource, c *enginev1.Rec
 	seqs := c.GetSequenceNumbers()
 	picked := make([]*message, 0, len(seqs))
 	for _, seq := range seqs {
-		m := q.get(seq)
+		m := e.lookup(q, seq)
 		if m == nil || (m.state != stateDeferred && !containsMessage(picked, m)) {
 			return nil, errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_FOUND,
 				"no deferred message with sequence number %d in %q", seq, c.GetEntityPath())
@@ -83,8 +85,9 @@ func (e *Engine) receiveDeferred(now int64, tokens *tokenSource, c *enginev1.Rec
 	deleteMode := c.GetReceiveMode() == raftbusv1.ReceiveMode_RECEIVE_MODE_RECEIVE_AND_DELETE
 	lockedUntil := addMs(now, q.entity.settings.lockDurationMs)
 	out := make([]*raftbusv1.ReceivedMessage, len(picked))
+	var blocks blockAllocator
 	for i, m := range picked {
-		out[i] = e.take(q, m, tokens, lockedUntil, deleteMode)
+		out[i] = e.take(q, m, tokens, lockedUntil, deleteMode, blocks.next(len(picked)-i))
 	}
 	return out, nil
 }
@@ -227,26 +230,55 @@ func (e *Engine) fire(q *queue, t int64) {
 	}
 }
 
-// received is m as the broker hands it out.
-func (e *Engine) received(m *message) *raftbusv1.ReceivedMessage {
-	msg := &raftbusv1.Message{}
+// receivedBlock holds everything one handed-out message needs, so that a
+// batch of them is a single allocation.
+type receivedBlock struct {
+	r                              raftbusv1.ReceivedMessage
+	msg                            raftbusv1.Message
+	enqueued, lockedUntil, expires timestamppb.Timestamp
+	token                          lockToken
+}
+
+// blockAllocator hands out receivedBlocks from chunks small enough to stay
+// clear of the allocator's large-object path.
+type blockAllocator struct {
+	chunk []receivedBlock
+}
+
+const blocksPerChunk = 32
+
+// next returns a zero block; remaining is how many more the caller expects
+// to need (this one included).
+func (a *blockAllocator) next(remaining int) *receivedBlock {
+	if len(a.chunk) == 0 {
+		a.chunk = make([]receivedBlock, min(max(remaining, 1), blocksPerChunk))
+	}
+	b := &a.chunk[0]
+	a.chunk = a.chunk[1:]
+	return b
+}
+
+// received is m as the broker hands it out (with its lock when locked),
+// built in b.
+func (e *Engine) received(m *message, b *receivedBlock) *raftbusv1.ReceivedMessage {
 	if m.meta != nil {
 		// meta was encoded by this package (or checked on restore).
-		_ = proto.Unmarshal(m.meta, msg)
+		_ = proto.Unmarshal(m.meta, &b.msg)
 	}
-	msg.MessageId, msg.Body = m.id, m.body
-	r := &raftbusv1.ReceivedMessage{
-		Message:                msg,
-		SequenceNumber:         m.seq,
-		EnqueuedSequenceNumber: m.seq,
-		DeliveryCount:          m.deliveryCount,
-		PartitionId:            e.partitionID,
-		State:                  raftbusv1.MessageState_MESSAGE_STATE_ACTIVE,
-	}
+	b.msg.MessageId, b.msg.Body = m.id, m.body
+	r := &b.r
+	r.Message = &b.msg
+	r.SequenceNumber = m.seq
+	r.EnqueuedSequenceNumber = m.seq
+	r.DeliveryCount = m.deliveryCount
+	r.PartitionId = e.partitionID
+	r.State = raftbusv1.MessageState_MESSAGE_STATE_ACTIVE
 	if m.state != stateScheduled {
-		r.EnqueuedTime = timestamp(m.enqueuedMs)
+		setTimestamp(&b.enqueued, m.enqueuedMs)
+		r.EnqueuedTime = &b.enqueued
 		if m.expiresMs != noExpiry {
-			r.ExpiresAt = timestamp(m.expiresMs)
+			setTimestamp(&b.expires, m.expiresMs)
+			r.ExpiresAt = &b.expires
 		}
 	}
 	switch {
@@ -255,20 +287,18 @@ func (e *Engine) received(m *message) *raftbusv1.ReceivedMessage {
 	case m.state == stateDeferred || m.lockedFromDeferred:
 		r.State = raftbusv1.MessageState_MESSAGE_STATE_DEFERRED
 	}
+	if m.state == stateLocked {
+		b.token = m.token
+		r.LockToken = b.token[:]
+		setTimestamp(&b.lockedUntil, m.dueMs)
+		r.LockedUntil = &b.lockedUntil
+	}
 	if dl := m.deadLetter; dl != nil {
 		r.EnqueuedSequenceNumber = dl.enqueuedSeq
 		r.DeadLetterReason = dl.reason
 		r.DeadLetterErrorDescription = dl.description
 		r.DeadLetterSource = dl.source
 	}
-	return r
-}
-
-// withLock adds m's lock token and expiry to r.
-func withLock(r *raftbusv1.ReceivedMessage, m *message) *raftbusv1.ReceivedMessage {
-	tok := m.token
-	r.LockToken = tok[:]
-	r.LockedUntil = timestamp(m.dueMs)
 	return r
 }
 
@@ -289,9 +319,13 @@ func (e *Engine) Peek(entityPath string, subQueue raftbusv1.SubQueue, fromSeq in
 		max = 1
 	}
 	var out []*raftbusv1.ReceivedMessage
-	q.all.AscendGreaterOrEqual(&message{seq: fromSeq}, func(m *message) bool {
-		out = append(out, e.received(m))
-		return len(out) < max
-	})
+	if from, ok := e.peekStart(fromSeq); ok {
+		q.all.ascend(from, func(m *message) bool {
+			r := e.received(m, &receivedBlock{})
+			r.LockToken, r.LockedUntil = nil, nil // a peek shows no lock
+			out = append(out, r)
+			return len(out) < max
+		})
+	}
 	return out, nil
 }

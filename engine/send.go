@@ -75,9 +75,11 @@ func (e *Engine) send(now int64, path string, msgs []*raftbusv1.Message, schedul
 			"entity %q holds %d bytes; %d more would exceed its limit of %d", path, ent.bytes(), total, s.maxSizeBytes)
 	}
 	results := make([]*raftbusv1.SendResult, len(msgs))
+	blocks := make([]sendBlock, len(msgs))
 	for i, m := range msgs {
 		x := &in[i]
-		r := &raftbusv1.SendResult{PartitionId: e.partitionID, Duplicate: x.duplicate, Scheduled: x.scheduled}
+		r := &blocks[i].r
+		r.PartitionId, r.Duplicate, r.Scheduled = e.partitionID, x.duplicate, x.scheduled
 		results[i] = r
 		if x.duplicate {
 			continue
@@ -94,9 +96,17 @@ func (e *Engine) send(now int64, path string, msgs []*raftbusv1.Message, schedul
 		}
 		e.enqueue(ent.main, sm, now)
 		r.SequenceNumber = sm.seq
-		r.EnqueuedTime = timestamp(sm.enqueuedMs)
+		setTimestamp(&blocks[i].enqueued, sm.enqueuedMs)
+		r.EnqueuedTime = &blocks[i].enqueued
 	}
 	return results, nil
+}
+
+// sendBlock holds one send result, so that a batch of them is a single
+// allocation.
+type sendBlock struct {
+	r        raftbusv1.SendResult
+	enqueued timestamppb.Timestamp
 }
 
 // enqueue gives m a sequence number and stores it in q. A message that is
@@ -125,7 +135,7 @@ func (e *Engine) cancelScheduled(c *enginev1.CancelScheduled) (int32, *Error) {
 	}
 	var n int32
 	for _, seq := range c.GetSequenceNumbers() {
-		if m := ent.main.get(seq); m != nil && m.state == stateScheduled {
+		if m := e.lookup(ent.main, seq); m != nil && m.state == stateScheduled {
 			ent.main.remove(m)
 			n++
 		}
@@ -159,11 +169,17 @@ func encodeMeta(m *raftbusv1.Message) ([]byte, error) {
 
 // timestamp converts Unix milliseconds to a protobuf Timestamp.
 func timestamp(ms int64) *timestamppb.Timestamp {
+	t := &timestamppb.Timestamp{}
+	setTimestamp(t, ms)
+	return t
+}
+
+func setTimestamp(t *timestamppb.Timestamp, ms int64) {
 	sec, rem := ms/1000, ms%1000
 	if rem < 0 {
 		sec, rem = sec-1, rem+1000
 	}
-	return &timestamppb.Timestamp{Seconds: sec, Nanos: int32(rem) * 1e6}
+	t.Seconds, t.Nanos = sec, int32(rem)*1e6
 }
 
 // timestampMs converts a valid Timestamp to Unix milliseconds.

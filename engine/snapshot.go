@@ -47,7 +47,7 @@ func (e *Engine) Snapshot(w io.Writer) error {
 			Configuration: ent.settings.configuration(ent.path),
 		}}})
 		for _, q := range [2]*queue{ent.main, ent.deadLetter} {
-			q.all.Ascend(func(m *message) bool {
+			q.all.ascend(0, func(m *message) bool {
 				if err == nil {
 					messages++
 					err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Message{Message: storedMessage(q, m)}})
@@ -206,8 +206,8 @@ func (e *Engine) restoreMessage(ent *entity, s *enginev1.StoredMessage) error {
 	if qerr != nil {
 		return qerr
 	}
-	if q.get(s.GetSequenceNumber()) != nil {
-		return errors.New("sequence number stored twice")
+	if s.GetOrder() <= q.all.lastOrder() && q.all.Len() > 0 {
+		return errors.New("messages out of order")
 	}
 	if s.GetOrder() >= e.nextOrder {
 		return fmt.Errorf("order %d not below the next order %d", s.GetOrder(), e.nextOrder)
