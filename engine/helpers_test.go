@@ -200,6 +200,9 @@ func checkInvariants(t testing.TB, e *Engine) {
 				if q.deadLetter && m.expiryIdx >= 0 {
 					t.Fatalf("%s: dead-lettered message %d has an expiry", ent.path, m.seq)
 				}
+				if !q.deadLetter && (m.state == stateAvailable || m.state == stateDeferred) && (m.expiryIdx >= 0) != (m.expiresMs != noExpiry) {
+					t.Fatalf("%s: message %d in state %d expiring at %d has expiry index %d", ent.path, m.seq, m.state, m.expiresMs, m.expiryIdx)
+				}
 				return true
 			})
 			if n[stateAvailable] != q.availableCount || int64(q.fresh.Len()+q.returned.Len()) != q.availableCount ||
@@ -210,7 +213,14 @@ func checkInvariants(t testing.TB, e *Engine) {
 					ent.path, q.deadLetter, n, bytes, q.availableCount, q.lockedCount, q.deferredCount, q.scheduledCount, q.bytes)
 			}
 			if t0, ok := q.nextEvent(); ok && t0 <= e.now {
-				t.Fatalf("%s: event due at %d not applied by %d", ent.path, t0, e.now)
+				var desc string
+				if m := q.timers.top(); m != nil {
+					desc += fmt.Sprintf(" timer top: seq %d state %d due %d;", m.seq, m.state, m.dueMs)
+				}
+				if m := q.expiries.top(); m != nil {
+					desc += fmt.Sprintf(" expiry top: seq %d state %d expires %d", m.seq, m.state, m.expiresMs)
+				}
+				t.Fatalf("%s (dead-letter %v): event due at %d not applied by %d:%s", ent.path, q.deadLetter, t0, e.now, desc)
 			}
 		}
 	}

@@ -131,7 +131,11 @@ func (e *Engine) settle(now int64, c *enginev1.Settle) *Error {
 	case enginev1.Disposition_DISPOSITION_DEAD_LETTER:
 		e.deadLetter(q, m, now, c.GetDeadLetterReason(), c.GetDeadLetterErrorDescription())
 	case enginev1.Disposition_DISPOSITION_DEFER:
-		q.move(m, stateDeferred)
+		if !q.deadLetter && m.expiresMs <= now {
+			e.expire(q, m, now) // it expired while locked
+		} else {
+			q.move(m, stateDeferred)
+		}
 	}
 	return nil
 }

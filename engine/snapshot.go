@@ -255,5 +255,9 @@ func (e *Engine) restoreMessage(ent *entity, s *enginev1.StoredMessage) error {
 		}
 	}
 	q.insert(m)
+	if m.state == stateLocked && m.expiresMs <= e.now {
+		// Its expiry already fired; it expires when the lock ends.
+		q.expiries.remove(m)
+	}
 	return nil
 }
