@@ -17,8 +17,8 @@ import (
 // entities, feeding on the results (lock tokens, sequence numbers) so that
 // settlements and lookups hit real messages as well as stale ones.
 type workload struct {
-	rng    *rand.Rand
-	now    int64
+	rng *rand.Rand
+	now int64
 	// tickAt is the time of the last Tick. Clock steps backwards stay above
 	// it: a Tick advances the clamped clock, so with a step below it the
 	// engine that skips Ticks would legitimately see another time.
