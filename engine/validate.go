@@ -19,6 +19,14 @@ func validate(cmd *enginev1.Command) *Error {
 	}
 	switch b := cmd.GetBody().(type) {
 	case *enginev1.Command_ConfigureEntity:
+		p := b.ConfigureEntity.GetProperties()
+		for _, f := range [...]struct{ name, value string }{
+			{"name", p.GetName()}, {"forward_to", p.GetForwardTo()}, {"forward_dead_lettered_messages_to", p.GetForwardDeadLetteredMessagesTo()},
+		} {
+			if err := checkText(f.name, f.value); err != nil {
+				return err
+			}
+		}
 		return checkPath(b.ConfigureEntity.GetEntityPath())
 	case *enginev1.Command_Send:
 		return checkMessages(b.Send.GetEntityPath(), b.Send.GetMessages(), false)
