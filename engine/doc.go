@@ -2,9 +2,22 @@
 // topics, subscriptions, sessions, scheduling, locks and settlement as
 // Service Bus defines them.
 //
-// It is pure and deterministic. A command carries its timestamp and any lock
-// tokens it needs; applying the same commands in the same order gives the
-// same state and results on every replica. The package does no I/O, reads no
-// clock, draws no random numbers and starts no goroutines; Raft, disks and
-// networks belong to the packages above it.
+// It is pure and deterministic. A command carries its timestamp and the
+// seed its lock tokens are derived from; applying the same commands in the
+// same order gives the same state and results on every replica. The package
+// does no I/O, reads no clock, draws no random numbers and starts no
+// goroutines; Raft, disks and networks belong to the packages above it.
+//
+// An Engine holds entities (this partition's slice of a queue; later also
+// topics and subscriptions). Each entity has a main queue and a dead-letter
+// sub-queue, both instances of queue: an append-only log of messages in the
+// order their sequence numbers were handed out, with indexes for available,
+// locked, deferred and scheduled messages and heaps for lock expiry,
+// activation and time to live. Time effects are applied at their own due
+// times, before each command, so results do not depend on whether a Tick
+// ran; NextDeadline tells the leader when the next one is due.
+//
+// The commands and results are the protobuf messages of
+// proto/raftbus/engine/v1; Snapshot writes the state as a stream of
+// snapshot records (also there), which Digest hashes.
 package engine

@@ -1,0 +1,97 @@
+package engine
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+
+	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+)
+
+const benchBatch = 100
+
+func benchMessages(n, bodySize int) []*raftbusv1.Message {
+	body := make([]byte, bodySize)
+	msgs := make([]*raftbusv1.Message, n)
+	for i := range msgs {
+		msgs[i] = &raftbusv1.Message{MessageId: fmt.Sprintf("%08x-4a7c-4f5e-9e37-79b97f4a7c15", i), Body: body}
+	}
+	return msgs
+}
+
+// BenchmarkSendLockComplete measures one message through send, PeekLock
+// and complete, with 1 KiB bodies in batches of 100 (one Send and one Lock
+// command per batch, one Settle per message).
+func BenchmarkSendLockComplete(b *testing.B) {
+	e := New(0, 1)
+	now := startMs
+	e.Apply(&enginev1.Command{NowUnixMs: now, Body: &enginev1.Command_ConfigureEntity{ConfigureEntity: &enginev1.ConfigureEntity{EntityPath: testQueue}}})
+	send := &enginev1.Command{Body: &enginev1.Command_Send{Send: &enginev1.Send{EntityPath: testQueue, Messages: benchMessages(benchBatch, 1024)}}}
+	lock := &enginev1.Command{TokenSeed: make([]byte, 16), Body: &enginev1.Command_Lock{Lock: &enginev1.Lock{EntityPath: testQueue, MaxMessages: benchBatch}}}
+	settle := &enginev1.Settle{EntityPath: testQueue, Disposition: enginev1.Disposition_DISPOSITION_COMPLETE}
+	complete := &enginev1.Command{Body: &enginev1.Command_Settle{Settle: settle}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for n := 0; n < b.N; n += benchBatch {
+		now++
+		send.NowUnixMs, lock.NowUnixMs, complete.NowUnixMs = now, now, now
+		lock.TokenSeed[0], lock.TokenSeed[1] = byte(n), byte(n>>8)
+		if r := e.Apply(send); r.GetError() != nil {
+			b.Fatal(r.GetError())
+		}
+		got := e.Apply(lock).GetLock().GetMessages()
+		if len(got) != benchBatch {
+			b.Fatalf("locked %d", len(got))
+		}
+		for _, m := range got {
+			settle.LockToken = m.GetLockToken()
+			if r := e.Apply(complete); r.GetError() != nil {
+				b.Fatal(r.GetError())
+			}
+		}
+	}
+	b.StopTimer()
+	msgs := float64((b.N + benchBatch - 1) / benchBatch * benchBatch)
+	b.ReportMetric(msgs/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// BenchmarkStoredMessageMemory measures the heap held per stored message
+// beyond its body (bodies are shared, ids are 36 characters).
+func BenchmarkStoredMessageMemory(b *testing.B) {
+	for _, dup := range []bool{false, true} {
+		b.Run(fmt.Sprintf("duplicate_detection=%v", dup), func(b *testing.B) {
+			const n = 100_000
+			var perMessage float64
+			for range b.N {
+				perMessage = storedBytesPerMessage(b, n, dup)
+			}
+			b.ReportMetric(perMessage, "bytes/msg")
+		})
+	}
+}
+
+// storedBytesPerMessage sends n messages (the commands and results are
+// dropped) and returns the growth of the live heap per message.
+func storedBytesPerMessage(tb testing.TB, n int, duplicateDetection bool) float64 {
+	e := New(0, 1)
+	props := &raftbusv1.QueueProperties{RequiresDuplicateDetection: &duplicateDetection}
+	e.Apply(&enginev1.Command{NowUnixMs: startMs, Body: &enginev1.Command_ConfigureEntity{ConfigureEntity: &enginev1.ConfigureEntity{EntityPath: testQueue, Properties: props}}})
+	body := make([]byte, 1024)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := 0; i < n; i += benchBatch {
+		msgs := make([]*raftbusv1.Message, benchBatch)
+		for j := range msgs {
+			msgs[j] = &raftbusv1.Message{MessageId: fmt.Sprintf("%08x-4a7c-4f5e-9e37-79b97f4a7c15", i+j), Body: body}
+		}
+		if r := e.Apply(&enginev1.Command{NowUnixMs: startMs, Body: &enginev1.Command_Send{Send: &enginev1.Send{EntityPath: testQueue, Messages: msgs}}}); r.GetError() != nil {
+			tb.Fatal(r.GetError())
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(e)
+	return float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(n)
+}

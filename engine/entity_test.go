@@ -1,0 +1,95 @@
+package engine
+
+import (
+	"testing"
+	"time"
+
+	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+)
+
+func TestNormalizeQueuePropertiesAppliesDefaults(t *testing.T) {
+	p, err := NormalizeQueueProperties(&raftbusv1.QueueProperties{Name: "q"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.GetName() != "q" || p.GetLockDuration().AsDuration() != time.Minute || p.GetMaxDeliveryCount() != 10 ||
+		p.GetDuplicateDetectionHistoryTimeWindow().AsDuration() != 10*time.Minute || p.GetMaxSizeInMegabytes() != 1024 ||
+		p.GetMaxMessageSizeInKilobytes() != 256 || p.GetDefaultMessageTimeToLive().AsDuration() != UnlimitedTimeToLive ||
+		p.RequiresSession == nil || p.GetPartitionCount() != 1 || !p.GetEnableBatchedOperations() {
+		t.Fatalf("defaults %v", p)
+	}
+}
+
+func TestNormalizeQueuePropertiesRejectsOutOfRange(t *testing.T) {
+	for name, p := range map[string]*raftbusv1.QueueProperties{
+		"lock too long":      {LockDuration: dur(6 * time.Minute)},
+		"lock zero":          {LockDuration: dur(0)},
+		"no deliveries":      {MaxDeliveryCount: ptr[int32](0)},
+		"window too short":   {DuplicateDetectionHistoryTimeWindow: dur(time.Second)},
+		"size zero":          {MaxSizeInMegabytes: ptr[int64](0)},
+		"message size large": {MaxMessageSizeInKilobytes: ptr[int64](102401)},
+		"ttl negative":       {DefaultMessageTimeToLive: dur(-time.Second)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := NormalizeQueueProperties(p)
+			if e, ok := err.(*Error); !ok || e.Reason != raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT {
+				t.Fatalf("error %v", err)
+			}
+		})
+	}
+}
+
+func TestConfigureEntityUpdatesAndDeletes(t *testing.T) {
+	h := newHarness(t, nil)
+	h.sendN(1)
+	h.configure(testQueue, &raftbusv1.QueueProperties{LockDuration: dur(5 * time.Second)})
+	if got := h.lock(1); got[0].GetLockedUntil().AsTime().UnixMilli() != h.now+5000 {
+		t.Fatalf("update not applied: %v", got[0].GetLockedUntil())
+	}
+	h.ok(&enginev1.Command{Body: &enginev1.Command_ConfigureEntity{ConfigureEntity: &enginev1.ConfigureEntity{EntityPath: testQueue, Delete: true}}})
+	if _, err := h.e.RuntimeProperties(testQueue); err == nil {
+		t.Fatal("deleted entity still there")
+	}
+	if _, ok := h.e.NextDeadline(); ok {
+		t.Fatal("deleted entity's lock still has a deadline")
+	}
+	h.fails(sendCmd(&raftbusv1.Message{}), raftbusv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+}
+
+func TestNextDeadlineIsTheEarliestTimeDrivenWork(t *testing.T) {
+	h := newHarness(t, &raftbusv1.QueueProperties{LockDuration: dur(30 * time.Second), DefaultMessageTimeToLive: dur(time.Hour)})
+	if _, ok := h.e.NextDeadline(); ok {
+		t.Fatal("an empty engine has work")
+	}
+	h.send(&raftbusv1.Message{MessageId: "a", TimeToLive: dur(time.Minute)}, &raftbusv1.Message{MessageId: "b", ScheduledEnqueueTime: timestamp(h.now + 45_000)})
+	next := func() int64 {
+		d, ok := h.e.NextDeadline()
+		if !ok {
+			t.Fatal("no deadline")
+		}
+		return d - startMs
+	}
+	if got := next(); got != 45_000 {
+		t.Fatalf("deadline +%d, want the activation at +45000", got)
+	}
+	h.lock(1)
+	if got := next(); got != 30_000 {
+		t.Fatalf("deadline +%d, want the lock expiry at +30000", got)
+	}
+}
+
+func TestHasAvailableFollowsTheAvailableSet(t *testing.T) {
+	h := newHarness(t, nil)
+	if h.e.HasAvailable(testQueue, mainQueue) || h.e.HasAvailable("nope", mainQueue) {
+		t.Fatal("available before any send")
+	}
+	h.sendN(1)
+	if !h.e.HasAvailable(testQueue, mainQueue) || h.e.HasAvailable(testQueue, deadLetter) {
+		t.Fatal("HasAvailable after a send")
+	}
+	h.lock(1)
+	if h.e.HasAvailable(testQueue, mainQueue) {
+		t.Fatal("a locked message counts as available")
+	}
+}

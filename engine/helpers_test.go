@@ -1,0 +1,227 @@
+package engine
+
+import (
+	"encoding/binary"
+	"fmt"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+)
+
+const (
+	testQueue = "orders"
+	startMs   = int64(1_700_000_000_000)
+)
+
+// harness drives one engine the way a partition leader would: it stamps
+// time and a fresh token seed into every command.
+type harness struct {
+	t     testing.TB
+	e     *Engine
+	now   int64
+	seeds uint64
+}
+
+func newHarness(t testing.TB, props *raftbusv1.QueueProperties) *harness {
+	t.Helper()
+	h := &harness{t: t, e: New(0, 1), now: startMs}
+	h.configure(testQueue, props)
+	return h
+}
+
+func (h *harness) seed() []byte {
+	h.seeds++
+	b := make([]byte, 16)
+	binary.BigEndian.PutUint64(b[:8], h.seeds*0x9E3779B97F4A7C15)
+	binary.BigEndian.PutUint64(b[8:], mix64(h.seeds))
+	return b
+}
+
+func (h *harness) apply(cmd *enginev1.Command) *enginev1.Result {
+	h.t.Helper()
+	cmd.NowUnixMs = h.now
+	if cmd.TokenSeed == nil {
+		cmd.TokenSeed = h.seed()
+	}
+	res := h.e.Apply(cmd)
+	checkInvariants(h.t, h.e)
+	return res
+}
+
+func (h *harness) ok(cmd *enginev1.Command) *enginev1.Result {
+	h.t.Helper()
+	res := h.apply(cmd)
+	if e := res.GetError(); e != nil {
+		h.t.Fatalf("%T failed: %v: %s", cmd.GetBody(), e.GetReason(), e.GetMessage())
+	}
+	return res
+}
+
+func (h *harness) fails(cmd *enginev1.Command, reason raftbusv1.ErrorReason) *enginev1.Error {
+	h.t.Helper()
+	res := h.apply(cmd)
+	if res.GetError().GetReason() != reason {
+		h.t.Fatalf("%T: want error %v, got %v", cmd.GetBody(), reason, res)
+	}
+	return res.GetError()
+}
+
+func (h *harness) advance(d time.Duration) { h.now += d.Milliseconds() }
+
+func (h *harness) configure(path string, props *raftbusv1.QueueProperties) {
+	h.t.Helper()
+	h.ok(&enginev1.Command{Body: &enginev1.Command_ConfigureEntity{ConfigureEntity: &enginev1.ConfigureEntity{
+		EntityPath: path, Properties: props,
+	}}})
+}
+
+func sendCmd(msgs ...*raftbusv1.Message) *enginev1.Command {
+	return &enginev1.Command{Body: &enginev1.Command_Send{Send: &enginev1.Send{EntityPath: testQueue, Messages: msgs}}}
+}
+
+func (h *harness) send(msgs ...*raftbusv1.Message) []*raftbusv1.SendResult {
+	h.t.Helper()
+	return h.ok(sendCmd(msgs...)).GetSend().GetMessages()
+}
+
+// sendN sends n messages with ids m0, m1, ... and returns their sequence
+// numbers.
+func (h *harness) sendN(n int) []int64 {
+	h.t.Helper()
+	var seqs []int64
+	for i := range n {
+		r := h.send(&raftbusv1.Message{MessageId: fmt.Sprintf("m%d", i), Body: []byte("body")})
+		seqs = append(seqs, r[0].GetSequenceNumber())
+	}
+	return seqs
+}
+
+func lockCmd(sq raftbusv1.SubQueue, mode raftbusv1.ReceiveMode, n int32) *enginev1.Command {
+	return &enginev1.Command{Body: &enginev1.Command_Lock{Lock: &enginev1.Lock{
+		EntityPath: testQueue, SubQueue: sq, ReceiveMode: mode, MaxMessages: n,
+	}}}
+}
+
+func (h *harness) lock(n int32) []*raftbusv1.ReceivedMessage {
+	h.t.Helper()
+	return h.ok(lockCmd(raftbusv1.SubQueue_SUB_QUEUE_UNSPECIFIED, raftbusv1.ReceiveMode_RECEIVE_MODE_PEEK_LOCK, n)).GetLock().GetMessages()
+}
+
+func (h *harness) lockDeadLetters(n int32) []*raftbusv1.ReceivedMessage {
+	h.t.Helper()
+	return h.ok(lockCmd(raftbusv1.SubQueue_SUB_QUEUE_DEAD_LETTER, raftbusv1.ReceiveMode_RECEIVE_MODE_PEEK_LOCK, n)).GetLock().GetMessages()
+}
+
+func settleCmd(sq raftbusv1.SubQueue, token []byte, d enginev1.Disposition) *enginev1.Command {
+	return &enginev1.Command{Body: &enginev1.Command_Settle{Settle: &enginev1.Settle{
+		EntityPath: testQueue, SubQueue: sq, LockToken: token, Disposition: d,
+	}}}
+}
+
+func (h *harness) settle(m *raftbusv1.ReceivedMessage, d enginev1.Disposition) {
+	h.t.Helper()
+	h.ok(settleCmd(raftbusv1.SubQueue_SUB_QUEUE_UNSPECIFIED, m.GetLockToken(), d))
+}
+
+func (h *harness) counts() *raftbusv1.PartitionRuntimeProperties {
+	h.t.Helper()
+	p, err := h.e.RuntimeProperties(testQueue)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return p
+}
+
+func (h *harness) peek(sq raftbusv1.SubQueue, from int64, max int) []*raftbusv1.ReceivedMessage {
+	h.t.Helper()
+	ms, err := h.e.Peek(testQueue, sq, from, max)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return ms
+}
+
+func seqsOf(ms []*raftbusv1.ReceivedMessage) []int64 {
+	var s []int64
+	for _, m := range ms {
+		s = append(s, m.GetSequenceNumber())
+	}
+	return s
+}
+
+func ids(ms []*raftbusv1.ReceivedMessage) []string {
+	var s []string
+	for _, m := range ms {
+		s = append(s, m.GetMessage().GetMessageId())
+	}
+	return s
+}
+
+func dur(d time.Duration) *durationpb.Duration { return durationpb.New(d) }
+
+// checkInvariants verifies that every index and count of every queue agrees
+// with the messages stored.
+func checkInvariants(t testing.TB, e *Engine) {
+	t.Helper()
+	if len(e.sorted) != len(e.entities) {
+		t.Fatalf("%d sorted entities, %d in the map", len(e.sorted), len(e.entities))
+	}
+	for i, ent := range e.sorted {
+		if i > 0 && e.sorted[i-1].path >= ent.path {
+			t.Fatalf("entities out of order at %q", ent.path)
+		}
+		for _, q := range []*queue{ent.main, ent.deadLetter} {
+			var n [5]int64
+			var bytes int64
+			var prev *message
+			q.all.ascend(0, func(m *message) bool {
+				if prev != nil && prev.order >= m.order {
+					t.Fatalf("%s: sequence order broken", ent.path)
+				}
+				prev = m
+				n[m.state]++
+				bytes += m.size()
+				if q.all.get(m.order) != m {
+					t.Fatalf("%s: message %d not found by order", ent.path, m.seq)
+				}
+				if got := e.lookup(q, m.seq); got != m {
+					t.Fatalf("%s: message %d not found by sequence number", ent.path, m.seq)
+				}
+				if m.state == stateLocked && q.locks[m.token] != m {
+					t.Fatalf("%s: locked message %d not in the lock index", ent.path, m.seq)
+				}
+				if (m.state == stateLocked || m.state == stateScheduled) && m.timerIdx < 0 {
+					t.Fatalf("%s: message %d in state %d, timer index %d", ent.path, m.seq, m.state, m.timerIdx)
+				}
+				if q.deadLetter && m.expiryIdx >= 0 {
+					t.Fatalf("%s: dead-lettered message %d has an expiry", ent.path, m.seq)
+				}
+				if !q.deadLetter && (m.state == stateAvailable || m.state == stateDeferred) && (m.expiryIdx >= 0) != (m.expiresMs != noExpiry) {
+					t.Fatalf("%s: message %d in state %d expiring at %d has expiry index %d", ent.path, m.seq, m.state, m.expiresMs, m.expiryIdx)
+				}
+				return true
+			})
+			if n[stateAvailable] != q.availableCount || int64(q.fresh.Len()+q.returned.Len()) != q.availableCount ||
+				n[stateLocked] != q.lockedCount || int64(len(q.locks)) != q.lockedCount ||
+				n[stateDeferred] != q.deferredCount || n[stateScheduled] != q.scheduledCount ||
+				int64(q.timers.Len()) != q.lockedCount+q.scheduledCount || bytes != q.bytes {
+				t.Fatalf("%s (dead-letter %v): counts %v bytes %d, recorded available %d locked %d deferred %d scheduled %d bytes %d",
+					ent.path, q.deadLetter, n, bytes, q.availableCount, q.lockedCount, q.deferredCount, q.scheduledCount, q.bytes)
+			}
+			if t0, ok := q.nextEvent(); ok && t0 <= e.now {
+				var desc string
+				if m := q.timers.top(); m != nil {
+					desc += fmt.Sprintf(" timer top: seq %d state %d due %d;", m.seq, m.state, m.dueMs)
+				}
+				if m := q.expiries.top(); m != nil {
+					desc += fmt.Sprintf(" expiry top: seq %d state %d expires %d", m.seq, m.state, m.expiresMs)
+				}
+				t.Fatalf("%s (dead-letter %v): event due at %d not applied by %d:%s", ent.path, q.deadLetter, t0, e.now, desc)
+			}
+		}
+	}
+}

@@ -1,0 +1,335 @@
+package engine
+
+import (
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+)
+
+// receiveQueue finds the queue a receive or settlement addresses.
+func (e *Engine) receiveQueue(path string, sq raftbusv1.SubQueue, needsSessionCheck bool) (*queue, *Error) {
+	ent, err := e.entity(path)
+	if err != nil {
+		return nil, err
+	}
+	q, err := ent.queue(sq)
+	if err != nil {
+		return nil, err
+	}
+	if needsSessionCheck && q == ent.main && ent.settings.requiresSession {
+		return nil, invalidf("entity %q requires sessions: receive through a session", path)
+	}
+	return q, nil
+}
+
+// receive locks (PeekLock) or removes (ReceiveAndDelete) up to max_messages
+// available messages, lowest order first.
+func (e *Engine) receive(now int64, tokens *tokenSource, c *enginev1.Lock) ([]*raftbusv1.ReceivedMessage, *Error) {
+	q, err := e.receiveQueue(c.GetEntityPath(), c.GetSubQueue(), true)
+	if err != nil {
+		return nil, err
+	}
+	n := int64(max(c.GetMaxMessages(), 1))
+	out := make([]*raftbusv1.ReceivedMessage, 0, min(n, q.availableCount))
+	var blocks blockAllocator
+	deleteMode := c.GetReceiveMode() == raftbusv1.ReceiveMode_RECEIVE_MODE_RECEIVE_AND_DELETE
+	lockedUntil := addMs(now, q.entity.settings.lockDurationMs)
+	for int64(len(out)) < n {
+		m := q.nextAvailable()
+		if m == nil {
+			break
+		}
+		if !q.deadLetter && m.deliveryCount >= q.entity.settings.maxDeliveryCount {
+			// Possible only after MaxDeliveryCount was lowered.
+			e.deadLetter(q, m, now, reasonMaxDeliveryCountExceeded, descriptionMaxDeliveryCount)
+			continue
+		}
+		out = append(out, e.take(q, m, tokens, lockedUntil, deleteMode, blocks.next(cap(out)-len(out))))
+	}
+	return out, nil
+}
+
+// take hands m to a receiver: locked, or removed in ReceiveAndDelete mode.
+func (e *Engine) take(q *queue, m *message, tokens *tokenSource, lockedUntil int64, deleteMode bool, b *receivedBlock) *raftbusv1.ReceivedMessage {
+	if deleteMode {
+		m.deliveryCount++
+		r := e.received(m, b)
+		q.remove(m)
+		return r
+	}
+	q.lock(m, tokens.next(q), lockedUntil)
+	return e.received(m, b)
+}
+
+// receiveDeferred receives deferred messages by sequence number, all or
+// nothing, in the order asked (repeats ignored).
+func (e *Engine) receiveDeferred(now int64, tokens *tokenSource, c *enginev1.ReceiveDeferred) ([]*raftbusv1.ReceivedMessage, *Error) {
+	q, err := e.receiveQueue(c.GetEntityPath(), c.GetSubQueue(), true)
+	if err != nil {
+		return nil, err
+	}
+	seqs := c.GetSequenceNumbers()
+	picked := make([]*message, 0, len(seqs))
+	for _, seq := range seqs {
+		m := e.lookup(q, seq)
+		if m == nil || (m.state != stateDeferred && !containsMessage(picked, m)) {
+			return nil, errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_FOUND,
+				"no deferred message with sequence number %d in %q", seq, c.GetEntityPath())
+		}
+		if !containsMessage(picked, m) {
+			picked = append(picked, m)
+		}
+	}
+	deleteMode := c.GetReceiveMode() == raftbusv1.ReceiveMode_RECEIVE_MODE_RECEIVE_AND_DELETE
+	lockedUntil := addMs(now, q.entity.settings.lockDurationMs)
+	out := make([]*raftbusv1.ReceivedMessage, len(picked))
+	var blocks blockAllocator
+	for i, m := range picked {
+		out[i] = e.take(q, m, tokens, lockedUntil, deleteMode, blocks.next(len(picked)-i))
+	}
+	return out, nil
+}
+
+func containsMessage(ms []*message, m *message) bool {
+	for _, x := range ms {
+		if x == m {
+			return true
+		}
+	}
+	return false
+}
+
+// settle completes, abandons, dead-letters or defers a locked message.
+func (e *Engine) settle(now int64, c *enginev1.Settle) *Error {
+	q, err := e.receiveQueue(c.GetEntityPath(), c.GetSubQueue(), false)
+	if err != nil {
+		return err
+	}
+	tok := lockToken(c.GetLockToken())
+	m := q.locks[tok]
+	if m == nil {
+		return lockLost(tok)
+	}
+	disposition := c.GetDisposition()
+	if disposition == enginev1.Disposition_DISPOSITION_DEAD_LETTER && q.deadLetter {
+		return invalidf(deadLetterFromDeadLetterQueueText)
+	}
+	meta, err := modifiedMeta(m, c.GetPropertiesToModify())
+	if err != nil {
+		return err
+	}
+	if meta != nil {
+		q.setMeta(m, meta)
+	}
+	switch disposition {
+	case enginev1.Disposition_DISPOSITION_COMPLETE:
+		q.remove(m)
+	case enginev1.Disposition_DISPOSITION_ABANDON:
+		e.release(q, m, now)
+	case enginev1.Disposition_DISPOSITION_DEAD_LETTER:
+		e.deadLetter(q, m, now, c.GetDeadLetterReason(), c.GetDeadLetterErrorDescription())
+	case enginev1.Disposition_DISPOSITION_DEFER:
+		if !q.deadLetter && m.expiresMs <= now {
+			e.expire(q, m, now) // it expired while locked
+		} else {
+			q.move(m, stateDeferred)
+		}
+	}
+	return nil
+}
+
+// modifiedMeta returns m's encoded fields with props applied, or nil when
+// props is empty.
+func modifiedMeta(m *message, props map[string]*raftbusv1.PropertyValue) ([]byte, *Error) {
+	if len(props) == 0 {
+		return nil, nil
+	}
+	msg := &raftbusv1.Message{}
+	if err := proto.Unmarshal(m.meta, msg); err != nil {
+		return nil, invalidf("message %d cannot be modified: %v", m.seq, err)
+	}
+	if msg.ApplicationProperties == nil {
+		msg.ApplicationProperties = make(map[string]*raftbusv1.PropertyValue, len(props))
+	}
+	for k, v := range props {
+		msg.ApplicationProperties[k] = v
+	}
+	b, err := deterministic.Marshal(msg)
+	if err != nil {
+		return nil, invalidf("properties_to_modify: %v", err)
+	}
+	return b, nil
+}
+
+func (e *Engine) renewLock(now int64, c *enginev1.RenewLock) (int64, *Error) {
+	q, err := e.receiveQueue(c.GetEntityPath(), c.GetSubQueue(), false)
+	if err != nil {
+		return 0, err
+	}
+	tok := lockToken(c.GetLockToken())
+	m := q.locks[tok]
+	if m == nil {
+		return 0, lockLost(tok)
+	}
+	until := addMs(now, q.entity.settings.lockDurationMs)
+	q.renew(m, until)
+	return until, nil
+}
+
+// release ends m's lock without settlement at time t (abandon, or the lock
+// expired): the message expires, goes to the dead-letter sub-queue when it
+// used up its deliveries, or becomes available (deferred) again.
+func (e *Engine) release(q *queue, m *message, t int64) {
+	switch {
+	case !q.deadLetter && m.expiresMs <= t:
+		e.expire(q, m, t)
+	case !q.deadLetter && m.deliveryCount >= q.entity.settings.maxDeliveryCount:
+		e.deadLetter(q, m, t, reasonMaxDeliveryCountExceeded, descriptionMaxDeliveryCount)
+	case m.lockedFromDeferred:
+		q.move(m, stateDeferred)
+	default:
+		q.move(m, stateAvailable)
+	}
+}
+
+// expire removes a message whose time to live ended, to the dead-letter
+// sub-queue when the entity says so.
+func (e *Engine) expire(q *queue, m *message, t int64) {
+	if q.entity.settings.deadLetterOnExpiry {
+		e.deadLetter(q, m, t, reasonTTLExpired, descriptionTTLExpired)
+		return
+	}
+	q.remove(m)
+}
+
+// deadLetter moves m from the main queue q to its dead-letter sub-queue,
+// where it gets a new sequence number and keeps the old one as its
+// enqueued sequence number.
+func (e *Engine) deadLetter(q *queue, m *message, t int64, reason, description string) {
+	q.remove(m)
+	m.deadLetter = &deadLetterInfo{reason: reason, description: description, source: q.entity.path, enqueuedSeq: m.seq}
+	m.state = stateAvailable
+	m.seq, m.order = e.sequence()
+	q.entity.deadLetter.insert(m)
+}
+
+// fire applies the queue's earliest event, due at t. Lock expiries and
+// activations go before expiries due at the same time.
+func (e *Engine) fire(q *queue, t int64) {
+	if m := q.timers.top(); m != nil && m.dueMs == t {
+		if m.state == stateLocked {
+			e.release(q, m, t)
+		} else {
+			e.activate(q, m, t)
+		}
+		return
+	}
+	m := q.expiries.top()
+	q.expiries.remove(m)
+	if m.state != stateLocked {
+		// A locked message expires when its lock ends (see release).
+		e.expire(q, m, t)
+	}
+}
+
+// receivedBlock holds everything one handed-out message needs, so that a
+// batch of them is a single allocation.
+type receivedBlock struct {
+	r                              raftbusv1.ReceivedMessage
+	msg                            raftbusv1.Message
+	enqueued, lockedUntil, expires timestamppb.Timestamp
+	token                          lockToken
+}
+
+// blockAllocator hands out receivedBlocks from chunks small enough to stay
+// clear of the allocator's large-object path.
+type blockAllocator struct {
+	chunk []receivedBlock
+}
+
+const blocksPerChunk = 32
+
+// next returns a zero block; remaining is how many more the caller expects
+// to need (this one included).
+func (a *blockAllocator) next(remaining int) *receivedBlock {
+	if len(a.chunk) == 0 {
+		a.chunk = make([]receivedBlock, min(max(remaining, 1), blocksPerChunk))
+	}
+	b := &a.chunk[0]
+	a.chunk = a.chunk[1:]
+	return b
+}
+
+// received is m as the broker hands it out (with its lock when locked),
+// built in b.
+func (e *Engine) received(m *message, b *receivedBlock) *raftbusv1.ReceivedMessage {
+	if m.meta != nil {
+		// meta was encoded by this package (or checked on restore).
+		_ = proto.Unmarshal(m.meta, &b.msg)
+	}
+	b.msg.MessageId, b.msg.Body = m.id, m.body
+	r := &b.r
+	r.Message = &b.msg
+	r.SequenceNumber = m.seq
+	r.EnqueuedSequenceNumber = m.seq
+	r.DeliveryCount = m.deliveryCount
+	r.PartitionId = e.partitionID
+	r.State = raftbusv1.MessageState_MESSAGE_STATE_ACTIVE
+	if m.state != stateScheduled {
+		setTimestamp(&b.enqueued, m.enqueuedMs)
+		r.EnqueuedTime = &b.enqueued
+		if m.expiresMs != noExpiry {
+			setTimestamp(&b.expires, m.expiresMs)
+			r.ExpiresAt = &b.expires
+		}
+	}
+	switch {
+	case m.state == stateScheduled:
+		r.State = raftbusv1.MessageState_MESSAGE_STATE_SCHEDULED
+	case m.state == stateDeferred || m.lockedFromDeferred:
+		r.State = raftbusv1.MessageState_MESSAGE_STATE_DEFERRED
+	}
+	if m.state == stateLocked {
+		b.token = m.token
+		r.LockToken = b.token[:]
+		setTimestamp(&b.lockedUntil, m.dueMs)
+		r.LockedUntil = &b.lockedUntil
+	}
+	if dl := m.deadLetter; dl != nil {
+		r.EnqueuedSequenceNumber = dl.enqueuedSeq
+		r.DeadLetterReason = dl.reason
+		r.DeadLetterErrorDescription = dl.description
+		r.DeadLetterSource = dl.source
+	}
+	return r
+}
+
+// Peek returns up to max messages (at least one) of the sub-queue from
+// sequence number fromSeq on, in sequence order, whatever their state
+// (available, locked, deferred, scheduled), without locking them or
+// counting a delivery.
+func (e *Engine) Peek(entityPath string, subQueue raftbusv1.SubQueue, fromSeq int64, max int) ([]*raftbusv1.ReceivedMessage, error) {
+	ent, err := e.entity(entityPath)
+	if err != nil {
+		return nil, err
+	}
+	q, err := ent.queue(subQueue)
+	if err != nil {
+		return nil, err
+	}
+	if max < 1 {
+		max = 1
+	}
+	var out []*raftbusv1.ReceivedMessage
+	if from, ok := e.peekStart(fromSeq); ok {
+		q.all.ascend(from, func(m *message) bool {
+			r := e.received(m, &receivedBlock{})
+			r.LockToken, r.LockedUntil = nil, nil // a peek shows no lock
+			out = append(out, r)
+			return len(out) < max
+		})
+	}
+	return out, nil
+}

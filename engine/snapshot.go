@@ -1,0 +1,263 @@
+package engine
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+
+	"google.golang.org/protobuf/encoding/protodelim"
+	"google.golang.org/protobuf/proto"
+
+	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+)
+
+// snapshotVersion is the version of the snapshot encoding this package
+// writes and reads.
+const snapshotVersion = 1
+
+// maxRecordSize bounds one snapshot record: a message of the largest size
+// an entity may accept, with room to spare.
+const maxRecordSize = 256 << 20
+
+var recordWriter = protodelim.MarshalOptions{MarshalOptions: proto.MarshalOptions{Deterministic: true}}
+
+// Snapshot writes the whole state as a stream of length-delimited
+// enginev1.SnapshotRecord messages (see snapshot.proto). The encoding is
+// canonical: the same state always gives the same bytes.
+func (e *Engine) Snapshot(w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	var entities, messages uint64
+	put := func(r *enginev1.SnapshotRecord) error {
+		_, err := recordWriter.MarshalTo(bw, r)
+		return err
+	}
+	err := put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Header{Header: &enginev1.SnapshotHeader{
+		Version: snapshotVersion, PartitionId: e.partitionID, PartitionCount: e.partitionCount,
+		NextOrder: e.nextOrder, NowUnixMs: e.now,
+	}}})
+	for _, ent := range e.sorted {
+		if err != nil {
+			break
+		}
+		entities++
+		err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Entity{Entity: &enginev1.SnapshotEntity{
+			Configuration: ent.settings.configuration(ent.path),
+		}}})
+		for _, q := range [2]*queue{ent.main, ent.deadLetter} {
+			q.all.ascend(0, func(m *message) bool {
+				if err == nil {
+					messages++
+					err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Message{Message: storedMessage(q, m)}})
+				}
+				return err == nil
+			})
+		}
+		ent.duplicates.live(e.now, func(id string, expiresMs int64) {
+			if err == nil {
+				err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_DuplicateId{DuplicateId: &enginev1.DuplicateId{
+					MessageId: id, ExpiresUnixMs: expiresMs,
+				}}})
+			}
+		})
+	}
+	if err == nil {
+		err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Trailer{Trailer: &enginev1.SnapshotTrailer{
+			EntityCount: entities, MessageCount: messages,
+		}}})
+	}
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		return fmt.Errorf("engine snapshot: %w", err)
+	}
+	return nil
+}
+
+// Digest is a SHA-256 over the canonical encoding of the state: replicas
+// that applied the same commands have the same digest.
+func (e *Engine) Digest() [32]byte {
+	h := sha256.New()
+	if err := e.Snapshot(h); err != nil {
+		// Only encoding can fail, and every stored string is checked to be
+		// valid UTF-8 before it is stored.
+		panic(err)
+	}
+	var d [32]byte
+	h.Sum(d[:0])
+	return d
+}
+
+func storedMessage(q *queue, m *message) *enginev1.StoredMessage {
+	s := &enginev1.StoredMessage{
+		SequenceNumber: m.seq, Order: m.order, EnqueuedUnixMs: m.enqueuedMs, ExpiresUnixMs: m.expiresMs,
+		MessageId: m.id, Body: m.body, Meta: m.meta, DeliveryCount: m.deliveryCount,
+	}
+	if q.deadLetter {
+		s.SubQueue = raftbusv1.SubQueue_SUB_QUEUE_DEAD_LETTER
+	}
+	switch m.state {
+	case stateAvailable:
+		s.State = enginev1.StoredState_STORED_STATE_AVAILABLE
+	case stateLocked:
+		s.State = enginev1.StoredState_STORED_STATE_LOCKED
+		s.DueUnixMs = m.dueMs
+		s.LockToken = m.token[:]
+		s.LockedFromDeferred = m.lockedFromDeferred
+	case stateDeferred:
+		s.State = enginev1.StoredState_STORED_STATE_DEFERRED
+	case stateScheduled:
+		s.State = enginev1.StoredState_STORED_STATE_SCHEDULED
+		s.DueUnixMs = m.dueMs
+	}
+	if dl := m.deadLetter; dl != nil {
+		s.DeadLetterReason, s.DeadLetterErrorDescription = dl.reason, dl.description
+		s.DeadLetterSource, s.EnqueuedSequenceNumber = dl.source, dl.enqueuedSeq
+	}
+	return s
+}
+
+// Restore replaces the whole state with the one a Snapshot wrote. On error
+// the state is left as it was.
+func (e *Engine) Restore(r io.Reader) error {
+	fresh, err := restore(bufio.NewReaderSize(r, 64<<10))
+	if err != nil {
+		return fmt.Errorf("engine restore: %w", err)
+	}
+	*e = *fresh
+	return nil
+}
+
+func restore(r *bufio.Reader) (*Engine, error) {
+	in := protodelim.UnmarshalOptions{MaxSize: maxRecordSize}
+	next := func() (*enginev1.SnapshotRecord, error) {
+		rec := &enginev1.SnapshotRecord{}
+		if err := in.UnmarshalFrom(r, rec); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil, errors.New("truncated: no trailer")
+			}
+			return nil, err
+		}
+		return rec, nil
+	}
+	rec, err := next()
+	if err != nil {
+		return nil, err
+	}
+	h := rec.GetHeader()
+	if h == nil {
+		return nil, errors.New("the first record is not a header")
+	}
+	if h.GetVersion() != snapshotVersion {
+		return nil, fmt.Errorf("unsupported snapshot version %d (this build reads %d)", h.GetVersion(), snapshotVersion)
+	}
+	e := New(h.GetPartitionId(), h.GetPartitionCount())
+	e.nextOrder, e.now = h.GetNextOrder(), h.GetNowUnixMs()
+	var ent *entity
+	var entities, messages uint64
+	for {
+		if rec, err = next(); err != nil {
+			return nil, err
+		}
+		switch x := rec.GetRecord().(type) {
+		case *enginev1.SnapshotRecord_Entity:
+			c := x.Entity.GetConfiguration()
+			if err := checkPath(c.GetEntityPath()); err != nil {
+				return nil, err
+			}
+			if n := len(e.sorted); n > 0 && e.sorted[n-1].path >= c.GetEntityPath() {
+				return nil, fmt.Errorf("entity %q is out of order", c.GetEntityPath())
+			}
+			if err := e.configure(c); err != nil {
+				return nil, fmt.Errorf("entity %q: %w", c.GetEntityPath(), err)
+			}
+			ent = e.entities[c.GetEntityPath()]
+			entities++
+		case *enginev1.SnapshotRecord_Message:
+			if ent == nil {
+				return nil, errors.New("a message record before any entity")
+			}
+			if err := e.restoreMessage(ent, x.Message); err != nil {
+				return nil, fmt.Errorf("entity %q, message %d: %w", ent.path, x.Message.GetSequenceNumber(), err)
+			}
+			messages++
+		case *enginev1.SnapshotRecord_DuplicateId:
+			if ent == nil {
+				return nil, errors.New("a duplicate id record before any entity")
+			}
+			ent.duplicates.remember(x.DuplicateId.GetMessageId(), x.DuplicateId.GetExpiresUnixMs())
+		case *enginev1.SnapshotRecord_Trailer:
+			if x.Trailer.GetEntityCount() != entities || x.Trailer.GetMessageCount() != messages {
+				return nil, fmt.Errorf("trailer counts %d entities and %d messages, read %d and %d",
+					x.Trailer.GetEntityCount(), x.Trailer.GetMessageCount(), entities, messages)
+			}
+			return e, nil
+		default:
+			return nil, fmt.Errorf("unexpected record %T", x)
+		}
+	}
+}
+
+func (e *Engine) restoreMessage(ent *entity, s *enginev1.StoredMessage) error {
+	q, qerr := ent.queue(s.GetSubQueue())
+	if qerr != nil {
+		return qerr
+	}
+	if s.GetOrder() <= q.all.lastOrder() && q.all.Len() > 0 {
+		return errors.New("messages out of order")
+	}
+	if s.GetOrder() >= e.nextOrder {
+		return fmt.Errorf("order %d not below the next order %d", s.GetOrder(), e.nextOrder)
+	}
+	if s.GetMeta() != nil {
+		if err := proto.Unmarshal(s.GetMeta(), &raftbusv1.Message{}); err != nil {
+			return fmt.Errorf("meta: %w", err)
+		}
+	}
+	m := &message{
+		seq: s.GetSequenceNumber(), order: s.GetOrder(), enqueuedMs: s.GetEnqueuedUnixMs(),
+		expiresMs: s.GetExpiresUnixMs(), dueMs: s.GetDueUnixMs(), id: s.GetMessageId(),
+		body: s.GetBody(), meta: s.GetMeta(), deliveryCount: s.GetDeliveryCount(),
+	}
+	if len(m.meta) == 0 {
+		m.meta = nil
+	}
+	switch s.GetState() {
+	case enginev1.StoredState_STORED_STATE_AVAILABLE:
+		m.state = stateAvailable
+	case enginev1.StoredState_STORED_STATE_LOCKED:
+		m.state = stateLocked
+		if len(s.GetLockToken()) != len(m.token) {
+			return errors.New("locked without a lock token")
+		}
+		m.token = lockToken(s.GetLockToken())
+		if _, taken := q.locks[m.token]; taken || m.token == (lockToken{}) {
+			return errors.New("lock token is zero or stored twice")
+		}
+		m.lockedFromDeferred = s.GetLockedFromDeferred()
+	case enginev1.StoredState_STORED_STATE_DEFERRED:
+		m.state = stateDeferred
+	case enginev1.StoredState_STORED_STATE_SCHEDULED:
+		if q.deadLetter {
+			return errors.New("scheduled in a dead-letter sub-queue")
+		}
+		m.state = stateScheduled
+	default:
+		return fmt.Errorf("unknown state %d", int32(s.GetState()))
+	}
+	if q.deadLetter {
+		m.deadLetter = &deadLetterInfo{
+			reason: s.GetDeadLetterReason(), description: s.GetDeadLetterErrorDescription(),
+			source: s.GetDeadLetterSource(), enqueuedSeq: s.GetEnqueuedSequenceNumber(),
+		}
+	}
+	q.insert(m)
+	if m.state == stateLocked && m.expiresMs <= e.now {
+		// Its expiry already fired; it expires when the lock ends.
+		q.expiries.remove(m)
+	}
+	return nil
+}

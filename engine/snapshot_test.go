@@ -1,0 +1,65 @@
+package engine
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+)
+
+func TestSnapshotRestoresEveryState(t *testing.T) {
+	h := newHarness(t, &raftbusv1.QueueProperties{RequiresDuplicateDetection: ptr(true), DefaultMessageTimeToLive: dur(time.Hour)})
+	h.sendN(6)
+	h.send(&raftbusv1.Message{MessageId: "later", Subject: "s", ScheduledEnqueueTime: timestamp(h.now + 60_000)})
+	ms := h.lock(3)
+	h.settle(ms[0], deferIt)
+	h.settle(ms[1], deadLetterIt)
+	var buf bytes.Buffer
+	if err := h.e.Snapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	snap := buf.Bytes()
+	restored := New(0, 1)
+	if err := restored.Restore(bytes.NewReader(snap)); err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, restored)
+	if restored.Digest() != h.e.Digest() {
+		t.Fatal("digest differs after restore")
+	}
+	a, _ := h.e.RuntimeProperties(testQueue)
+	b, _ := restored.RuntimeProperties(testQueue)
+	if a.String() != b.String() {
+		t.Fatalf("counts %v, restored %v", a, b)
+	}
+	// The restored engine honours the old lock and the remembered ids.
+	h.e = restored
+	h.settle(ms[2], complete)
+	if r := h.send(&raftbusv1.Message{MessageId: "m0"}); !r[0].GetDuplicate() {
+		t.Fatal("duplicate detection forgot an id")
+	}
+}
+
+func TestRestoreRejectsADamagedSnapshotAndKeepsTheState(t *testing.T) {
+	h := newHarness(t, nil)
+	h.sendN(3)
+	var buf bytes.Buffer
+	if err := h.e.Snapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	snap := buf.Bytes()
+	before := h.e.Digest()
+	for name, data := range map[string][]byte{
+		"empty":     nil,
+		"truncated": snap[:len(snap)-3],
+		"garbage":   []byte("not a snapshot at all"),
+	} {
+		if err := h.e.Restore(bytes.NewReader(data)); err == nil {
+			t.Fatalf("%s snapshot restored", name)
+		}
+		if h.e.Digest() != before {
+			t.Fatalf("a failed restore (%s) changed the state", name)
+		}
+	}
+}
