@@ -1,0 +1,170 @@
+package partition_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/raftbus/raftbus/engine"
+	"github.com/raftbus/raftbus/partition"
+)
+
+// testCluster is three replicas of one partition over raft's in-memory
+// transport, each with real bbolt files in its own temp directory.
+type testCluster struct {
+	t        *testing.T
+	name     string
+	dirs     []string
+	trans    []*raft.InmemTransport
+	replicas []*partition.Partition
+	tune     func(*partition.Config)
+}
+
+func newTestCluster(t *testing.T, n int, tune func(*partition.Config)) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, name: "orders/0", tune: tune}
+	base := t.TempDir()
+	for i := range n {
+		c.dirs = append(c.dirs, filepath.Join(base, fmt.Sprintf("node%d", i)))
+	}
+	c.replicas = make([]*partition.Partition, n)
+	c.trans = make([]*raft.InmemTransport, n)
+	for i := range n {
+		c.start(i)
+	}
+	t.Cleanup(c.closeAll)
+	return c
+}
+
+func nodeID(i int) string { return fmt.Sprintf("node%d", i) }
+
+func (c *testCluster) servers() []raft.Server {
+	var s []raft.Server
+	for i := range c.dirs {
+		s = append(s, raft.Server{ID: raft.ServerID(nodeID(i)), Address: raft.ServerAddress(nodeID(i))})
+	}
+	return s
+}
+
+// start opens replica i from its directory and connects its transport to
+// every running replica.
+func (c *testCluster) start(i int) {
+	c.t.Helper()
+	_, tr := raft.NewInmemTransport(raft.ServerAddress(nodeID(i)))
+	c.trans[i] = tr
+	for j, other := range c.trans {
+		if j != i && other != nil {
+			tr.Connect(other.LocalAddr(), other)
+			other.Connect(tr.LocalAddr(), tr)
+		}
+	}
+	cfg := partition.Config{
+		Name:               c.name,
+		PartitionID:        0,
+		PartitionCount:     1,
+		NodeID:             nodeID(i),
+		Dir:                c.dirs[i],
+		Transport:          tr,
+		Bootstrap:          c.servers(),
+		HeartbeatTimeout:   100 * time.Millisecond,
+		ElectionTimeout:    100 * time.Millisecond,
+		LeaderLeaseTimeout: 50 * time.Millisecond,
+	}
+	if c.tune != nil {
+		c.tune(&cfg)
+	}
+	p, err := partition.Open(cfg)
+	if err != nil {
+		c.t.Fatalf("open replica %d: %v", i, err)
+	}
+	c.replicas[i] = p
+}
+
+// kill stops replica i as a crash would look to its peers: it is cut off
+// first, then shut down without a leadership handover.
+func (c *testCluster) kill(i int) {
+	c.t.Helper()
+	c.trans[i].DisconnectAll()
+	for j, other := range c.trans {
+		if j != i && other != nil {
+			other.Disconnect(c.trans[i].LocalAddr())
+		}
+	}
+	if err := c.replicas[i].Close(); err != nil {
+		c.t.Logf("close replica %d: %v", i, err)
+	}
+	c.replicas[i] = nil
+	c.trans[i] = nil
+}
+
+func (c *testCluster) closeAll() {
+	for i, p := range c.replicas {
+		if p != nil {
+			if err := p.Close(); err != nil {
+				c.t.Logf("close replica %d: %v", i, err)
+			}
+			c.replicas[i] = nil
+		}
+	}
+}
+
+// leader waits until exactly one running replica leads and is ready to serve
+// reads, and returns its index.
+func (c *testCluster) leader() int {
+	c.t.Helper()
+	var found int
+	waitFor(c.t, 10*time.Second, "a leader", func() bool {
+		found = -1
+		for i, p := range c.replicas {
+			if p != nil && p.IsLeader() {
+				if found >= 0 {
+					return false
+				}
+				found = i
+			}
+		}
+		return found >= 0 && c.replicas[found].Read(context.Background(), func(*engine.Engine) {}) == nil
+	})
+	return found
+}
+
+// converged waits until every running replica applied the same log and
+// holds the same state.
+func (c *testCluster) converged() {
+	c.t.Helper()
+	waitFor(c.t, 10*time.Second, "replicas to converge", func() bool {
+		var want *partition.Info
+		var digest [32]byte
+		for _, p := range c.replicas {
+			if p == nil {
+				continue
+			}
+			info := p.Info()
+			if want == nil {
+				want, digest = &info, p.Digest()
+				continue
+			}
+			if info.AppliedIndex != want.AppliedIndex || p.Digest() != digest {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// waitFor polls cond until it holds or the timeout passes. Raft exposes no
+// event for "replica caught up", so the tests poll with a deadline.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

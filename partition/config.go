@@ -1,0 +1,136 @@
+package partition
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Config describes one replica of a partition.
+type Config struct {
+	// Name identifies the partition in logs and errors, e.g. "orders/3". It
+	// is also the Raft group id on the transport.
+	Name string
+	// PartitionID and PartitionCount shape sequence numbers (see engine.New).
+	PartitionID    uint32
+	PartitionCount uint32
+
+	// NodeID is this replica's Raft server id (the node id).
+	NodeID string
+	// Dir holds this replica's Raft log (raft.db) and snapshots. Created if
+	// missing.
+	Dir string
+	// Transport carries this group's Raft RPCs.
+	Transport raft.Transport
+	// Bootstrap, when set and the replica has no state on disk, makes it
+	// start the group with these voters. Every initial replica may be given
+	// the same list; Raft tolerates repeated bootstraps of one configuration.
+	Bootstrap []raft.Server
+
+	// Timing. Zero values take the defaults below.
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	// CommitTimeout bounds how long a follower may wait for the commit
+	// index to advance with no new entries.
+	CommitTimeout time.Duration
+	// SnapshotThreshold is how many log entries since the last snapshot
+	// make a snapshot due; TrailingLogs how many entries stay in the log
+	// after it (for followers that lag a little).
+	SnapshotThreshold uint64
+	TrailingLogs      uint64
+	SnapshotInterval  time.Duration
+	// ApplyTimeout bounds how long a proposal waits to enter Raft.
+	ApplyTimeout time.Duration
+	// MaxCommandsPerEntry caps how many commands share one log entry.
+	MaxCommandsPerEntry int
+
+	// Logger receives this replica's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Defaults tuned for failover within about two seconds on a LAN or
+// loopback: a leader is suspected after 500 ms without contact, and an
+// election follows within another 500 ms.
+const (
+	DefaultHeartbeatTimeout    = 500 * time.Millisecond
+	DefaultElectionTimeout     = 500 * time.Millisecond
+	DefaultLeaderLeaseTimeout  = 250 * time.Millisecond
+	DefaultCommitTimeout       = 10 * time.Millisecond
+	DefaultSnapshotThreshold   = 8192
+	DefaultTrailingLogs        = 10240
+	DefaultSnapshotInterval    = 30 * time.Second
+	DefaultApplyTimeout        = 5 * time.Second
+	DefaultMaxCommandsPerEntry = 512
+)
+
+func (c *Config) withDefaults() Config {
+	out := *c
+	setDur := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	setDur(&out.HeartbeatTimeout, DefaultHeartbeatTimeout)
+	setDur(&out.ElectionTimeout, DefaultElectionTimeout)
+	setDur(&out.LeaderLeaseTimeout, DefaultLeaderLeaseTimeout)
+	setDur(&out.CommitTimeout, DefaultCommitTimeout)
+	setDur(&out.SnapshotInterval, DefaultSnapshotInterval)
+	setDur(&out.ApplyTimeout, DefaultApplyTimeout)
+	if out.SnapshotThreshold == 0 {
+		out.SnapshotThreshold = DefaultSnapshotThreshold
+	}
+	if out.TrailingLogs == 0 {
+		out.TrailingLogs = DefaultTrailingLogs
+	}
+	if out.MaxCommandsPerEntry == 0 {
+		out.MaxCommandsPerEntry = DefaultMaxCommandsPerEntry
+	}
+	if out.PartitionCount == 0 {
+		out.PartitionCount = 1
+	}
+	if out.Logger == nil {
+		out.Logger = slog.New(slog.DiscardHandler)
+	}
+	return out
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Name == "":
+		return fmt.Errorf("partition config: Name is empty")
+	case c.NodeID == "":
+		return fmt.Errorf("partition %s: config: NodeID is empty", c.Name)
+	case c.Dir == "":
+		return fmt.Errorf("partition %s: config: Dir is empty", c.Name)
+	case c.Transport == nil:
+		return fmt.Errorf("partition %s: config: Transport is nil", c.Name)
+	case c.PartitionID >= c.PartitionCount:
+		return fmt.Errorf("partition %s: config: partition id %d out of range for %d partitions", c.Name, c.PartitionID, c.PartitionCount)
+	}
+	return nil
+}
+
+// raftConfig is the hashicorp/raft configuration for this replica.
+func (c *Config) raftConfig() *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(c.NodeID)
+	rc.HeartbeatTimeout = c.HeartbeatTimeout
+	rc.ElectionTimeout = c.ElectionTimeout
+	rc.LeaderLeaseTimeout = c.LeaderLeaseTimeout
+	rc.CommitTimeout = c.CommitTimeout
+	rc.SnapshotThreshold = c.SnapshotThreshold
+	rc.TrailingLogs = c.TrailingLogs
+	rc.SnapshotInterval = c.SnapshotInterval
+	// BatchApplyCh stays off: a future buffered in raft's apply channel
+	// when the node shuts down is never answered, which would leave a
+	// caller waiting forever. Batching comes from the proposer instead:
+	// commands that arrive while one entry is being written share the next.
+	rc.MaxAppendEntries = 256
+	rc.Logger = newHCLogAdapter(c.Logger, c.Name)
+	rc.LogOutput = io.Discard
+	return rc
+}

@@ -1,0 +1,43 @@
+package partition
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// newHCLogAdapter gives hashicorp/raft, which logs through hclog, a logger
+// that writes into the node's slog logger. Raft is chatty at INFO (every
+// election step, every snapshot); WARN and above are what an operator acts on.
+func newHCLogAdapter(l *slog.Logger, partition string) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{
+		Name:            "raft",
+		Level:           hclog.Warn,
+		Output:          &slogWriter{log: l.With("partition", partition)},
+		DisableTime:     true,
+		IncludeLocation: false,
+	})
+}
+
+// slogWriter turns each line hclog writes into one slog record.
+type slogWriter struct{ log *slog.Logger }
+
+func (w *slogWriter) Write(p []byte) (int, error) {
+	for line := range bytes.Lines(p) {
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		level := slog.LevelInfo
+		switch {
+		case bytes.HasPrefix(line, []byte("[ERROR]")):
+			level = slog.LevelError
+		case bytes.HasPrefix(line, []byte("[WARN]")):
+			level = slog.LevelWarn
+		}
+		w.log.Log(context.Background(), level, string(line))
+	}
+	return len(p), nil
+}

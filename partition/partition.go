@@ -1,0 +1,239 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+
+	"github.com/raftbus/raftbus/engine"
+	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+)
+
+// Partition is one replica of a partition: a Raft group member whose state
+// machine is an engine. Operations are served only while this replica leads.
+type Partition struct {
+	name string
+	cfg  Config
+
+	raft  *raft.Raft
+	store *raftboltdb.BoltStore
+	fsm   *fsm
+
+	// proposals feeds the proposer; inflight carries proposed entries, in
+	// log order, to the responder.
+	proposals chan *proposal
+	inflight  chan inflightEntry
+
+	// readyTerm is the term in which this replica, as leader, has applied
+	// every entry committed before its election; reads are served only then.
+	readyTerm atomic.Uint64
+
+	stop     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+}
+
+// Open starts a replica from the state in cfg.Dir (creating it when empty).
+func Open(cfg Config) (*Partition, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
+		return nil, fmt.Errorf("partition %s: create data dir: %w", cfg.Name, err)
+	}
+	store, err := raftboltdb.New(raftboltdb.Options{
+		Path: filepath.Join(cfg.Dir, "raft.db"),
+		// Another process holding the file is an operator error to report,
+		// not a reason to hang.
+		BoltOptions: &bbolt.Options{Timeout: time.Second},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("partition %s: open raft log %s: %w", cfg.Name, filepath.Join(cfg.Dir, "raft.db"), err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, newHCLogAdapter(cfg.Logger, cfg.Name))
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("partition %s: open snapshot store: %w", cfg.Name, err)
+	}
+	p := &Partition{
+		name:      cfg.Name,
+		cfg:       cfg,
+		store:     store,
+		fsm:       newFSM(cfg.Name, cfg.PartitionID, cfg.PartitionCount),
+		proposals: make(chan *proposal, 4*cfg.MaxCommandsPerEntry),
+		inflight:  make(chan inflightEntry, 1024),
+		stop:      make(chan struct{}),
+	}
+	p.raft, err = raft.NewRaft(cfg.raftConfig(), p.fsm, store, store, snaps, cfg.Transport)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("partition %s: start raft: %w", cfg.Name, err)
+	}
+	if len(cfg.Bootstrap) > 0 {
+		err := p.raft.BootstrapCluster(raft.Configuration{Servers: cfg.Bootstrap}).Error()
+		if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			p.Close()
+			return nil, fmt.Errorf("partition %s: bootstrap: %w", cfg.Name, err)
+		}
+	}
+	p.wg.Add(3)
+	go p.runProposer()
+	go p.runResponder()
+	go p.runLeaderDuties()
+	return p, nil
+}
+
+// Close stops the replica: pending operations fail, Raft shuts down, files
+// are closed. State on disk is kept for the next Open.
+func (p *Partition) Close() error {
+	var err error
+	p.stopOnce.Do(func() {
+		err = p.raft.Shutdown().Error()
+		close(p.stop)
+		p.wg.Wait()
+		p.failPending()
+		if cerr := p.store.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("partition %s: close: %w", p.name, err)
+	}
+	return nil
+}
+
+// Name is the partition's name, e.g. "orders/3".
+func (p *Partition) Name() string { return p.name }
+
+// Raft exposes the Raft node for membership changes and observation.
+func (p *Partition) Raft() *raft.Raft { return p.raft }
+
+// IsLeader reports whether this replica currently believes it leads.
+func (p *Partition) IsLeader() bool { return p.raft.State() == raft.Leader }
+
+// Leader returns the current leader's address and server id, empty when
+// unknown.
+func (p *Partition) Leader() (address, id string) { return p.leader() }
+
+// Apply replicates cmd and returns the engine's result once the command is
+// committed on a quorum and applied. Rejections by the engine come back as
+// *Error with the engine's reason; so do NOT_LEADER (nothing was proposed)
+// and OUTCOME_UNKNOWN (the command may or may not take effect).
+func (p *Partition) Apply(ctx context.Context, cmd *enginev1.Command) (*enginev1.Result, error) {
+	if p.raft.State() != raft.Leader {
+		return nil, p.notLeader()
+	}
+	pr := &proposal{cmd: cmd, done: make(chan proposalResult, 1)}
+	select {
+	case p.proposals <- pr:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-p.stop:
+		return nil, p.notLeader()
+	}
+	select {
+	case r := <-pr.done:
+		if r.err != nil {
+			return nil, r.err
+		}
+		if e := r.res.GetError(); e != nil {
+			return nil, newError(e.Reason, "%s", e.Message)
+		}
+		return r.res, nil
+	case <-p.stop:
+		return nil, p.proposalError(raft.ErrRaftShutdown)
+	case <-ctx.Done():
+		return nil, &Error{
+			Reason:    raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN,
+			Message:   fmt.Sprintf("partition %s: %v while the operation was being replicated; it may or may not take effect", p.name, ctx.Err()),
+			Retryable: true,
+		}
+	}
+}
+
+// Read runs fn against the leader's state, after making sure this replica
+// still leads and has applied everything committed before the read began
+// (the read-index protocol), so a deposed leader never serves stale data.
+func (p *Partition) Read(ctx context.Context, fn func(e *engine.Engine)) error {
+	if p.raft.State() != raft.Leader || p.readyTerm.Load() != p.raft.CurrentTerm() {
+		return p.notLeader()
+	}
+	readIndex := p.raft.CommitIndex()
+	if err := p.await(ctx, p.raft.VerifyLeader()); err != nil {
+		return p.notLeader()
+	}
+	for p.raft.AppliedIndex() < readIndex {
+		changed := p.fsm.changes()
+		if p.raft.AppliedIndex() >= readIndex {
+			break
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.stop:
+			return p.notLeader()
+		}
+	}
+	p.fsm.read(fn)
+	return nil
+}
+
+// await waits for a Raft future, giving up when ctx ends or the replica
+// stops. Raft leaves a future unanswered when it shuts down while the
+// future sits in one of its channels; the goroutine waiting on such a
+// future ends only with the process, the caller does not wait for it.
+func (p *Partition) await(ctx context.Context, f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-p.stop:
+		return raft.ErrRaftShutdown
+	}
+}
+
+// Digest is a hash of the replica's state: replicas that applied the same
+// log have the same digest.
+func (p *Partition) Digest() [32]byte {
+	var d [32]byte
+	p.fsm.read(func(e *engine.Engine) { d = e.Digest() })
+	return d
+}
+
+// Info describes the replica's Raft state.
+type Info struct {
+	State         raft.RaftState
+	Term          uint64
+	CommitIndex   uint64
+	AppliedIndex  uint64
+	LeaderID      string
+	LeaderAddress string
+}
+
+// Info returns the replica's Raft state.
+func (p *Partition) Info() Info {
+	addr, id := p.leader()
+	return Info{
+		State:         p.raft.State(),
+		Term:          p.raft.CurrentTerm(),
+		CommitIndex:   p.raft.CommitIndex(),
+		AppliedIndex:  p.raft.AppliedIndex(),
+		LeaderID:      id,
+		LeaderAddress: addr,
+	}
+}

@@ -1,0 +1,150 @@
+package partition
+
+import (
+	"crypto/rand"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+)
+
+// tokenSeedSize is the size of the random seed the leader puts in every
+// command; the engine derives the command's lock tokens from it.
+const tokenSeedSize = 16
+
+type proposal struct {
+	cmd  *enginev1.Command
+	done chan proposalResult // buffered: the responder never blocks
+}
+
+type proposalResult struct {
+	res *enginev1.Result
+	err error
+}
+
+// inflightEntry is one log entry proposed to Raft and the callers whose
+// commands it carries, in order.
+type inflightEntry struct {
+	future raft.ApplyFuture
+	batch  []*proposal
+}
+
+// runProposer collects whatever proposals are waiting (up to
+// MaxCommandsPerEntry), stamps them with the leader's time and token seeds
+// and proposes them as one log entry. Under load many callers share one
+// entry and, through Raft's batched apply channel, one disk write.
+func (p *Partition) runProposer() {
+	defer p.wg.Done()
+	for {
+		var first *proposal
+		select {
+		case first = <-p.proposals:
+		case <-p.stop:
+			return
+		}
+		batch := []*proposal{first}
+	collect:
+		for len(batch) < p.cfg.MaxCommandsPerEntry {
+			select {
+			case pr := <-p.proposals:
+				batch = append(batch, pr)
+			default:
+				break collect
+			}
+		}
+		entry, err := stamp(batch, time.Now())
+		if err != nil {
+			respondAll(batch, proposalResult{err: err})
+			continue
+		}
+		data, err := proto.Marshal(entry)
+		if err != nil {
+			respondAll(batch, proposalResult{err: newError(raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT,
+				"partition %s: encode command: %v", p.name, err)})
+			continue
+		}
+		select {
+		case p.inflight <- inflightEntry{future: p.raft.Apply(data, p.cfg.ApplyTimeout), batch: batch}:
+		case <-p.stop:
+			// Raft is shut down; the entry was handed over (or failed)
+			// with an unknown outcome.
+			respondAll(batch, proposalResult{err: p.proposalError(raft.ErrRaftShutdown)})
+			return
+		}
+	}
+}
+
+// stamp fills in what only the leader may decide: the time and lock token
+// seeds of each command. Followers apply the stamped values as they are.
+func stamp(batch []*proposal, now time.Time) (*enginev1.Entry, error) {
+	seeds := make([]byte, tokenSeedSize*len(batch))
+	if _, err := rand.Read(seeds); err != nil {
+		return nil, fmt.Errorf("draw lock token seeds: %w", err)
+	}
+	entry := &enginev1.Entry{Commands: make([]*enginev1.Command, len(batch))}
+	ms := now.UnixMilli()
+	for i, pr := range batch {
+		pr.cmd.NowUnixMs = ms
+		pr.cmd.TokenSeed = seeds[i*tokenSeedSize : (i+1)*tokenSeedSize]
+		entry.Commands[i] = pr.cmd
+	}
+	return entry, nil
+}
+
+// runResponder waits for proposed entries in log order and hands each caller
+// its command's result.
+func (p *Partition) runResponder() {
+	defer p.wg.Done()
+	for {
+		var in inflightEntry
+		select {
+		case in = <-p.inflight:
+		case <-p.stop:
+			return
+		}
+		if err := in.future.Error(); err != nil {
+			respondAll(in.batch, proposalResult{err: p.proposalError(err)})
+			continue
+		}
+		er, ok := in.future.Response().(entryResults)
+		switch {
+		case !ok:
+			respondAll(in.batch, proposalResult{err: newError(raftbusv1.ErrorReason_ERROR_REASON_UNSPECIFIED,
+				"partition %s: log entry %d produced no result", p.name, in.future.Index())})
+		case er.err != nil:
+			respondAll(in.batch, proposalResult{err: er.err})
+		case len(er.results) != len(in.batch):
+			respondAll(in.batch, proposalResult{err: newError(raftbusv1.ErrorReason_ERROR_REASON_UNSPECIFIED,
+				"partition %s: log entry %d: %d results for %d commands", p.name, in.future.Index(), len(er.results), len(in.batch))})
+		default:
+			for i, pr := range in.batch {
+				pr.done <- proposalResult{res: er.results[i]}
+			}
+		}
+	}
+}
+
+// failPending answers every proposal still queued after the proposer and
+// responder stopped, so no caller waits forever.
+func (p *Partition) failPending() {
+	for {
+		select {
+		case pr := <-p.proposals:
+			pr.done <- proposalResult{err: p.notLeader()}
+		case in := <-p.inflight:
+			respondAll(in.batch, proposalResult{err: p.proposalError(raft.ErrRaftShutdown)})
+		default:
+			return
+		}
+	}
+}
+
+func respondAll(batch []*proposal, r proposalResult) {
+	for _, pr := range batch {
+		pr.done <- r
+	}
+}
