@@ -16,7 +16,7 @@ import (
 // testCluster is three replicas of one partition over raft's in-memory
 // transport, each with real bbolt files in its own temp directory.
 type testCluster struct {
-	t        *testing.T
+	t        testing.TB
 	name     string
 	dirs     []string
 	trans    []*raft.InmemTransport
@@ -24,7 +24,7 @@ type testCluster struct {
 	tune     func(*partition.Config)
 }
 
-func newTestCluster(t *testing.T, n int, tune func(*partition.Config)) *testCluster {
+func newTestCluster(t testing.TB, n int, tune func(*partition.Config)) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t, name: "orders/0", tune: tune}
 	base := t.TempDir()
@@ -158,7 +158,7 @@ func (c *testCluster) converged() {
 
 // waitFor polls cond until it holds or the timeout passes. Raft exposes no
 // event for "replica caught up", so the tests poll with a deadline.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {

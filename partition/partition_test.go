@@ -18,7 +18,7 @@ import (
 
 const queue = "orders"
 
-func configure(t *testing.T, p *partition.Partition, props *raftbusv1.QueueProperties) {
+func configure(t testing.TB, p *partition.Partition, props *raftbusv1.QueueProperties) {
 	t.Helper()
 	if props == nil {
 		props = &raftbusv1.QueueProperties{}
