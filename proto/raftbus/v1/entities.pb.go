@@ -38,7 +38,8 @@ type QueueProperties struct {
 	// Default false. Fixed at creation.
 	RequiresSession *bool `protobuf:"varint,4,opt,name=requires_session,json=requiresSession,proto3,oneof" json:"requires_session,omitempty"`
 	// Time to live of messages that set none (and the cap of those that do).
-	// Default: unlimited (represented as 10675199 days, as in Service Bus).
+	// Default: unlimited, represented as the longest duration the broker
+	// handles (2^63-1 nanoseconds, about 292 years).
 	DefaultMessageTimeToLive *durationpb.Duration `protobuf:"bytes,5,opt,name=default_message_time_to_live,json=defaultMessageTimeToLive,proto3" json:"default_message_time_to_live,omitempty"`
 	// Expired messages go to the dead-letter sub-queue with reason
 	// TTLExpiredException instead of being dropped. Default false.
