@@ -34,8 +34,7 @@ func runInFlight(b *testing.B, n, inflight int, op func(i int) error) {
 			defer wg.Done()
 			for i := range next {
 				if err := op(i); err != nil {
-					b.Error(err)
-					return
+					b.Error(err) // keep draining so the feeder never blocks
 				}
 			}
 		}()

@@ -2,7 +2,6 @@ package partition
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"time"
 
@@ -131,6 +130,5 @@ func (c *Config) raftConfig() *raft.Config {
 	// commands that arrive while one entry is being written share the next.
 	rc.MaxAppendEntries = 256
 	rc.Logger = newHCLogAdapter(c.Logger, c.Name)
-	rc.LogOutput = io.Discard
 	return rc
 }

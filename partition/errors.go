@@ -6,7 +6,6 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/raftbus/raftbus/engine"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
@@ -39,16 +38,6 @@ var retryableReasons = map[raftbusv1.ErrorReason]bool{
 // newError builds an Error whose retryability follows from its reason.
 func newError(reason raftbusv1.ErrorReason, format string, args ...any) *Error {
 	return &Error{Reason: reason, Message: fmt.Sprintf(format, args...), Retryable: retryableReasons[reason]}
-}
-
-// FromEngine turns an error of the engine's read methods into an *Error;
-// other errors pass through.
-func FromEngine(err error) error {
-	var ee *engine.Error
-	if errors.As(err, &ee) {
-		return newError(ee.Reason, "%s", ee.Message)
-	}
-	return err
 }
 
 // ReasonOf returns the reason code of err, or ERROR_REASON_UNSPECIFIED when

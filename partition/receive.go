@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/raftbus/raftbus/engine"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -20,21 +22,20 @@ func (p *Partition) Receive(ctx context.Context, lock *enginev1.Lock, maxWait ti
 	defer timer.Stop()
 	for {
 		changed := p.fsm.changes()
-		available := false
-		var missing error
-		if err := p.Read(ctx, func(e *engine.Engine) {
-			if _, err := e.RuntimeProperties(lock.EntityPath); err != nil {
-				missing = err
-				return
+		if p.raft.State() != raft.Leader {
+			return nil, p.notLeader()
+		}
+		// Whether to propose is decided on local state without a leadership
+		// check: the Lock command itself goes through the log, so a stale
+		// view costs at most one empty proposal. An unknown entity is
+		// proposed too, so that NOT_FOUND comes from committed state.
+		propose := true
+		p.fsm.read(func(e *engine.Engine) {
+			if _, err := e.RuntimeProperties(lock.EntityPath); err == nil {
+				propose = e.HasAvailable(lock.EntityPath, lock.SubQueue)
 			}
-			available = e.HasAvailable(lock.EntityPath, lock.SubQueue)
-		}); err != nil {
-			return nil, err
-		}
-		if missing != nil {
-			return nil, FromEngine(missing)
-		}
-		if available {
+		})
+		if propose {
 			res, err := p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_Lock{Lock: lock}})
 			if err != nil {
 				return nil, err
