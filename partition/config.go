@@ -129,6 +129,6 @@ func (c *Config) raftConfig() *raft.Config {
 	// caller waiting forever. Batching comes from the proposer instead:
 	// commands that arrive while one entry is being written share the next.
 	rc.MaxAppendEntries = 256
-	rc.Logger = newHCLogAdapter(c.Logger, c.Name)
+	rc.Logger = RaftLogger(c.Logger, c.Name)
 	return rc
 }

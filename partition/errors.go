@@ -92,3 +92,7 @@ func (p *Partition) leader() (addr, id string) {
 	a, i := p.raft.LeaderWithID()
 	return string(a), string(i)
 }
+
+// NotLeader is the error for an operation on a replica that does not lead:
+// NOT_LEADER naming the leader when one is known, SERVER_BUSY otherwise.
+func (p *Partition) NotLeader() error { return p.notLeader() }

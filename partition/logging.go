@@ -8,14 +8,14 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// newHCLogAdapter gives hashicorp/raft, which logs through hclog, a logger
-// that writes into the node's slog logger. Raft is chatty at INFO (every
+// RaftLogger gives hashicorp/raft, which logs through hclog, a logger that
+// writes into the node's slog logger, tagged with the Raft group. Raft is chatty at INFO (every
 // election step, every snapshot); WARN and above are what an operator acts on.
-func newHCLogAdapter(l *slog.Logger, partition string) hclog.Logger {
+func RaftLogger(l *slog.Logger, group string) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{
 		Name:            "raft",
 		Level:           hclog.Warn,
-		Output:          &slogWriter{log: l.With("partition", partition)},
+		Output:          &slogWriter{log: l.With("group", group)},
 		DisableTime:     true,
 		IncludeLocation: false,
 	})

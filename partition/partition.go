@@ -61,7 +61,7 @@ func Open(cfg Config) (*Partition, error) {
 	if err != nil {
 		return nil, fmt.Errorf("partition %s: open raft log %s: %w", cfg.Name, filepath.Join(cfg.Dir, "raft.db"), err)
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, newHCLogAdapter(cfg.Logger, cfg.Name))
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, RaftLogger(cfg.Logger, cfg.Name))
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("partition %s: open snapshot store: %w", cfg.Name, err)

@@ -1,0 +1,306 @@
+package cluster
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/raftbus/raftbus/engine"
+	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+)
+
+// MaxPartitions is the most partitions an entity may have.
+const MaxPartitions = 16
+
+// readyTimeout bounds how long CreateQueue waits for the new partitions to
+// elect leaders, so that a send right after it succeeds.
+const readyTimeout = 15 * time.Second
+
+// adminService implements raftbus.v1.AdminService. Every call is served by
+// the metadata leader (forwarded there), so a read sees every change
+// acknowledged before it.
+type adminService struct {
+	raftbusv1.UnimplementedAdminServiceServer
+	n *Node
+}
+
+// atMetaLeader runs local on the metadata leader, forwarding the call there
+// from other nodes.
+func atMetaLeader[Resp any](ctx context.Context, n *Node,
+	local func() (Resp, error),
+	remote func(ctx context.Context, c raftbusv1.AdminServiceClient) (Resp, error),
+) (Resp, error) {
+	var zero Resp
+	if n.meta.isLeader() {
+		return local()
+	}
+	if forwarded(ctx) {
+		return zero, n.meta.notLeader()
+	}
+	addr := n.meta.leaderAddr()
+	fctx := metadata.AppendToOutgoingContext(ctx, NoForwardKey, "1")
+	for attempt := 0; attempt < maxRouteAttempts; attempt++ {
+		if addr == "" {
+			return zero, busy("the metadata group has no leader yet")
+		}
+		conn, err := n.peers.get(addr)
+		if err != nil {
+			return zero, err
+		}
+		resp, err := remote(fctx, raftbusv1.NewAdminServiceClient(conn))
+		if err == nil {
+			return resp, nil
+		}
+		e := asAPIError(err)
+		if e.reason != raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER || e.leader.GetAddress() == "" {
+			return zero, e
+		}
+		addr = e.leader.GetAddress()
+	}
+	return zero, busy("the metadata leader moved while the request was forwarded")
+}
+
+func (s *adminService) CreateQueue(ctx context.Context, req *raftbusv1.CreateQueueRequest) (*raftbusv1.CreateQueueResponse, error) {
+	return atMetaLeader(ctx, s.n, func() (*raftbusv1.CreateQueueResponse, error) {
+		q := proto.Clone(req.GetQueue()).(*raftbusv1.QueueProperties)
+		if q == nil {
+			return nil, invalid("queue is required")
+		}
+		if q.PartitionCount == nil {
+			q.PartitionCount = proto.Uint32(s.n.cfg.DefaultPartitions)
+		}
+		e, err := s.n.putQueue(ctx, q, true)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.n.awaitReady(ctx, e); err != nil {
+			return nil, err
+		}
+		return &raftbusv1.CreateQueueResponse{Queue: e.GetQueue()}, nil
+	}, func(ctx context.Context, c raftbusv1.AdminServiceClient) (*raftbusv1.CreateQueueResponse, error) {
+		return c.CreateQueue(ctx, req)
+	})
+}
+
+func (s *adminService) UpdateQueue(ctx context.Context, req *raftbusv1.UpdateQueueRequest) (*raftbusv1.UpdateQueueResponse, error) {
+	return atMetaLeader(ctx, s.n, func() (*raftbusv1.UpdateQueueResponse, error) {
+		q := proto.Clone(req.GetQueue()).(*raftbusv1.QueueProperties)
+		if q == nil {
+			return nil, invalid("queue is required")
+		}
+		if old := s.n.meta.fsm.Entity(q.GetName()); old != nil && q.PartitionCount == nil {
+			q.PartitionCount = proto.Uint32(old.GetQueue().GetPartitionCount())
+		}
+		e, err := s.n.putQueue(ctx, q, false)
+		if err != nil {
+			return nil, err
+		}
+		return &raftbusv1.UpdateQueueResponse{Queue: e.GetQueue()}, nil
+	}, func(ctx context.Context, c raftbusv1.AdminServiceClient) (*raftbusv1.UpdateQueueResponse, error) {
+		return c.UpdateQueue(ctx, req)
+	})
+}
+
+// putQueue validates and commits a queue definition.
+func (n *Node) putQueue(ctx context.Context, q *raftbusv1.QueueProperties, create bool) (*clusterv1.Entity, error) {
+	if err := checkEntityName("queue", q.GetName()); err != nil {
+		return nil, err
+	}
+	q, err := engine.NormalizeQueueProperties(q)
+	if err != nil {
+		return nil, asAPIError(err)
+	}
+	if q.GetPartitionCount() > MaxPartitions {
+		return nil, invalid("partition_count must be between 1 and %d, not %d", MaxPartitions, q.GetPartitionCount())
+	}
+	if err := n.meta.ensureMembers(ctx); err != nil {
+		return nil, err
+	}
+	res, err := n.meta.propose(ctx, &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_PutQueue{PutQueue: &clusterv1.PutQueue{Queue: q, Create: create}}})
+	if err != nil {
+		return nil, err
+	}
+	return res.GetEntity(), nil
+}
+
+// awaitReady waits until every partition of e answers through its leader.
+func (n *Node) awaitReady(ctx context.Context, e *clusterv1.Entity) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	for id := range e.GetPartitions() {
+		for attempt := 0; ; attempt++ {
+			_, err := n.partitionRuntime(ctx, e, uint32(id))
+			if err == nil {
+				break
+			}
+			if !asAPIError(err).retryable {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return busy("entity %q was created but partition %d has not elected a leader yet: %v", e.GetName(), id, err)
+			case <-time.After(backoff(attempt)):
+			}
+		}
+	}
+	return nil
+}
+
+func (s *adminService) GetQueue(ctx context.Context, req *raftbusv1.GetQueueRequest) (*raftbusv1.GetQueueResponse, error) {
+	return atMetaLeader(ctx, s.n, func() (*raftbusv1.GetQueueResponse, error) {
+		e, err := s.n.queue(ctx, req.GetName())
+		if err != nil {
+			return nil, err
+		}
+		return &raftbusv1.GetQueueResponse{Queue: e.GetQueue()}, nil
+	}, func(ctx context.Context, c raftbusv1.AdminServiceClient) (*raftbusv1.GetQueueResponse, error) {
+		return c.GetQueue(ctx, req)
+	})
+}
+
+func (s *adminService) DeleteQueue(ctx context.Context, req *raftbusv1.DeleteQueueRequest) (*raftbusv1.DeleteQueueResponse, error) {
+	return atMetaLeader(ctx, s.n, func() (*raftbusv1.DeleteQueueResponse, error) {
+		if _, err := s.n.queue(ctx, req.GetName()); err != nil {
+			return nil, err
+		}
+		_, err := s.n.meta.propose(ctx, &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_DeleteEntity{DeleteEntity: &clusterv1.DeleteEntity{Name: req.GetName()}}})
+		if err != nil {
+			return nil, err
+		}
+		return &raftbusv1.DeleteQueueResponse{}, nil
+	}, func(ctx context.Context, c raftbusv1.AdminServiceClient) (*raftbusv1.DeleteQueueResponse, error) {
+		return c.DeleteQueue(ctx, req)
+	})
+}
+
+func (s *adminService) ListQueues(ctx context.Context, req *raftbusv1.ListQueuesRequest) (*raftbusv1.ListQueuesResponse, error) {
+	return atMetaLeader(ctx, s.n, func() (*raftbusv1.ListQueuesResponse, error) {
+		size := int(req.GetPageSize())
+		switch {
+		case size == 0:
+			size = 100
+		case size < 0 || size > 1000:
+			return nil, invalid("page_size must be between 1 and 1000, not %d", size)
+		}
+		resp := &raftbusv1.ListQueuesResponse{}
+		s.n.meta.fsm.View(func(st *clusterv1.MetaSnapshot) {
+			i := sort.Search(len(st.Entities), func(i int) bool { return st.Entities[i].GetName() > req.GetPageToken() })
+			for ; i < len(st.Entities); i++ {
+				if len(resp.Queues) == size {
+					resp.NextPageToken = resp.Queues[size-1].GetName()
+					break
+				}
+				if q := st.Entities[i].GetQueue(); q != nil {
+					resp.Queues = append(resp.Queues, proto.Clone(q).(*raftbusv1.QueueProperties))
+				}
+			}
+		})
+		return resp, nil
+	}, func(ctx context.Context, c raftbusv1.AdminServiceClient) (*raftbusv1.ListQueuesResponse, error) {
+		return c.ListQueues(ctx, req)
+	})
+}
+
+func (s *adminService) GetQueueRuntimeProperties(ctx context.Context, req *raftbusv1.GetQueueRuntimePropertiesRequest) (*raftbusv1.GetQueueRuntimePropertiesResponse, error) {
+	e, err := s.n.queue(ctx, req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	props := &raftbusv1.RuntimeProperties{
+		EntityPath: e.GetName(),
+		CreatedAt:  e.GetQueue().GetCreatedAt(),
+		UpdatedAt:  e.GetQueue().GetUpdatedAt(),
+	}
+	for id := range e.GetPartitions() {
+		p, err := s.n.partitionRuntime(ctx, e, uint32(id))
+		if err != nil {
+			return nil, err
+		}
+		props.Partitions = append(props.Partitions, p)
+		props.ActiveMessageCount += p.GetActiveMessageCount()
+		props.ScheduledMessageCount += p.GetScheduledMessageCount()
+		props.DeferredMessageCount += p.GetDeferredMessageCount()
+		props.DeadLetterMessageCount += p.GetDeadLetterMessageCount()
+		props.LockedMessageCount += p.GetLockedMessageCount()
+		props.SizeInBytes += p.GetSizeInBytes()
+		props.SessionCount += p.GetSessionCount()
+	}
+	props.TotalMessageCount = props.ActiveMessageCount + props.ScheduledMessageCount + props.DeferredMessageCount + props.DeadLetterMessageCount
+	return &raftbusv1.GetQueueRuntimePropertiesResponse{Properties: props}, nil
+}
+
+// queue returns the committed definition of a queue, or NOT_FOUND.
+func (n *Node) queue(ctx context.Context, name string) (*clusterv1.Entity, error) {
+	e, err := n.entity(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if e.GetKind() != clusterv1.EntityKind_ENTITY_KIND_QUEUE {
+		return nil, notFound("%q is not a queue", name)
+	}
+	return e, nil
+}
+
+// partitionRuntime reads one partition's counts from its leader.
+func (n *Node) partitionRuntime(ctx context.Context, e *clusterv1.Entity, id uint32) (*raftbusv1.PartitionRuntimeProperties, error) {
+	return route(ctx, n, e, id, func(r *replica) (*raftbusv1.PartitionRuntimeProperties, error) {
+		var props *raftbusv1.PartitionRuntimeProperties
+		var rerr error
+		if err := r.p.Read(ctx, func(en *engine.Engine) { props, rerr = en.RuntimeProperties(e.GetName()) }); err != nil {
+			return nil, err
+		}
+		return props, rerr
+	}, func(ctx context.Context, conn *grpc.ClientConn) (*raftbusv1.PartitionRuntimeProperties, error) {
+		resp, err := clusterv1.NewNodeServiceClient(conn).PartitionRuntime(ctx, &clusterv1.PartitionRuntimeRequest{EntityPath: e.GetName(), PartitionId: id})
+		return resp.GetProperties(), err
+	})
+}
+
+// checkEntityName enforces the naming rules of queues and topics: 1 to 260
+// characters of letters, digits, '.', '-', '_' and '/', the slash neither
+// leading, trailing nor doubled, and no "subscriptions" segment (that names
+// a subscription).
+func checkEntityName(kind, name string) error {
+	if name == "" || len(name) > 260 {
+		return invalid("%s name must be 1 to 260 characters, not %d", kind, len(name))
+	}
+	for i, r := range name {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_' || r == '/'
+		if !ok {
+			return invalid("%s name %q: character %q at %d is not allowed (letters, digits, '.', '-', '_' and '/')", kind, name, r, i)
+		}
+	}
+	if strings.HasPrefix(name, "/") || strings.HasSuffix(name, "/") || strings.Contains(name, "//") {
+		return invalid("%s name %q: '/' may not lead, trail or be doubled", kind, name)
+	}
+	for _, seg := range strings.Split(name, "/") {
+		if strings.EqualFold(seg, "subscriptions") {
+			return invalid("%s name %q: the segment %q is reserved for subscriptions", kind, name, seg)
+		}
+	}
+	return nil
+}
+
+// Topics, subscriptions and rules come with the engine's topic support.
+
+func (s *adminService) CreateTopic(context.Context, *raftbusv1.CreateTopicRequest) (*raftbusv1.CreateTopicResponse, error) {
+	return nil, unimplemented("topics")
+}
+
+func (s *adminService) CreateSubscription(context.Context, *raftbusv1.CreateSubscriptionRequest) (*raftbusv1.CreateSubscriptionResponse, error) {
+	return nil, unimplemented("subscriptions")
+}
+
+func (s *adminService) CreateRule(context.Context, *raftbusv1.CreateRuleRequest) (*raftbusv1.CreateRuleResponse, error) {
+	return nil, unimplemented("rules")
+}
+
+func (s *adminService) RemoveNode(context.Context, *raftbusv1.RemoveNodeRequest) (*raftbusv1.RemoveNodeResponse, error) {
+	return nil, unimplemented("removing nodes")
+}

@@ -1,0 +1,191 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/raftbus/raftbus/partition"
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+)
+
+// apiError is a failure on its way to a client: every error the services
+// return is one, turned into a gRPC status with an ErrorInfo by toStatus.
+type apiError struct {
+	reason    raftbusv1.ErrorReason
+	msg       string
+	retryable bool
+	leader    *raftbusv1.LeaderHint
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func errorf(reason raftbusv1.ErrorReason, format string, args ...any) *apiError {
+	return &apiError{reason: reason, msg: fmt.Sprintf(format, args...), retryable: retryable(reason)}
+}
+
+func invalid(format string, args ...any) *apiError {
+	return errorf(raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, format, args...)
+}
+
+func notFound(format string, args ...any) *apiError {
+	return errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_FOUND, format, args...)
+}
+
+func busy(format string, args ...any) *apiError {
+	return errorf(raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY, format, args...)
+}
+
+func retryable(r raftbusv1.ErrorReason) bool {
+	switch r {
+	case raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER,
+		raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY,
+		raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN,
+		raftbusv1.ErrorReason_ERROR_REASON_SESSION_CANNOT_BE_LOCKED,
+		raftbusv1.ErrorReason_ERROR_REASON_QUOTA_EXCEEDED:
+		return true
+	}
+	return false
+}
+
+// codeOf is the gRPC code that goes with a reason.
+func codeOf(r raftbusv1.ErrorReason) codes.Code {
+	switch r {
+	case raftbusv1.ErrorReason_ERROR_REASON_NOT_FOUND:
+		return codes.NotFound
+	case raftbusv1.ErrorReason_ERROR_REASON_ALREADY_EXISTS:
+		return codes.AlreadyExists
+	case raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_SIZE_EXCEEDED:
+		return codes.InvalidArgument
+	case raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST, raftbusv1.ErrorReason_ERROR_REASON_SESSION_LOCK_LOST,
+		raftbusv1.ErrorReason_ERROR_REASON_SESSION_CANNOT_BE_LOCKED:
+		return codes.FailedPrecondition
+	case raftbusv1.ErrorReason_ERROR_REASON_QUOTA_EXCEEDED:
+		return codes.ResourceExhausted
+	case raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER, raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY,
+		raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN:
+		return codes.Unavailable
+	case raftbusv1.ErrorReason_ERROR_REASON_UNAUTHORIZED:
+		return codes.PermissionDenied
+	}
+	return codes.Internal
+}
+
+// asAPIError classifies any error of the layers below.
+func asAPIError(err error) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	var pe *partition.Error
+	if errors.As(err, &pe) {
+		e := &apiError{reason: pe.Reason, msg: pe.Message, retryable: pe.Retryable}
+		if pe.LeaderAddress != "" {
+			e.leader = &raftbusv1.LeaderHint{NodeId: pe.LeaderID, Address: pe.LeaderAddress}
+		}
+		return e
+	}
+	if st, ok := status.FromError(err); ok && err != nil {
+		// A status from a forwarded call keeps its ErrorInfo.
+		for _, d := range st.Details() {
+			if info, ok := d.(*raftbusv1.ErrorInfo); ok {
+				return &apiError{reason: info.Reason, msg: info.Message, retryable: info.Retryable, leader: info.Leader}
+			}
+		}
+		switch st.Code() {
+		case codes.DeadlineExceeded, codes.Canceled:
+			return errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN, "%s", st.Message())
+		case codes.Unavailable:
+			return busy("%s", st.Message())
+		}
+		return &apiError{reason: raftbusv1.ErrorReason_ERROR_REASON_UNSPECIFIED, msg: st.Message()}
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN, "%v before the operation was known to complete", err)
+	}
+	return &apiError{reason: raftbusv1.ErrorReason_ERROR_REASON_UNSPECIFIED, msg: err.Error()}
+}
+
+// toStatus is the one place an error becomes what a client sees.
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	code := codes.Unknown
+	if st, ok := status.FromError(err); ok {
+		if hasErrorInfo(st) {
+			return err
+		}
+		code = st.Code()
+	}
+	e := asAPIError(err)
+	if e.reason != raftbusv1.ErrorReason_ERROR_REASON_UNSPECIFIED || code == codes.Unknown {
+		code = codeOf(e.reason)
+	}
+	info := &raftbusv1.ErrorInfo{
+		Reason:     e.reason,
+		Message:    e.msg,
+		TrackingId: trackingID(),
+		Retryable:  e.retryable,
+		Leader:     e.leader,
+	}
+	st, derr := status.New(code, e.msg).WithDetails(info)
+	if derr != nil {
+		return status.Error(code, e.msg)
+	}
+	return st.Err()
+}
+
+func hasErrorInfo(st *status.Status) bool {
+	for _, d := range st.Details() {
+		if _, ok := d.(*raftbusv1.ErrorInfo); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func trackingID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// unimplemented answers the RPCs of features the cluster does not serve yet.
+func unimplemented(what string) error {
+	return status.Error(codes.Unimplemented, what+" is not supported yet")
+}
+
+// statusInterceptor turns every error into a status with ErrorInfo and any
+// panic into INTERNAL, logged with its stack, so no client ever sees a raw
+// panic or an opaque error and no request can take the node down.
+func statusInterceptor(log *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+		if strings.HasPrefix(info.FullMethod, "/raftbus.raft.") {
+			// The Raft transport speaks plain gRPC codes to its peers.
+			return handler(ctx, req)
+		}
+		defer func() {
+			if r := recover(); r != nil {
+				id := trackingID()
+				log.Error("panic serving request", "method", info.FullMethod, "panic", fmt.Sprint(r), "tracking_id", id, "stack", string(debug.Stack()))
+				st, _ := status.New(codes.Internal, "internal error").WithDetails(&raftbusv1.ErrorInfo{
+					Reason: raftbusv1.ErrorReason_ERROR_REASON_UNSPECIFIED, Message: "internal error (tracking id " + id + ")", TrackingId: id,
+				})
+				resp, err = nil, st.Err()
+			}
+		}()
+		resp, err = handler(ctx, req)
+		return resp, toStatus(err)
+	}
+}

@@ -1,0 +1,225 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+)
+
+// testCluster is a set of in-process nodes on loopback.
+type testCluster struct {
+	t     *testing.T
+	dir   string
+	nodes []*Node // nil where stopped
+}
+
+// newTestCluster starts n nodes: the first forms the cluster, the others
+// join it.
+func newTestCluster(t *testing.T, n int) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, dir: t.TempDir()}
+	t.Cleanup(func() {
+		for _, nd := range c.nodes {
+			if nd != nil {
+				nd.Close()
+			}
+		}
+	})
+	for i := 0; i < n; i++ {
+		c.start(i, "")
+	}
+	return c
+}
+
+func (c *testCluster) nodeID(i int) string { return fmt.Sprintf("n%d", i+1) }
+
+// start starts node i; addr pins its address (for a restart), empty picks
+// a free port.
+func (c *testCluster) start(i int, addr string) *Node {
+	c.t.Helper()
+	cfg := Config{
+		NodeID:     c.nodeID(i),
+		ListenAddr: "127.0.0.1:0",
+		DataDir:    filepath.Join(c.dir, c.nodeID(i)),
+	}
+	if os.Getenv("RAFTBUS_TEST_LOG") != "" {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	if addr != "" {
+		cfg.ListenAddr = addr
+	}
+	if i > 0 && addr == "" {
+		cfg.Join = c.nodes[0].Addr()
+	}
+	nd, err := Start(cfg)
+	if err != nil {
+		c.t.Fatalf("start %s: %v", cfg.NodeID, err)
+	}
+	for len(c.nodes) <= i {
+		c.nodes = append(c.nodes, nil)
+	}
+	c.nodes[i] = nd
+	return nd
+}
+
+// stop closes node i and returns its address for a restart.
+func (c *testCluster) stop(i int) string {
+	addr := c.nodes[i].Addr()
+	c.nodes[i].Close()
+	c.nodes[i] = nil
+	return addr
+}
+
+// clients of one node.
+type clients struct {
+	admin raftbusv1.AdminServiceClient
+	msg   raftbusv1.MessagingServiceClient
+}
+
+func (c *testCluster) client(i int) clients {
+	c.t.Helper()
+	return dial(c.t, c.nodes[i].Addr())
+}
+
+func dial(t *testing.T, addr string) clients {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return clients{admin: raftbusv1.NewAdminServiceClient(conn), msg: raftbusv1.NewMessagingServiceClient(conn)}
+}
+
+// errorInfo extracts the ErrorInfo every error must carry.
+func errorInfo(t *testing.T, err error) *raftbusv1.ErrorInfo {
+	t.Helper()
+	st, ok := status.FromError(err)
+	if !ok {
+		t.Fatalf("error is not a gRPC status: %v", err)
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*raftbusv1.ErrorInfo); ok {
+			return info
+		}
+	}
+	t.Fatalf("status without ErrorInfo: %v", err)
+	return nil
+}
+
+func reasonOf(err error) raftbusv1.ErrorReason {
+	st, _ := status.FromError(err)
+	for _, d := range st.Details() {
+		if info, ok := d.(*raftbusv1.ErrorInfo); ok {
+			return info.Reason
+		}
+	}
+	return raftbusv1.ErrorReason_ERROR_REASON_UNSPECIFIED
+}
+
+func isRetryable(err error) bool {
+	st, _ := status.FromError(err)
+	for _, d := range st.Details() {
+		if info, ok := d.(*raftbusv1.ErrorInfo); ok {
+			return info.Retryable
+		}
+	}
+	return false
+}
+
+// retry repeats op while it fails with a retryable error, up to timeout: a
+// client riding out a leader change.
+func retry[T any](t *testing.T, timeout time.Duration, op func(ctx context.Context) (T, error)) T {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for attempt := 0; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		v, err := op(ctx)
+		cancel()
+		if err == nil {
+			return v
+		}
+		if !isRetryable(err) && status.Code(err) != codes.DeadlineExceeded {
+			t.Fatalf("non-retryable error: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still failing after %v: %v", timeout, err)
+		}
+		time.Sleep(backoff(attempt))
+	}
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for attempt := 0; !cond(); attempt++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(backoff(attempt))
+	}
+}
+
+func createQueue(t *testing.T, c clients, q *raftbusv1.QueueProperties) {
+	t.Helper()
+	retry(t, 20*time.Second, func(ctx context.Context) (*raftbusv1.CreateQueueResponse, error) {
+		resp, err := c.admin.CreateQueue(ctx, &raftbusv1.CreateQueueRequest{Queue: q})
+		if reasonOf(err) == raftbusv1.ErrorReason_ERROR_REASON_ALREADY_EXISTS {
+			return resp, nil // an earlier attempt got through
+		}
+		return resp, err
+	})
+}
+
+func sendOne(t *testing.T, c clients, queue, id string) *raftbusv1.SendResult {
+	t.Helper()
+	resp := retry(t, 20*time.Second, func(ctx context.Context) (*raftbusv1.SendResponse, error) {
+		return c.msg.Send(ctx, &raftbusv1.SendRequest{EntityPath: queue, Messages: []*raftbusv1.Message{{MessageId: id, Body: []byte("body " + id)}}})
+	})
+	return resp.GetResults()[0]
+}
+
+// drain receives and completes until want distinct message ids arrived,
+// returning them.
+func drain(t *testing.T, c clients, queue string, want int, timeout time.Duration) map[string]int {
+	t.Helper()
+	got := make(map[string]int)
+	deadline := time.Now().Add(timeout)
+	for len(got) < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("received %d of %d messages within %v", len(got), want, timeout)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		resp, err := c.msg.Receive(ctx, &raftbusv1.ReceiveRequest{EntityPath: queue, MaxMessages: 50, MaxWait: durationpb.New(time.Second)})
+		cancel()
+		if err != nil {
+			if !isRetryable(err) {
+				t.Fatalf("receive: %v", err)
+			}
+			continue
+		}
+		for _, m := range resp.GetMessages() {
+			got[m.GetMessage().GetMessageId()]++
+			lock := &raftbusv1.MessageLock{EntityPath: queue, PartitionId: m.GetPartitionId(), LockToken: m.GetLockToken()}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err := c.msg.Complete(ctx, &raftbusv1.CompleteRequest{Lock: lock})
+			cancel()
+			if err != nil && !isRetryable(err) && reasonOf(err) != raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST {
+				t.Fatalf("complete: %v", err)
+			}
+		}
+	}
+	return got
+}

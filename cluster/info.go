@@ -1,0 +1,169 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/connectivity"
+
+	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+)
+
+// statusTimeout bounds how long cluster views wait for one replica.
+const statusTimeout = time.Second
+
+// replicaStatus asks a replica's node (this one included) about it.
+func (n *Node) replicaStatus(ctx context.Context, e *clusterv1.Entity, id uint32, nodeAddr string) (*clusterv1.PartitionStatusResponse, error) {
+	if nodeAddr == n.addr {
+		r := n.replica(e, id)
+		if r == nil {
+			return nil, notFound("no local replica")
+		}
+		info := r.p.Info()
+		return &clusterv1.PartitionStatusResponse{
+			Role: roleOf(info.State), Term: info.Term, CommitIndex: info.CommitIndex, AppliedIndex: info.AppliedIndex,
+			LeaderNodeId: info.LeaderID, LeaderAddress: info.LeaderAddress,
+		}, nil
+	}
+	conn, err := n.peers.get(nodeAddr)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	return clusterv1.NewNodeServiceClient(conn).PartitionStatus(ctx, &clusterv1.PartitionStatusRequest{EntityPath: e.GetName(), PartitionId: id})
+}
+
+// partitionView is what the replicas of one partition say about it.
+type partitionView struct {
+	leaderID, leaderAddr string
+	statuses             []*clusterv1.PartitionStatusResponse // by replica, nil when unreachable
+}
+
+// viewPartitions asks every replica of every partition of e, concurrently.
+func (n *Node) viewPartitions(ctx context.Context, e *clusterv1.Entity) []partitionView {
+	addrs := n.nodeAddrs()
+	views := make([]partitionView, len(e.GetPartitions()))
+	var wg sync.WaitGroup
+	for id, pl := range e.GetPartitions() {
+		views[id].statuses = make([]*clusterv1.PartitionStatusResponse, len(pl.GetNodeIds()))
+		for k, nid := range pl.GetNodeIds() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				st, err := n.replicaStatus(ctx, e, uint32(id), addrs[nid])
+				if err == nil {
+					views[id].statuses[k] = st
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	for id := range views {
+		v := &views[id]
+		var term uint64
+		for _, st := range v.statuses {
+			// The replica with the highest term knows the latest leader.
+			if st != nil && st.GetLeaderAddress() != "" && st.GetTerm() >= term {
+				term, v.leaderID, v.leaderAddr = st.GetTerm(), st.GetLeaderNodeId(), st.GetLeaderAddress()
+			}
+		}
+	}
+	return views
+}
+
+func (s *adminService) GetRoutingTable(ctx context.Context, req *raftbusv1.GetRoutingTableRequest) (*raftbusv1.GetRoutingTableResponse, error) {
+	var entities []*clusterv1.Entity
+	if req.GetEntityPath() != "" {
+		e, err := s.n.entity(ctx, req.GetEntityPath())
+		if err != nil {
+			return nil, err
+		}
+		entities = append(entities, e)
+	} else {
+		s.n.meta.fsm.View(func(st *clusterv1.MetaSnapshot) { entities = append(entities, st.Entities...) })
+	}
+	addrs := s.n.nodeAddrs()
+	resp := &raftbusv1.GetRoutingTableResponse{}
+	for _, e := range entities {
+		route := &raftbusv1.EntityRoute{EntityPath: e.GetName(), PartitionCount: uint32(len(e.GetPartitions()))}
+		for id, v := range s.n.viewPartitions(ctx, e) {
+			pr := &raftbusv1.PartitionRoute{PartitionId: uint32(id), LeaderNodeId: v.leaderID, LeaderAddress: v.leaderAddr}
+			for _, nid := range e.GetPartitions()[id].GetNodeIds() {
+				pr.ReplicaAddresses = append(pr.ReplicaAddresses, addrs[nid])
+			}
+			route.Partitions = append(route.Partitions, pr)
+		}
+		resp.Entities = append(resp.Entities, route)
+	}
+	return resp, nil
+}
+
+func (s *adminService) GetClusterInfo(ctx context.Context, _ *raftbusv1.GetClusterInfoRequest) (*raftbusv1.GetClusterInfoResponse, error) {
+	n := s.n
+	resp := &raftbusv1.GetClusterInfoResponse{}
+	var entities []*clusterv1.Entity
+	var members []*clusterv1.Node
+	n.meta.fsm.View(func(st *clusterv1.MetaSnapshot) {
+		resp.ClusterId = st.ClusterId
+		entities = append(entities, st.Entities...)
+		members = append(members, st.Nodes...)
+	})
+	voters := make(map[string]bool)
+	if f := n.meta.raft.GetConfiguration(); f.Error() == nil {
+		for _, srv := range f.Configuration().Servers {
+			voters[string(srv.ID)] = srv.Suffrage == raft.Voter
+		}
+	}
+	_, leaderID := n.meta.raft.LeaderWithID()
+	for _, m := range members {
+		resp.Nodes = append(resp.Nodes, &raftbusv1.NodeInfo{
+			NodeId:         m.NodeId,
+			Address:        m.Address,
+			State:          n.nodeState(ctx, m),
+			MetadataVoter:  voters[m.NodeId],
+			MetadataLeader: string(leaderID) == m.NodeId,
+		})
+	}
+	for _, e := range entities {
+		for id, v := range n.viewPartitions(ctx, e) {
+			pi := &raftbusv1.PartitionInfo{EntityPath: e.GetName(), PartitionId: uint32(id), LeaderNodeId: v.leaderID, LeaderAddress: v.leaderAddr}
+			for k, nid := range e.GetPartitions()[id].GetNodeIds() {
+				ri := &raftbusv1.ReplicaInfo{NodeId: nid, Role: raftbusv1.ReplicaRole_REPLICA_ROLE_UNKNOWN}
+				if st := v.statuses[k]; st != nil {
+					ri.Role, ri.AppliedIndex = st.GetRole(), st.GetAppliedIndex()
+					if st.GetRole() == raftbusv1.ReplicaRole_REPLICA_ROLE_LEADER {
+						pi.Term, pi.CommitIndex, pi.AppliedIndex = st.GetTerm(), st.GetCommitIndex(), st.GetAppliedIndex()
+					}
+				}
+				pi.Replicas = append(pi.Replicas, ri)
+			}
+			resp.Partitions = append(resp.Partitions, pi)
+		}
+	}
+	return resp, nil
+}
+
+// nodeState says whether a member answers: this node always does; another
+// is up when a connection to it is ready within statusTimeout.
+func (n *Node) nodeState(ctx context.Context, m *clusterv1.Node) raftbusv1.NodeState {
+	if m.NodeId == n.cfg.NodeID {
+		return raftbusv1.NodeState_NODE_STATE_UP
+	}
+	conn, err := n.peers.get(m.Address)
+	if err != nil {
+		return raftbusv1.NodeState_NODE_STATE_DOWN
+	}
+	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	conn.Connect()
+	for st := conn.GetState(); st != connectivity.Ready; st = conn.GetState() {
+		if !conn.WaitForStateChange(ctx, st) {
+			return raftbusv1.NodeState_NODE_STATE_DOWN
+		}
+	}
+	return raftbusv1.NodeState_NODE_STATE_UP
+}

@@ -1,0 +1,248 @@
+package cluster
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
+	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+)
+
+const (
+	// maxBatch bounds the messages of one receive, peek or send.
+	maxBatch = 1000
+	// maxWait bounds a receive's long poll.
+	maxWait = 5 * time.Minute
+	// pollSlice is how long a receive across partitions waits on one
+	// partition before it looks at the next.
+	pollSlice = 50 * time.Millisecond
+)
+
+// messagingService implements raftbus.v1.MessagingService: each call is
+// routed to the leader of the partition concerned, turned into one engine
+// command there, and its result mapped back.
+type messagingService struct {
+	raftbusv1.UnimplementedMessagingServiceServer
+	n *Node
+}
+
+func (s *messagingService) Send(ctx context.Context, req *raftbusv1.SendRequest) (*raftbusv1.SendResponse, error) {
+	e, id, err := s.n.sendTarget(ctx, req.GetEntityPath(), req.GetMessages(), req.PartitionId)
+	if err != nil {
+		return nil, err
+	}
+	return route(ctx, s.n, e, id, func(r *replica) (*raftbusv1.SendResponse, error) {
+		res, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_Send{Send: &enginev1.Send{EntityPath: e.GetName(), Messages: req.GetMessages()}}})
+		if err != nil {
+			return nil, err
+		}
+		return &raftbusv1.SendResponse{Results: res.GetSend().GetMessages()}, nil
+	}, func(ctx context.Context, conn *grpc.ClientConn) (*raftbusv1.SendResponse, error) {
+		fwd := proto.Clone(req).(*raftbusv1.SendRequest)
+		fwd.PartitionId = &id
+		return raftbusv1.NewMessagingServiceClient(conn).Send(ctx, fwd)
+	})
+}
+
+func (s *messagingService) Schedule(ctx context.Context, req *raftbusv1.ScheduleRequest) (*raftbusv1.ScheduleResponse, error) {
+	for i, m := range req.GetMessages() {
+		if m.GetScheduledEnqueueTime() == nil {
+			return nil, invalid("message %d has no scheduled_enqueue_time", i)
+		}
+	}
+	e, id, err := s.n.sendTarget(ctx, req.GetEntityPath(), req.GetMessages(), req.PartitionId)
+	if err != nil {
+		return nil, err
+	}
+	return route(ctx, s.n, e, id, func(r *replica) (*raftbusv1.ScheduleResponse, error) {
+		res, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_Schedule{Schedule: &enginev1.Schedule{EntityPath: e.GetName(), Messages: req.GetMessages()}}})
+		if err != nil {
+			return nil, err
+		}
+		resp := &raftbusv1.ScheduleResponse{}
+		for _, m := range res.GetSchedule().GetMessages() {
+			resp.SequenceNumbers = append(resp.SequenceNumbers, m.GetSequenceNumber())
+		}
+		return resp, nil
+	}, func(ctx context.Context, conn *grpc.ClientConn) (*raftbusv1.ScheduleResponse, error) {
+		fwd := proto.Clone(req).(*raftbusv1.ScheduleRequest)
+		fwd.PartitionId = &id
+		return raftbusv1.NewMessagingServiceClient(conn).Schedule(ctx, fwd)
+	})
+}
+
+// sendTarget validates a send and picks its partition: the request's, else
+// the one of the messages' session id or partition key, else the next in
+// turn.
+func (n *Node) sendTarget(ctx context.Context, path string, msgs []*raftbusv1.Message, requested *uint32) (e *clusterv1.Entity, id uint32, err error) {
+	if len(msgs) == 0 || len(msgs) > maxBatch {
+		return nil, 0, invalid("a send carries 1 to %d messages, not %d", maxBatch, len(msgs))
+	}
+	ent, err := n.queue(ctx, path)
+	if err != nil {
+		return nil, 0, err
+	}
+	parts := uint32(len(ent.GetPartitions()))
+	key := ""
+	for i, m := range msgs {
+		k := m.GetSessionId()
+		if k == "" {
+			k = m.GetPartitionKey()
+		} else if pk := m.GetPartitionKey(); pk != "" && pk != k {
+			return nil, 0, invalid("message %d: partition_key %q must equal session_id %q", i, pk, k)
+		}
+		if i > 0 && k != key {
+			return nil, 0, invalid("the messages of one send must share their session id and partition key (message %d differs)", i)
+		}
+		key = k
+	}
+	switch {
+	case requested != nil:
+		id = *requested
+		if key != "" && parts > 1 && PartitionForKey(key, parts) != id {
+			return nil, 0, invalid("partition_id %d is not the partition of key %q (%d)", id, key, PartitionForKey(key, parts))
+		}
+	case key != "":
+		id = PartitionForKey(key, parts)
+	default:
+		id = n.rr.pick(parts)
+	}
+	return ent, id, nil
+}
+
+func (s *messagingService) CancelScheduled(ctx context.Context, req *raftbusv1.CancelScheduledRequest) (*raftbusv1.CancelScheduledResponse, error) {
+	e, err := s.n.queue(ctx, req.GetEntityPath())
+	if err != nil {
+		return nil, err
+	}
+	groups := bySequencePartition(e, req.GetSequenceNumbers())
+	for _, id := range sortedKeys(groups) {
+		seqs := groups[id]
+		_, err := route(ctx, s.n, e, id, func(r *replica) (*raftbusv1.CancelScheduledResponse, error) {
+			_, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_CancelScheduled{CancelScheduled: &enginev1.CancelScheduled{EntityPath: e.GetName(), SequenceNumbers: seqs}}})
+			return &raftbusv1.CancelScheduledResponse{}, err
+		}, func(ctx context.Context, conn *grpc.ClientConn) (*raftbusv1.CancelScheduledResponse, error) {
+			return raftbusv1.NewMessagingServiceClient(conn).CancelScheduled(ctx, &raftbusv1.CancelScheduledRequest{EntityPath: e.GetName(), SequenceNumbers: seqs})
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return &raftbusv1.CancelScheduledResponse{}, nil
+}
+
+// bySequencePartition groups sequence numbers by the partition their top
+// 16 bits name (all in partition 0 for an unpartitioned entity). Numbers of
+// partitions the entity does not have go to that partition id anyway, so
+// that routing rejects them.
+func bySequencePartition(e *clusterv1.Entity, seqs []int64) map[uint32][]int64 {
+	out := make(map[uint32][]int64)
+	for _, seq := range seqs {
+		var id uint32
+		if len(e.GetPartitions()) > 1 {
+			id = uint32(uint64(seq) >> 48)
+		}
+		out[id] = append(out[id], seq)
+	}
+	return out
+}
+
+func (s *messagingService) Receive(ctx context.Context, req *raftbusv1.ReceiveRequest) (*raftbusv1.ReceiveResponse, error) {
+	if req.GetSession() != nil {
+		return nil, unimplemented("sessions")
+	}
+	e, err := s.n.queue(ctx, req.GetEntityPath())
+	if err != nil {
+		return nil, err
+	}
+	if e.GetQueue().GetRequiresSession() && req.GetSubQueue() != raftbusv1.SubQueue_SUB_QUEUE_DEAD_LETTER {
+		return nil, invalid("queue %q requires sessions: accept a session and receive from it", e.GetName())
+	}
+	batch, err := batchSize(req.GetMaxMessages())
+	if err != nil {
+		return nil, err
+	}
+	wait, err := waitTime(req.GetMaxWait())
+	if err != nil {
+		return nil, err
+	}
+	lock := &enginev1.Lock{EntityPath: e.GetName(), SubQueue: req.GetSubQueue(), ReceiveMode: req.GetReceiveMode(), MaxMessages: batch}
+	if req.PartitionId != nil {
+		msgs, err := s.n.receiveFrom(ctx, e, req.GetPartitionId(), lock, wait)
+		return &raftbusv1.ReceiveResponse{Messages: msgs}, err
+	}
+	// Across partitions: one pass without waiting, starting at the next
+	// partition in turn so that none is starved; then wait on each in turn
+	// for a short slice until the caller's wait is over.
+	parts := uint32(len(e.GetPartitions()))
+	start := s.n.rr.pick(parts)
+	deadline := time.Now().Add(wait)
+	for pass := 0; ; pass++ {
+		for k := uint32(0); k < parts; k++ {
+			id := (start + k) % parts
+			var slice time.Duration
+			switch {
+			case parts == 1:
+				slice = time.Until(deadline)
+			case pass > 0:
+				slice = min(time.Until(deadline), pollSlice)
+			}
+			msgs, err := s.n.receiveFrom(ctx, e, id, lock, max(slice, 0))
+			if err != nil {
+				return nil, err
+			}
+			if len(msgs) > 0 {
+				return &raftbusv1.ReceiveResponse{Messages: msgs}, nil
+			}
+		}
+		if !time.Now().Before(deadline) {
+			return &raftbusv1.ReceiveResponse{}, nil
+		}
+	}
+}
+
+// receiveFrom receives from one partition, waiting up to wait.
+func (n *Node) receiveFrom(ctx context.Context, e *clusterv1.Entity, id uint32, lock *enginev1.Lock, wait time.Duration) ([]*raftbusv1.ReceivedMessage, error) {
+	return route(ctx, n, e, id, func(r *replica) ([]*raftbusv1.ReceivedMessage, error) {
+		return r.p.Receive(ctx, lock, wait)
+	}, func(ctx context.Context, conn *grpc.ClientConn) ([]*raftbusv1.ReceivedMessage, error) {
+		resp, err := raftbusv1.NewMessagingServiceClient(conn).Receive(ctx, &raftbusv1.ReceiveRequest{
+			EntityPath:  lock.GetEntityPath(),
+			SubQueue:    lock.GetSubQueue(),
+			ReceiveMode: lock.GetReceiveMode(),
+			MaxMessages: lock.GetMaxMessages(),
+			MaxWait:     durationpb.New(wait),
+			PartitionId: &id,
+		})
+		return resp.GetMessages(), err
+	})
+}
+
+func batchSize(n int32) (int32, error) {
+	switch {
+	case n == 0:
+		return 1, nil
+	case n < 0 || n > maxBatch:
+		return 0, invalid("max_messages must be between 1 and %d, not %d", maxBatch, n)
+	}
+	return n, nil
+}
+
+func waitTime(d *durationpb.Duration) (time.Duration, error) {
+	if d == nil {
+		return 0, nil
+	}
+	if err := d.CheckValid(); err != nil {
+		return 0, invalid("max_wait: %v", err)
+	}
+	w := d.AsDuration()
+	if w < 0 || w > maxWait {
+		return 0, invalid("max_wait must be between 0 and %v, not %v", maxWait, w)
+	}
+	return w, nil
+}

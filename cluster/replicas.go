@@ -1,0 +1,210 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/raftbus/raftbus/partition"
+	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
+	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
+)
+
+// reconcileInterval bounds how long a new partition leader may go before it
+// configures its engine; metadata changes trigger reconciliation at once.
+const reconcileInterval = 200 * time.Millisecond
+
+// replica is one partition replica this node runs.
+type replica struct {
+	group  string
+	entity string
+	id     uint32
+	p      *partition.Partition
+	// configured is the entity generation this node last committed to the
+	// partition's engine while leading it; 0 until the first.
+	configured atomic.Uint64
+}
+
+// groupName is the Raft group id of a partition: entity, incarnation and
+// partition id, so that a queue deleted and created again never meets the
+// replicas of the old one.
+func groupName(e *clusterv1.Entity, id uint32) string {
+	return fmt.Sprintf("%s@%d/%d", e.GetName(), e.GetIncarnation(), id)
+}
+
+// replica returns this node's replica of a partition, or nil.
+func (n *Node) replica(e *clusterv1.Entity, id uint32) *replica {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.replicas[groupName(e, id)]
+}
+
+// runReconciler keeps the replicas this node runs in line with the
+// metadata: it opens the partitions placed here, closes (and deletes) those
+// of deleted entities, and as leader configures each partition's engine.
+func (n *Node) runReconciler() {
+	defer n.wg.Done()
+	tick := time.NewTicker(reconcileInterval)
+	defer tick.Stop()
+	for {
+		changed := n.meta.fsm.Changes()
+		n.reconcile()
+		select {
+		case <-n.stop:
+			return
+		case <-changed:
+		case <-tick.C:
+		}
+	}
+}
+
+func (n *Node) reconcile() {
+	type want struct {
+		entity *clusterv1.Entity
+		id     uint32
+		peers  []raft.Server
+	}
+	desired := make(map[string]want)
+	n.meta.fsm.View(func(s *clusterv1.MetaSnapshot) {
+		addrs := make(map[string]string, len(s.Nodes))
+		for _, m := range s.Nodes {
+			addrs[m.NodeId] = m.Address
+		}
+		for _, e := range s.Entities {
+			for id, pl := range e.Partitions {
+				var peers []raft.Server
+				here := false
+				for _, nid := range pl.NodeIds {
+					here = here || nid == n.cfg.NodeID
+					peers = append(peers, raft.Server{ID: raft.ServerID(nid), Address: raft.ServerAddress(addrs[nid])})
+				}
+				if here {
+					desired[groupName(e, uint32(id))] = want{entity: e, id: uint32(id), peers: peers}
+				}
+			}
+		}
+	})
+
+	n.mu.RLock()
+	var toClose []*replica
+	for name, r := range n.replicas {
+		if _, ok := desired[name]; !ok {
+			toClose = append(toClose, r)
+		}
+	}
+	var toOpen []string
+	for name := range desired {
+		if _, ok := n.replicas[name]; !ok {
+			toOpen = append(toOpen, name)
+		}
+	}
+	n.mu.RUnlock()
+
+	for _, r := range toClose {
+		n.closeReplica(r, true)
+	}
+	for _, name := range toOpen {
+		w := desired[name]
+		if err := n.openReplica(name, w.entity, w.id, w.peers); err != nil {
+			n.log.Error("open partition replica", "group", name, "err", err)
+		}
+	}
+
+	n.mu.RLock()
+	var leading []*replica
+	for _, r := range n.replicas {
+		if r.p.IsLeader() {
+			leading = append(leading, r)
+		}
+	}
+	n.mu.RUnlock()
+	for _, r := range leading {
+		e := desired[r.group].entity
+		if e == nil || r.configured.Load() == e.GetGeneration() {
+			continue
+		}
+		if err := n.configure(r, e); err != nil {
+			n.log.Debug("configure partition", "group", r.group, "err", err)
+		}
+	}
+}
+
+func (n *Node) openReplica(name string, e *clusterv1.Entity, id uint32, peers []raft.Server) error {
+	transport, err := n.mux.Transport(name)
+	if err != nil {
+		return err
+	}
+	p, err := partition.Open(partition.Config{
+		Name:               name,
+		PartitionID:        id,
+		PartitionCount:     uint32(len(e.GetPartitions())),
+		NodeID:             n.cfg.NodeID,
+		Dir:                n.replicaDir(name),
+		Transport:          transport,
+		Bootstrap:          peers,
+		HeartbeatTimeout:   n.raftTimes(partition.DefaultHeartbeatTimeout),
+		ElectionTimeout:    n.raftTimes(partition.DefaultElectionTimeout),
+		LeaderLeaseTimeout: n.raftTimes(partition.DefaultLeaderLeaseTimeout),
+		Logger:             n.log,
+	})
+	if err != nil {
+		transport.Close()
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	select {
+	case <-n.stop:
+		p.Close()
+		return nil
+	default:
+	}
+	n.replicas[name] = &replica{group: name, entity: e.GetName(), id: id, p: p}
+	n.log.Info("partition replica opened", "group", name)
+	return nil
+}
+
+func (n *Node) replicaDir(group string) string {
+	return filepath.Join(n.cfg.DataDir, "partitions", url.PathEscape(group))
+}
+
+// closeReplica stops a replica; remove deletes its data too (the entity is
+// gone).
+func (n *Node) closeReplica(r *replica, remove bool) {
+	n.mu.Lock()
+	delete(n.replicas, r.group)
+	n.mu.Unlock()
+	if err := r.p.Close(); err != nil {
+		n.log.Warn("close partition replica", "group", r.group, "err", err)
+	}
+	if remove {
+		if err := os.RemoveAll(n.replicaDir(r.group)); err != nil {
+			n.log.Warn("remove partition data", "group", r.group, "err", err)
+		}
+		n.log.Info("partition replica removed", "group", r.group)
+	}
+}
+
+// configure commits the entity's settings to the partition's engine.
+func (n *Node) configure(r *replica, e *clusterv1.Entity) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	q := e.GetQueue()
+	parts := int64(len(e.GetPartitions()))
+	_, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_ConfigureEntity{ConfigureEntity: &enginev1.ConfigureEntity{
+		EntityPath:   e.GetName(),
+		Properties:   q,
+		MaxSizeBytes: q.GetMaxSizeInMegabytes() << 20 / parts,
+	}}})
+	if err != nil {
+		return err
+	}
+	r.configured.Store(e.GetGeneration())
+	return nil
+}

@@ -1,0 +1,205 @@
+package cluster
+
+import (
+	"context"
+	"hash/fnv"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+)
+
+// NoForwardKey is the gRPC metadata key that asks a node to serve a request
+// only if it leads the partition (or metadata group) concerned, and to
+// answer NOT_LEADER with the leader's address otherwise. Nodes set it on the
+// requests they forward, so a request travels at most one hop; clients that
+// route by themselves may set it too.
+const NoForwardKey = "raftbus-no-forward"
+
+// maxRouteAttempts bounds how many nodes one request is tried at: the
+// cached or hinted leader, and the replicas after it when a node is down.
+const maxRouteAttempts = 4
+
+// peerConns are this node's client connections to other nodes, for
+// forwarding, one per address.
+type peerConns struct {
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+func newPeerConns() *peerConns { return &peerConns{conns: make(map[string]*grpc.ClientConn)} }
+
+func (pc *peerConns) get(addr string) (*grpc.ClientConn, error) {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if c, ok := pc.conns[addr]; ok {
+		return c, nil
+	}
+	c, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
+	)
+	if err != nil {
+		return nil, busy("connect to %s: %v", addr, err)
+	}
+	pc.conns[addr] = c
+	return c, nil
+}
+
+func (pc *peerConns) close() {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	for _, c := range pc.conns {
+		c.Close()
+	}
+	pc.conns = map[string]*grpc.ClientConn{}
+}
+
+// leaderCache remembers the last known leader address of partitions this
+// node does not hold, learned from NOT_LEADER hints.
+type leaderCache struct {
+	mu      sync.Mutex
+	leaders map[string]string
+}
+
+func newLeaderCache() *leaderCache { return &leaderCache{leaders: make(map[string]string)} }
+
+func (c *leaderCache) get(group string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leaders[group]
+}
+
+func (c *leaderCache) set(group, addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if addr == "" {
+		delete(c.leaders, group)
+	} else {
+		c.leaders[group] = addr
+	}
+}
+
+// roundRobin spreads sends without a partition key and the starting
+// partition of receives.
+type roundRobin struct{ next atomic.Uint32 }
+
+func (r *roundRobin) pick(n uint32) uint32 { return r.next.Add(1) % n }
+
+// PartitionForKey is the partition of a session id or partition key:
+// FNV-1a (32 bit) of the key modulo the partition count. Clients that pick
+// partitions themselves use the same function.
+func PartitionForKey(key string, partitions uint32) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return h.Sum32() % partitions
+}
+
+// target is where one partition's request is served.
+type target struct {
+	local *replica // set when this node leads the partition
+	addrs []string // otherwise the nodes to try, best first
+}
+
+// locate finds who serves partition id of e: this node when it leads, else
+// the leader it knows of, then the other replicas.
+func (n *Node) locate(ctx context.Context, e *clusterv1.Entity, id uint32) (target, error) {
+	if id >= uint32(len(e.GetPartitions())) {
+		return target{}, invalid("entity %q has %d partitions; there is no partition %d", e.GetName(), len(e.GetPartitions()), id)
+	}
+	group := groupName(e, id)
+	r := n.replica(e, id)
+	if r != nil && r.p.IsLeader() {
+		if r.configured.Load() == 0 {
+			return target{}, busy("partition %s is starting; try again", group)
+		}
+		return target{local: r}, nil
+	}
+	if forwarded(ctx) {
+		if r != nil {
+			return target{}, asAPIError(r.p.NotLeader())
+		}
+		return target{}, errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER, "this node holds no replica of partition %s", group)
+	}
+	var addrs []string
+	seen := map[string]bool{n.addr: true}
+	add := func(a string) {
+		if a != "" && !seen[a] {
+			seen[a] = true
+			addrs = append(addrs, a)
+		}
+	}
+	if r != nil {
+		addr, _ := r.p.Leader()
+		add(addr)
+	}
+	add(n.routing.get(group))
+	nodes := n.nodeAddrs()
+	for _, nid := range e.GetPartitions()[id].GetNodeIds() {
+		add(nodes[nid])
+	}
+	if len(addrs) == 0 {
+		return target{}, busy("partition %s has no reachable leader", group)
+	}
+	return target{addrs: addrs}, nil
+}
+
+// route serves a request for one partition: locally when this node leads
+// it, else at the leader, following NOT_LEADER hints and skipping nodes
+// that are down, at most maxRouteAttempts times.
+func route[Resp any](ctx context.Context, n *Node, e *clusterv1.Entity, id uint32,
+	local func(r *replica) (Resp, error),
+	remote func(ctx context.Context, conn *grpc.ClientConn) (Resp, error),
+) (Resp, error) {
+	var zero Resp
+	t, err := n.locate(ctx, e, id)
+	if err != nil {
+		return zero, err
+	}
+	if t.local != nil {
+		resp, err := local(t.local)
+		if err != nil {
+			return zero, asAPIError(err)
+		}
+		return resp, nil
+	}
+	group := groupName(e, id)
+	fctx := metadata.AppendToOutgoingContext(ctx, NoForwardKey, "1")
+	var lastErr *apiError
+	queue := t.addrs
+	for attempt := 0; attempt < maxRouteAttempts && len(queue) > 0; attempt++ {
+		addr := queue[0]
+		queue = queue[1:]
+		conn, err := n.peers.get(addr)
+		if err == nil {
+			var resp Resp
+			resp, err = remote(fctx, conn)
+			if err == nil {
+				n.routing.set(group, addr)
+				return resp, nil
+			}
+		}
+		lastErr = asAPIError(err)
+		switch lastErr.reason {
+		case raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER:
+			if h := lastErr.leader.GetAddress(); h != "" && h != addr {
+				n.routing.set(group, h)
+				queue = append([]string{h}, queue...)
+			}
+		case raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY:
+			// The node is down or has no leader: try another replica.
+		default:
+			return zero, lastErr
+		}
+	}
+	n.routing.set(group, "")
+	if lastErr == nil {
+		lastErr = busy("partition %s has no reachable leader", group)
+	}
+	return zero, lastErr
+}

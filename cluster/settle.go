@@ -1,0 +1,207 @@
+package cluster
+
+import (
+	"context"
+	"sort"
+
+	"google.golang.org/grpc"
+
+	"github.com/raftbus/raftbus/engine"
+	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+)
+
+// settle ends a message lock with one disposition, at the leader of the
+// partition the lock names. forward re-sends the original request there.
+func (s *messagingService) settle(ctx context.Context, lock *raftbusv1.MessageLock, cmd *enginev1.Settle,
+	forward func(ctx context.Context, c raftbusv1.MessagingServiceClient) error,
+) error {
+	if lock == nil {
+		return invalid("lock is required")
+	}
+	e, err := s.n.queue(ctx, lock.GetEntityPath())
+	if err != nil {
+		return err
+	}
+	cmd.EntityPath, cmd.SubQueue, cmd.LockToken = e.GetName(), lock.GetSubQueue(), lock.GetLockToken()
+	_, err = route(ctx, s.n, e, lock.GetPartitionId(), func(r *replica) (struct{}, error) {
+		_, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_Settle{Settle: cmd}})
+		return struct{}{}, err
+	}, func(ctx context.Context, conn *grpc.ClientConn) (struct{}, error) {
+		return struct{}{}, forward(ctx, raftbusv1.NewMessagingServiceClient(conn))
+	})
+	return err
+}
+
+func (s *messagingService) Complete(ctx context.Context, req *raftbusv1.CompleteRequest) (*raftbusv1.CompleteResponse, error) {
+	err := s.settle(ctx, req.GetLock(), &enginev1.Settle{Disposition: enginev1.Disposition_DISPOSITION_COMPLETE},
+		func(ctx context.Context, c raftbusv1.MessagingServiceClient) error {
+			_, err := c.Complete(ctx, req)
+			return err
+		})
+	if err != nil {
+		return nil, err
+	}
+	return &raftbusv1.CompleteResponse{}, nil
+}
+
+func (s *messagingService) Abandon(ctx context.Context, req *raftbusv1.AbandonRequest) (*raftbusv1.AbandonResponse, error) {
+	err := s.settle(ctx, req.GetLock(), &enginev1.Settle{Disposition: enginev1.Disposition_DISPOSITION_ABANDON, PropertiesToModify: req.GetPropertiesToModify()},
+		func(ctx context.Context, c raftbusv1.MessagingServiceClient) error {
+			_, err := c.Abandon(ctx, req)
+			return err
+		})
+	if err != nil {
+		return nil, err
+	}
+	return &raftbusv1.AbandonResponse{}, nil
+}
+
+func (s *messagingService) DeadLetter(ctx context.Context, req *raftbusv1.DeadLetterRequest) (*raftbusv1.DeadLetterResponse, error) {
+	err := s.settle(ctx, req.GetLock(), &enginev1.Settle{
+		Disposition:                enginev1.Disposition_DISPOSITION_DEAD_LETTER,
+		DeadLetterReason:           req.GetReason(),
+		DeadLetterErrorDescription: req.GetErrorDescription(),
+		PropertiesToModify:         req.GetPropertiesToModify(),
+	}, func(ctx context.Context, c raftbusv1.MessagingServiceClient) error {
+		_, err := c.DeadLetter(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &raftbusv1.DeadLetterResponse{}, nil
+}
+
+func (s *messagingService) Defer(ctx context.Context, req *raftbusv1.DeferRequest) (*raftbusv1.DeferResponse, error) {
+	err := s.settle(ctx, req.GetLock(), &enginev1.Settle{Disposition: enginev1.Disposition_DISPOSITION_DEFER, PropertiesToModify: req.GetPropertiesToModify()},
+		func(ctx context.Context, c raftbusv1.MessagingServiceClient) error {
+			_, err := c.Defer(ctx, req)
+			return err
+		})
+	if err != nil {
+		return nil, err
+	}
+	return &raftbusv1.DeferResponse{}, nil
+}
+
+func (s *messagingService) RenewLock(ctx context.Context, req *raftbusv1.RenewLockRequest) (*raftbusv1.RenewLockResponse, error) {
+	lock := req.GetLock()
+	if lock == nil {
+		return nil, invalid("lock is required")
+	}
+	e, err := s.n.queue(ctx, lock.GetEntityPath())
+	if err != nil {
+		return nil, err
+	}
+	return route(ctx, s.n, e, lock.GetPartitionId(), func(r *replica) (*raftbusv1.RenewLockResponse, error) {
+		res, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_RenewLock{RenewLock: &enginev1.RenewLock{
+			EntityPath: e.GetName(), SubQueue: lock.GetSubQueue(), LockToken: lock.GetLockToken(),
+		}}})
+		if err != nil {
+			return nil, err
+		}
+		return &raftbusv1.RenewLockResponse{LockedUntil: res.GetRenewLock().GetLockedUntil()}, nil
+	}, func(ctx context.Context, conn *grpc.ClientConn) (*raftbusv1.RenewLockResponse, error) {
+		return raftbusv1.NewMessagingServiceClient(conn).RenewLock(ctx, req)
+	})
+}
+
+func (s *messagingService) ReceiveDeferred(ctx context.Context, req *raftbusv1.ReceiveDeferredRequest) (*raftbusv1.ReceiveDeferredResponse, error) {
+	if req.GetSession() != nil {
+		return nil, unimplemented("sessions")
+	}
+	e, err := s.n.queue(ctx, req.GetEntityPath())
+	if err != nil {
+		return nil, err
+	}
+	if n := len(req.GetSequenceNumbers()); n == 0 || n > maxBatch {
+		return nil, invalid("sequence_numbers must name 1 to %d messages, not %d", maxBatch, n)
+	}
+	resp := &raftbusv1.ReceiveDeferredResponse{}
+	groups := bySequencePartition(e, req.GetSequenceNumbers())
+	for _, id := range sortedKeys(groups) {
+		seqs := groups[id]
+		msgs, err := route(ctx, s.n, e, id, func(r *replica) ([]*raftbusv1.ReceivedMessage, error) {
+			res, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_ReceiveDeferred{ReceiveDeferred: &enginev1.ReceiveDeferred{
+				EntityPath: e.GetName(), SubQueue: req.GetSubQueue(), ReceiveMode: req.GetReceiveMode(), SequenceNumbers: seqs,
+			}}})
+			return res.GetReceiveDeferred().GetMessages(), err
+		}, func(ctx context.Context, conn *grpc.ClientConn) ([]*raftbusv1.ReceivedMessage, error) {
+			resp, err := raftbusv1.NewMessagingServiceClient(conn).ReceiveDeferred(ctx, &raftbusv1.ReceiveDeferredRequest{
+				EntityPath: e.GetName(), SubQueue: req.GetSubQueue(), ReceiveMode: req.GetReceiveMode(), SequenceNumbers: seqs,
+			})
+			return resp.GetMessages(), err
+		})
+		if err != nil {
+			return nil, err
+		}
+		resp.Messages = append(resp.Messages, msgs...)
+	}
+	return resp, nil
+}
+
+// Peek browses in sequence order: across partitions that is partition
+// order, since a partitioned entity's numbers start with the partition id.
+func (s *messagingService) Peek(ctx context.Context, req *raftbusv1.PeekRequest) (*raftbusv1.PeekResponse, error) {
+	if req.GetSessionId() != "" {
+		return nil, unimplemented("sessions")
+	}
+	e, err := s.n.queue(ctx, req.GetEntityPath())
+	if err != nil {
+		return nil, err
+	}
+	batch, err := batchSize(req.GetMaxMessages())
+	if err != nil {
+		return nil, err
+	}
+	parts := uint32(len(e.GetPartitions()))
+	first, last := uint32(0), parts-1
+	if parts > 1 {
+		first = min(uint32(uint64(max(req.GetFromSequenceNumber(), 0))>>48), parts)
+	}
+	if req.PartitionId != nil {
+		first, last = req.GetPartitionId(), req.GetPartitionId()
+	}
+	resp := &raftbusv1.PeekResponse{}
+	for id := first; id <= last && id < parts && len(resp.Messages) < int(batch); id++ {
+		from := req.GetFromSequenceNumber()
+		if parts > 1 && id > first {
+			from = int64(uint64(id) << 48)
+		}
+		want := int(batch) - len(resp.Messages)
+		msgs, err := route(ctx, s.n, e, id, func(r *replica) ([]*raftbusv1.ReceivedMessage, error) {
+			var out []*raftbusv1.ReceivedMessage
+			var perr error
+			if err := r.p.Read(ctx, func(en *engine.Engine) { out, perr = en.Peek(e.GetName(), req.GetSubQueue(), from, want) }); err != nil {
+				return nil, err
+			}
+			return out, perr
+		}, func(ctx context.Context, conn *grpc.ClientConn) ([]*raftbusv1.ReceivedMessage, error) {
+			resp, err := raftbusv1.NewMessagingServiceClient(conn).Peek(ctx, &raftbusv1.PeekRequest{
+				EntityPath: e.GetName(), SubQueue: req.GetSubQueue(), FromSequenceNumber: from, MaxMessages: int32(want), PartitionId: &id,
+			})
+			return resp.GetMessages(), err
+		})
+		if err != nil {
+			return nil, err
+		}
+		resp.Messages = append(resp.Messages, msgs...)
+	}
+	return resp, nil
+}
+
+func sortedKeys(m map[uint32][]int64) []uint32 {
+	keys := make([]uint32, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	return keys
+}
+
+// Sessions come with the engine's session support.
+
+func (s *messagingService) AcceptSession(context.Context, *raftbusv1.AcceptSessionRequest) (*raftbusv1.AcceptSessionResponse, error) {
+	return nil, unimplemented("sessions")
+}
