@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -105,6 +106,9 @@ func Start(cfg Config) (*Node, error) {
 	}
 	lis, err := net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("cluster: %s is already in use (another raftbusd?): choose another listen address: %w", cfg.ListenAddr, err)
+		}
 		return nil, fmt.Errorf("cluster: listen on %s: %w", cfg.ListenAddr, err)
 	}
 	addr := cfg.AdvertiseAddr

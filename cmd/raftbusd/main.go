@@ -1,12 +1,208 @@
 // Command raftbusd is the raftbus server: one node of a cluster.
+//
+// With no flags it starts a single-node cluster on 127.0.0.1:7400 with its
+// data in ./raftbus-data. See -help for forming and joining clusters.
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/raftbus/raftbus/cluster"
 )
 
+// options are the node's settings, from flags and an optional JSON file
+// with the same names (flags win).
+type options struct {
+	NodeID     string `json:"node_id"`
+	Listen     string `json:"listen"`
+	Advertise  string `json:"advertise"`
+	DataDir    string `json:"data_dir"`
+	Peers      string `json:"peers"`
+	Join       string `json:"join"`
+	Partitions uint   `json:"partitions"`
+	LogLevel   string `json:"log_level"`
+	LogFormat  string `json:"log_format"`
+}
+
+const usage = `raftbusd is a raftbus node: a message broker with Azure Service Bus
+semantics, replicated with Raft.
+
+Usage:
+  raftbusd [flags]
+
+Examples:
+  # a single node on 127.0.0.1:7400, data in ./raftbus-data
+  raftbusd
+
+  # a new three-node cluster: start each with the same peer list
+  raftbusd --node-id n1 --listen 127.0.0.1:7401 --data-dir data/n1 \
+           --peers n1=127.0.0.1:7401,n2=127.0.0.1:7402,n3=127.0.0.1:7403
+
+  # add a node to a running cluster
+  raftbusd --node-id n4 --listen 127.0.0.1:7404 --data-dir data/n4 --join 127.0.0.1:7401
+
+Flags:
+`
+
 func main() {
-	fmt.Fprintln(os.Stderr, "raftbusd: the server is not built yet")
-	os.Exit(1)
+	if err := run(os.Args[1:], os.Stderr); err != nil {
+		fmt.Fprintf(os.Stderr, "raftbusd: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stderr io.Writer) error {
+	opts, err := parse(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	log, err := newLogger(stderr, opts.LogLevel, opts.LogFormat)
+	if err != nil {
+		return err
+	}
+	peers, err := parsePeers(opts.Peers)
+	if err != nil {
+		return err
+	}
+	if len(peers) > 0 && opts.Join != "" {
+		return errors.New("--peers forms a new cluster and --join joins a running one: give one of them")
+	}
+	node, err := cluster.Start(cluster.Config{
+		NodeID:            opts.NodeID,
+		ListenAddr:        opts.Listen,
+		AdvertiseAddr:     opts.Advertise,
+		DataDir:           opts.DataDir,
+		Peers:             peers,
+		Join:              opts.Join,
+		DefaultPartitions: uint32(opts.Partitions),
+		Logger:            log,
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("raftbusd serving", "node", node.ID(), "address", node.Addr(), "data_dir", opts.DataDir)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	<-ctx.Done()
+	log.Info("shutting down")
+	return node.Close()
+}
+
+func parse(args []string, stderr io.Writer) (options, error) {
+	opts := options{
+		NodeID:     "n1",
+		Listen:     "127.0.0.1:7400",
+		DataDir:    "raftbus-data",
+		Partitions: 1,
+		LogLevel:   "info",
+		LogFormat:  "text",
+	}
+	fs := flag.NewFlagSet("raftbusd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	configFile := fs.String("config", "", "JSON `file` with any of the settings below, by their flag names with '_' for '-' (flags win)")
+	var flagged options
+	fs.StringVar(&flagged.NodeID, "node-id", opts.NodeID, "this node's `id`, fixed for the life of its data dir")
+	fs.StringVar(&flagged.Listen, "listen", opts.Listen, "`host:port` to serve clients and other nodes on")
+	fs.StringVar(&flagged.Advertise, "advertise", "", "`host:port` other nodes and clients reach this node at (default: the listen address)")
+	fs.StringVar(&flagged.DataDir, "data-dir", opts.DataDir, "`directory` for the node's Raft logs and snapshots")
+	fs.StringVar(&flagged.Peers, "peers", "", "form a new cluster of these nodes: `id=host:port,...`, this node included, the same on every node")
+	fs.StringVar(&flagged.Join, "join", "", "join the running cluster that the node at `host:port` belongs to")
+	fs.UintVar(&flagged.Partitions, "partitions", opts.Partitions, "partition `count` of queues created without one")
+	fs.StringVar(&flagged.LogLevel, "log-level", opts.LogLevel, "debug, info, warn or error")
+	fs.StringVar(&flagged.LogFormat, "log-format", opts.LogFormat, "text or json")
+	if err := fs.Parse(args); err != nil {
+		return opts, err
+	}
+	if fs.NArg() > 0 {
+		return opts, fmt.Errorf("unexpected argument %q (see -help)", fs.Arg(0))
+	}
+	if *configFile != "" {
+		b, err := os.ReadFile(*configFile)
+		if err != nil {
+			return opts, fmt.Errorf("read config: %w", err)
+		}
+		dec := json.NewDecoder(strings.NewReader(string(b)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&opts); err != nil {
+			return opts, fmt.Errorf("config file %s: %w", *configFile, err)
+		}
+	}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "node-id":
+			opts.NodeID = flagged.NodeID
+		case "listen":
+			opts.Listen = flagged.Listen
+		case "advertise":
+			opts.Advertise = flagged.Advertise
+		case "data-dir":
+			opts.DataDir = flagged.DataDir
+		case "peers":
+			opts.Peers = flagged.Peers
+		case "join":
+			opts.Join = flagged.Join
+		case "partitions":
+			opts.Partitions = flagged.Partitions
+		case "log-level":
+			opts.LogLevel = flagged.LogLevel
+		case "log-format":
+			opts.LogFormat = flagged.LogFormat
+		}
+	})
+	if opts.Partitions < 1 || opts.Partitions > cluster.MaxPartitions {
+		return opts, fmt.Errorf("--partitions must be between 1 and %d, not %d", cluster.MaxPartitions, opts.Partitions)
+	}
+	return opts, nil
+}
+
+// parsePeers reads "id=host:port,...".
+func parsePeers(s string) (map[string]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	peers := make(map[string]string)
+	for _, p := range strings.Split(s, ",") {
+		id, addr, ok := strings.Cut(strings.TrimSpace(p), "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("--peers: %q is not id=host:port", p)
+		}
+		if _, dup := peers[id]; dup {
+			return nil, fmt.Errorf("--peers: node %q named twice", id)
+		}
+		peers[id] = addr
+	}
+	return peers, nil
+}
+
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	o := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, o)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, o)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be text or json, not %q", format)
 }
