@@ -230,3 +230,39 @@ func TestNotLeaderWhenForwardingIsRefused(t *testing.T) {
 func contextNoForward() context.Context {
 	return metadata.AppendToOutgoingContext(context.Background(), NoForwardKey, "1")
 }
+
+// leaderCounts counts, per node index, the partitions of queue it leads.
+func (c *testCluster) leaderCounts(queue string, parts uint32) map[int]int {
+	counts := make(map[int]int)
+	for id := uint32(0); id < parts; id++ {
+		for i, nd := range c.nodes {
+			if nd == nil {
+				continue
+			}
+			if e := nd.meta.fsm.Entity(queue); e != nil {
+				if r := nd.replica(e, id); r != nil && r.p.IsLeader() {
+					counts[i]++
+				}
+			}
+		}
+	}
+	return counts
+}
+
+func TestLeadersSpreadOverNodesAndReturnToARestartedNode(t *testing.T) {
+	c := newTestCluster(t, 3)
+	createQueue(t, c.client(0), &raftbusv1.QueueProperties{Name: "q", PartitionCount: proto.Uint32(6)})
+	even := func() bool {
+		counts := c.leaderCounts("q", 6)
+		return counts[0] == 2 && counts[1] == 2 && counts[2] == 2
+	}
+	waitFor(t, 30*time.Second, "two partition leaders per node", even)
+
+	addr := c.stop(1)
+	waitFor(t, 20*time.Second, "the stopped node's partitions to elect other leaders", func() bool {
+		counts := c.leaderCounts("q", 6)
+		return counts[0]+counts[2] == 6
+	})
+	c.start(1, addr)
+	waitFor(t, 30*time.Second, "leadership to flow back to the restarted node", even)
+}

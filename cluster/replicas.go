@@ -29,6 +29,11 @@ type replica struct {
 	// configured is the entity generation this node last committed to the
 	// partition's engine while leading it; 0 until the first.
 	configured atomic.Uint64
+	// preferred is the node that should lead the partition (the first of
+	// its placement), lastTransfer when this node last handed it over.
+	preferred    string
+	transferring atomic.Bool
+	lastTransfer time.Time // reconciler only
 }
 
 // groupName is the Raft group id of a partition: entity, incarnation and
@@ -126,13 +131,53 @@ func (n *Node) reconcile() {
 	n.mu.RUnlock()
 	for _, r := range leading {
 		e := desired[r.group].entity
-		if e == nil || r.configured.Load() == e.GetGeneration() {
+		if e == nil {
 			continue
 		}
-		if err := n.configure(r, e); err != nil {
-			n.log.Debug("configure partition", "group", r.group, "err", err)
+		if r.configured.Load() != e.GetGeneration() {
+			if err := n.configure(r, e); err != nil {
+				n.log.Debug("configure partition", "group", r.group, "err", err)
+			}
+			continue
+		}
+		n.handOver(r, desired[r.group].peers)
+	}
+}
+
+// transferInterval spaces the attempts to hand a partition to its
+// preferred leader, so that a preferred node that is down costs little.
+const transferInterval = 5 * time.Second
+
+// handOver gives leadership of r to its preferred node when another node
+// leads it. Placement starts each partition's replica list at a different
+// node, so preferred leaders are spread evenly, and leadership flows back
+// to a node when it returns. Raft's transfer waits for the target to catch
+// up and fails, leaving leadership here, when it cannot.
+func (n *Node) handOver(r *replica, peers []raft.Server) {
+	if r.preferred == n.cfg.NodeID || r.transferring.Load() || time.Since(r.lastTransfer) < transferInterval {
+		return
+	}
+	var target raft.Server
+	for _, s := range peers {
+		if string(s.ID) == r.preferred {
+			target = s
 		}
 	}
+	if target.Address == "" {
+		return
+	}
+	r.lastTransfer = time.Now()
+	r.transferring.Store(true)
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer r.transferring.Store(false)
+		if err := r.p.Raft().LeadershipTransferToServer(target.ID, target.Address).Error(); err != nil {
+			n.log.Debug("leadership transfer", "group", r.group, "to", target.ID, "err", err)
+			return
+		}
+		n.log.Info("leadership handed to the preferred leader", "group", r.group, "to", target.ID)
+	}()
 }
 
 func (n *Node) openReplica(name string, e *clusterv1.Entity, id uint32, peers []raft.Server) error {
@@ -165,7 +210,7 @@ func (n *Node) openReplica(name string, e *clusterv1.Entity, id uint32, peers []
 		return nil
 	default:
 	}
-	n.replicas[name] = &replica{group: name, entity: e.GetName(), id: id, p: p}
+	n.replicas[name] = &replica{group: name, entity: e.GetName(), id: id, p: p, preferred: string(peers[0].ID)}
 	n.log.Info("partition replica opened", "group", name)
 	return nil
 }
