@@ -44,7 +44,7 @@ func atMetaLeader[Resp any](ctx context.Context, n *Node,
 		return zero, n.meta.notLeader()
 	}
 	addr := n.meta.leaderAddr()
-	fctx := metadata.AppendToOutgoingContext(ctx, NoForwardKey, "1")
+	fctx := metadata.AppendToOutgoingContext(ctx, ForwardKey, NeverForward)
 	for attempt := 0; attempt < maxRouteAttempts; attempt++ {
 		if addr == "" {
 			return zero, busy("the metadata group has no leader yet")

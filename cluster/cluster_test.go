@@ -228,7 +228,7 @@ func TestNotLeaderWhenForwardingIsRefused(t *testing.T) {
 }
 
 func contextNoForward() context.Context {
-	return metadata.AppendToOutgoingContext(context.Background(), NoForwardKey, "1")
+	return metadata.AppendToOutgoingContext(context.Background(), ForwardKey, NeverForward)
 }
 
 // leaderCounts counts, per node index, the partitions of queue it leads.

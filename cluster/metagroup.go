@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -263,5 +264,5 @@ func (n *Node) runMetaLeaderDuties() {
 // node forwarding already).
 func forwarded(ctx context.Context) bool {
 	md, _ := metadata.FromIncomingContext(ctx)
-	return len(md.Get(NoForwardKey)) > 0
+	return slices.Contains(md.Get(ForwardKey), NeverForward)
 }

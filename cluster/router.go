@@ -14,12 +14,15 @@ import (
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
-// NoForwardKey is the gRPC metadata key that asks a node to serve a request
-// only if it leads the partition (or metadata group) concerned, and to
-// answer NOT_LEADER with the leader's address otherwise. Nodes set it on the
-// requests they forward, so a request travels at most one hop; clients that
-// route by themselves may set it too.
-const NoForwardKey = "raftbus-no-forward"
+// ForwardKey set to NeverForward in a call's gRPC metadata asks a node to
+// serve the call only if it leads the partition (or metadata group)
+// concerned, and to answer NOT_LEADER with the leader's address otherwise.
+// Nodes set it on the calls they forward, so a call travels at most one
+// hop; clients that route by themselves set it too.
+const (
+	ForwardKey   = "raftbus-forward"
+	NeverForward = "never"
+)
 
 // maxRouteAttempts bounds how many nodes one request is tried at: the
 // cached or hinted leader, and the replicas after it when a node is down.
@@ -169,7 +172,7 @@ func route[Resp any](ctx context.Context, n *Node, e *clusterv1.Entity, id uint3
 		return resp, nil
 	}
 	group := groupName(e, id)
-	fctx := metadata.AppendToOutgoingContext(ctx, NoForwardKey, "1")
+	fctx := metadata.AppendToOutgoingContext(ctx, ForwardKey, NeverForward)
 	var lastErr *apiError
 	queue := t.addrs
 	for attempt := 0; attempt < maxRouteAttempts && len(queue) > 0; attempt++ {
