@@ -131,7 +131,7 @@ func (n *Node) putQueue(ctx context.Context, q *raftbusv1.QueueProperties, creat
 
 // awaitReady waits until every partition of e answers through its leader.
 func (n *Node) awaitReady(ctx context.Context, e *clusterv1.Entity) error {
-	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	ctx, cancel := context.WithTimeout(internal(ctx), readyTimeout)
 	defer cancel()
 	for id := range e.GetPartitions() {
 		for attempt := 0; ; attempt++ {

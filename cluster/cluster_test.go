@@ -266,3 +266,24 @@ func TestLeadersSpreadOverNodesAndReturnToARestartedNode(t *testing.T) {
 	c.start(1, addr)
 	waitFor(t, 30*time.Second, "leadership to flow back to the restarted node", even)
 }
+
+func TestCreateThroughAnyNodeIsReadyWhenAnswered(t *testing.T) {
+	c := newTestCluster(t, 3)
+	for i := range c.nodes {
+		name := fmt.Sprintf("q%d", i)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err := c.client(i).admin.CreateQueue(ctx, &raftbusv1.CreateQueueRequest{Queue: &raftbusv1.QueueProperties{Name: name, PartitionCount: proto.Uint32(3)}})
+		cancel()
+		if err != nil {
+			t.Fatalf("create %s through node %d: %v", name, i, err)
+		}
+		// Usable at once through any node, without retrying.
+		for j := range c.nodes {
+			p := uint32(j)
+			_, err := c.client((i+j+1)%3).msg.Send(context.Background(), &raftbusv1.SendRequest{EntityPath: name, PartitionId: &p, Messages: []*raftbusv1.Message{{Body: []byte("x")}}})
+			if err != nil {
+				t.Fatalf("send to %s partition %d right after create: %v", name, p, err)
+			}
+		}
+	}
+}

@@ -260,6 +260,14 @@ func (n *Node) runMetaLeaderDuties() {
 	}
 }
 
+// internal is ctx without the caller's routing request, for the calls a
+// node makes on its own behalf while serving one (looking up an entity,
+// waiting for new partitions): those route freely even when the caller's
+// own call must not be forwarded.
+func internal(ctx context.Context) context.Context {
+	return metadata.NewIncomingContext(ctx, metadata.MD{})
+}
+
 // forwarded reports whether the caller asked not to be forwarded (or is a
 // node forwarding already).
 func forwarded(ctx context.Context) bool {

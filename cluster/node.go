@@ -237,6 +237,7 @@ func (n *Node) entity(ctx context.Context, name string) (*clusterv1.Entity, erro
 	if n.meta.isLeader() {
 		return nil, notFound("entity %q does not exist", name)
 	}
+	ctx = internal(ctx)
 	_, err := atMetaLeader(ctx, n, func() (*raftbusv1.GetQueueResponse, error) {
 		return nil, notFound("entity %q does not exist", name)
 	}, func(ctx context.Context, c raftbusv1.AdminServiceClient) (*raftbusv1.GetQueueResponse, error) {
