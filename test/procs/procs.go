@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+	"github.com/raftbus/raftbus/test/netns"
 )
 
 // Build compiles raftbusd into dir and returns the binary's path. Test
@@ -55,20 +56,37 @@ func (n *Node) PID() int {
 type Cluster struct {
 	t     testing.TB
 	bin   string
+	hosts []*netns.Host
 	Nodes []*Node
 }
 
 // Start starts n nodes on free loopback ports, forming a new cluster, and
 // waits until every one answers.
 func Start(t testing.TB, bin string, n int) *Cluster {
+	return start(t, bin, n, nil)
+}
+
+// StartOn starts one node in each of hosts, on port 7400 of the host's
+// address, so that the network between them can be cut.
+func StartOn(t testing.TB, bin string, hosts []*netns.Host) *Cluster {
+	return start(t, bin, len(hosts), hosts)
+}
+
+func start(t testing.TB, bin string, n int, hosts []*netns.Host) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t, bin: bin}
+	c := &Cluster{t: t, bin: bin, hosts: hosts}
 	t.Cleanup(c.killAll)
 	dir := t.TempDir()
 	for i := 0; i < n; i++ {
+		addr := ""
+		if hosts != nil {
+			addr = hosts[i].Addr + ":7400"
+		} else {
+			addr = freeAddr(t)
+		}
 		c.Nodes = append(c.Nodes, &Node{
 			ID:      fmt.Sprintf("n%d", i+1),
-			Addr:    freeAddr(t),
+			Addr:    addr,
 			DataDir: filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
 			LogPath: filepath.Join(dir, fmt.Sprintf("n%d.log", i+1)),
 		})
@@ -113,7 +131,11 @@ func (c *Cluster) Restart(i int) {
 		c.t.Fatal(err)
 	}
 	defer log.Close()
-	cmd := exec.Command(c.bin, "--node-id", n.ID, "--listen", n.Addr, "--data-dir", n.DataDir, "--peers", c.peers(), "--log-level", "info")
+	args := []string{"--node-id", n.ID, "--listen", n.Addr, "--data-dir", n.DataDir, "--peers", c.peers(), "--log-level", "info"}
+	cmd := exec.Command(c.bin, args...)
+	if c.hosts != nil {
+		cmd = c.hosts[i].Command(c.bin, args...)
+	}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("start %s: %v", n.ID, err)
@@ -125,6 +147,9 @@ func (c *Cluster) Restart(i int) {
 		close(exited)
 	}(n.exited)
 }
+
+// Running reports whether node i's process is running.
+func (c *Cluster) Running(i int) bool { return c.Nodes[i].cmd != nil }
 
 // Kill sends SIGKILL to node i and waits for it to die.
 func (c *Cluster) Kill(i int) {
