@@ -22,6 +22,10 @@ const MaxPartitions = 16
 // elect leaders, so that a send right after it succeeds.
 const readyTimeout = 15 * time.Second
 
+// preferredLeaderWait bounds how long CreateQueue waits, once every
+// partition has a leader, for leadership to settle on the preferred nodes.
+const preferredLeaderWait = 3 * time.Second
+
 // adminService implements raftbus.v1.AdminService. Every call is served by
 // the metadata leader (forwarded there), so a read sees every change
 // acknowledged before it.
@@ -129,7 +133,10 @@ func (n *Node) putQueue(ctx context.Context, q *raftbusv1.QueueProperties, creat
 	return res.GetEntity(), nil
 }
 
-// awaitReady waits until every partition of e answers through its leader.
+// awaitReady waits until every partition of e answers through its leader,
+// and then, for a little longer, until each is led by its preferred node,
+// so that the hand-over (see handOver) happens before the caller starts
+// using the entity rather than under its first requests.
 func (n *Node) awaitReady(ctx context.Context, e *clusterv1.Entity) error {
 	ctx, cancel := context.WithTimeout(internal(ctx), readyTimeout)
 	defer cancel()
@@ -147,6 +154,22 @@ func (n *Node) awaitReady(ctx context.Context, e *clusterv1.Entity) error {
 				return busy("entity %q was created but partition %d has not elected a leader yet: %v", e.GetName(), id, err)
 			case <-time.After(backoff(attempt)):
 			}
+		}
+	}
+	addrs := n.nodeAddrs()
+	settled := time.Now().Add(preferredLeaderWait)
+	for attempt := 0; time.Now().Before(settled); attempt++ {
+		preferred := true
+		for id, v := range n.viewPartitions(ctx, e) {
+			preferred = preferred && v.leaderAddr == addrs[e.GetPartitions()[id].GetNodeIds()[0]]
+		}
+		if preferred {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff(attempt)):
 		}
 	}
 	return nil

@@ -25,7 +25,7 @@ func (c *testCluster) leaderOf(queue string, id uint32) int {
 			if e == nil {
 				continue
 			}
-			if r := nd.replica(e, id); r != nil && r.p.IsLeader() && r.configured.Load() > 0 {
+			if r := nd.replica(e, id); r != nil && r.p.IsLeader() && r.ready() {
 				idx = i
 				return true
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/raftbus/raftbus/engine"
 	"github.com/raftbus/raftbus/partition"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
@@ -29,11 +30,26 @@ type replica struct {
 	// configured is the entity generation this node last committed to the
 	// partition's engine while leading it; 0 until the first.
 	configured atomic.Uint64
+	// hasEntity caches that the engine was seen with the entity.
+	hasEntity atomic.Bool
 	// preferred is the node that should lead the partition (the first of
 	// its placement), lastTransfer when this node last handed it over.
 	preferred    string
 	transferring atomic.Bool
 	lastTransfer time.Time // reconciler only
+}
+
+// ready reports whether the partition's engine has the entity: this node
+// configured it as leader, or a leader before it did.
+func (r *replica) ready() bool {
+	if r.configured.Load() > 0 || r.hasEntity.Load() {
+		return true
+	}
+	r.p.ReadApplied(func(e *engine.Engine) {
+		_, err := e.RuntimeProperties(r.entity)
+		r.hasEntity.Store(err == nil)
+	})
+	return r.hasEntity.Load()
 }
 
 // groupName is the Raft group id of a partition: entity, incarnation and

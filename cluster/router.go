@@ -118,7 +118,7 @@ func (n *Node) locate(ctx context.Context, e *clusterv1.Entity, id uint32) (targ
 	group := groupName(e, id)
 	r := n.replica(e, id)
 	if r != nil && r.p.IsLeader() {
-		if r.configured.Load() == 0 {
+		if !r.ready() {
 			return target{}, busy("partition %s is starting; try again", group)
 		}
 		return target{local: r}, nil

@@ -58,11 +58,16 @@ func (p *Partition) proposalError(err error) *Error {
 	switch {
 	case errors.Is(err, raft.ErrNotLeader):
 		return p.notLeader()
+	case errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		// Raft turns proposals away during a transfer before they enter the
+		// log, so this one was not applied.
+		return newError(raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY,
+			"partition %s: leadership is moving to another node; the operation was not applied", p.name)
 	case errors.Is(err, raft.ErrEnqueueTimeout):
 		return newError(raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY,
 			"partition %s: timed out handing the operation to raft; it was not applied", p.name)
 	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrRaftShutdown),
-		errors.Is(err, raft.ErrAbortedByRestore), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		errors.Is(err, raft.ErrAbortedByRestore):
 		e := newError(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN,
 			"partition %s: leadership changed before the operation was known to commit (%v); it may or may not have taken effect", p.name, err)
 		e.LeaderAddress, e.LeaderID = p.leader()

@@ -190,6 +190,12 @@ func (p *Partition) Read(ctx context.Context, fn func(e *engine.Engine)) error {
 	return nil
 }
 
+// ReadApplied runs fn against this replica's applied state as it is, with
+// no check of leadership or of what is committed but not yet applied: for
+// facts that only ever become true, such as an entity having been
+// configured.
+func (p *Partition) ReadApplied(fn func(e *engine.Engine)) { p.fsm.read(fn) }
+
 // await waits for a Raft future, giving up when ctx ends or the replica
 // stops. Raft leaves a future unanswered when it shuts down while the
 // future sits in one of its channels; the goroutine waiting on such a
