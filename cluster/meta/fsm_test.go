@@ -1,0 +1,148 @@
+package meta
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"testing"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+)
+
+func entry(t *testing.T, index uint64, cmd *clusterv1.MetaCommand) *raft.Log {
+	t.Helper()
+	b, err := proto.Marshal(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &raft.Log{Index: index, Type: raft.LogCommand, Data: b}
+}
+
+func addNode(id string) *clusterv1.MetaCommand {
+	return &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_AddNode{AddNode: &clusterv1.AddNode{Node: &clusterv1.Node{NodeId: id, Address: id + ":7400"}}}}
+}
+
+func putQueueCmd(name string, parts uint32, create bool) *clusterv1.MetaCommand {
+	return &clusterv1.MetaCommand{NowUnixMs: 1000, Body: &clusterv1.MetaCommand_PutQueue{PutQueue: &clusterv1.PutQueue{
+		Queue:  &raftbusv1.QueueProperties{Name: name, PartitionCount: proto.Uint32(parts), RequiresSession: proto.Bool(false)},
+		Create: create,
+	}}}
+}
+
+// applyAll runs cmds on f from log index 1 and returns the results.
+func applyAll(t *testing.T, f *FSM, cmds ...*clusterv1.MetaCommand) []*clusterv1.MetaResult {
+	t.Helper()
+	var out []*clusterv1.MetaResult
+	for i, c := range cmds {
+		out = append(out, f.Apply(entry(t, uint64(i+1), c)).(*clusterv1.MetaResult))
+	}
+	return out
+}
+
+func snapshotBytes(t *testing.T, f *FSM) []byte {
+	t.Helper()
+	s, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	if err := s.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	return sink.Bytes()
+}
+
+type memSink struct{ bytes.Buffer }
+
+func (*memSink) ID() string    { return "mem" }
+func (*memSink) Cancel() error { return nil }
+func (*memSink) Close() error  { return nil }
+
+func TestSameCommandsGiveSameStateAndSnapshotsRestoreIt(t *testing.T) {
+	cmds := []*clusterv1.MetaCommand{
+		{Body: &clusterv1.MetaCommand_SetClusterId{SetClusterId: &clusterv1.SetClusterID{ClusterId: "c1"}}},
+		addNode("n3"), addNode("n1"), addNode("n2"),
+		putQueueCmd("b", 3, true), putQueueCmd("a", 1, true), putQueueCmd("c", 2, true),
+		&clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_DeleteEntity{DeleteEntity: &clusterv1.DeleteEntity{Name: "c"}}},
+	}
+	f1, f2 := NewFSM(), NewFSM()
+	applyAll(t, f1, cmds...)
+	applyAll(t, f2, cmds...)
+	s1 := snapshotBytes(t, f1)
+	if !bytes.Equal(s1, snapshotBytes(t, f2)) {
+		t.Fatal("two replicas applying the same commands differ")
+	}
+	restored := NewFSM()
+	if err := restored.Restore(io.NopCloser(bytes.NewReader(s1))); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(s1, snapshotBytes(t, restored)) {
+		t.Fatal("restored state differs from the snapshot")
+	}
+	restored.View(func(s *clusterv1.MetaSnapshot) {
+		if s.ClusterId != "c1" || len(s.Nodes) != 3 || len(s.Entities) != 2 || s.Entities[0].Name != "a" || s.Nodes[0].NodeId != "n1" {
+			t.Fatalf("restored state %v", s)
+		}
+	})
+}
+
+func TestPlacementSpreadsPartitionsAndPreferredLeaders(t *testing.T) {
+	var nodes []*clusterv1.Node
+	for i := 1; i <= 5; i++ {
+		nodes = append(nodes, &clusterv1.Node{NodeId: fmt.Sprintf("n%d", i)})
+	}
+	placement := Place(nodes, "orders", 10)
+	first := make(map[string]int)
+	for id, p := range placement {
+		if len(p.NodeIds) != ReplicationFactor {
+			t.Fatalf("partition %d has %d replicas", id, len(p.NodeIds))
+		}
+		seen := map[string]bool{}
+		for _, n := range p.NodeIds {
+			if seen[n] {
+				t.Fatalf("partition %d placed twice on %s", id, n)
+			}
+			seen[n] = true
+		}
+		first[p.NodeIds[0]]++
+	}
+	for _, n := range nodes {
+		if first[n.NodeId] != 2 {
+			t.Fatalf("preferred leaders %v: want 2 per node", first)
+		}
+	}
+	if got := Place(nodes[:2], "orders", 1)[0].NodeIds; len(got) != 2 {
+		t.Fatalf("two nodes: %v, want both", got)
+	}
+}
+
+func TestQueueRulesEnforcedByTheStateMachine(t *testing.T) {
+	f := NewFSM()
+	res := applyAll(t, f, putQueueCmd("q", 1, true))
+	if res[0].ErrorReason != raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY {
+		t.Fatalf("create with no members: %v", res[0])
+	}
+	f = NewFSM()
+	res = applyAll(t, f, addNode("n1"), putQueueCmd("q", 2, true), putQueueCmd("q", 2, true), putQueueCmd("q", 3, false), putQueueCmd("nope", 1, false), putQueueCmd("q", 2, false))
+	want := []raftbusv1.ErrorReason{
+		raftbusv1.ErrorReason_ERROR_REASON_UNSPECIFIED,
+		raftbusv1.ErrorReason_ERROR_REASON_UNSPECIFIED,
+		raftbusv1.ErrorReason_ERROR_REASON_ALREADY_EXISTS,
+		raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, // partition count is fixed
+		raftbusv1.ErrorReason_ERROR_REASON_NOT_FOUND,
+		raftbusv1.ErrorReason_ERROR_REASON_UNSPECIFIED,
+	}
+	for i, r := range res {
+		if r.ErrorReason != want[i] {
+			t.Errorf("command %d: %v, want %v", i, r, want[i])
+		}
+	}
+	e := f.Entity("q")
+	if e.Generation != 2 || e.Incarnation != 2 || len(e.Partitions) != 2 {
+		t.Fatalf("entity after one update: %v", e)
+	}
+}

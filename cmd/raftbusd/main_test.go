@@ -1,0 +1,56 @@
+package main
+
+import (
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestFlagsOverrideTheConfigFileWhichOverridesDefaults(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "node.json")
+	os.WriteFile(cfg, []byte(`{"node_id": "n7", "listen": "127.0.0.1:7499", "partitions": 4}`), 0o644)
+	opts, err := parse([]string{"--config", cfg, "--listen", "127.0.0.1:7500"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.NodeID != "n7" || opts.Listen != "127.0.0.1:7500" || opts.Partitions != 4 || opts.DataDir != "raftbus-data" {
+		t.Fatalf("got %+v", opts)
+	}
+}
+
+func TestStartUpErrorsSayWhatIsWrong(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	owned := t.TempDir()
+	os.WriteFile(filepath.Join(owned, "node.json"), []byte(`{"node_id":"n1"}`), 0o640)
+	badConfig := filepath.Join(t.TempDir(), "bad.json")
+	os.WriteFile(badConfig, []byte(`{"node_idd": "x"}`), 0o644)
+
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"port in use", []string{"--listen", busy.Addr().String(), "--data-dir", t.TempDir()}, "already in use"},
+		{"data dir of another node", []string{"--node-id", "n2", "--listen", "127.0.0.1:0", "--data-dir", owned}, `belongs to node "n1"`},
+		{"peers and join", []string{"--peers", "n1=127.0.0.1:1", "--join", "127.0.0.1:2", "--data-dir", t.TempDir()}, "give one of them"},
+		{"malformed peers", []string{"--peers", "n1", "--data-dir", t.TempDir()}, "not id=host:port"},
+		{"unknown config setting", []string{"--config", badConfig}, "unknown field"},
+		{"partitions out of range", []string{"--partitions", "0"}, "--partitions"},
+		{"stray argument", []string{"serve"}, "unexpected argument"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := run(tc.args, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
