@@ -106,6 +106,16 @@ func apply(s *clusterv1.MetaSnapshot, cmd *clusterv1.MetaCommand, index uint64) 
 		return &clusterv1.MetaResult{}
 	case *clusterv1.MetaCommand_PutQueue:
 		return putQueue(s, b.PutQueue, now, index)
+	case *clusterv1.MetaCommand_PutTopic:
+		return putTopic(s, b.PutTopic, now, index)
+	case *clusterv1.MetaCommand_PutSubscription:
+		return putSubscription(s, b.PutSubscription, now)
+	case *clusterv1.MetaCommand_DeleteSubscription:
+		return deleteSubscription(s, b.DeleteSubscription)
+	case *clusterv1.MetaCommand_PutRule:
+		return putRule(s, b.PutRule, now)
+	case *clusterv1.MetaCommand_DeleteRule:
+		return deleteRule(s, b.DeleteRule)
 	case *clusterv1.MetaCommand_DeleteEntity:
 		i, found := entityIndex(s, b.DeleteEntity.GetName())
 		if !found {

@@ -28,6 +28,7 @@ type EntityKind int32
 const (
 	EntityKind_ENTITY_KIND_UNSPECIFIED EntityKind = 0
 	EntityKind_ENTITY_KIND_QUEUE       EntityKind = 1
+	EntityKind_ENTITY_KIND_TOPIC       EntityKind = 2
 )
 
 // Enum value maps for EntityKind.
@@ -35,10 +36,12 @@ var (
 	EntityKind_name = map[int32]string{
 		0: "ENTITY_KIND_UNSPECIFIED",
 		1: "ENTITY_KIND_QUEUE",
+		2: "ENTITY_KIND_TOPIC",
 	}
 	EntityKind_value = map[string]int32{
 		"ENTITY_KIND_UNSPECIFIED": 0,
 		"ENTITY_KIND_QUEUE":       1,
+		"ENTITY_KIND_TOPIC":       2,
 	}
 )
 
@@ -410,6 +413,11 @@ type MetaCommand struct {
 	//	*MetaCommand_PutQueue
 	//	*MetaCommand_DeleteEntity
 	//	*MetaCommand_SetClusterId
+	//	*MetaCommand_PutTopic
+	//	*MetaCommand_PutSubscription
+	//	*MetaCommand_DeleteSubscription
+	//	*MetaCommand_PutRule
+	//	*MetaCommand_DeleteRule
 	Body          isMetaCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -495,6 +503,51 @@ func (x *MetaCommand) GetSetClusterId() *SetClusterID {
 	return nil
 }
 
+func (x *MetaCommand) GetPutTopic() *PutTopic {
+	if x != nil {
+		if x, ok := x.Body.(*MetaCommand_PutTopic); ok {
+			return x.PutTopic
+		}
+	}
+	return nil
+}
+
+func (x *MetaCommand) GetPutSubscription() *PutSubscription {
+	if x != nil {
+		if x, ok := x.Body.(*MetaCommand_PutSubscription); ok {
+			return x.PutSubscription
+		}
+	}
+	return nil
+}
+
+func (x *MetaCommand) GetDeleteSubscription() *DeleteSubscription {
+	if x != nil {
+		if x, ok := x.Body.(*MetaCommand_DeleteSubscription); ok {
+			return x.DeleteSubscription
+		}
+	}
+	return nil
+}
+
+func (x *MetaCommand) GetPutRule() *PutRule {
+	if x != nil {
+		if x, ok := x.Body.(*MetaCommand_PutRule); ok {
+			return x.PutRule
+		}
+	}
+	return nil
+}
+
+func (x *MetaCommand) GetDeleteRule() *DeleteRule {
+	if x != nil {
+		if x, ok := x.Body.(*MetaCommand_DeleteRule); ok {
+			return x.DeleteRule
+		}
+	}
+	return nil
+}
+
 type isMetaCommand_Body interface {
 	isMetaCommand_Body()
 }
@@ -515,6 +568,26 @@ type MetaCommand_SetClusterId struct {
 	SetClusterId *SetClusterID `protobuf:"bytes,13,opt,name=set_cluster_id,json=setClusterId,proto3,oneof"`
 }
 
+type MetaCommand_PutTopic struct {
+	PutTopic *PutTopic `protobuf:"bytes,14,opt,name=put_topic,json=putTopic,proto3,oneof"`
+}
+
+type MetaCommand_PutSubscription struct {
+	PutSubscription *PutSubscription `protobuf:"bytes,15,opt,name=put_subscription,json=putSubscription,proto3,oneof"`
+}
+
+type MetaCommand_DeleteSubscription struct {
+	DeleteSubscription *DeleteSubscription `protobuf:"bytes,16,opt,name=delete_subscription,json=deleteSubscription,proto3,oneof"`
+}
+
+type MetaCommand_PutRule struct {
+	PutRule *PutRule `protobuf:"bytes,17,opt,name=put_rule,json=putRule,proto3,oneof"`
+}
+
+type MetaCommand_DeleteRule struct {
+	DeleteRule *DeleteRule `protobuf:"bytes,18,opt,name=delete_rule,json=deleteRule,proto3,oneof"`
+}
+
 func (*MetaCommand_AddNode) isMetaCommand_Body() {}
 
 func (*MetaCommand_PutQueue) isMetaCommand_Body() {}
@@ -522,6 +595,317 @@ func (*MetaCommand_PutQueue) isMetaCommand_Body() {}
 func (*MetaCommand_DeleteEntity) isMetaCommand_Body() {}
 
 func (*MetaCommand_SetClusterId) isMetaCommand_Body() {}
+
+func (*MetaCommand_PutTopic) isMetaCommand_Body() {}
+
+func (*MetaCommand_PutSubscription) isMetaCommand_Body() {}
+
+func (*MetaCommand_DeleteSubscription) isMetaCommand_Body() {}
+
+func (*MetaCommand_PutRule) isMetaCommand_Body() {}
+
+func (*MetaCommand_DeleteRule) isMetaCommand_Body() {}
+
+// PutTopic creates (create set) or updates a topic, normalised and
+// validated by the proposer.
+type PutTopic struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         *v1.TopicProperties    `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Create        bool                   `protobuf:"varint,2,opt,name=create,proto3" json:"create,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutTopic) Reset() {
+	*x = PutTopic{}
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutTopic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutTopic) ProtoMessage() {}
+
+func (x *PutTopic) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutTopic.ProtoReflect.Descriptor instead.
+func (*PutTopic) Descriptor() ([]byte, []int) {
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *PutTopic) GetTopic() *v1.TopicProperties {
+	if x != nil {
+		return x.Topic
+	}
+	return nil
+}
+
+func (x *PutTopic) GetCreate() bool {
+	if x != nil {
+		return x.Create
+	}
+	return false
+}
+
+// PutSubscription creates (create set) or updates a subscription of an
+// existing topic. rules are its first rules when it is created (the
+// proposer fills in "$Default" when the caller names none) and are ignored
+// on update.
+type PutSubscription struct {
+	state         protoimpl.MessageState     `protogen:"open.v1"`
+	Subscription  *v1.SubscriptionProperties `protobuf:"bytes,1,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	Rules         []*v1.RuleProperties       `protobuf:"bytes,2,rep,name=rules,proto3" json:"rules,omitempty"`
+	Create        bool                       `protobuf:"varint,3,opt,name=create,proto3" json:"create,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutSubscription) Reset() {
+	*x = PutSubscription{}
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutSubscription) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutSubscription) ProtoMessage() {}
+
+func (x *PutSubscription) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutSubscription.ProtoReflect.Descriptor instead.
+func (*PutSubscription) Descriptor() ([]byte, []int) {
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *PutSubscription) GetSubscription() *v1.SubscriptionProperties {
+	if x != nil {
+		return x.Subscription
+	}
+	return nil
+}
+
+func (x *PutSubscription) GetRules() []*v1.RuleProperties {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+func (x *PutSubscription) GetCreate() bool {
+	if x != nil {
+		return x.Create
+	}
+	return false
+}
+
+// DeleteSubscription removes a subscription and the messages only it held.
+type DeleteSubscription struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	TopicName        string                 `protobuf:"bytes,1,opt,name=topic_name,json=topicName,proto3" json:"topic_name,omitempty"`
+	SubscriptionName string                 `protobuf:"bytes,2,opt,name=subscription_name,json=subscriptionName,proto3" json:"subscription_name,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *DeleteSubscription) Reset() {
+	*x = DeleteSubscription{}
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSubscription) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSubscription) ProtoMessage() {}
+
+func (x *DeleteSubscription) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSubscription.ProtoReflect.Descriptor instead.
+func (*DeleteSubscription) Descriptor() ([]byte, []int) {
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *DeleteSubscription) GetTopicName() string {
+	if x != nil {
+		return x.TopicName
+	}
+	return ""
+}
+
+func (x *DeleteSubscription) GetSubscriptionName() string {
+	if x != nil {
+		return x.SubscriptionName
+	}
+	return ""
+}
+
+// PutRule adds (create set) or replaces a subscription's rule.
+type PutRule struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	TopicName        string                 `protobuf:"bytes,1,opt,name=topic_name,json=topicName,proto3" json:"topic_name,omitempty"`
+	SubscriptionName string                 `protobuf:"bytes,2,opt,name=subscription_name,json=subscriptionName,proto3" json:"subscription_name,omitempty"`
+	Rule             *v1.RuleProperties     `protobuf:"bytes,3,opt,name=rule,proto3" json:"rule,omitempty"`
+	Create           bool                   `protobuf:"varint,4,opt,name=create,proto3" json:"create,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *PutRule) Reset() {
+	*x = PutRule{}
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutRule) ProtoMessage() {}
+
+func (x *PutRule) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutRule.ProtoReflect.Descriptor instead.
+func (*PutRule) Descriptor() ([]byte, []int) {
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *PutRule) GetTopicName() string {
+	if x != nil {
+		return x.TopicName
+	}
+	return ""
+}
+
+func (x *PutRule) GetSubscriptionName() string {
+	if x != nil {
+		return x.SubscriptionName
+	}
+	return ""
+}
+
+func (x *PutRule) GetRule() *v1.RuleProperties {
+	if x != nil {
+		return x.Rule
+	}
+	return nil
+}
+
+func (x *PutRule) GetCreate() bool {
+	if x != nil {
+		return x.Create
+	}
+	return false
+}
+
+// DeleteRule removes a subscription's rule.
+type DeleteRule struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	TopicName        string                 `protobuf:"bytes,1,opt,name=topic_name,json=topicName,proto3" json:"topic_name,omitempty"`
+	SubscriptionName string                 `protobuf:"bytes,2,opt,name=subscription_name,json=subscriptionName,proto3" json:"subscription_name,omitempty"`
+	RuleName         string                 `protobuf:"bytes,3,opt,name=rule_name,json=ruleName,proto3" json:"rule_name,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *DeleteRule) Reset() {
+	*x = DeleteRule{}
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRule) ProtoMessage() {}
+
+func (x *DeleteRule) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRule.ProtoReflect.Descriptor instead.
+func (*DeleteRule) Descriptor() ([]byte, []int) {
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *DeleteRule) GetTopicName() string {
+	if x != nil {
+		return x.TopicName
+	}
+	return ""
+}
+
+func (x *DeleteRule) GetSubscriptionName() string {
+	if x != nil {
+		return x.SubscriptionName
+	}
+	return ""
+}
+
+func (x *DeleteRule) GetRuleName() string {
+	if x != nil {
+		return x.RuleName
+	}
+	return ""
+}
 
 // AddNode records a member (or its new address).
 type AddNode struct {
@@ -533,7 +917,7 @@ type AddNode struct {
 
 func (x *AddNode) Reset() {
 	*x = AddNode{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[7]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -545,7 +929,7 @@ func (x *AddNode) String() string {
 func (*AddNode) ProtoMessage() {}
 
 func (x *AddNode) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[7]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -558,7 +942,7 @@ func (x *AddNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNode.ProtoReflect.Descriptor instead.
 func (*AddNode) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{7}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AddNode) GetNode() *Node {
@@ -581,7 +965,7 @@ type PutQueue struct {
 
 func (x *PutQueue) Reset() {
 	*x = PutQueue{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[8]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -593,7 +977,7 @@ func (x *PutQueue) String() string {
 func (*PutQueue) ProtoMessage() {}
 
 func (x *PutQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[8]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -606,7 +990,7 @@ func (x *PutQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutQueue.ProtoReflect.Descriptor instead.
 func (*PutQueue) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{8}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PutQueue) GetQueue() *v1.QueueProperties {
@@ -633,7 +1017,7 @@ type DeleteEntity struct {
 
 func (x *DeleteEntity) Reset() {
 	*x = DeleteEntity{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[9]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -645,7 +1029,7 @@ func (x *DeleteEntity) String() string {
 func (*DeleteEntity) ProtoMessage() {}
 
 func (x *DeleteEntity) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[9]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -658,7 +1042,7 @@ func (x *DeleteEntity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEntity.ProtoReflect.Descriptor instead.
 func (*DeleteEntity) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{9}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteEntity) GetName() string {
@@ -678,7 +1062,7 @@ type SetClusterID struct {
 
 func (x *SetClusterID) Reset() {
 	*x = SetClusterID{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[10]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -690,7 +1074,7 @@ func (x *SetClusterID) String() string {
 func (*SetClusterID) ProtoMessage() {}
 
 func (x *SetClusterID) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[10]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -703,7 +1087,7 @@ func (x *SetClusterID) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterID.ProtoReflect.Descriptor instead.
 func (*SetClusterID) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{10}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SetClusterID) GetClusterId() string {
@@ -715,17 +1099,20 @@ func (x *SetClusterID) GetClusterId() string {
 
 // MetaResult is the outcome of one MetaCommand.
 type MetaResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ErrorReason   v1.ErrorReason         `protobuf:"varint,1,opt,name=error_reason,json=errorReason,proto3,enum=raftbus.v1.ErrorReason" json:"error_reason,omitempty"`
-	ErrorMessage  string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
-	Entity        *Entity                `protobuf:"bytes,3,opt,name=entity,proto3" json:"entity,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	ErrorReason  v1.ErrorReason         `protobuf:"varint,1,opt,name=error_reason,json=errorReason,proto3,enum=raftbus.v1.ErrorReason" json:"error_reason,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	Entity       *Entity                `protobuf:"bytes,3,opt,name=entity,proto3" json:"entity,omitempty"`
+	// PutSubscription and PutRule: what was stored.
+	Subscription  *Subscription      `protobuf:"bytes,4,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	Rule          *v1.RuleProperties `protobuf:"bytes,5,opt,name=rule,proto3" json:"rule,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MetaResult) Reset() {
 	*x = MetaResult{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[11]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -737,7 +1124,7 @@ func (x *MetaResult) String() string {
 func (*MetaResult) ProtoMessage() {}
 
 func (x *MetaResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[11]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -750,7 +1137,7 @@ func (x *MetaResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaResult.ProtoReflect.Descriptor instead.
 func (*MetaResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{11}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *MetaResult) GetErrorReason() v1.ErrorReason {
@@ -774,6 +1161,20 @@ func (x *MetaResult) GetEntity() *Entity {
 	return nil
 }
 
+func (x *MetaResult) GetSubscription() *Subscription {
+	if x != nil {
+		return x.Subscription
+	}
+	return nil
+}
+
+func (x *MetaResult) GetRule() *v1.RuleProperties {
+	if x != nil {
+		return x.Rule
+	}
+	return nil
+}
+
 // Node is one member of the cluster.
 type Node struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -785,7 +1186,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[12]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -797,7 +1198,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[12]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -810,7 +1211,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{12}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Node) GetNodeId() string {
@@ -841,14 +1242,18 @@ type Entity struct {
 	// changes.
 	Generation uint64 `protobuf:"varint,5,opt,name=generation,proto3" json:"generation,omitempty"`
 	// Replica node ids of each partition, indexed by partition id.
-	Partitions    []*Placement `protobuf:"bytes,6,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	Partitions []*Placement `protobuf:"bytes,6,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// Topics: the settings, and the subscriptions in name order. A
+	// subscription lives in every partition of its topic.
+	Topic         *v1.TopicProperties `protobuf:"bytes,7,opt,name=topic,proto3" json:"topic,omitempty"`
+	Subscriptions []*Subscription     `protobuf:"bytes,8,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Entity) Reset() {
 	*x = Entity{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[13]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -860,7 +1265,7 @@ func (x *Entity) String() string {
 func (*Entity) ProtoMessage() {}
 
 func (x *Entity) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[13]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -873,7 +1278,7 @@ func (x *Entity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Entity.ProtoReflect.Descriptor instead.
 func (*Entity) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{13}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Entity) GetName() string {
@@ -918,6 +1323,73 @@ func (x *Entity) GetPartitions() []*Placement {
 	return nil
 }
 
+func (x *Entity) GetTopic() *v1.TopicProperties {
+	if x != nil {
+		return x.Topic
+	}
+	return nil
+}
+
+func (x *Entity) GetSubscriptions() []*Subscription {
+	if x != nil {
+		return x.Subscriptions
+	}
+	return nil
+}
+
+// Subscription is one subscription of a topic with its rules, by name.
+type Subscription struct {
+	state         protoimpl.MessageState     `protogen:"open.v1"`
+	Properties    *v1.SubscriptionProperties `protobuf:"bytes,1,opt,name=properties,proto3" json:"properties,omitempty"`
+	Rules         []*v1.RuleProperties       `protobuf:"bytes,2,rep,name=rules,proto3" json:"rules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Subscription) Reset() {
+	*x = Subscription{}
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Subscription) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Subscription) ProtoMessage() {}
+
+func (x *Subscription) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Subscription.ProtoReflect.Descriptor instead.
+func (*Subscription) Descriptor() ([]byte, []int) {
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *Subscription) GetProperties() *v1.SubscriptionProperties {
+	if x != nil {
+		return x.Properties
+	}
+	return nil
+}
+
+func (x *Subscription) GetRules() []*v1.RuleProperties {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
 // Placement is the replica set of one partition.
 type Placement struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -928,7 +1400,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[14]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -940,7 +1412,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[14]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -953,7 +1425,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{14}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Placement) GetNodeIds() []string {
@@ -975,7 +1447,7 @@ type MetaSnapshot struct {
 
 func (x *MetaSnapshot) Reset() {
 	*x = MetaSnapshot{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -987,7 +1459,7 @@ func (x *MetaSnapshot) String() string {
 func (*MetaSnapshot) ProtoMessage() {}
 
 func (x *MetaSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1000,7 +1472,7 @@ func (x *MetaSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaSnapshot.ProtoReflect.Descriptor instead.
 func (*MetaSnapshot) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{15}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *MetaSnapshot) GetClusterId() string {
@@ -1053,15 +1525,44 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\fcommit_index\x18\x03 \x01(\x04R\vcommitIndex\x12#\n" +
 	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndex\x12$\n" +
 	"\x0eleader_node_id\x18\x05 \x01(\tR\fleaderNodeId\x12%\n" +
-	"\x0eleader_address\x18\x06 \x01(\tR\rleaderAddress\"\xbf\x02\n" +
+	"\x0eleader_address\x18\x06 \x01(\tR\rleaderAddress\"\xa6\x05\n" +
 	"\vMetaCommand\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x01 \x01(\x03R\tnowUnixMs\x128\n" +
 	"\badd_node\x18\n" +
 	" \x01(\v2\x1b.raftbus.cluster.v1.AddNodeH\x00R\aaddNode\x12;\n" +
 	"\tput_queue\x18\v \x01(\v2\x1c.raftbus.cluster.v1.PutQueueH\x00R\bputQueue\x12G\n" +
 	"\rdelete_entity\x18\f \x01(\v2 .raftbus.cluster.v1.DeleteEntityH\x00R\fdeleteEntity\x12H\n" +
-	"\x0eset_cluster_id\x18\r \x01(\v2 .raftbus.cluster.v1.SetClusterIDH\x00R\fsetClusterIdB\x06\n" +
-	"\x04body\"7\n" +
+	"\x0eset_cluster_id\x18\r \x01(\v2 .raftbus.cluster.v1.SetClusterIDH\x00R\fsetClusterId\x12;\n" +
+	"\tput_topic\x18\x0e \x01(\v2\x1c.raftbus.cluster.v1.PutTopicH\x00R\bputTopic\x12P\n" +
+	"\x10put_subscription\x18\x0f \x01(\v2#.raftbus.cluster.v1.PutSubscriptionH\x00R\x0fputSubscription\x12Y\n" +
+	"\x13delete_subscription\x18\x10 \x01(\v2&.raftbus.cluster.v1.DeleteSubscriptionH\x00R\x12deleteSubscription\x128\n" +
+	"\bput_rule\x18\x11 \x01(\v2\x1b.raftbus.cluster.v1.PutRuleH\x00R\aputRule\x12A\n" +
+	"\vdelete_rule\x18\x12 \x01(\v2\x1e.raftbus.cluster.v1.DeleteRuleH\x00R\n" +
+	"deleteRuleB\x06\n" +
+	"\x04body\"U\n" +
+	"\bPutTopic\x121\n" +
+	"\x05topic\x18\x01 \x01(\v2\x1b.raftbus.v1.TopicPropertiesR\x05topic\x12\x16\n" +
+	"\x06create\x18\x02 \x01(\bR\x06create\"\xa3\x01\n" +
+	"\x0fPutSubscription\x12F\n" +
+	"\fsubscription\x18\x01 \x01(\v2\".raftbus.v1.SubscriptionPropertiesR\fsubscription\x120\n" +
+	"\x05rules\x18\x02 \x03(\v2\x1a.raftbus.v1.RulePropertiesR\x05rules\x12\x16\n" +
+	"\x06create\x18\x03 \x01(\bR\x06create\"`\n" +
+	"\x12DeleteSubscription\x12\x1d\n" +
+	"\n" +
+	"topic_name\x18\x01 \x01(\tR\ttopicName\x12+\n" +
+	"\x11subscription_name\x18\x02 \x01(\tR\x10subscriptionName\"\x9d\x01\n" +
+	"\aPutRule\x12\x1d\n" +
+	"\n" +
+	"topic_name\x18\x01 \x01(\tR\ttopicName\x12+\n" +
+	"\x11subscription_name\x18\x02 \x01(\tR\x10subscriptionName\x12.\n" +
+	"\x04rule\x18\x03 \x01(\v2\x1a.raftbus.v1.RulePropertiesR\x04rule\x12\x16\n" +
+	"\x06create\x18\x04 \x01(\bR\x06create\"u\n" +
+	"\n" +
+	"DeleteRule\x12\x1d\n" +
+	"\n" +
+	"topic_name\x18\x01 \x01(\tR\ttopicName\x12+\n" +
+	"\x11subscription_name\x18\x02 \x01(\tR\x10subscriptionName\x12\x1b\n" +
+	"\trule_name\x18\x03 \x01(\tR\bruleName\"7\n" +
 	"\aAddNode\x12,\n" +
 	"\x04node\x18\x01 \x01(\v2\x18.raftbus.cluster.v1.NodeR\x04node\"U\n" +
 	"\bPutQueue\x121\n" +
@@ -1071,15 +1572,17 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"-\n" +
 	"\fSetClusterID\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x01 \x01(\tR\tclusterId\"\xa1\x01\n" +
+	"cluster_id\x18\x01 \x01(\tR\tclusterId\"\x97\x02\n" +
 	"\n" +
 	"MetaResult\x12:\n" +
 	"\ferror_reason\x18\x01 \x01(\x0e2\x17.raftbus.v1.ErrorReasonR\verrorReason\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x122\n" +
-	"\x06entity\x18\x03 \x01(\v2\x1a.raftbus.cluster.v1.EntityR\x06entity\"9\n" +
+	"\x06entity\x18\x03 \x01(\v2\x1a.raftbus.cluster.v1.EntityR\x06entity\x12D\n" +
+	"\fsubscription\x18\x04 \x01(\v2 .raftbus.cluster.v1.SubscriptionR\fsubscription\x12.\n" +
+	"\x04rule\x18\x05 \x01(\v2\x1a.raftbus.v1.RulePropertiesR\x04rule\"9\n" +
 	"\x04Node\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
-	"\aaddress\x18\x02 \x01(\tR\aaddress\"\x84\x02\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"\xff\x02\n" +
 	"\x06Entity\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1e.raftbus.cluster.v1.EntityKindR\x04kind\x121\n" +
@@ -1090,18 +1593,26 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"generation\x12=\n" +
 	"\n" +
 	"partitions\x18\x06 \x03(\v2\x1d.raftbus.cluster.v1.PlacementR\n" +
-	"partitions\"&\n" +
+	"partitions\x121\n" +
+	"\x05topic\x18\a \x01(\v2\x1b.raftbus.v1.TopicPropertiesR\x05topic\x12F\n" +
+	"\rsubscriptions\x18\b \x03(\v2 .raftbus.cluster.v1.SubscriptionR\rsubscriptions\"\x84\x01\n" +
+	"\fSubscription\x12B\n" +
+	"\n" +
+	"properties\x18\x01 \x01(\v2\".raftbus.v1.SubscriptionPropertiesR\n" +
+	"properties\x120\n" +
+	"\x05rules\x18\x02 \x03(\v2\x1a.raftbus.v1.RulePropertiesR\x05rules\"&\n" +
 	"\tPlacement\x12\x19\n" +
 	"\bnode_ids\x18\x01 \x03(\tR\anodeIds\"\x95\x01\n" +
 	"\fMetaSnapshot\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12.\n" +
 	"\x05nodes\x18\x02 \x03(\v2\x18.raftbus.cluster.v1.NodeR\x05nodes\x126\n" +
-	"\bentities\x18\x03 \x03(\v2\x1a.raftbus.cluster.v1.EntityR\bentities*@\n" +
+	"\bentities\x18\x03 \x03(\v2\x1a.raftbus.cluster.v1.EntityR\bentities*W\n" +
 	"\n" +
 	"EntityKind\x12\x1b\n" +
 	"\x17ENTITY_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
-	"\x11ENTITY_KIND_QUEUE\x10\x012\xb3\x02\n" +
+	"\x11ENTITY_KIND_QUEUE\x10\x01\x12\x15\n" +
+	"\x11ENTITY_KIND_TOPIC\x10\x022\xb3\x02\n" +
 	"\vNodeService\x12I\n" +
 	"\x04Join\x12\x1f.raftbus.cluster.v1.JoinRequest\x1a .raftbus.cluster.v1.JoinResponse\x12m\n" +
 	"\x10PartitionRuntime\x12+.raftbus.cluster.v1.PartitionRuntimeRequest\x1a,.raftbus.cluster.v1.PartitionRuntimeResponse\x12j\n" +
@@ -1120,7 +1631,7 @@ func file_raftbus_cluster_v1_cluster_proto_rawDescGZIP() []byte {
 }
 
 var file_raftbus_cluster_v1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_raftbus_cluster_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_raftbus_cluster_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_raftbus_cluster_v1_cluster_proto_goTypes = []any{
 	(EntityKind)(0),                       // 0: raftbus.cluster.v1.EntityKind
 	(*JoinRequest)(nil),                   // 1: raftbus.cluster.v1.JoinRequest
@@ -1130,47 +1641,71 @@ var file_raftbus_cluster_v1_cluster_proto_goTypes = []any{
 	(*PartitionStatusRequest)(nil),        // 5: raftbus.cluster.v1.PartitionStatusRequest
 	(*PartitionStatusResponse)(nil),       // 6: raftbus.cluster.v1.PartitionStatusResponse
 	(*MetaCommand)(nil),                   // 7: raftbus.cluster.v1.MetaCommand
-	(*AddNode)(nil),                       // 8: raftbus.cluster.v1.AddNode
-	(*PutQueue)(nil),                      // 9: raftbus.cluster.v1.PutQueue
-	(*DeleteEntity)(nil),                  // 10: raftbus.cluster.v1.DeleteEntity
-	(*SetClusterID)(nil),                  // 11: raftbus.cluster.v1.SetClusterID
-	(*MetaResult)(nil),                    // 12: raftbus.cluster.v1.MetaResult
-	(*Node)(nil),                          // 13: raftbus.cluster.v1.Node
-	(*Entity)(nil),                        // 14: raftbus.cluster.v1.Entity
-	(*Placement)(nil),                     // 15: raftbus.cluster.v1.Placement
-	(*MetaSnapshot)(nil),                  // 16: raftbus.cluster.v1.MetaSnapshot
-	(*v1.PartitionRuntimeProperties)(nil), // 17: raftbus.v1.PartitionRuntimeProperties
-	(v1.ReplicaRole)(0),                   // 18: raftbus.v1.ReplicaRole
-	(*v1.QueueProperties)(nil),            // 19: raftbus.v1.QueueProperties
-	(v1.ErrorReason)(0),                   // 20: raftbus.v1.ErrorReason
+	(*PutTopic)(nil),                      // 8: raftbus.cluster.v1.PutTopic
+	(*PutSubscription)(nil),               // 9: raftbus.cluster.v1.PutSubscription
+	(*DeleteSubscription)(nil),            // 10: raftbus.cluster.v1.DeleteSubscription
+	(*PutRule)(nil),                       // 11: raftbus.cluster.v1.PutRule
+	(*DeleteRule)(nil),                    // 12: raftbus.cluster.v1.DeleteRule
+	(*AddNode)(nil),                       // 13: raftbus.cluster.v1.AddNode
+	(*PutQueue)(nil),                      // 14: raftbus.cluster.v1.PutQueue
+	(*DeleteEntity)(nil),                  // 15: raftbus.cluster.v1.DeleteEntity
+	(*SetClusterID)(nil),                  // 16: raftbus.cluster.v1.SetClusterID
+	(*MetaResult)(nil),                    // 17: raftbus.cluster.v1.MetaResult
+	(*Node)(nil),                          // 18: raftbus.cluster.v1.Node
+	(*Entity)(nil),                        // 19: raftbus.cluster.v1.Entity
+	(*Subscription)(nil),                  // 20: raftbus.cluster.v1.Subscription
+	(*Placement)(nil),                     // 21: raftbus.cluster.v1.Placement
+	(*MetaSnapshot)(nil),                  // 22: raftbus.cluster.v1.MetaSnapshot
+	(*v1.PartitionRuntimeProperties)(nil), // 23: raftbus.v1.PartitionRuntimeProperties
+	(v1.ReplicaRole)(0),                   // 24: raftbus.v1.ReplicaRole
+	(*v1.TopicProperties)(nil),            // 25: raftbus.v1.TopicProperties
+	(*v1.SubscriptionProperties)(nil),     // 26: raftbus.v1.SubscriptionProperties
+	(*v1.RuleProperties)(nil),             // 27: raftbus.v1.RuleProperties
+	(*v1.QueueProperties)(nil),            // 28: raftbus.v1.QueueProperties
+	(v1.ErrorReason)(0),                   // 29: raftbus.v1.ErrorReason
 }
 var file_raftbus_cluster_v1_cluster_proto_depIdxs = []int32{
-	17, // 0: raftbus.cluster.v1.PartitionRuntimeResponse.properties:type_name -> raftbus.v1.PartitionRuntimeProperties
-	18, // 1: raftbus.cluster.v1.PartitionStatusResponse.role:type_name -> raftbus.v1.ReplicaRole
-	8,  // 2: raftbus.cluster.v1.MetaCommand.add_node:type_name -> raftbus.cluster.v1.AddNode
-	9,  // 3: raftbus.cluster.v1.MetaCommand.put_queue:type_name -> raftbus.cluster.v1.PutQueue
-	10, // 4: raftbus.cluster.v1.MetaCommand.delete_entity:type_name -> raftbus.cluster.v1.DeleteEntity
-	11, // 5: raftbus.cluster.v1.MetaCommand.set_cluster_id:type_name -> raftbus.cluster.v1.SetClusterID
-	13, // 6: raftbus.cluster.v1.AddNode.node:type_name -> raftbus.cluster.v1.Node
-	19, // 7: raftbus.cluster.v1.PutQueue.queue:type_name -> raftbus.v1.QueueProperties
-	20, // 8: raftbus.cluster.v1.MetaResult.error_reason:type_name -> raftbus.v1.ErrorReason
-	14, // 9: raftbus.cluster.v1.MetaResult.entity:type_name -> raftbus.cluster.v1.Entity
-	0,  // 10: raftbus.cluster.v1.Entity.kind:type_name -> raftbus.cluster.v1.EntityKind
-	19, // 11: raftbus.cluster.v1.Entity.queue:type_name -> raftbus.v1.QueueProperties
-	15, // 12: raftbus.cluster.v1.Entity.partitions:type_name -> raftbus.cluster.v1.Placement
-	13, // 13: raftbus.cluster.v1.MetaSnapshot.nodes:type_name -> raftbus.cluster.v1.Node
-	14, // 14: raftbus.cluster.v1.MetaSnapshot.entities:type_name -> raftbus.cluster.v1.Entity
-	1,  // 15: raftbus.cluster.v1.NodeService.Join:input_type -> raftbus.cluster.v1.JoinRequest
-	3,  // 16: raftbus.cluster.v1.NodeService.PartitionRuntime:input_type -> raftbus.cluster.v1.PartitionRuntimeRequest
-	5,  // 17: raftbus.cluster.v1.NodeService.PartitionStatus:input_type -> raftbus.cluster.v1.PartitionStatusRequest
-	2,  // 18: raftbus.cluster.v1.NodeService.Join:output_type -> raftbus.cluster.v1.JoinResponse
-	4,  // 19: raftbus.cluster.v1.NodeService.PartitionRuntime:output_type -> raftbus.cluster.v1.PartitionRuntimeResponse
-	6,  // 20: raftbus.cluster.v1.NodeService.PartitionStatus:output_type -> raftbus.cluster.v1.PartitionStatusResponse
-	18, // [18:21] is the sub-list for method output_type
-	15, // [15:18] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	23, // 0: raftbus.cluster.v1.PartitionRuntimeResponse.properties:type_name -> raftbus.v1.PartitionRuntimeProperties
+	24, // 1: raftbus.cluster.v1.PartitionStatusResponse.role:type_name -> raftbus.v1.ReplicaRole
+	13, // 2: raftbus.cluster.v1.MetaCommand.add_node:type_name -> raftbus.cluster.v1.AddNode
+	14, // 3: raftbus.cluster.v1.MetaCommand.put_queue:type_name -> raftbus.cluster.v1.PutQueue
+	15, // 4: raftbus.cluster.v1.MetaCommand.delete_entity:type_name -> raftbus.cluster.v1.DeleteEntity
+	16, // 5: raftbus.cluster.v1.MetaCommand.set_cluster_id:type_name -> raftbus.cluster.v1.SetClusterID
+	8,  // 6: raftbus.cluster.v1.MetaCommand.put_topic:type_name -> raftbus.cluster.v1.PutTopic
+	9,  // 7: raftbus.cluster.v1.MetaCommand.put_subscription:type_name -> raftbus.cluster.v1.PutSubscription
+	10, // 8: raftbus.cluster.v1.MetaCommand.delete_subscription:type_name -> raftbus.cluster.v1.DeleteSubscription
+	11, // 9: raftbus.cluster.v1.MetaCommand.put_rule:type_name -> raftbus.cluster.v1.PutRule
+	12, // 10: raftbus.cluster.v1.MetaCommand.delete_rule:type_name -> raftbus.cluster.v1.DeleteRule
+	25, // 11: raftbus.cluster.v1.PutTopic.topic:type_name -> raftbus.v1.TopicProperties
+	26, // 12: raftbus.cluster.v1.PutSubscription.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	27, // 13: raftbus.cluster.v1.PutSubscription.rules:type_name -> raftbus.v1.RuleProperties
+	27, // 14: raftbus.cluster.v1.PutRule.rule:type_name -> raftbus.v1.RuleProperties
+	18, // 15: raftbus.cluster.v1.AddNode.node:type_name -> raftbus.cluster.v1.Node
+	28, // 16: raftbus.cluster.v1.PutQueue.queue:type_name -> raftbus.v1.QueueProperties
+	29, // 17: raftbus.cluster.v1.MetaResult.error_reason:type_name -> raftbus.v1.ErrorReason
+	19, // 18: raftbus.cluster.v1.MetaResult.entity:type_name -> raftbus.cluster.v1.Entity
+	20, // 19: raftbus.cluster.v1.MetaResult.subscription:type_name -> raftbus.cluster.v1.Subscription
+	27, // 20: raftbus.cluster.v1.MetaResult.rule:type_name -> raftbus.v1.RuleProperties
+	0,  // 21: raftbus.cluster.v1.Entity.kind:type_name -> raftbus.cluster.v1.EntityKind
+	28, // 22: raftbus.cluster.v1.Entity.queue:type_name -> raftbus.v1.QueueProperties
+	21, // 23: raftbus.cluster.v1.Entity.partitions:type_name -> raftbus.cluster.v1.Placement
+	25, // 24: raftbus.cluster.v1.Entity.topic:type_name -> raftbus.v1.TopicProperties
+	20, // 25: raftbus.cluster.v1.Entity.subscriptions:type_name -> raftbus.cluster.v1.Subscription
+	26, // 26: raftbus.cluster.v1.Subscription.properties:type_name -> raftbus.v1.SubscriptionProperties
+	27, // 27: raftbus.cluster.v1.Subscription.rules:type_name -> raftbus.v1.RuleProperties
+	18, // 28: raftbus.cluster.v1.MetaSnapshot.nodes:type_name -> raftbus.cluster.v1.Node
+	19, // 29: raftbus.cluster.v1.MetaSnapshot.entities:type_name -> raftbus.cluster.v1.Entity
+	1,  // 30: raftbus.cluster.v1.NodeService.Join:input_type -> raftbus.cluster.v1.JoinRequest
+	3,  // 31: raftbus.cluster.v1.NodeService.PartitionRuntime:input_type -> raftbus.cluster.v1.PartitionRuntimeRequest
+	5,  // 32: raftbus.cluster.v1.NodeService.PartitionStatus:input_type -> raftbus.cluster.v1.PartitionStatusRequest
+	2,  // 33: raftbus.cluster.v1.NodeService.Join:output_type -> raftbus.cluster.v1.JoinResponse
+	4,  // 34: raftbus.cluster.v1.NodeService.PartitionRuntime:output_type -> raftbus.cluster.v1.PartitionRuntimeResponse
+	6,  // 35: raftbus.cluster.v1.NodeService.PartitionStatus:output_type -> raftbus.cluster.v1.PartitionStatusResponse
+	33, // [33:36] is the sub-list for method output_type
+	30, // [30:33] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_cluster_v1_cluster_proto_init() }
@@ -1183,6 +1718,11 @@ func file_raftbus_cluster_v1_cluster_proto_init() {
 		(*MetaCommand_PutQueue)(nil),
 		(*MetaCommand_DeleteEntity)(nil),
 		(*MetaCommand_SetClusterId)(nil),
+		(*MetaCommand_PutTopic)(nil),
+		(*MetaCommand_PutSubscription)(nil),
+		(*MetaCommand_DeleteSubscription)(nil),
+		(*MetaCommand_PutRule)(nil),
+		(*MetaCommand_DeleteRule)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1190,7 +1730,7 @@ func file_raftbus_cluster_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftbus_cluster_v1_cluster_proto_rawDesc), len(file_raftbus_cluster_v1_cluster_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   16,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
