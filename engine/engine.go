@@ -116,6 +116,14 @@ func (e *Engine) Apply(cmd *enginev1.Command) *enginev1.Result {
 		}
 	case *enginev1.Command_Tick:
 		res = &enginev1.Result{Result: &enginev1.Result_Tick{Tick: &enginev1.TickResult{}}}
+	case *enginev1.Command_AddRule:
+		if err = e.addRule(b.AddRule); err == nil {
+			res = &enginev1.Result{Result: &enginev1.Result_AddRule{AddRule: &enginev1.AddRuleResult{}}}
+		}
+	case *enginev1.Command_RemoveRule:
+		if err = e.removeRule(b.RemoveRule); err == nil {
+			res = &enginev1.Result{Result: &enginev1.Result_RemoveRule{RemoveRule: &enginev1.RemoveRuleResult{}}}
+		}
 	default:
 		err = invalidf("unknown command %T", b)
 	}
@@ -259,24 +267,28 @@ func (e *Engine) entity(path string) (*entity, *Error) {
 func (e *Engine) configure(c *enginev1.ConfigureEntity) *Error {
 	path := c.GetEntityPath()
 	if c.GetDelete() {
-		if _, ok := e.entities[path]; ok {
-			delete(e.entities, path)
-			e.sorted = slices.DeleteFunc(e.sorted, func(ent *entity) bool { return ent.path == path })
-		}
+		e.deleteEntity(path)
 		return nil
 	}
 	s, err := newSettings(c)
 	if err != nil {
 		return err
 	}
-	if ent, ok := e.entities[path]; ok {
+	existing := e.entities[path]
+	topic, rules, err := e.configureKind(existing, c)
+	if err != nil {
+		return err
+	}
+	if ent := existing; ent != nil {
 		if !s.duplicateDetection {
 			ent.duplicates = newDuplicateTable()
 		}
 		ent.settings = s
+		e.reconfigureKind(ent, rules)
 		return nil
 	}
 	ent := newEntity(path, s)
+	e.attachKind(ent, c, topic, rules)
 	e.entities[path] = ent
 	i, _ := slices.BinarySearchFunc(e.sorted, path, func(x *entity, p string) int { return strings.Compare(x.path, p) })
 	e.sorted = slices.Insert(e.sorted, i, ent)

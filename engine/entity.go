@@ -115,9 +115,16 @@ type settings struct {
 	requiresSession       bool
 	normalizedProperties  *raftbusv1.QueueProperties
 	configuredMaxSizeByte int64
+	// A topic's or a subscription's settings as configured (see
+	// pubSubSettings); normalizedProperties is nil then.
+	topicProperties        *raftbusv1.TopicProperties
+	subscriptionProperties *raftbusv1.SubscriptionProperties
 }
 
 func newSettings(c *enginev1.ConfigureEntity) (settings, *Error) {
+	if c.GetTopic() != nil || c.GetSubscription() != nil {
+		return pubSubSettings(c)
+	}
 	p, err := NormalizeQueueProperties(c.GetProperties())
 	if err != nil {
 		return settings{}, err.(*Error)
@@ -149,7 +156,8 @@ func newSettings(c *enginev1.ConfigureEntity) (settings, *Error) {
 
 // configuration is the ConfigureEntity that reproduces the settings.
 func (s *settings) configuration(path string) *enginev1.ConfigureEntity {
-	return &enginev1.ConfigureEntity{EntityPath: path, Properties: s.normalizedProperties, MaxSizeBytes: s.configuredMaxSizeByte}
+	return &enginev1.ConfigureEntity{EntityPath: path, Properties: s.normalizedProperties, MaxSizeBytes: s.configuredMaxSizeByte,
+		Topic: s.topicProperties, Subscription: s.subscriptionProperties}
 }
 
 // entity is this partition's slice of a queue: its main queue, its
@@ -161,6 +169,9 @@ type entity struct {
 	main       *queue
 	deadLetter *queue
 	duplicates duplicateTable
+	// Set for a topic or a subscription (see topic.go).
+	topic        *topicState
+	subscription *subscriptionState
 }
 
 func newEntity(path string, s settings) *entity {
@@ -170,7 +181,13 @@ func newEntity(path string, s settings) *entity {
 	return ent
 }
 
-func (ent *entity) bytes() int64 { return ent.main.bytes + ent.deadLetter.bytes }
+func (ent *entity) bytes() int64 {
+	b := ent.main.bytes + ent.deadLetter.bytes
+	if ent.topic != nil {
+		b += ent.topic.held
+	}
+	return b
+}
 
 func (ent *entity) queue(sq raftbusv1.SubQueue) (*queue, *Error) {
 	switch sq {

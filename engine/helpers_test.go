@@ -170,6 +170,7 @@ func checkInvariants(t testing.TB, e *Engine) {
 	if len(e.sorted) != len(e.entities) {
 		t.Fatalf("%d sorted entities, %d in the map", len(e.sorted), len(e.entities))
 	}
+	checkTopicInvariants(t, e)
 	for i, ent := range e.sorted {
 		if i > 0 && e.sorted[i-1].path >= ent.path {
 			t.Fatalf("entities out of order at %q", ent.path)

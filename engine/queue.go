@@ -31,10 +31,13 @@ type message struct {
 	expiresMs int64
 	// dueMs is the lock expiry of a locked message and the activation time
 	// of a scheduled one.
-	dueMs         int64
-	id            string
-	body          []byte
-	meta          []byte
+	dueMs int64
+	id    string
+	body  []byte
+	meta  []byte
+	// shared is set on the copies of a topic message in subscriptions,
+	// which share its body.
+	shared        *sharedBody
 	deadLetter    *deadLetterInfo
 	token         lockToken
 	deliveryCount int32
@@ -112,6 +115,9 @@ func (q *queue) insert(m *message) {
 	m.timerIdx, m.expiryIdx = -1, -1
 	q.all.append(m)
 	q.bytes += m.size()
+	if m.shared != nil {
+		q.topicOf().share(m)
+	}
 	if !q.deadLetter && m.state != stateScheduled && m.expiresMs != noExpiry {
 		q.expiries.push(m)
 	}
@@ -124,6 +130,9 @@ func (q *queue) remove(m *message) {
 	q.expiries.remove(m)
 	q.all.remove(m)
 	q.bytes -= m.size()
+	if m.shared != nil {
+		q.topicOf().unshare(m)
+	}
 }
 
 // attach adds m to the index of its state.
@@ -212,6 +221,9 @@ func (q *queue) nextEvent() (int64, bool) {
 // setProperties replaces m's encoded fields, keeping the byte count exact.
 func (q *queue) setMeta(m *message, meta []byte) {
 	q.bytes -= m.size()
+	if m.shared != nil {
+		q.topicOf().held += int64(len(meta) - len(m.meta))
+	}
 	m.meta = meta
 	q.bytes += m.size()
 }

@@ -14,6 +14,9 @@ func (e *Engine) receiveQueue(path string, sq raftbusv1.SubQueue, needsSessionCh
 	if err != nil {
 		return nil, err
 	}
+	if ent.topic != nil {
+		return nil, invalidf("%q is a topic, which has no receivers: receive from one of its subscriptions (<topic>%s<name>)", path, subscriptionsSegment)
+	}
 	q, err := ent.queue(sq)
 	if err != nil {
 		return nil, err

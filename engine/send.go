@@ -27,6 +27,9 @@ func (e *Engine) send(now int64, path string, msgs []*raftbusv1.Message, schedul
 	if err != nil {
 		return nil, err
 	}
+	if ent.subscription != nil {
+		return nil, invalidf("%q is a subscription: send to its topic", path)
+	}
 	s := &ent.settings
 	in := make([]incoming, len(msgs))
 	var batchIDs map[string]struct{}
@@ -94,7 +97,11 @@ func (e *Engine) send(now int64, path string, msgs []*raftbusv1.Message, schedul
 		} else {
 			sm.state = stateAvailable
 		}
-		e.enqueue(ent.main, sm, now)
+		if ent.topic != nil && !x.scheduled {
+			e.publish(ent, sm, m, now)
+		} else {
+			e.enqueue(ent.main, sm, now)
+		}
 		r.SequenceNumber = sm.seq
 		setTimestamp(&blocks[i].enqueued, sm.enqueuedMs)
 		r.EnqueuedTime = &blocks[i].enqueued
@@ -125,6 +132,10 @@ func (e *Engine) enqueue(q *queue, m *message, now int64) {
 func (e *Engine) activate(q *queue, m *message, t int64) {
 	q.remove(m)
 	m.state = stateAvailable
+	if q.entity.topic != nil {
+		e.publishScheduled(q.entity, m, t)
+		return
+	}
 	e.enqueue(q, m, t)
 }
 

@@ -30,6 +30,7 @@ var recordWriter = protodelim.MarshalOptions{MarshalOptions: proto.MarshalOption
 func (e *Engine) Snapshot(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	var entities, messages uint64
+	bodies := bodyIDs{}
 	put := func(r *enginev1.SnapshotRecord) error {
 		_, err := recordWriter.MarshalTo(bw, r)
 		return err
@@ -44,13 +45,13 @@ func (e *Engine) Snapshot(w io.Writer) error {
 		}
 		entities++
 		err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Entity{Entity: &enginev1.SnapshotEntity{
-			Configuration: ent.settings.configuration(ent.path),
+			Configuration: ent.configuration(),
 		}}})
 		for _, q := range [2]*queue{ent.main, ent.deadLetter} {
 			q.all.ascend(0, func(m *message) bool {
 				if err == nil {
 					messages++
-					err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Message{Message: storedMessage(q, m)}})
+					err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Message{Message: bodies.stored(storedMessage(q, m), m)}})
 				}
 				return err == nil
 			})
@@ -158,6 +159,7 @@ func restore(r *bufio.Reader) (*Engine, error) {
 	e.nextOrder, e.now = h.GetNextOrder(), h.GetNowUnixMs()
 	var ent *entity
 	var entities, messages uint64
+	bodies := sharedBodies{}
 	for {
 		if rec, err = next(); err != nil {
 			return nil, err
@@ -180,7 +182,7 @@ func restore(r *bufio.Reader) (*Engine, error) {
 			if ent == nil {
 				return nil, errors.New("a message record before any entity")
 			}
-			if err := e.restoreMessage(ent, x.Message); err != nil {
+			if err := e.restoreMessage(ent, x.Message, bodies); err != nil {
 				return nil, fmt.Errorf("entity %q, message %d: %w", ent.path, x.Message.GetSequenceNumber(), err)
 			}
 			messages++
@@ -201,7 +203,7 @@ func restore(r *bufio.Reader) (*Engine, error) {
 	}
 }
 
-func (e *Engine) restoreMessage(ent *entity, s *enginev1.StoredMessage) error {
+func (e *Engine) restoreMessage(ent *entity, s *enginev1.StoredMessage, bodies sharedBodies) error {
 	q, qerr := ent.queue(s.GetSubQueue())
 	if qerr != nil {
 		return qerr
@@ -224,6 +226,9 @@ func (e *Engine) restoreMessage(ent *entity, s *enginev1.StoredMessage) error {
 	}
 	if len(m.meta) == 0 {
 		m.meta = nil
+	}
+	if err := bodies.restore(ent, m, s.GetSharedBody()); err != nil {
+		return err
 	}
 	switch s.GetState() {
 	case enginev1.StoredState_STORED_STATE_AVAILABLE:

@@ -21,7 +21,7 @@ func validate(cmd *enginev1.Command) *Error {
 	case *enginev1.Command_ConfigureEntity:
 		p := b.ConfigureEntity.GetProperties()
 		for _, f := range [...]struct{ name, value string }{
-			{"name", p.GetName()}, {"forward_to", p.GetForwardTo()}, {"forward_dead_lettered_messages_to", p.GetForwardDeadLetteredMessagesTo()},
+			{"name", p.GetName()}, {"topic.name", b.ConfigureEntity.GetTopic().GetName()}, {"forward_to", p.GetForwardTo()}, {"forward_dead_lettered_messages_to", p.GetForwardDeadLetteredMessagesTo()},
 		} {
 			if err := checkText(f.name, f.value); err != nil {
 				return err
@@ -69,6 +69,16 @@ func validate(cmd *enginev1.Command) *Error {
 		c := b.RenewLock
 		return checkLock(c.GetEntityPath(), c.GetSubQueue(), c.GetLockToken())
 	case *enginev1.Command_Tick:
+	case *enginev1.Command_AddRule:
+		if b.AddRule.GetRule() == nil {
+			return invalidf("rule is missing")
+		}
+		return checkPath(b.AddRule.GetEntityPath())
+	case *enginev1.Command_RemoveRule:
+		if err := checkText("rule_name", b.RemoveRule.GetRuleName()); err != nil {
+			return err
+		}
+		return checkPath(b.RemoveRule.GetEntityPath())
 	default:
 		return invalidf("unknown command %T", b)
 	}

@@ -153,6 +153,8 @@ type Command struct {
 	//	*Command_RenewLock
 	//	*Command_ReceiveDeferred
 	//	*Command_Tick
+	//	*Command_AddRule
+	//	*Command_RemoveRule
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -290,6 +292,24 @@ func (x *Command) GetTick() *Tick {
 	return nil
 }
 
+func (x *Command) GetAddRule() *AddRule {
+	if x != nil {
+		if x, ok := x.Body.(*Command_AddRule); ok {
+			return x.AddRule
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRemoveRule() *RemoveRule {
+	if x != nil {
+		if x, ok := x.Body.(*Command_RemoveRule); ok {
+			return x.RemoveRule
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -330,6 +350,14 @@ type Command_Tick struct {
 	Tick *Tick `protobuf:"bytes,18,opt,name=tick,proto3,oneof"`
 }
 
+type Command_AddRule struct {
+	AddRule *AddRule `protobuf:"bytes,25,opt,name=add_rule,json=addRule,proto3,oneof"`
+}
+
+type Command_RemoveRule struct {
+	RemoveRule *RemoveRule `protobuf:"bytes,26,opt,name=remove_rule,json=removeRule,proto3,oneof"`
+}
+
 func (*Command_ConfigureEntity) isCommand_Body() {}
 
 func (*Command_Send) isCommand_Body() {}
@@ -348,8 +376,15 @@ func (*Command_ReceiveDeferred) isCommand_Body() {}
 
 func (*Command_Tick) isCommand_Body() {}
 
+func (*Command_AddRule) isCommand_Body() {}
+
+func (*Command_RemoveRule) isCommand_Body() {}
+
 // ConfigureEntity creates, updates or deletes this partition's slice of a
-// queue.
+// queue, a topic or a subscription. A subscription's path is
+// "<topic>/subscriptions/<name>" and its topic must exist; deleting a topic
+// deletes its subscriptions. The kind of an entity is fixed when it is
+// created.
 type ConfigureEntity struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	EntityPath string                 `protobuf:"bytes,1,opt,name=entity_path,json=entityPath,proto3" json:"entity_path,omitempty"`
@@ -360,7 +395,16 @@ type ConfigureEntity struct {
 	// whole of max_size_in_megabytes.
 	MaxSizeBytes int64 `protobuf:"varint,3,opt,name=max_size_bytes,json=maxSizeBytes,proto3" json:"max_size_bytes,omitempty"`
 	// Removes the entity and every message it holds.
-	Delete        bool `protobuf:"varint,4,opt,name=delete,proto3" json:"delete,omitempty"`
+	Delete bool `protobuf:"varint,4,opt,name=delete,proto3" json:"delete,omitempty"`
+	// Set: the entity is a topic with these settings (properties is ignored).
+	Topic *v1.TopicProperties `protobuf:"bytes,7,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Set: the entity is a subscription with these settings (properties is
+	// ignored).
+	Subscription *v1.SubscriptionProperties `protobuf:"bytes,8,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	// A subscription's rules, replacing the ones it has. Empty when creating
+	// a subscription: the rule "$Default" with a true filter. Empty when
+	// updating one: the rules stay as they are.
+	Rules         []*v1.RuleProperties `protobuf:"bytes,9,rep,name=rules,proto3" json:"rules,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -421,6 +465,27 @@ func (x *ConfigureEntity) GetDelete() bool {
 		return x.Delete
 	}
 	return false
+}
+
+func (x *ConfigureEntity) GetTopic() *v1.TopicProperties {
+	if x != nil {
+		return x.Topic
+	}
+	return nil
+}
+
+func (x *ConfigureEntity) GetSubscription() *v1.SubscriptionProperties {
+	if x != nil {
+		return x.Subscription
+	}
+	return nil
+}
+
+func (x *ConfigureEntity) GetRules() []*v1.RuleProperties {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
 }
 
 // Send enqueues a batch of messages, all or nothing. A message whose
@@ -932,6 +997,8 @@ type Result struct {
 	//	*Result_RenewLock
 	//	*Result_ReceiveDeferred
 	//	*Result_Tick
+	//	*Result_AddRule
+	//	*Result_RemoveRule
 	Result        isResult_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1064,6 +1131,24 @@ func (x *Result) GetTick() *TickResult {
 	return nil
 }
 
+func (x *Result) GetAddRule() *AddRuleResult {
+	if x != nil {
+		if x, ok := x.Result.(*Result_AddRule); ok {
+			return x.AddRule
+		}
+	}
+	return nil
+}
+
+func (x *Result) GetRemoveRule() *RemoveRuleResult {
+	if x != nil {
+		if x, ok := x.Result.(*Result_RemoveRule); ok {
+			return x.RemoveRule
+		}
+	}
+	return nil
+}
+
 type isResult_Result interface {
 	isResult_Result()
 }
@@ -1108,6 +1193,14 @@ type Result_Tick struct {
 	Tick *TickResult `protobuf:"bytes,18,opt,name=tick,proto3,oneof"`
 }
 
+type Result_AddRule struct {
+	AddRule *AddRuleResult `protobuf:"bytes,25,opt,name=add_rule,json=addRule,proto3,oneof"`
+}
+
+type Result_RemoveRule struct {
+	RemoveRule *RemoveRuleResult `protobuf:"bytes,26,opt,name=remove_rule,json=removeRule,proto3,oneof"`
+}
+
 func (*Result_Error) isResult_Result() {}
 
 func (*Result_ConfigureEntity) isResult_Result() {}
@@ -1127,6 +1220,10 @@ func (*Result_RenewLock) isResult_Result() {}
 func (*Result_ReceiveDeferred) isResult_Result() {}
 
 func (*Result_Tick) isResult_Result() {}
+
+func (*Result_AddRule) isResult_Result() {}
+
+func (*Result_RemoveRule) isResult_Result() {}
 
 // Error says why a command failed. A failed command has no effect of its
 // own (the time effects due at its time are applied all the same).
@@ -1522,9 +1619,9 @@ var File_raftbus_engine_v1_command_proto protoreflect.FileDescriptor
 
 const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x1fraftbus/engine/v1/command.proto\x12\x11raftbus.engine.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19raftbus/v1/entities.proto\x1a\x17raftbus/v1/errors.proto\x1a\x18raftbus/v1/message.proto\x1a\x1araftbus/v1/messaging.proto\"?\n" +
+	"\x1fraftbus/engine/v1/command.proto\x12\x11raftbus.engine.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1draftbus/engine/v1/topic.proto\x1a\x19raftbus/v1/entities.proto\x1a\x17raftbus/v1/errors.proto\x1a\x18raftbus/v1/message.proto\x1a\x1araftbus/v1/messaging.proto\"?\n" +
 	"\x05Entry\x126\n" +
-	"\bcommands\x18\x01 \x03(\v2\x1a.raftbus.engine.v1.CommandR\bcommands\"\xff\x04\n" +
+	"\bcommands\x18\x01 \x03(\v2\x1a.raftbus.engine.v1.CommandR\bcommands\"\xfa\x05\n" +
 	"\aCommand\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x01 \x01(\x03R\tnowUnixMs\x12\x1d\n" +
 	"\n" +
@@ -1539,8 +1636,11 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\n" +
 	"renew_lock\x18\x10 \x01(\v2\x1c.raftbus.engine.v1.RenewLockH\x00R\trenewLock\x12O\n" +
 	"\x10receive_deferred\x18\x11 \x01(\v2\".raftbus.engine.v1.ReceiveDeferredH\x00R\x0freceiveDeferred\x12-\n" +
-	"\x04tick\x18\x12 \x01(\v2\x17.raftbus.engine.v1.TickH\x00R\x04tickB\x06\n" +
-	"\x04body\"\xad\x01\n" +
+	"\x04tick\x18\x12 \x01(\v2\x17.raftbus.engine.v1.TickH\x00R\x04tick\x127\n" +
+	"\badd_rule\x18\x19 \x01(\v2\x1a.raftbus.engine.v1.AddRuleH\x00R\aaddRule\x12@\n" +
+	"\vremove_rule\x18\x1a \x01(\v2\x1d.raftbus.engine.v1.RemoveRuleH\x00R\n" +
+	"removeRuleB\x06\n" +
+	"\x04body\"\xda\x02\n" +
 	"\x0fConfigureEntity\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x12;\n" +
@@ -1548,7 +1648,10 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"properties\x18\x02 \x01(\v2\x1b.raftbus.v1.QueuePropertiesR\n" +
 	"properties\x12$\n" +
 	"\x0emax_size_bytes\x18\x03 \x01(\x03R\fmaxSizeBytes\x12\x16\n" +
-	"\x06delete\x18\x04 \x01(\bR\x06delete\"X\n" +
+	"\x06delete\x18\x04 \x01(\bR\x06delete\x121\n" +
+	"\x05topic\x18\a \x01(\v2\x1b.raftbus.v1.TopicPropertiesR\x05topic\x12F\n" +
+	"\fsubscription\x18\b \x01(\v2\".raftbus.v1.SubscriptionPropertiesR\fsubscription\x120\n" +
+	"\x05rules\x18\t \x03(\v2\x1a.raftbus.v1.RulePropertiesR\x05rules\"X\n" +
 	"\x04Send\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x12/\n" +
@@ -1592,7 +1695,7 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\tsub_queue\x18\x02 \x01(\x0e2\x14.raftbus.v1.SubQueueR\bsubQueue\x12:\n" +
 	"\freceive_mode\x18\x03 \x01(\x0e2\x17.raftbus.v1.ReceiveModeR\vreceiveMode\x12)\n" +
 	"\x10sequence_numbers\x18\x04 \x03(\x03R\x0fsequenceNumbers\"\x06\n" +
-	"\x04Tick\"\x9e\x05\n" +
+	"\x04Tick\"\xa5\x06\n" +
 	"\x06Result\x120\n" +
 	"\x05error\x18\x01 \x01(\v2\x18.raftbus.engine.v1.ErrorH\x00R\x05error\x12U\n" +
 	"\x10configure_entity\x18\n" +
@@ -1605,7 +1708,10 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\n" +
 	"renew_lock\x18\x10 \x01(\v2\".raftbus.engine.v1.RenewLockResultH\x00R\trenewLock\x12J\n" +
 	"\x10receive_deferred\x18\x11 \x01(\v2\x1d.raftbus.engine.v1.LockResultH\x00R\x0freceiveDeferred\x123\n" +
-	"\x04tick\x18\x12 \x01(\v2\x1d.raftbus.engine.v1.TickResultH\x00R\x04tickB\b\n" +
+	"\x04tick\x18\x12 \x01(\v2\x1d.raftbus.engine.v1.TickResultH\x00R\x04tick\x12=\n" +
+	"\badd_rule\x18\x19 \x01(\v2 .raftbus.engine.v1.AddRuleResultH\x00R\aaddRule\x12F\n" +
+	"\vremove_rule\x18\x1a \x01(\v2#.raftbus.engine.v1.RemoveRuleResultH\x00R\n" +
+	"removeRuleB\b\n" +
 	"\x06result\"R\n" +
 	"\x05Error\x12/\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x17.raftbus.v1.ErrorReasonR\x06reason\x12\x18\n" +
@@ -1648,38 +1754,45 @@ func file_raftbus_engine_v1_command_proto_rawDescGZIP() []byte {
 var file_raftbus_engine_v1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_raftbus_engine_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_raftbus_engine_v1_command_proto_goTypes = []any{
-	(Disposition)(0),              // 0: raftbus.engine.v1.Disposition
-	(*Entry)(nil),                 // 1: raftbus.engine.v1.Entry
-	(*Command)(nil),               // 2: raftbus.engine.v1.Command
-	(*ConfigureEntity)(nil),       // 3: raftbus.engine.v1.ConfigureEntity
-	(*Send)(nil),                  // 4: raftbus.engine.v1.Send
-	(*Schedule)(nil),              // 5: raftbus.engine.v1.Schedule
-	(*CancelScheduled)(nil),       // 6: raftbus.engine.v1.CancelScheduled
-	(*Lock)(nil),                  // 7: raftbus.engine.v1.Lock
-	(*Settle)(nil),                // 8: raftbus.engine.v1.Settle
-	(*RenewLock)(nil),             // 9: raftbus.engine.v1.RenewLock
-	(*ReceiveDeferred)(nil),       // 10: raftbus.engine.v1.ReceiveDeferred
-	(*Tick)(nil),                  // 11: raftbus.engine.v1.Tick
-	(*Result)(nil),                // 12: raftbus.engine.v1.Result
-	(*Error)(nil),                 // 13: raftbus.engine.v1.Error
-	(*ConfigureEntityResult)(nil), // 14: raftbus.engine.v1.ConfigureEntityResult
-	(*SendResult)(nil),            // 15: raftbus.engine.v1.SendResult
-	(*ScheduleResult)(nil),        // 16: raftbus.engine.v1.ScheduleResult
-	(*CancelScheduledResult)(nil), // 17: raftbus.engine.v1.CancelScheduledResult
-	(*LockResult)(nil),            // 18: raftbus.engine.v1.LockResult
-	(*SettleResult)(nil),          // 19: raftbus.engine.v1.SettleResult
-	(*RenewLockResult)(nil),       // 20: raftbus.engine.v1.RenewLockResult
-	(*TickResult)(nil),            // 21: raftbus.engine.v1.TickResult
-	nil,                           // 22: raftbus.engine.v1.Settle.PropertiesToModifyEntry
-	(*v1.QueueProperties)(nil),    // 23: raftbus.v1.QueueProperties
-	(*v1.Message)(nil),            // 24: raftbus.v1.Message
-	(v1.SubQueue)(0),              // 25: raftbus.v1.SubQueue
-	(v1.ReceiveMode)(0),           // 26: raftbus.v1.ReceiveMode
-	(v1.ErrorReason)(0),           // 27: raftbus.v1.ErrorReason
-	(*v1.SendResult)(nil),         // 28: raftbus.v1.SendResult
-	(*v1.ReceivedMessage)(nil),    // 29: raftbus.v1.ReceivedMessage
-	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
-	(*v1.PropertyValue)(nil),      // 31: raftbus.v1.PropertyValue
+	(Disposition)(0),                  // 0: raftbus.engine.v1.Disposition
+	(*Entry)(nil),                     // 1: raftbus.engine.v1.Entry
+	(*Command)(nil),                   // 2: raftbus.engine.v1.Command
+	(*ConfigureEntity)(nil),           // 3: raftbus.engine.v1.ConfigureEntity
+	(*Send)(nil),                      // 4: raftbus.engine.v1.Send
+	(*Schedule)(nil),                  // 5: raftbus.engine.v1.Schedule
+	(*CancelScheduled)(nil),           // 6: raftbus.engine.v1.CancelScheduled
+	(*Lock)(nil),                      // 7: raftbus.engine.v1.Lock
+	(*Settle)(nil),                    // 8: raftbus.engine.v1.Settle
+	(*RenewLock)(nil),                 // 9: raftbus.engine.v1.RenewLock
+	(*ReceiveDeferred)(nil),           // 10: raftbus.engine.v1.ReceiveDeferred
+	(*Tick)(nil),                      // 11: raftbus.engine.v1.Tick
+	(*Result)(nil),                    // 12: raftbus.engine.v1.Result
+	(*Error)(nil),                     // 13: raftbus.engine.v1.Error
+	(*ConfigureEntityResult)(nil),     // 14: raftbus.engine.v1.ConfigureEntityResult
+	(*SendResult)(nil),                // 15: raftbus.engine.v1.SendResult
+	(*ScheduleResult)(nil),            // 16: raftbus.engine.v1.ScheduleResult
+	(*CancelScheduledResult)(nil),     // 17: raftbus.engine.v1.CancelScheduledResult
+	(*LockResult)(nil),                // 18: raftbus.engine.v1.LockResult
+	(*SettleResult)(nil),              // 19: raftbus.engine.v1.SettleResult
+	(*RenewLockResult)(nil),           // 20: raftbus.engine.v1.RenewLockResult
+	(*TickResult)(nil),                // 21: raftbus.engine.v1.TickResult
+	nil,                               // 22: raftbus.engine.v1.Settle.PropertiesToModifyEntry
+	(*AddRule)(nil),                   // 23: raftbus.engine.v1.AddRule
+	(*RemoveRule)(nil),                // 24: raftbus.engine.v1.RemoveRule
+	(*v1.QueueProperties)(nil),        // 25: raftbus.v1.QueueProperties
+	(*v1.TopicProperties)(nil),        // 26: raftbus.v1.TopicProperties
+	(*v1.SubscriptionProperties)(nil), // 27: raftbus.v1.SubscriptionProperties
+	(*v1.RuleProperties)(nil),         // 28: raftbus.v1.RuleProperties
+	(*v1.Message)(nil),                // 29: raftbus.v1.Message
+	(v1.SubQueue)(0),                  // 30: raftbus.v1.SubQueue
+	(v1.ReceiveMode)(0),               // 31: raftbus.v1.ReceiveMode
+	(*AddRuleResult)(nil),             // 32: raftbus.engine.v1.AddRuleResult
+	(*RemoveRuleResult)(nil),          // 33: raftbus.engine.v1.RemoveRuleResult
+	(v1.ErrorReason)(0),               // 34: raftbus.v1.ErrorReason
+	(*v1.SendResult)(nil),             // 35: raftbus.v1.SendResult
+	(*v1.ReceivedMessage)(nil),        // 36: raftbus.v1.ReceivedMessage
+	(*timestamppb.Timestamp)(nil),     // 37: google.protobuf.Timestamp
+	(*v1.PropertyValue)(nil),          // 38: raftbus.v1.PropertyValue
 }
 var file_raftbus_engine_v1_command_proto_depIdxs = []int32{
 	2,  // 0: raftbus.engine.v1.Entry.commands:type_name -> raftbus.engine.v1.Command
@@ -1692,38 +1805,45 @@ var file_raftbus_engine_v1_command_proto_depIdxs = []int32{
 	9,  // 7: raftbus.engine.v1.Command.renew_lock:type_name -> raftbus.engine.v1.RenewLock
 	10, // 8: raftbus.engine.v1.Command.receive_deferred:type_name -> raftbus.engine.v1.ReceiveDeferred
 	11, // 9: raftbus.engine.v1.Command.tick:type_name -> raftbus.engine.v1.Tick
-	23, // 10: raftbus.engine.v1.ConfigureEntity.properties:type_name -> raftbus.v1.QueueProperties
-	24, // 11: raftbus.engine.v1.Send.messages:type_name -> raftbus.v1.Message
-	24, // 12: raftbus.engine.v1.Schedule.messages:type_name -> raftbus.v1.Message
-	25, // 13: raftbus.engine.v1.Lock.sub_queue:type_name -> raftbus.v1.SubQueue
-	26, // 14: raftbus.engine.v1.Lock.receive_mode:type_name -> raftbus.v1.ReceiveMode
-	25, // 15: raftbus.engine.v1.Settle.sub_queue:type_name -> raftbus.v1.SubQueue
-	0,  // 16: raftbus.engine.v1.Settle.disposition:type_name -> raftbus.engine.v1.Disposition
-	22, // 17: raftbus.engine.v1.Settle.properties_to_modify:type_name -> raftbus.engine.v1.Settle.PropertiesToModifyEntry
-	25, // 18: raftbus.engine.v1.RenewLock.sub_queue:type_name -> raftbus.v1.SubQueue
-	25, // 19: raftbus.engine.v1.ReceiveDeferred.sub_queue:type_name -> raftbus.v1.SubQueue
-	26, // 20: raftbus.engine.v1.ReceiveDeferred.receive_mode:type_name -> raftbus.v1.ReceiveMode
-	13, // 21: raftbus.engine.v1.Result.error:type_name -> raftbus.engine.v1.Error
-	14, // 22: raftbus.engine.v1.Result.configure_entity:type_name -> raftbus.engine.v1.ConfigureEntityResult
-	15, // 23: raftbus.engine.v1.Result.send:type_name -> raftbus.engine.v1.SendResult
-	16, // 24: raftbus.engine.v1.Result.schedule:type_name -> raftbus.engine.v1.ScheduleResult
-	17, // 25: raftbus.engine.v1.Result.cancel_scheduled:type_name -> raftbus.engine.v1.CancelScheduledResult
-	18, // 26: raftbus.engine.v1.Result.lock:type_name -> raftbus.engine.v1.LockResult
-	19, // 27: raftbus.engine.v1.Result.settle:type_name -> raftbus.engine.v1.SettleResult
-	20, // 28: raftbus.engine.v1.Result.renew_lock:type_name -> raftbus.engine.v1.RenewLockResult
-	18, // 29: raftbus.engine.v1.Result.receive_deferred:type_name -> raftbus.engine.v1.LockResult
-	21, // 30: raftbus.engine.v1.Result.tick:type_name -> raftbus.engine.v1.TickResult
-	27, // 31: raftbus.engine.v1.Error.reason:type_name -> raftbus.v1.ErrorReason
-	28, // 32: raftbus.engine.v1.SendResult.messages:type_name -> raftbus.v1.SendResult
-	28, // 33: raftbus.engine.v1.ScheduleResult.messages:type_name -> raftbus.v1.SendResult
-	29, // 34: raftbus.engine.v1.LockResult.messages:type_name -> raftbus.v1.ReceivedMessage
-	30, // 35: raftbus.engine.v1.RenewLockResult.locked_until:type_name -> google.protobuf.Timestamp
-	31, // 36: raftbus.engine.v1.Settle.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	23, // 10: raftbus.engine.v1.Command.add_rule:type_name -> raftbus.engine.v1.AddRule
+	24, // 11: raftbus.engine.v1.Command.remove_rule:type_name -> raftbus.engine.v1.RemoveRule
+	25, // 12: raftbus.engine.v1.ConfigureEntity.properties:type_name -> raftbus.v1.QueueProperties
+	26, // 13: raftbus.engine.v1.ConfigureEntity.topic:type_name -> raftbus.v1.TopicProperties
+	27, // 14: raftbus.engine.v1.ConfigureEntity.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	28, // 15: raftbus.engine.v1.ConfigureEntity.rules:type_name -> raftbus.v1.RuleProperties
+	29, // 16: raftbus.engine.v1.Send.messages:type_name -> raftbus.v1.Message
+	29, // 17: raftbus.engine.v1.Schedule.messages:type_name -> raftbus.v1.Message
+	30, // 18: raftbus.engine.v1.Lock.sub_queue:type_name -> raftbus.v1.SubQueue
+	31, // 19: raftbus.engine.v1.Lock.receive_mode:type_name -> raftbus.v1.ReceiveMode
+	30, // 20: raftbus.engine.v1.Settle.sub_queue:type_name -> raftbus.v1.SubQueue
+	0,  // 21: raftbus.engine.v1.Settle.disposition:type_name -> raftbus.engine.v1.Disposition
+	22, // 22: raftbus.engine.v1.Settle.properties_to_modify:type_name -> raftbus.engine.v1.Settle.PropertiesToModifyEntry
+	30, // 23: raftbus.engine.v1.RenewLock.sub_queue:type_name -> raftbus.v1.SubQueue
+	30, // 24: raftbus.engine.v1.ReceiveDeferred.sub_queue:type_name -> raftbus.v1.SubQueue
+	31, // 25: raftbus.engine.v1.ReceiveDeferred.receive_mode:type_name -> raftbus.v1.ReceiveMode
+	13, // 26: raftbus.engine.v1.Result.error:type_name -> raftbus.engine.v1.Error
+	14, // 27: raftbus.engine.v1.Result.configure_entity:type_name -> raftbus.engine.v1.ConfigureEntityResult
+	15, // 28: raftbus.engine.v1.Result.send:type_name -> raftbus.engine.v1.SendResult
+	16, // 29: raftbus.engine.v1.Result.schedule:type_name -> raftbus.engine.v1.ScheduleResult
+	17, // 30: raftbus.engine.v1.Result.cancel_scheduled:type_name -> raftbus.engine.v1.CancelScheduledResult
+	18, // 31: raftbus.engine.v1.Result.lock:type_name -> raftbus.engine.v1.LockResult
+	19, // 32: raftbus.engine.v1.Result.settle:type_name -> raftbus.engine.v1.SettleResult
+	20, // 33: raftbus.engine.v1.Result.renew_lock:type_name -> raftbus.engine.v1.RenewLockResult
+	18, // 34: raftbus.engine.v1.Result.receive_deferred:type_name -> raftbus.engine.v1.LockResult
+	21, // 35: raftbus.engine.v1.Result.tick:type_name -> raftbus.engine.v1.TickResult
+	32, // 36: raftbus.engine.v1.Result.add_rule:type_name -> raftbus.engine.v1.AddRuleResult
+	33, // 37: raftbus.engine.v1.Result.remove_rule:type_name -> raftbus.engine.v1.RemoveRuleResult
+	34, // 38: raftbus.engine.v1.Error.reason:type_name -> raftbus.v1.ErrorReason
+	35, // 39: raftbus.engine.v1.SendResult.messages:type_name -> raftbus.v1.SendResult
+	35, // 40: raftbus.engine.v1.ScheduleResult.messages:type_name -> raftbus.v1.SendResult
+	36, // 41: raftbus.engine.v1.LockResult.messages:type_name -> raftbus.v1.ReceivedMessage
+	37, // 42: raftbus.engine.v1.RenewLockResult.locked_until:type_name -> google.protobuf.Timestamp
+	38, // 43: raftbus.engine.v1.Settle.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
+	44, // [44:44] is the sub-list for method output_type
+	44, // [44:44] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_engine_v1_command_proto_init() }
@@ -1731,6 +1851,7 @@ func file_raftbus_engine_v1_command_proto_init() {
 	if File_raftbus_engine_v1_command_proto != nil {
 		return
 	}
+	file_raftbus_engine_v1_topic_proto_init()
 	file_raftbus_engine_v1_command_proto_msgTypes[1].OneofWrappers = []any{
 		(*Command_ConfigureEntity)(nil),
 		(*Command_Send)(nil),
@@ -1741,6 +1862,8 @@ func file_raftbus_engine_v1_command_proto_init() {
 		(*Command_RenewLock)(nil),
 		(*Command_ReceiveDeferred)(nil),
 		(*Command_Tick)(nil),
+		(*Command_AddRule)(nil),
+		(*Command_RemoveRule)(nil),
 	}
 	file_raftbus_engine_v1_command_proto_msgTypes[11].OneofWrappers = []any{
 		(*Result_Error)(nil),
@@ -1753,6 +1876,8 @@ func file_raftbus_engine_v1_command_proto_init() {
 		(*Result_RenewLock)(nil),
 		(*Result_ReceiveDeferred)(nil),
 		(*Result_Tick)(nil),
+		(*Result_AddRule)(nil),
+		(*Result_RemoveRule)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
