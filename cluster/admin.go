@@ -105,6 +105,9 @@ func (s *adminService) UpdateQueue(ctx context.Context, req *raftbusv1.UpdateQue
 		if err != nil {
 			return nil, err
 		}
+		if err := s.n.awaitConfigured(ctx, e); err != nil {
+			return nil, err
+		}
 		return &raftbusv1.UpdateQueueResponse{Queue: e.GetQueue()}, nil
 	}, func(ctx context.Context, c raftbusv1.AdminServiceClient) (*raftbusv1.UpdateQueueResponse, error) {
 		return c.UpdateQueue(ctx, req)
@@ -142,7 +145,7 @@ func (n *Node) awaitReady(ctx context.Context, e *clusterv1.Entity) error {
 	defer cancel()
 	for id := range e.GetPartitions() {
 		for attempt := 0; ; attempt++ {
-			_, err := n.partitionRuntime(ctx, e, uint32(id))
+			_, err := n.partitionRuntime(ctx, e, e.GetName(), uint32(id))
 			if err == nil {
 				break
 			}
@@ -204,12 +207,9 @@ func (s *adminService) DeleteQueue(ctx context.Context, req *raftbusv1.DeleteQue
 
 func (s *adminService) ListQueues(ctx context.Context, req *raftbusv1.ListQueuesRequest) (*raftbusv1.ListQueuesResponse, error) {
 	return atMetaLeader(ctx, s.n, func() (*raftbusv1.ListQueuesResponse, error) {
-		size := int(req.GetPageSize())
-		switch {
-		case size == 0:
-			size = 100
-		case size < 0 || size > 1000:
-			return nil, invalid("page_size must be between 1 and 1000, not %d", size)
+		size, err := pageSize(req.GetPageSize())
+		if err != nil {
+			return nil, err
 		}
 		resp := &raftbusv1.ListQueuesResponse{}
 		s.n.meta.fsm.View(func(st *clusterv1.MetaSnapshot) {
@@ -235,13 +235,45 @@ func (s *adminService) GetQueueRuntimeProperties(ctx context.Context, req *raftb
 	if err != nil {
 		return nil, err
 	}
-	props := &raftbusv1.RuntimeProperties{
-		EntityPath: e.GetName(),
-		CreatedAt:  e.GetQueue().GetCreatedAt(),
-		UpdatedAt:  e.GetQueue().GetUpdatedAt(),
+	props, err := s.n.runtimeProperties(ctx, e, e.GetName())
+	if err != nil {
+		return nil, err
 	}
+	props.CreatedAt, props.UpdatedAt = e.GetQueue().GetCreatedAt(), e.GetQueue().GetUpdatedAt()
+	return &raftbusv1.GetQueueRuntimePropertiesResponse{Properties: props}, nil
+}
+
+// awaitConfigured waits until the leader of every partition of e has
+// configured its engine with e's generation, so that a change answered to
+// the caller applies to every message the caller sends afterwards.
+func (n *Node) awaitConfigured(ctx context.Context, e *clusterv1.Entity) error {
+	ctx, cancel := context.WithTimeout(internal(ctx), readyTimeout)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		lagging := -1
+		for id, v := range n.viewPartitions(ctx, e) {
+			if v.configured < e.GetGeneration() {
+				lagging = id
+				break
+			}
+		}
+		if lagging < 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return busy("the change to %q is committed but partition %d has not applied it yet", e.GetName(), lagging)
+		case <-time.After(backoff(attempt)):
+		}
+	}
+}
+
+// runtimeProperties sums the counts of path (an entity of e, or e itself)
+// over e's partitions.
+func (n *Node) runtimeProperties(ctx context.Context, e *clusterv1.Entity, path string) (*raftbusv1.RuntimeProperties, error) {
+	props := &raftbusv1.RuntimeProperties{EntityPath: path}
 	for id := range e.GetPartitions() {
-		p, err := s.n.partitionRuntime(ctx, e, uint32(id))
+		p, err := n.partitionRuntime(ctx, e, path, uint32(id))
 		if err != nil {
 			return nil, err
 		}
@@ -255,7 +287,7 @@ func (s *adminService) GetQueueRuntimeProperties(ctx context.Context, req *raftb
 		props.SessionCount += p.GetSessionCount()
 	}
 	props.TotalMessageCount = props.ActiveMessageCount + props.ScheduledMessageCount + props.DeferredMessageCount + props.DeadLetterMessageCount
-	return &raftbusv1.GetQueueRuntimePropertiesResponse{Properties: props}, nil
+	return props, nil
 }
 
 // queue returns the committed definition of a queue, or NOT_FOUND.
@@ -271,16 +303,16 @@ func (n *Node) queue(ctx context.Context, name string) (*clusterv1.Entity, error
 }
 
 // partitionRuntime reads one partition's counts from its leader.
-func (n *Node) partitionRuntime(ctx context.Context, e *clusterv1.Entity, id uint32) (*raftbusv1.PartitionRuntimeProperties, error) {
+func (n *Node) partitionRuntime(ctx context.Context, e *clusterv1.Entity, path string, id uint32) (*raftbusv1.PartitionRuntimeProperties, error) {
 	return route(ctx, n, e, id, func(r *replica) (*raftbusv1.PartitionRuntimeProperties, error) {
 		var props *raftbusv1.PartitionRuntimeProperties
 		var rerr error
-		if err := r.p.Read(ctx, func(en *engine.Engine) { props, rerr = en.RuntimeProperties(e.GetName()) }); err != nil {
+		if err := r.p.Read(ctx, func(en *engine.Engine) { props, rerr = en.RuntimeProperties(path) }); err != nil {
 			return nil, err
 		}
 		return props, rerr
 	}, func(ctx context.Context, conn *grpc.ClientConn) (*raftbusv1.PartitionRuntimeProperties, error) {
-		resp, err := clusterv1.NewNodeServiceClient(conn).PartitionRuntime(ctx, &clusterv1.PartitionRuntimeRequest{EntityPath: e.GetName(), PartitionId: id})
+		resp, err := clusterv1.NewNodeServiceClient(conn).PartitionRuntime(ctx, &clusterv1.PartitionRuntimeRequest{EntityPath: path, PartitionId: id})
 		return resp.GetProperties(), err
 	})
 }
@@ -308,20 +340,6 @@ func checkEntityName(kind, name string) error {
 		}
 	}
 	return nil
-}
-
-// Topics, subscriptions and rules come with the engine's topic support.
-
-func (s *adminService) CreateTopic(context.Context, *raftbusv1.CreateTopicRequest) (*raftbusv1.CreateTopicResponse, error) {
-	return nil, unimplemented("topics")
-}
-
-func (s *adminService) CreateSubscription(context.Context, *raftbusv1.CreateSubscriptionRequest) (*raftbusv1.CreateSubscriptionResponse, error) {
-	return nil, unimplemented("subscriptions")
-}
-
-func (s *adminService) CreateRule(context.Context, *raftbusv1.CreateRuleRequest) (*raftbusv1.CreateRuleResponse, error) {
-	return nil, unimplemented("rules")
 }
 
 func (s *adminService) RemoveNode(context.Context, *raftbusv1.RemoveNodeRequest) (*raftbusv1.RemoveNodeResponse, error) {

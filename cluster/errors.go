@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/raftbus/raftbus/engine"
 	"github.com/raftbus/raftbus/partition"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -85,6 +86,10 @@ func asAPIError(err error) *apiError {
 	var ae *apiError
 	if errors.As(err, &ae) {
 		return ae
+	}
+	var ee *engine.Error
+	if errors.As(err, &ee) {
+		return errorf(ee.Reason, "%s", ee.Message)
 	}
 	var pe *partition.Error
 	if errors.As(err, &pe) {

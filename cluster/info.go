@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/protobuf/proto"
 
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -25,7 +26,7 @@ func (n *Node) replicaStatus(ctx context.Context, e *clusterv1.Entity, id uint32
 		info := r.p.Info()
 		return &clusterv1.PartitionStatusResponse{
 			Role: roleOf(info.State), Term: info.Term, CommitIndex: info.CommitIndex, AppliedIndex: info.AppliedIndex,
-			LeaderNodeId: info.LeaderID, LeaderAddress: info.LeaderAddress,
+			LeaderNodeId: info.LeaderID, LeaderAddress: info.LeaderAddress, ConfiguredGeneration: r.configured.Load(),
 		}, nil
 	}
 	conn, err := n.peers.get(nodeAddr)
@@ -40,7 +41,10 @@ func (n *Node) replicaStatus(ctx context.Context, e *clusterv1.Entity, id uint32
 // partitionView is what the replicas of one partition say about it.
 type partitionView struct {
 	leaderID, leaderAddr string
-	statuses             []*clusterv1.PartitionStatusResponse // by replica, nil when unreachable
+	// configured is the generation the leader configured, when a replica
+	// that says it leads answered.
+	configured uint64
+	statuses   []*clusterv1.PartitionStatusResponse // by replica, nil when unreachable
 }
 
 // viewPartitions asks every replica of every partition of e, concurrently.
@@ -70,6 +74,9 @@ func (n *Node) viewPartitions(ctx context.Context, e *clusterv1.Entity) []partit
 			if st != nil && st.GetLeaderAddress() != "" && st.GetTerm() >= term {
 				term, v.leaderID, v.leaderAddr = st.GetTerm(), st.GetLeaderNodeId(), st.GetLeaderAddress()
 			}
+			if st.GetRole() == raftbusv1.ReplicaRole_REPLICA_ROLE_LEADER {
+				v.configured = st.GetConfiguredGeneration()
+			}
 		}
 	}
 	return views
@@ -84,7 +91,11 @@ func (s *adminService) GetRoutingTable(ctx context.Context, req *raftbusv1.GetRo
 		}
 		entities = append(entities, e)
 	} else {
-		s.n.meta.fsm.View(func(st *clusterv1.MetaSnapshot) { entities = append(entities, st.Entities...) })
+		s.n.meta.fsm.View(func(st *clusterv1.MetaSnapshot) {
+			for _, e := range st.Entities {
+				entities = append(entities, proto.Clone(e).(*clusterv1.Entity))
+			}
+		})
 	}
 	addrs := s.n.nodeAddrs()
 	resp := &raftbusv1.GetRoutingTableResponse{}
@@ -109,8 +120,12 @@ func (s *adminService) GetClusterInfo(ctx context.Context, _ *raftbusv1.GetClust
 	var members []*clusterv1.Node
 	n.meta.fsm.View(func(st *clusterv1.MetaSnapshot) {
 		resp.ClusterId = st.ClusterId
-		entities = append(entities, st.Entities...)
-		members = append(members, st.Nodes...)
+		for _, e := range st.Entities {
+			entities = append(entities, proto.Clone(e).(*clusterv1.Entity))
+		}
+		for _, m := range st.Nodes {
+			members = append(members, proto.Clone(m).(*clusterv1.Node))
+		}
 	})
 	voters := make(map[string]bool)
 	if f := n.meta.raft.GetConfiguration(); f.Error() == nil {

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/raftbus/raftbus/cluster/meta"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -83,7 +84,7 @@ func (n *Node) sendTarget(ctx context.Context, path string, msgs []*raftbusv1.Me
 	if len(msgs) == 0 || len(msgs) > maxBatch {
 		return nil, 0, invalid("a send carries 1 to %d messages, not %d", maxBatch, len(msgs))
 	}
-	ent, err := n.queue(ctx, path)
+	ent, err := n.sendable(ctx, path)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -116,7 +117,7 @@ func (n *Node) sendTarget(ctx context.Context, path string, msgs []*raftbusv1.Me
 }
 
 func (s *messagingService) CancelScheduled(ctx context.Context, req *raftbusv1.CancelScheduledRequest) (*raftbusv1.CancelScheduledResponse, error) {
-	e, err := s.n.queue(ctx, req.GetEntityPath())
+	e, err := s.n.sendable(ctx, req.GetEntityPath())
 	if err != nil {
 		return nil, err
 	}
@@ -156,12 +157,13 @@ func (s *messagingService) Receive(ctx context.Context, req *raftbusv1.ReceiveRe
 	if req.GetSession() != nil {
 		return nil, unimplemented("sessions")
 	}
-	e, err := s.n.queue(ctx, req.GetEntityPath())
+	t, err := s.n.resolve(ctx, req.GetEntityPath())
 	if err != nil {
 		return nil, err
 	}
-	if e.GetQueue().GetRequiresSession() && req.GetSubQueue() != raftbusv1.SubQueue_SUB_QUEUE_DEAD_LETTER {
-		return nil, invalid("queue %q requires sessions: accept a session and receive from it", e.GetName())
+	e := t.entity
+	if t.requiresSession() && req.GetSubQueue() != raftbusv1.SubQueue_SUB_QUEUE_DEAD_LETTER {
+		return nil, invalid("%q requires sessions: accept a session and receive from it", t.path)
 	}
 	batch, err := batchSize(req.GetMaxMessages())
 	if err != nil {
@@ -171,7 +173,7 @@ func (s *messagingService) Receive(ctx context.Context, req *raftbusv1.ReceiveRe
 	if err != nil {
 		return nil, err
 	}
-	lock := &enginev1.Lock{EntityPath: e.GetName(), SubQueue: req.GetSubQueue(), ReceiveMode: req.GetReceiveMode(), MaxMessages: batch}
+	lock := &enginev1.Lock{EntityPath: t.path, SubQueue: req.GetSubQueue(), ReceiveMode: req.GetReceiveMode(), MaxMessages: batch}
 	if req.PartitionId != nil {
 		msgs, err := s.n.receiveFrom(ctx, e, req.GetPartitionId(), lock, wait)
 		return &raftbusv1.ReceiveResponse{Messages: msgs}, err
@@ -245,4 +247,46 @@ func waitTime(d *durationpb.Duration) (time.Duration, error) {
 		return 0, invalid("max_wait must be between 0 and %v, not %v", maxWait, w)
 	}
 	return w, nil
+}
+
+// resolved is an entity path as the partitions know it.
+type resolved struct {
+	// entity is the queue or topic whose partitions hold path.
+	entity *clusterv1.Entity
+	path   string
+	// sub is set when path is a subscription.
+	sub *clusterv1.Subscription
+}
+
+func (r resolved) requiresSession() bool {
+	if r.sub != nil {
+		return r.sub.GetProperties().GetRequiresSession()
+	}
+	return r.entity.GetQueue().GetRequiresSession()
+}
+
+// resolve finds what a receive-side path names: a queue, a topic, or a
+// subscription ("<topic>/subscriptions/<name>", held by the topic's
+// partitions).
+func (n *Node) resolve(ctx context.Context, path string) (resolved, error) {
+	if topic, name, ok := meta.SplitSubscriptionPath(path); ok {
+		e, sub, err := n.subscription(ctx, topic, name)
+		if err != nil {
+			return resolved{}, err
+		}
+		return resolved{entity: e, path: path, sub: sub}, nil
+	}
+	e, err := n.entity(ctx, path)
+	if err != nil {
+		return resolved{}, err
+	}
+	return resolved{entity: e, path: path}, nil
+}
+
+// sendable finds the queue or topic a send names.
+func (n *Node) sendable(ctx context.Context, path string) (*clusterv1.Entity, error) {
+	if _, _, ok := meta.SplitSubscriptionPath(path); ok {
+		return nil, invalid("%q is a subscription: send to its topic", path)
+	}
+	return n.entity(ctx, path)
 }

@@ -226,37 +226,57 @@ func (n *Node) raftTimes(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * n.cfg.RaftTimeScale)
 }
 
-// entity returns the committed definition of name, or NOT_FOUND. A node
-// that does not know the entity asks the metadata leader, which has applied
-// every acknowledged change, and waits to catch up when it exists: a queue
-// created through one node can be used through any other at once.
+// entity returns the committed definition of name, or NOT_FOUND.
 func (n *Node) entity(ctx context.Context, name string) (*clusterv1.Entity, error) {
-	if e := n.meta.fsm.Entity(name); e != nil {
-		return e, nil
+	var e *clusterv1.Entity
+	err := n.catchUp(ctx, func() bool {
+		e = n.meta.fsm.Entity(name)
+		return e != nil
+	}, func(ctx context.Context, c raftbusv1.AdminServiceClient) error {
+		_, err := c.GetQueue(ctx, &raftbusv1.GetQueueRequest{Name: name})
+		if err != nil && asAPIError(err).reason == raftbusv1.ErrorReason_ERROR_REASON_NOT_FOUND {
+			_, err = c.GetTopic(ctx, &raftbusv1.GetTopicRequest{Name: name})
+		}
+		return err
+	}, name)
+	return e, err
+}
+
+// catchUp makes a lookup in the local metadata read-your-writes: when
+// found reports false on a node that does not lead the metadata group, it
+// asks the leader (which has applied every acknowledged change) with ask,
+// and when the leader has it, waits to apply it too. So an entity created
+// through one node can be used through any other at once.
+func (n *Node) catchUp(ctx context.Context, found func() bool, ask func(context.Context, raftbusv1.AdminServiceClient) error, what string) error {
+	if found() {
+		return nil
 	}
 	if n.meta.isLeader() {
-		return nil, notFound("entity %q does not exist", name)
+		return notFound("%q does not exist", what)
 	}
 	ctx = internal(ctx)
-	_, err := atMetaLeader(ctx, n, func() (*raftbusv1.GetQueueResponse, error) {
-		return nil, notFound("entity %q does not exist", name)
-	}, func(ctx context.Context, c raftbusv1.AdminServiceClient) (*raftbusv1.GetQueueResponse, error) {
-		return c.GetQueue(ctx, &raftbusv1.GetQueueRequest{Name: name})
+	_, err := atMetaLeader(ctx, n, func() (struct{}, error) {
+		if found() {
+			return struct{}{}, nil
+		}
+		return struct{}{}, notFound("%q does not exist", what)
+	}, func(ctx context.Context, c raftbusv1.AdminServiceClient) (struct{}, error) {
+		return struct{}{}, ask(ctx, c)
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, catchUpTimeout)
 	defer cancel()
 	for {
 		changed := n.meta.fsm.Changes()
-		if e := n.meta.fsm.Entity(name); e != nil {
-			return e, nil
+		if found() {
+			return nil
 		}
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return nil, busy("entity %q exists but this node has not caught up with it yet", name)
+			return busy("%q exists but this node has not caught up with it yet", what)
 		}
 	}
 }

@@ -48,11 +48,11 @@ func (s *nodeService) Join(ctx context.Context, req *clusterv1.JoinRequest) (*cl
 }
 
 func (s *nodeService) PartitionRuntime(ctx context.Context, req *clusterv1.PartitionRuntimeRequest) (*clusterv1.PartitionRuntimeResponse, error) {
-	e, err := s.n.entity(ctx, req.GetEntityPath())
+	e, err := s.n.resolve(ctx, req.GetEntityPath())
 	if err != nil {
 		return nil, err
 	}
-	props, err := s.n.partitionRuntime(ctx, e, req.GetPartitionId())
+	props, err := s.n.partitionRuntime(ctx, e.entity, e.path, req.GetPartitionId())
 	if err != nil {
 		return nil, err
 	}
@@ -70,12 +70,13 @@ func (s *nodeService) PartitionStatus(ctx context.Context, req *clusterv1.Partit
 	}
 	info := r.p.Info()
 	return &clusterv1.PartitionStatusResponse{
-		Role:          roleOf(info.State),
-		Term:          info.Term,
-		CommitIndex:   info.CommitIndex,
-		AppliedIndex:  info.AppliedIndex,
-		LeaderNodeId:  info.LeaderID,
-		LeaderAddress: info.LeaderAddress,
+		Role:                 roleOf(info.State),
+		Term:                 info.Term,
+		CommitIndex:          info.CommitIndex,
+		AppliedIndex:         info.AppliedIndex,
+		LeaderNodeId:         info.LeaderID,
+		LeaderAddress:        info.LeaderAddress,
+		ConfiguredGeneration: r.configured.Load(),
 	}, nil
 }
 

@@ -11,10 +11,14 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"google.golang.org/protobuf/proto"
+
+	"github.com/raftbus/raftbus/cluster/meta"
 	"github.com/raftbus/raftbus/engine"
 	"github.com/raftbus/raftbus/partition"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
 // reconcileInterval bounds how long a new partition leader may go before it
@@ -98,6 +102,8 @@ func (n *Node) reconcile() {
 			addrs[m.NodeId] = m.Address
 		}
 		for _, e := range s.Entities {
+			// A copy: the state machine changes entities in place.
+			e := proto.Clone(e).(*clusterv1.Entity)
 			for id, pl := range e.Partitions {
 				var peers []raft.Server
 				here := false
@@ -252,20 +258,121 @@ func (n *Node) closeReplica(r *replica, remove bool) {
 	}
 }
 
-// configure commits the entity's settings to the partition's engine.
+// configure commits the entity's settings to the partition's engine: a
+// queue's, or a topic's with its subscriptions and their rules.
 func (n *Node) configure(r *replica, e *clusterv1.Entity) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	q := e.GetQueue()
-	parts := int64(len(e.GetPartitions()))
-	_, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_ConfigureEntity{ConfigureEntity: &enginev1.ConfigureEntity{
-		EntityPath:   e.GetName(),
-		Properties:   q,
-		MaxSizeBytes: q.GetMaxSizeInMegabytes() << 20 / parts,
-	}}})
+	var err error
+	switch e.GetKind() {
+	case clusterv1.EntityKind_ENTITY_KIND_TOPIC:
+		err = n.configureTopic(ctx, r, e)
+	default:
+		q := e.GetQueue()
+		err = apply(ctx, r, &enginev1.ConfigureEntity{
+			EntityPath:   e.GetName(),
+			Properties:   q,
+			MaxSizeBytes: q.GetMaxSizeInMegabytes() << 20 / int64(len(e.GetPartitions())),
+		})
+	}
 	if err != nil {
 		return err
 	}
 	r.configured.Store(e.GetGeneration())
 	return nil
+}
+
+func apply(ctx context.Context, r *replica, c *enginev1.ConfigureEntity) error {
+	_, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_ConfigureEntity{ConfigureEntity: c}})
+	return err
+}
+
+// configureTopic brings the topic's slice in this partition in line with
+// the metadata: the topic's settings, subscriptions created, updated or
+// deleted, and each subscription's rules added or removed by name (a
+// changed rule is removed and added again). Every step is idempotent, so a
+// new leader simply runs it again.
+func (n *Node) configureTopic(ctx context.Context, r *replica, e *clusterv1.Entity) error {
+	t := e.GetTopic()
+	err := apply(ctx, r, &enginev1.ConfigureEntity{
+		EntityPath:   e.GetName(),
+		Topic:        t,
+		MaxSizeBytes: t.GetMaxSizeInMegabytes() << 20 / int64(len(e.GetPartitions())),
+	})
+	if err != nil {
+		return err
+	}
+	var have []string
+	rules := make(map[string][]*raftbusv1.RuleProperties)
+	r.p.ReadApplied(func(en *engine.Engine) {
+		have, _ = en.Subscriptions(e.GetName())
+		for _, path := range have {
+			rules[path], _ = en.Rules(path)
+		}
+	})
+	want := make(map[string]bool)
+	for _, sub := range e.GetSubscriptions() {
+		path := meta.SubscriptionPath(e.GetName(), sub.GetProperties().GetSubscriptionName())
+		want[path] = true
+		cfg := &enginev1.ConfigureEntity{EntityPath: path, Subscription: sub.GetProperties()}
+		if _, exists := rules[path]; !exists {
+			cfg.Rules = sub.GetRules()
+		}
+		if err := apply(ctx, r, cfg); err != nil {
+			return err
+		}
+		if err := n.syncRules(ctx, r, path, rules[path], sub.GetRules()); err != nil {
+			return err
+		}
+	}
+	for _, path := range have {
+		if !want[path] {
+			if err := apply(ctx, r, &enginev1.ConfigureEntity{EntityPath: path, Delete: true}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// syncRules turns a subscription's rules in the engine (have, nil for a
+// subscription just created with want) into want.
+func (n *Node) syncRules(ctx context.Context, r *replica, path string, have, want []*raftbusv1.RuleProperties) error {
+	if have == nil {
+		return nil
+	}
+	wanted := make(map[string]*raftbusv1.RuleProperties)
+	for _, w := range want {
+		wanted[w.GetName()] = w
+	}
+	present := make(map[string]bool)
+	for _, h := range have {
+		w, ok := wanted[h.GetName()]
+		if ok && proto.Equal(stripTime(w), stripTime(h)) {
+			present[h.GetName()] = true
+			continue
+		}
+		_, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_RemoveRule{RemoveRule: &enginev1.RemoveRule{EntityPath: path, RuleName: h.GetName()}}})
+		if err != nil {
+			return err
+		}
+	}
+	for _, w := range want {
+		if present[w.GetName()] {
+			continue
+		}
+		_, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_AddRule{AddRule: &enginev1.AddRule{EntityPath: path, Rule: w}}})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stripTime is a rule without its creation time, for comparing what a rule
+// does.
+func stripTime(r *raftbusv1.RuleProperties) *raftbusv1.RuleProperties {
+	c := proto.Clone(r).(*raftbusv1.RuleProperties)
+	c.CreatedAt = nil
+	return c
 }

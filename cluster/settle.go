@@ -19,11 +19,12 @@ func (s *messagingService) settle(ctx context.Context, lock *raftbusv1.MessageLo
 	if lock == nil {
 		return invalid("lock is required")
 	}
-	e, err := s.n.queue(ctx, lock.GetEntityPath())
+	t, err := s.n.resolve(ctx, lock.GetEntityPath())
 	if err != nil {
 		return err
 	}
-	cmd.EntityPath, cmd.SubQueue, cmd.LockToken = e.GetName(), lock.GetSubQueue(), lock.GetLockToken()
+	e := t.entity
+	cmd.EntityPath, cmd.SubQueue, cmd.LockToken = t.path, lock.GetSubQueue(), lock.GetLockToken()
 	_, err = route(ctx, s.n, e, lock.GetPartitionId(), func(r *replica) (struct{}, error) {
 		_, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_Settle{Settle: cmd}})
 		return struct{}{}, err
@@ -90,13 +91,14 @@ func (s *messagingService) RenewLock(ctx context.Context, req *raftbusv1.RenewLo
 	if lock == nil {
 		return nil, invalid("lock is required")
 	}
-	e, err := s.n.queue(ctx, lock.GetEntityPath())
+	t, err := s.n.resolve(ctx, lock.GetEntityPath())
 	if err != nil {
 		return nil, err
 	}
+	e := t.entity
 	return route(ctx, s.n, e, lock.GetPartitionId(), func(r *replica) (*raftbusv1.RenewLockResponse, error) {
 		res, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_RenewLock{RenewLock: &enginev1.RenewLock{
-			EntityPath: e.GetName(), SubQueue: lock.GetSubQueue(), LockToken: lock.GetLockToken(),
+			EntityPath: t.path, SubQueue: lock.GetSubQueue(), LockToken: lock.GetLockToken(),
 		}}})
 		if err != nil {
 			return nil, err
@@ -111,10 +113,11 @@ func (s *messagingService) ReceiveDeferred(ctx context.Context, req *raftbusv1.R
 	if req.GetSession() != nil {
 		return nil, unimplemented("sessions")
 	}
-	e, err := s.n.queue(ctx, req.GetEntityPath())
+	t, err := s.n.resolve(ctx, req.GetEntityPath())
 	if err != nil {
 		return nil, err
 	}
+	e := t.entity
 	if n := len(req.GetSequenceNumbers()); n == 0 || n > maxBatch {
 		return nil, invalid("sequence_numbers must name 1 to %d messages, not %d", maxBatch, n)
 	}
@@ -124,12 +127,12 @@ func (s *messagingService) ReceiveDeferred(ctx context.Context, req *raftbusv1.R
 		seqs := groups[id]
 		msgs, err := route(ctx, s.n, e, id, func(r *replica) ([]*raftbusv1.ReceivedMessage, error) {
 			res, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_ReceiveDeferred{ReceiveDeferred: &enginev1.ReceiveDeferred{
-				EntityPath: e.GetName(), SubQueue: req.GetSubQueue(), ReceiveMode: req.GetReceiveMode(), SequenceNumbers: seqs,
+				EntityPath: t.path, SubQueue: req.GetSubQueue(), ReceiveMode: req.GetReceiveMode(), SequenceNumbers: seqs,
 			}}})
 			return res.GetReceiveDeferred().GetMessages(), err
 		}, func(ctx context.Context, conn *grpc.ClientConn) ([]*raftbusv1.ReceivedMessage, error) {
 			resp, err := raftbusv1.NewMessagingServiceClient(conn).ReceiveDeferred(ctx, &raftbusv1.ReceiveDeferredRequest{
-				EntityPath: e.GetName(), SubQueue: req.GetSubQueue(), ReceiveMode: req.GetReceiveMode(), SequenceNumbers: seqs,
+				EntityPath: t.path, SubQueue: req.GetSubQueue(), ReceiveMode: req.GetReceiveMode(), SequenceNumbers: seqs,
 			})
 			return resp.GetMessages(), err
 		})
@@ -147,10 +150,11 @@ func (s *messagingService) Peek(ctx context.Context, req *raftbusv1.PeekRequest)
 	if req.GetSessionId() != "" {
 		return nil, unimplemented("sessions")
 	}
-	e, err := s.n.queue(ctx, req.GetEntityPath())
+	t, err := s.n.resolve(ctx, req.GetEntityPath())
 	if err != nil {
 		return nil, err
 	}
+	e := t.entity
 	batch, err := batchSize(req.GetMaxMessages())
 	if err != nil {
 		return nil, err
@@ -173,13 +177,13 @@ func (s *messagingService) Peek(ctx context.Context, req *raftbusv1.PeekRequest)
 		msgs, err := route(ctx, s.n, e, id, func(r *replica) ([]*raftbusv1.ReceivedMessage, error) {
 			var out []*raftbusv1.ReceivedMessage
 			var perr error
-			if err := r.p.Read(ctx, func(en *engine.Engine) { out, perr = en.Peek(e.GetName(), req.GetSubQueue(), from, want) }); err != nil {
+			if err := r.p.Read(ctx, func(en *engine.Engine) { out, perr = en.Peek(t.path, req.GetSubQueue(), from, want) }); err != nil {
 				return nil, err
 			}
 			return out, perr
 		}, func(ctx context.Context, conn *grpc.ClientConn) ([]*raftbusv1.ReceivedMessage, error) {
 			resp, err := raftbusv1.NewMessagingServiceClient(conn).Peek(ctx, &raftbusv1.PeekRequest{
-				EntityPath: e.GetName(), SubQueue: req.GetSubQueue(), FromSequenceNumber: from, MaxMessages: int32(want), PartitionId: &id,
+				EntityPath: t.path, SubQueue: req.GetSubQueue(), FromSequenceNumber: from, MaxMessages: int32(want), PartitionId: &id,
 			})
 			return resp.GetMessages(), err
 		})

@@ -326,8 +326,11 @@ type PartitionStatusResponse struct {
 	// The leader as this replica knows it; empty when it knows none.
 	LeaderNodeId  string `protobuf:"bytes,5,opt,name=leader_node_id,json=leaderNodeId,proto3" json:"leader_node_id,omitempty"`
 	LeaderAddress string `protobuf:"bytes,6,opt,name=leader_address,json=leaderAddress,proto3" json:"leader_address,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The entity generation this replica last configured its engine with as
+	// leader.
+	ConfiguredGeneration uint64 `protobuf:"varint,7,opt,name=configured_generation,json=configuredGeneration,proto3" json:"configured_generation,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *PartitionStatusResponse) Reset() {
@@ -400,6 +403,13 @@ func (x *PartitionStatusResponse) GetLeaderAddress() string {
 		return x.LeaderAddress
 	}
 	return ""
+}
+
+func (x *PartitionStatusResponse) GetConfiguredGeneration() uint64 {
+	if x != nil {
+		return x.ConfiguredGeneration
+	}
+	return 0
 }
 
 // MetaCommand is one entry of the metadata group's log. The leader stamps
@@ -1518,14 +1528,15 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\x16PartitionStatusRequest\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x12!\n" +
-	"\fpartition_id\x18\x02 \x01(\rR\vpartitionId\"\xef\x01\n" +
+	"\fpartition_id\x18\x02 \x01(\rR\vpartitionId\"\xa4\x02\n" +
 	"\x17PartitionStatusResponse\x12+\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x17.raftbus.v1.ReplicaRoleR\x04role\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12!\n" +
 	"\fcommit_index\x18\x03 \x01(\x04R\vcommitIndex\x12#\n" +
 	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndex\x12$\n" +
 	"\x0eleader_node_id\x18\x05 \x01(\tR\fleaderNodeId\x12%\n" +
-	"\x0eleader_address\x18\x06 \x01(\tR\rleaderAddress\"\xa6\x05\n" +
+	"\x0eleader_address\x18\x06 \x01(\tR\rleaderAddress\x123\n" +
+	"\x15configured_generation\x18\a \x01(\x04R\x14configuredGeneration\"\xa6\x05\n" +
 	"\vMetaCommand\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x01 \x01(\x03R\tnowUnixMs\x128\n" +
 	"\badd_node\x18\n" +
