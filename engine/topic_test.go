@@ -371,7 +371,7 @@ func TestEntityKindAndSubscriptionPathAreChecked(t *testing.T) {
 		"subscription bad path": {Body: &enginev1.Command_ConfigureEntity{ConfigureEntity: &enginev1.ConfigureEntity{EntityPath: testTopic + "/s", Subscription: &raftbusv1.SubscriptionProperties{}}}},
 		"both kinds": {Body: &enginev1.Command_ConfigureEntity{ConfigureEntity: &enginev1.ConfigureEntity{EntityPath: subPath("s"),
 			Topic: &raftbusv1.TopicProperties{}, Subscription: &raftbusv1.SubscriptionProperties{}}}},
-		"queue with rules": {Body: &enginev1.Command_ConfigureEntity{ConfigureEntity: &enginev1.ConfigureEntity{EntityPath: testQueue, Rules: []*raftbusv1.RuleProperties{sqlRule("r", "1=1")}}}},
+		"queue with rules":  {Body: &enginev1.Command_ConfigureEntity{ConfigureEntity: &enginev1.ConfigureEntity{EntityPath: testQueue, Rules: []*raftbusv1.RuleProperties{sqlRule("r", "1=1")}}}},
 		"bad lock duration": subscribeCmd("s", &raftbusv1.SubscriptionProperties{LockDuration: dur(time.Hour)}),
 	} {
 		t.Run(name, func(t *testing.T) {
