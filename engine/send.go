@@ -163,19 +163,22 @@ func encodeMeta(m *raftbusv1.Message) ([]byte, error) {
 		return nil, nil
 	}
 	meta := &raftbusv1.Message{
-		ContentType:           m.GetContentType(),
-		CorrelationId:         m.GetCorrelationId(),
-		Subject:               m.GetSubject(),
-		To:                    m.GetTo(),
-		ReplyTo:               m.GetReplyTo(),
-		ReplyToSessionId:      m.GetReplyToSessionId(),
-		SessionId:             m.GetSessionId(),
-		PartitionKey:          m.GetPartitionKey(),
-		TimeToLive:            m.GetTimeToLive(),
-		ScheduledEnqueueTime:  m.GetScheduledEnqueueTime(),
-		ApplicationProperties: m.GetApplicationProperties(),
+		ContentType:          m.GetContentType(),
+		CorrelationId:        m.GetCorrelationId(),
+		Subject:              m.GetSubject(),
+		To:                   m.GetTo(),
+		ReplyTo:              m.GetReplyTo(),
+		ReplyToSessionId:     m.GetReplyToSessionId(),
+		SessionId:            m.GetSessionId(),
+		PartitionKey:         m.GetPartitionKey(),
+		TimeToLive:           m.GetTimeToLive(),
+		ScheduledEnqueueTime: m.GetScheduledEnqueueTime(),
 	}
-	return deterministic.Marshal(meta)
+	b, err := deterministic.Marshal(meta)
+	if err != nil || len(m.GetApplicationProperties()) == 0 {
+		return b, err
+	}
+	return appendProperties(b, m.GetApplicationProperties())
 }
 
 // timestamp converts Unix milliseconds to a protobuf Timestamp.
