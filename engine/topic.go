@@ -112,6 +112,16 @@ func ValidateRule(r *raftbusv1.RuleProperties) error {
 	return nil
 }
 
+// ValidateRules checks a subscription's rule set as it would be created
+// or replaced: every rule valid, no name twice. An empty set is valid (the
+// subscription gets the $Default rule).
+func ValidateRules(rs []*raftbusv1.RuleProperties) error {
+	if _, err := compileRules(rs); err != nil {
+		return err
+	}
+	return nil
+}
+
 // rule is one compiled rule of a subscription.
 type rule struct {
 	properties *raftbusv1.RuleProperties
