@@ -30,7 +30,8 @@ func TestApplicationPropertiesEncodeAsDeterministicProtobuf(t *testing.T) {
 	}
 	for _, m := range []*raftbusv1.Message{
 		{ApplicationProperties: props},
-		{Subject: "s", CorrelationId: "c", TimeToLive: dur(5), ApplicationProperties: props},
+		{ContentType: "ct", CorrelationId: "c", Subject: "s", To: "t", ReplyTo: "r", ReplyToSessionId: "rs", SessionId: "sid", PartitionKey: "sid",
+			TimeToLive: dur(5), ScheduledEnqueueTime: timestamp(startMs), ApplicationProperties: props},
 		{ApplicationProperties: map[string]*raftbusv1.PropertyValue{"one": {Value: &raftbusv1.PropertyValue_IntValue{IntValue: 300}}}},
 	} {
 		got, err := encodeMeta(m)

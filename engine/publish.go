@@ -41,11 +41,16 @@ func (e *Engine) publishScheduled(topic *entity, m *message, t int64) {
 }
 
 // fanOut stores the subscription's copy of m when one of its rules accepts
-// it. A filter or action that fails to evaluate sends the copy to the
+// it (and m has a session id if the subscription requires sessions; a send
+// without one is refused while such a subscription exists). A filter or action that fails to evaluate sends the copy to the
 // dead-letter sub-queue when the subscription says so; otherwise the
 // failing rule does not match.
 func (e *Engine) fanOut(subEnt *entity, m *message, v *filterView, now int64) {
 	st := subEnt.subscription
+	if subEnt.settings.requiresSession && v.msg.GetSessionId() == "" {
+		// Scheduled before the subscription came: it cannot hold the copy.
+		return
+	}
 	matched := false
 	var evalErr error
 	var buf [4]*sqlfilter.Action

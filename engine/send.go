@@ -34,8 +34,9 @@ func (e *Engine) send(now int64, path string, msgs []*raftbusv1.Message, schedul
 	in := make([]incoming, len(msgs))
 	var batchIDs map[string]struct{}
 	var total int64
+	requiresSession := s.requiresSession || ent.subscriptionRequiresSession()
 	for i, m := range msgs {
-		if s.requiresSession && m.GetSessionId() == "" {
+		if requiresSession && m.GetSessionId() == "" {
 			return nil, invalidf("message %d: entity %q requires a session_id", i, path)
 		}
 		meta, merr := encodeMeta(m)

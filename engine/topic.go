@@ -388,6 +388,21 @@ func (q *queue) topicOf() *topicState {
 	return nil
 }
 
+// subscriptionRequiresSession reports whether one of a topic's
+// subscriptions requires sessions: then every message sent to the topic
+// needs a session id, as in Service Bus.
+func (ent *entity) subscriptionRequiresSession() bool {
+	if ent.topic == nil {
+		return false
+	}
+	for _, s := range ent.topic.subscriptions {
+		if s.settings.requiresSession {
+			return true
+		}
+	}
+	return false
+}
+
 // configuration is the ConfigureEntity that reproduces the entity.
 func (ent *entity) configuration() *enginev1.ConfigureEntity {
 	c := ent.settings.configuration(ent.path)

@@ -190,10 +190,21 @@ func TestSubscriptionIsAQueueInEveryRespect(t *testing.T) {
 	}
 }
 
-func TestSubscriptionRequiringSessionRefusesReceiveWithoutSession(t *testing.T) {
+func TestSubscriptionRequiringSessionNeedsSessionIDsAndSessionReceivers(t *testing.T) {
 	h := newTopicHarness(t, nil)
+	h.subscribe("plain", nil)
+	at := h.now + 1000
+	h.publish(&raftbusv1.Message{MessageId: "early", ScheduledEnqueueTime: timestamp(at)})
 	h.subscribe("s", &raftbusv1.SubscriptionProperties{RequiresSession: ptr(true)})
+	h.fails(publishCmd(&raftbusv1.Message{SessionId: "a"}, &raftbusv1.Message{}), raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
 	h.publish(&raftbusv1.Message{SessionId: "a"})
+	// A message scheduled without a session id before the subscription
+	// came goes only where it can.
+	h.now = at
+	h.ok(&enginev1.Command{Body: &enginev1.Command_Tick{Tick: &enginev1.Tick{}}})
+	if got := h.peekSub("plain", mainQueue); len(got) != 2 {
+		t.Fatalf("plain subscription holds %v", got)
+	}
 	h.fails(lockOn(subPath("s"), mainQueue, 1), raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
 	if got := h.peekSub("s", mainQueue); len(got) != 1 || got[0].GetMessage().GetSessionId() != "a" {
 		t.Fatalf("subscription holds %v", got)
