@@ -95,3 +95,95 @@ func storedBytesPerMessage(tb testing.TB, n int, duplicateDetection bool) float6
 	runtime.KeepAlive(e)
 	return float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(n)
 }
+
+// benchTopic configures a topic with ten subscriptions: five take every
+// message ($Default), five have SQL filters that each match half of the
+// messages benchTopicMessages makes.
+func benchTopic(e *Engine) []*enginev1.Command {
+	e.Apply(&enginev1.Command{NowUnixMs: startMs, Body: &enginev1.Command_ConfigureEntity{ConfigureEntity: &enginev1.ConfigureEntity{
+		EntityPath: testTopic, Topic: &raftbusv1.TopicProperties{}, MaxSizeBytes: 1 << 40,
+	}}})
+	filters := []string{
+		"color = 'red'",
+		"n % 2 = 0",
+		"sys.Label = 'order.created'",
+		"region IN ('eu', 'us') AND n % 2 = 1",
+		"sys.MessageId LIKE '%0' OR sys.MessageId LIKE '%2' OR sys.MessageId LIKE '%4' OR sys.MessageId LIKE '%6' OR sys.MessageId LIKE '%8'",
+	}
+	var subs []*enginev1.Command
+	for i := range 10 {
+		c := &enginev1.ConfigureEntity{EntityPath: subPath(fmt.Sprintf("s%d", i)), Subscription: &raftbusv1.SubscriptionProperties{}}
+		if i < len(filters) {
+			c.Rules = []*raftbusv1.RuleProperties{sqlRule("half", filters[i])}
+		}
+		cmd := &enginev1.Command{NowUnixMs: startMs, Body: &enginev1.Command_ConfigureEntity{ConfigureEntity: c}}
+		if r := e.Apply(cmd); r.GetError() != nil {
+			panic(r.GetError())
+		}
+		subs = append(subs, cmd)
+	}
+	return subs
+}
+
+// benchTopicMessages are n messages with 1 KiB bodies; every filter of
+// benchTopic matches every other one.
+func benchTopicMessages(n int) []*raftbusv1.Message {
+	msgs := benchMessages(n, 1024)
+	for i, m := range msgs {
+		m.MessageId = fmt.Sprintf("%08x-4a7c-4f5e-9e37-79b97f4a7c1%d", i, i%10)
+		color, region, subject := "red", "eu", "order.created"
+		if i%2 == 1 {
+			color, region, subject = "blue", "us", "order.updated"
+		}
+		m.Subject = subject
+		m.ApplicationProperties = map[string]*raftbusv1.PropertyValue{
+			"color":  {Value: &raftbusv1.PropertyValue_StringValue{StringValue: color}},
+			"region": {Value: &raftbusv1.PropertyValue_StringValue{StringValue: region}},
+			"n":      {Value: &raftbusv1.PropertyValue_IntValue{IntValue: int64(i)}},
+		}
+	}
+	return msgs
+}
+
+// BenchmarkTopicPublish measures messages published to a topic with ten
+// subscriptions, five of them with SQL filters matching half the messages
+// (7.5 copies per message), in batches of 100. The subscriptions are
+// drained outside the timed part.
+func BenchmarkTopicPublish(b *testing.B) {
+	e := New(0, 1)
+	subs := benchTopic(e)
+	send := &enginev1.Command{NowUnixMs: startMs, Body: &enginev1.Command_Send{Send: &enginev1.Send{EntityPath: testTopic, Messages: benchTopicMessages(benchBatch)}}}
+	// Emptying the subscriptions: delete and create them again.
+	drain := func() {
+		for _, s := range subs {
+			e.Apply(deleteCmd(s.GetConfigureEntity().GetEntityPath()))
+			e.Apply(s)
+		}
+	}
+	e.Apply(send)
+	for i, s := range subs {
+		want := int64(benchBatch)
+		if i < 5 {
+			want /= 2
+		}
+		if got := e.entities[s.GetConfigureEntity().GetEntityPath()].main.count(); got != want {
+			b.Fatalf("subscription %d took %d of %d messages, want %d", i, got, benchBatch, want)
+		}
+	}
+	drain()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for n := 0; n < b.N; n += benchBatch {
+		if r := e.Apply(send); r.GetError() != nil {
+			b.Fatal(r.GetError())
+		}
+		if n%(50*benchBatch) == 0 {
+			b.StopTimer()
+			drain()
+			b.StartTimer()
+		}
+	}
+	b.StopTimer()
+	msgs := float64((b.N + benchBatch - 1) / benchBatch * benchBatch)
+	b.ReportMetric(msgs/b.Elapsed().Seconds(), "msgs/s")
+}

@@ -36,8 +36,35 @@ type heldLock struct {
 
 var workloadEntities = []string{"a", "b"}
 
-func workloadSetup() []*enginev1.Command {
+// The topic of the workload and its subscriptions: receives go to the
+// subscriptions, sends to the topic. "w" comes and goes.
+var (
+	workloadTopic         = "t"
+	workloadSubscriptions = []string{"t/subscriptions/w", "t/subscriptions/x", "t/subscriptions/y", "t/subscriptions/z"}
+)
+
+// workloadTopicSetup configures the topic: x takes everything, y the
+// messages with an even k (and marks them), z fails to evaluate on k.
+func workloadTopicSetup() []*enginev1.Command {
+	conf := func(c *enginev1.ConfigureEntity) *enginev1.Command {
+		return &enginev1.Command{NowUnixMs: startMs, Body: &enginev1.Command_ConfigureEntity{ConfigureEntity: c}}
+	}
 	return []*enginev1.Command{
+		conf(&enginev1.ConfigureEntity{EntityPath: workloadTopic, MaxSizeBytes: 2 << 20, Topic: &raftbusv1.TopicProperties{
+			DefaultMessageTimeToLive: dur(30 * time.Second), RequiresDuplicateDetection: ptr(true), DuplicateDetectionHistoryTimeWindow: dur(time.Minute),
+		}}),
+		conf(&enginev1.ConfigureEntity{EntityPath: workloadSubscriptions[1], Subscription: &raftbusv1.SubscriptionProperties{
+			LockDuration: dur(5 * time.Second), MaxDeliveryCount: ptr[int32](3),
+		}}),
+		conf(&enginev1.ConfigureEntity{EntityPath: workloadSubscriptions[2], Subscription: &raftbusv1.SubscriptionProperties{LockDuration: dur(8 * time.Second)},
+			Rules: []*raftbusv1.RuleProperties{withAction(sqlRule("even", "k % 2 = 0"), "SET even = TRUE")}}),
+		conf(&enginev1.ConfigureEntity{EntityPath: workloadSubscriptions[3], Subscription: &raftbusv1.SubscriptionProperties{},
+			Rules: []*raftbusv1.RuleProperties{sqlRule("typed", "k > 'a'"), sqlRule("subject", "sys.Label = 's'")}}),
+	}
+}
+
+func workloadSetup() []*enginev1.Command {
+	return append([]*enginev1.Command{
 		{NowUnixMs: startMs, Body: &enginev1.Command_ConfigureEntity{ConfigureEntity: &enginev1.ConfigureEntity{EntityPath: "a", MaxSizeBytes: 2 << 20, Properties: &raftbusv1.QueueProperties{
 			LockDuration: dur(5 * time.Second), MaxDeliveryCount: ptr[int32](3), DefaultMessageTimeToLive: dur(2 * time.Minute),
 			DeadLetteringOnMessageExpiration: ptr(true), RequiresDuplicateDetection: ptr(true), DuplicateDetectionHistoryTimeWindow: dur(time.Minute),
@@ -45,7 +72,7 @@ func workloadSetup() []*enginev1.Command {
 		{NowUnixMs: startMs, Body: &enginev1.Command_ConfigureEntity{ConfigureEntity: &enginev1.ConfigureEntity{EntityPath: "b", Properties: &raftbusv1.QueueProperties{
 			LockDuration: dur(10 * time.Second), MaxMessageSizeInKilobytes: ptr[int64](2),
 		}}}},
-	}
+	}, workloadTopicSetup()...)
 }
 
 func newWorkload(seed uint64) *workload {
@@ -85,6 +112,10 @@ func (w *workload) next() *enginev1.Command {
 	}
 	cmd := &enginev1.Command{NowUnixMs: w.now, TokenSeed: seed}
 	ent := workloadEntities[w.rng.IntN(len(workloadEntities))]
+	sender, receiver := ent, ent
+	if w.rng.IntN(3) == 0 {
+		sender, receiver = workloadTopic, workloadSubscriptions[w.rng.IntN(len(workloadSubscriptions))]
+	}
 	sub := mainQueue
 	if w.rng.IntN(6) == 0 {
 		sub = deadLetter
@@ -99,15 +130,15 @@ func (w *workload) next() *enginev1.Command {
 		for i := range msgs {
 			msgs[i] = w.message()
 		}
-		cmd.Body = &enginev1.Command_Send{Send: &enginev1.Send{EntityPath: ent, Messages: msgs}}
+		cmd.Body = &enginev1.Command_Send{Send: &enginev1.Send{EntityPath: sender, Messages: msgs}}
 	case op < 30:
 		m := w.message()
 		m.ScheduledEnqueueTime = timestamp(w.now + w.rng.Int64N(30_000))
-		cmd.Body = &enginev1.Command_Schedule{Schedule: &enginev1.Schedule{EntityPath: ent, Messages: []*raftbusv1.Message{m}}}
+		cmd.Body = &enginev1.Command_Schedule{Schedule: &enginev1.Schedule{EntityPath: sender, Messages: []*raftbusv1.Message{m}}}
 	case op < 33:
-		cmd.Body = &enginev1.Command_CancelScheduled{CancelScheduled: &enginev1.CancelScheduled{EntityPath: ent, SequenceNumbers: []int64{w.pick(w.seqs)}}}
+		cmd.Body = &enginev1.Command_CancelScheduled{CancelScheduled: &enginev1.CancelScheduled{EntityPath: sender, SequenceNumbers: []int64{w.pick(w.seqs)}}}
 	case op < 53:
-		cmd.Body = &enginev1.Command_Lock{Lock: &enginev1.Lock{EntityPath: ent, SubQueue: sub, ReceiveMode: mode, MaxMessages: int32(1 + w.rng.IntN(5))}}
+		cmd.Body = &enginev1.Command_Lock{Lock: &enginev1.Lock{EntityPath: receiver, SubQueue: sub, ReceiveMode: mode, MaxMessages: int32(1 + w.rng.IntN(5))}}
 	case op < 83, op < 88:
 		var l heldLock
 		if len(w.tokens) > 0 {
@@ -119,7 +150,7 @@ func (w *workload) next() *enginev1.Command {
 			w.tokens[i] = w.tokens[len(w.tokens)-1]
 			w.tokens = w.tokens[:len(w.tokens)-1]
 		} else {
-			l = heldLock{entity: ent, token: seed}
+			l = heldLock{entity: receiver, token: seed}
 		}
 		if op >= 83 {
 			cmd.Body = &enginev1.Command_RenewLock{RenewLock: &enginev1.RenewLock{EntityPath: l.entity, SubQueue: l.sub, LockToken: l.token}}
@@ -135,16 +166,36 @@ func (w *workload) next() *enginev1.Command {
 		}
 		cmd.Body = &enginev1.Command_Settle{Settle: s}
 	case op < 93:
-		cmd.Body = &enginev1.Command_ReceiveDeferred{ReceiveDeferred: &enginev1.ReceiveDeferred{EntityPath: ent, SubQueue: sub, ReceiveMode: mode, SequenceNumbers: []int64{w.pick(w.seqs)}}}
+		cmd.Body = &enginev1.Command_ReceiveDeferred{ReceiveDeferred: &enginev1.ReceiveDeferred{EntityPath: receiver, SubQueue: sub, ReceiveMode: mode, SequenceNumbers: []int64{w.pick(w.seqs)}}}
 	case op < 99:
 		cmd.Body = &enginev1.Command_Tick{Tick: &enginev1.Tick{}}
 		w.tickAt = max(w.tickAt, w.now)
+	case w.rng.IntN(2) == 0:
+		w.ruleChange(cmd)
 	default:
 		cmd.Body = &enginev1.Command_ConfigureEntity{ConfigureEntity: &enginev1.ConfigureEntity{EntityPath: "b", Properties: &raftbusv1.QueueProperties{
 			LockDuration: dur(time.Duration(1+w.rng.IntN(20)) * time.Second), MaxDeliveryCount: ptr(int32(1 + w.rng.IntN(5))), MaxMessageSizeInKilobytes: ptr[int64](2),
 		}}}
 	}
 	return cmd
+}
+
+// ruleChange creates or deletes the subscription w, or adds or removes one
+// of its rules.
+func (w *workload) ruleChange(cmd *enginev1.Command) {
+	sub := workloadSubscriptions[0]
+	rule := []string{"a", "b", "c"}[w.rng.IntN(3)]
+	switch w.rng.IntN(4) {
+	case 0:
+		cmd.Body = &enginev1.Command_ConfigureEntity{ConfigureEntity: &enginev1.ConfigureEntity{EntityPath: sub,
+			Subscription: &raftbusv1.SubscriptionProperties{LockDuration: dur(3 * time.Second), DeadLetteringOnFilterEvaluationExceptions: ptr(w.rng.IntN(2) == 0)}}}
+	case 1:
+		cmd.Body = &enginev1.Command_ConfigureEntity{ConfigureEntity: &enginev1.ConfigureEntity{EntityPath: sub, Delete: true}}
+	case 2:
+		cmd.Body = &enginev1.Command_AddRule{AddRule: &enginev1.AddRule{EntityPath: sub, Rule: withAction(sqlRule(rule, fmt.Sprintf("k %% 3 = %d OR k = 'x'", w.rng.IntN(3))), "SET r = '"+rule+"'")}}
+	default:
+		cmd.Body = &enginev1.Command_RemoveRule{RemoveRule: &enginev1.RemoveRule{EntityPath: sub, RuleName: rule}}
+	}
 }
 
 // observe remembers the tokens and sequence numbers a result handed out.
@@ -191,7 +242,7 @@ func TestSeededWorkloadIsDeterministicAcrossSnapshotAndTicks(t *testing.T) {
 		}
 	}
 	w := newWorkload(42)
-	var failures, deliveries int
+	var failures, deliveries, copies int
 	reasons := map[raftbusv1.ErrorReason]int{}
 	for i := range n {
 		if i == n/2 {
@@ -219,11 +270,14 @@ func TestSeededWorkloadIsDeterministicAcrossSnapshotAndTicks(t *testing.T) {
 			reasons[want.GetError().GetReason()]++
 		}
 		deliveries += len(want.GetLock().GetMessages())
+		if _, _, ok := splitSubscriptionPath(cmd.GetLock().GetEntityPath()); ok {
+			copies += len(want.GetLock().GetMessages())
+		}
 		w.observe(cmd, want)
 		if i%5000 == 0 {
 			checkInvariants(t, ref)
 			checkInvariants(t, restored)
-			for _, ent := range workloadEntities {
+			for _, ent := range append(append([]string{workloadTopic}, workloadEntities...), workloadSubscriptions...) {
 				a, _ := ref.RuntimeProperties(ent)
 				b, _ := restored.RuntimeProperties(ent)
 				if !proto.Equal(a, b) {
@@ -240,10 +294,10 @@ func TestSeededWorkloadIsDeterministicAcrossSnapshotAndTicks(t *testing.T) {
 	if ref.Digest() != restored.Digest() || ref.Digest() != tickless.Digest() {
 		t.Fatal("final state digests differ")
 	}
-	if deliveries < n/5 || failures > n/2 {
-		t.Fatalf("the workload is too idle: %d deliveries, %d failures of %d: %v", deliveries, failures, n, reasons)
+	if deliveries < n/5 || copies < n/20 || failures > n/2 {
+		t.Fatalf("the workload is too idle: %d deliveries (%d from subscriptions), %d failures of %d: %v", deliveries, copies, failures, n, reasons)
 	}
-	t.Logf("%d commands, %d deliveries, %d failed commands %v", n, deliveries, failures, reasons)
+	t.Logf("%d commands, %d deliveries (%d from subscriptions), %d failed commands %v", n, deliveries, copies, failures, reasons)
 }
 
 // brief is a result without message bodies, for failure output.

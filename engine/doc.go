@@ -8,14 +8,26 @@
 // does no I/O, reads no clock, draws no random numbers and starts no
 // goroutines; Raft, disks and networks belong to the packages above it.
 //
-// An Engine holds entities (this partition's slice of a queue; later also
-// topics and subscriptions). Each entity has a main queue and a dead-letter
-// sub-queue, both instances of queue: an append-only log of messages in the
-// order their sequence numbers were handed out, with indexes for available,
-// locked, deferred and scheduled messages and heaps for lock expiry,
-// activation and time to live. Time effects are applied at their own due
-// times, before each command, so results do not depend on whether a Tick
-// ran; NextDeadline tells the leader when the next one is due.
+// An Engine holds entities: this partition's slice of a queue, a topic or a
+// subscription ("<topic>/subscriptions/<name>"). Each entity has a main
+// queue and a dead-letter sub-queue, both instances of queue: an
+// append-only log of messages in the order their sequence numbers were
+// handed out, with indexes for available, locked, deferred and scheduled
+// messages and heaps for lock expiry, activation and time to live. Time
+// effects are applied at their own due times, before each command, so
+// results do not depend on whether a Tick ran; NextDeadline tells the
+// leader when the next one is due.
+//
+// A topic accepts sends as a queue does (duplicate detection, time to live,
+// size limits, scheduling) but keeps only its scheduled messages. A message
+// is given its sequence number and enqueue time by the topic and copied,
+// keeping both, into every subscription one of whose rules accepts it; a
+// scheduled one is copied when it activates. The copies share the body, so
+// a body is held once per partition; the topic counts the bytes its
+// subscriptions hold with each shared body once. Rules are compiled by
+// engine/sqlfilter when they are created (a malformed one is refused then)
+// and apply to messages sent afterwards; a filter or action that fails to
+// evaluate dead-letters the copy unless the subscription turned that off.
 //
 // The commands and results are the protobuf messages of
 // proto/raftbus/engine/v1; Snapshot writes the state as a stream of

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
 // fuzzEngine is an engine with entities, messages and locks to hit.
@@ -31,6 +32,17 @@ func FuzzApply(f *testing.F) {
 	w := newWorkload(7)
 	for range 40 {
 		b, err := proto.Marshal(&enginev1.Entry{Commands: []*enginev1.Command{w.next(), w.next()}})
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	for range 8 {
+		topic := &enginev1.Command{Body: &enginev1.Command_Send{Send: &enginev1.Send{EntityPath: workloadTopic, Messages: []*raftbusv1.Message{w.message()}}}}
+		rules := &enginev1.Command{}
+		w.ruleChange(rules)
+		lock := &enginev1.Command{TokenSeed: make([]byte, 16), Body: &enginev1.Command_Lock{Lock: &enginev1.Lock{EntityPath: workloadSubscriptions[1+w.rng.IntN(3)], MaxMessages: 3}}}
+		b, err := proto.Marshal(&enginev1.Entry{Commands: []*enginev1.Command{rules, topic, lock}})
 		if err != nil {
 			f.Fatal(err)
 		}

@@ -23,9 +23,8 @@ func (e *Engine) publish(topic *entity, m *message, src *raftbusv1.Message, now 
 		return
 	}
 	v := &filterView{msg: src, seq: m.seq, enqueuedMs: now, ttlMs: m.expiresMs, size: m.size()}
-	shared := &sharedBody{}
 	for _, sub := range subs {
-		e.fanOut(sub, m, v, shared, now)
+		e.fanOut(sub, m, v, now)
 	}
 }
 
@@ -42,11 +41,16 @@ func (e *Engine) publishScheduled(topic *entity, m *message, t int64) {
 }
 
 // fanOut stores the subscription's copy of m when one of its rules accepts
-// it. A filter or action that fails to evaluate sends the copy to the
+// it (and m has a session id if the subscription requires sessions; a send
+// without one is refused while such a subscription exists). A filter or action that fails to evaluate sends the copy to the
 // dead-letter sub-queue when the subscription says so; otherwise the
 // failing rule does not match.
-func (e *Engine) fanOut(subEnt *entity, m *message, v *filterView, shared *sharedBody, now int64) {
+func (e *Engine) fanOut(subEnt *entity, m *message, v *filterView, now int64) {
 	st := subEnt.subscription
+	if subEnt.settings.requiresSession && v.msg.GetSessionId() == "" {
+		// Scheduled before the subscription came: it cannot hold the copy.
+		return
+	}
 	matched := false
 	var evalErr error
 	var buf [4]*sqlfilter.Action
@@ -73,7 +77,7 @@ func (e *Engine) fanOut(subEnt *entity, m *message, v *filterView, shared *share
 	}
 	c := &message{
 		seq: m.seq, order: m.order, enqueuedMs: now, expiresMs: noExpiry,
-		id: m.id, body: m.body, meta: m.meta, shared: shared, state: stateAvailable,
+		id: m.id, body: m.body, meta: m.meta, state: stateAvailable,
 	}
 	if ttl := min(v.ttlMs, subEnt.settings.defaultTTLMs); ttl != noExpiry {
 		c.expiresMs = addMs(now, ttl)
@@ -90,7 +94,7 @@ func (e *Engine) fanOut(subEnt *entity, m *message, v *filterView, shared *share
 	if evalErr != nil {
 		c.deadLetter = &deadLetterInfo{
 			reason: reasonFilterEvaluation, description: descriptionFilterEvaluationError + evalErr.Error(),
-			source: subEnt.path, enqueuedSeq: c.seq,
+			source: subEnt.path, enqueuedSeq: c.seq, origin: c.order,
 		}
 		c.seq, c.order = e.sequence()
 		subEnt.deadLetter.insert(c)

@@ -31,13 +31,10 @@ type message struct {
 	expiresMs int64
 	// dueMs is the lock expiry of a locked message and the activation time
 	// of a scheduled one.
-	dueMs int64
-	id    string
-	body  []byte
-	meta  []byte
-	// shared is set on the copies of a topic message in subscriptions,
-	// which share its body.
-	shared        *sharedBody
+	dueMs         int64
+	id            string
+	body          []byte
+	meta          []byte
 	deadLetter    *deadLetterInfo
 	token         lockToken
 	deliveryCount int32
@@ -53,6 +50,9 @@ type message struct {
 type deadLetterInfo struct {
 	reason, description, source string
 	enqueuedSeq                 int64
+	// origin is the order the message had before it was dead-lettered: in
+	// a subscription, that of the topic message it is a copy of.
+	origin uint64
 }
 
 func (m *message) size() int64 { return int64(len(m.id) + len(m.body) + len(m.meta)) }
@@ -115,8 +115,8 @@ func (q *queue) insert(m *message) {
 	m.timerIdx, m.expiryIdx = -1, -1
 	q.all.append(m)
 	q.bytes += m.size()
-	if m.shared != nil {
-		q.topicOf().share(m)
+	if t := q.topicOf(); t != nil {
+		t.share(m)
 	}
 	if !q.deadLetter && m.state != stateScheduled && m.expiresMs != noExpiry {
 		q.expiries.push(m)
@@ -130,8 +130,8 @@ func (q *queue) remove(m *message) {
 	q.expiries.remove(m)
 	q.all.remove(m)
 	q.bytes -= m.size()
-	if m.shared != nil {
-		q.topicOf().unshare(m)
+	if t := q.topicOf(); t != nil {
+		t.unshare(m)
 	}
 }
 
@@ -221,8 +221,8 @@ func (q *queue) nextEvent() (int64, bool) {
 // setProperties replaces m's encoded fields, keeping the byte count exact.
 func (q *queue) setMeta(m *message, meta []byte) {
 	q.bytes -= m.size()
-	if m.shared != nil {
-		q.topicOf().held += int64(len(meta) - len(m.meta))
+	if t := q.topicOf(); t != nil {
+		t.held += int64(len(meta) - len(m.meta))
 	}
 	m.meta = meta
 	q.bytes += m.size()

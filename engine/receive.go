@@ -212,7 +212,7 @@ func (e *Engine) expire(q *queue, m *message, t int64) {
 // enqueued sequence number.
 func (e *Engine) deadLetter(q *queue, m *message, t int64, reason, description string) {
 	q.remove(m)
-	m.deadLetter = &deadLetterInfo{reason: reason, description: description, source: q.entity.path, enqueuedSeq: m.seq}
+	m.deadLetter = &deadLetterInfo{reason: reason, description: description, source: q.entity.path, enqueuedSeq: m.seq, origin: m.order}
 	m.state = stateAvailable
 	m.seq, m.order = e.sequence()
 	q.entity.deadLetter.insert(m)

@@ -34,8 +34,9 @@ func (e *Engine) send(now int64, path string, msgs []*raftbusv1.Message, schedul
 	in := make([]incoming, len(msgs))
 	var batchIDs map[string]struct{}
 	var total int64
+	requiresSession := s.requiresSession || ent.subscriptionRequiresSession()
 	for i, m := range msgs {
-		if s.requiresSession && m.GetSessionId() == "" {
+		if requiresSession && m.GetSessionId() == "" {
 			return nil, invalidf("message %d: entity %q requires a session_id", i, path)
 		}
 		meta, merr := encodeMeta(m)
@@ -163,19 +164,22 @@ func encodeMeta(m *raftbusv1.Message) ([]byte, error) {
 		return nil, nil
 	}
 	meta := &raftbusv1.Message{
-		ContentType:           m.GetContentType(),
-		CorrelationId:         m.GetCorrelationId(),
-		Subject:               m.GetSubject(),
-		To:                    m.GetTo(),
-		ReplyTo:               m.GetReplyTo(),
-		ReplyToSessionId:      m.GetReplyToSessionId(),
-		SessionId:             m.GetSessionId(),
-		PartitionKey:          m.GetPartitionKey(),
-		TimeToLive:            m.GetTimeToLive(),
-		ScheduledEnqueueTime:  m.GetScheduledEnqueueTime(),
-		ApplicationProperties: m.GetApplicationProperties(),
+		ContentType:          m.GetContentType(),
+		CorrelationId:        m.GetCorrelationId(),
+		Subject:              m.GetSubject(),
+		To:                   m.GetTo(),
+		ReplyTo:              m.GetReplyTo(),
+		ReplyToSessionId:     m.GetReplyToSessionId(),
+		SessionId:            m.GetSessionId(),
+		PartitionKey:         m.GetPartitionKey(),
+		TimeToLive:           m.GetTimeToLive(),
+		ScheduledEnqueueTime: m.GetScheduledEnqueueTime(),
 	}
-	return deterministic.Marshal(meta)
+	b, err := deterministic.Marshal(meta)
+	if err != nil || len(m.GetApplicationProperties()) == 0 {
+		return b, err
+	}
+	return appendProperties(b, m.GetApplicationProperties())
 }
 
 // timestamp converts Unix milliseconds to a protobuf Timestamp.

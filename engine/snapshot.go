@@ -30,7 +30,7 @@ var recordWriter = protodelim.MarshalOptions{MarshalOptions: proto.MarshalOption
 func (e *Engine) Snapshot(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	var entities, messages uint64
-	bodies := bodyIDs{}
+	bodies := sharedBodies{}
 	put := func(r *enginev1.SnapshotRecord) error {
 		_, err := recordWriter.MarshalTo(bw, r)
 		return err
@@ -51,7 +51,7 @@ func (e *Engine) Snapshot(w io.Writer) error {
 			q.all.ascend(0, func(m *message) bool {
 				if err == nil {
 					messages++
-					err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Message{Message: bodies.stored(storedMessage(q, m), m)}})
+					err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Message{Message: bodies.stored(storedMessage(q, m), ent, m)}})
 				}
 				return err == nil
 			})
@@ -227,9 +227,6 @@ func (e *Engine) restoreMessage(ent *entity, s *enginev1.StoredMessage, bodies s
 	if len(m.meta) == 0 {
 		m.meta = nil
 	}
-	if err := bodies.restore(ent, m, s.GetSharedBody()); err != nil {
-		return err
-	}
 	switch s.GetState() {
 	case enginev1.StoredState_STORED_STATE_AVAILABLE:
 		m.state = stateAvailable
@@ -258,6 +255,9 @@ func (e *Engine) restoreMessage(ent *entity, s *enginev1.StoredMessage, bodies s
 			reason: s.GetDeadLetterReason(), description: s.GetDeadLetterErrorDescription(),
 			source: s.GetDeadLetterSource(), enqueuedSeq: s.GetEnqueuedSequenceNumber(),
 		}
+	}
+	if err := bodies.restore(ent, m, s.GetOriginOrder()); err != nil {
+		return err
 	}
 	q.insert(m)
 	if m.state == stateLocked && m.expiresMs <= e.now {

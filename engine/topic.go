@@ -112,6 +112,16 @@ func ValidateRule(r *raftbusv1.RuleProperties) error {
 	return nil
 }
 
+// ValidateRules checks a subscription's rule set as it would be created
+// or replaced: every rule valid, no name twice. An empty set is valid (the
+// subscription gets the $Default rule).
+func ValidateRules(rs []*raftbusv1.RuleProperties) error {
+	if _, err := compileRules(rs); err != nil {
+		return err
+	}
+	return nil
+}
+
 // rule is one compiled rule of a subscription.
 type rule struct {
 	properties *raftbusv1.RuleProperties
@@ -180,6 +190,9 @@ type topicState struct {
 	// held is the bytes the copies in the subscriptions hold in this
 	// partition, each shared body counted once.
 	held int64
+	// copies counts the stored copies of each topic message, by its order,
+	// so that its body's bytes leave held with the last of them.
+	copies map[uint64]int32
 }
 
 // subscriptionState is what a subscription entity has besides a queue.
@@ -187,13 +200,6 @@ type subscriptionState struct {
 	topic                   *entity
 	rules                   []rule // by name
 	deadLetterOnFilterError bool
-}
-
-// sharedBody is the body of one topic message as its copies share it; refs
-// counts the copies stored, so that the body's bytes leave the topic's
-// count with the last of them.
-type sharedBody struct {
-	refs int32
 }
 
 // splitSubscriptionPath splits "<topic>/subscriptions/<name>"; ok is false
@@ -295,7 +301,7 @@ func (e *Engine) configureKind(ent *entity, c *enginev1.ConfigureEntity) (topic 
 func (e *Engine) attachKind(ent *entity, c *enginev1.ConfigureEntity, topic *entity, rules []rule) {
 	switch {
 	case c.GetTopic() != nil:
-		ent.topic = &topicState{}
+		ent.topic = &topicState{copies: make(map[uint64]int32)}
 	case c.GetSubscription() != nil:
 		ent.subscription = &subscriptionState{topic: topic, rules: rules}
 		subs := topic.topic.subscriptions
@@ -342,22 +348,36 @@ func (e *Engine) deleteEntity(path string) {
 	e.sorted = slices.DeleteFunc(e.sorted, func(x *entity) bool { return slices.Contains(gone, x) })
 }
 
+// origin is the order of the topic message m, stored in a subscription,
+// is a copy of. A copy keeps it unless it was dead-lettered.
+func (m *message) origin() uint64 {
+	if m.deadLetter != nil {
+		return m.deadLetter.origin
+	}
+	return m.order
+}
+
 // share counts a copy of a topic message stored in a subscription.
 func (t *topicState) share(m *message) {
 	t.held += int64(len(m.id) + len(m.meta))
-	if m.shared.refs == 0 {
+	o := m.origin()
+	n := t.copies[o]
+	if n == 0 {
 		t.held += int64(len(m.body))
 	}
-	m.shared.refs++
+	t.copies[o] = n + 1
 }
 
 // unshare counts a copy gone.
 func (t *topicState) unshare(m *message) {
 	t.held -= int64(len(m.id) + len(m.meta))
-	m.shared.refs--
-	if m.shared.refs == 0 {
-		t.held -= int64(len(m.body))
+	o := m.origin()
+	if n := t.copies[o] - 1; n > 0 {
+		t.copies[o] = n
+		return
 	}
+	delete(t.copies, o)
+	t.held -= int64(len(m.body))
 }
 
 // topicOf is the topic whose copies q holds, or nil.
@@ -366,6 +386,21 @@ func (q *queue) topicOf() *topicState {
 		return sub.topic.topic
 	}
 	return nil
+}
+
+// subscriptionRequiresSession reports whether one of a topic's
+// subscriptions requires sessions: then every message sent to the topic
+// needs a session id, as in Service Bus.
+func (ent *entity) subscriptionRequiresSession() bool {
+	if ent.topic == nil {
+		return false
+	}
+	for _, s := range ent.topic.subscriptions {
+		if s.settings.requiresSession {
+			return true
+		}
+	}
+	return false
 }
 
 // configuration is the ConfigureEntity that reproduces the entity.
@@ -455,53 +490,50 @@ func (e *Engine) Rules(subscriptionPath string) ([]*raftbusv1.RuleProperties, er
 	return out, nil
 }
 
-// bodyIDs numbers the shared bodies a snapshot writes, in the order it
-// meets them, so that each is written once.
-type bodyIDs map[*sharedBody]uint64
+// sharedBodies are the first copies of topic messages a snapshot has
+// written or a restore has read, by origin: the later copies share their
+// bodies.
+type sharedBodies map[uint64]*message
 
-// stored marks s as a copy sharing its body; only the first copy of a
-// body carries it.
-func (ids bodyIDs) stored(s *enginev1.StoredMessage, m *message) *enginev1.StoredMessage {
-	if m.shared == nil || len(m.body) == 0 {
+// stored marks s, a copy of a topic message, with its origin; only the
+// first copy of a topic message carries its body.
+func (b sharedBodies) stored(s *enginev1.StoredMessage, ent *entity, m *message) *enginev1.StoredMessage {
+	if ent.subscription == nil {
 		return s
 	}
-	if id, ok := ids[m.shared]; ok {
-		s.SharedBody, s.Body = id, nil
-		return s
+	s.OriginOrder = m.origin()
+	if _, ok := b[s.OriginOrder]; ok {
+		s.Body = nil
+	} else {
+		b[s.OriginOrder] = m
 	}
-	s.SharedBody = uint64(len(ids) + 1)
-	ids[m.shared] = s.SharedBody
 	return s
 }
 
-// sharedBodies are the bodies a restore has read, by snapshot number.
-type sharedBodies map[uint64]*message
-
-// restore gives m, read into ent, its share of a body: the first copy
-// with number id brings the body, later ones take it from there. Every
-// message of a subscription is a copy, with a body of its own when id is 0.
-func (b sharedBodies) restore(ent *entity, m *message, id uint64) error {
+// restore gives m, read into ent, its origin and its share of a body.
+func (b sharedBodies) restore(ent *entity, m *message, origin uint64) error {
 	if ent.subscription == nil {
-		if id != 0 {
-			return errors.New("a shared body outside a subscription")
+		if origin != 0 {
+			return errors.New("an origin outside a subscription")
 		}
 		return nil
 	}
-	if id == 0 {
-		m.shared = &sharedBody{}
+	if origin == 0 || origin > m.order {
+		return fmt.Errorf("a copy with origin %d after its order %d", origin, m.order)
+	}
+	if m.deadLetter != nil {
+		m.deadLetter.origin = origin
+	} else if origin != m.order {
+		return fmt.Errorf("a copy with origin %d has order %d", origin, m.order)
+	}
+	first, ok := b[origin]
+	if !ok {
+		b[origin] = m
 		return nil
 	}
-	if first, ok := b[id]; ok {
-		if len(m.body) != 0 {
-			return fmt.Errorf("shared body %d written twice", id)
-		}
-		m.body, m.shared = first.body, first.shared
-		return nil
+	if len(m.body) != 0 {
+		return fmt.Errorf("the body of topic message %d written twice", origin)
 	}
-	if len(m.body) == 0 {
-		return fmt.Errorf("shared body %d first used without its bytes", id)
-	}
-	m.shared = &sharedBody{}
-	b[id] = m
+	m.body = first.body
 	return nil
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"maps"
 	"testing"
 
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
@@ -141,29 +142,24 @@ func checkTopicInvariants(t testing.TB, e *Engine) {
 			continue
 		}
 		var held int64
-		refs := map[*sharedBody]int32{}
+		copies := map[uint64]int32{}
 		for _, s := range ent.topic.subscriptions {
 			if e.entities[s.path] != s {
 				t.Fatalf("topic %q lists a deleted subscription %q", ent.path, s.path)
 			}
 			for _, q := range [2]*queue{s.main, s.deadLetter} {
 				q.all.ascend(0, func(m *message) bool {
-					if m.shared == nil {
-						t.Fatalf("%s: message %d is not a shared copy", s.path, m.seq)
-					}
 					held += int64(len(m.id) + len(m.meta))
-					if refs[m.shared] == 0 {
+					if copies[m.origin()] == 0 {
 						held += int64(len(m.body))
 					}
-					refs[m.shared]++
+					copies[m.origin()]++
 					return true
 				})
 			}
 		}
-		for b, n := range refs {
-			if b.refs != n {
-				t.Fatalf("topic %q: a shared body counts %d copies, %d stored", ent.path, b.refs, n)
-			}
+		if !maps.Equal(copies, ent.topic.copies) {
+			t.Fatalf("topic %q: copies by origin %v, recorded %v", ent.path, copies, ent.topic.copies)
 		}
 		if held != ent.topic.held {
 			t.Fatalf("topic %q: holds %d bytes, recorded %d", ent.path, held, ent.topic.held)

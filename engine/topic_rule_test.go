@@ -150,6 +150,12 @@ func TestMalformedSQLIsRejectedWhenTheRuleIsCreated(t *testing.T) {
 	if err := ValidateRule(withAction(sqlRule("ok", "a = 1"), "SET b = 2; REMOVE c")); err != nil {
 		t.Fatalf("ValidateRule refused a good rule: %v", err)
 	}
+	if err := ValidateRules([]*raftbusv1.RuleProperties{sqlRule("r", "1=1"), sqlRule("r", "2=2")}); err == nil {
+		t.Fatal("ValidateRules accepted a name twice")
+	}
+	if err := ValidateRules(nil); err != nil {
+		t.Fatalf("ValidateRules refused the default rule set: %v", err)
+	}
 	// A filter that can fail only at evaluation is accepted when created.
 	h.ok(addRuleCmd("s", sqlRule("typed", "color + 1 = 2")))
 }

@@ -1,12 +1,18 @@
 package engine
 
 import (
+	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"slices"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/encoding/protodelim"
+	"google.golang.org/protobuf/proto"
 
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -184,10 +190,21 @@ func TestSubscriptionIsAQueueInEveryRespect(t *testing.T) {
 	}
 }
 
-func TestSubscriptionRequiringSessionRefusesReceiveWithoutSession(t *testing.T) {
+func TestSubscriptionRequiringSessionNeedsSessionIDsAndSessionReceivers(t *testing.T) {
 	h := newTopicHarness(t, nil)
+	h.subscribe("plain", nil)
+	at := h.now + 1000
+	h.publish(&raftbusv1.Message{MessageId: "early", ScheduledEnqueueTime: timestamp(at)})
 	h.subscribe("s", &raftbusv1.SubscriptionProperties{RequiresSession: ptr(true)})
+	h.fails(publishCmd(&raftbusv1.Message{SessionId: "a"}, &raftbusv1.Message{}), raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
 	h.publish(&raftbusv1.Message{SessionId: "a"})
+	// A message scheduled without a session id before the subscription
+	// came goes only where it can.
+	h.now = at
+	h.ok(&enginev1.Command{Body: &enginev1.Command_Tick{Tick: &enginev1.Tick{}}})
+	if got := h.peekSub("plain", mainQueue); len(got) != 2 {
+		t.Fatalf("plain subscription holds %v", got)
+	}
 	h.fails(lockOn(subPath("s"), mainQueue, 1), raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
 	if got := h.peekSub("s", mainQueue); len(got) != 1 || got[0].GetMessage().GetSessionId() != "a" {
 		t.Fatalf("subscription holds %v", got)
@@ -371,7 +388,7 @@ func TestEntityKindAndSubscriptionPathAreChecked(t *testing.T) {
 		"subscription bad path": {Body: &enginev1.Command_ConfigureEntity{ConfigureEntity: &enginev1.ConfigureEntity{EntityPath: testTopic + "/s", Subscription: &raftbusv1.SubscriptionProperties{}}}},
 		"both kinds": {Body: &enginev1.Command_ConfigureEntity{ConfigureEntity: &enginev1.ConfigureEntity{EntityPath: subPath("s"),
 			Topic: &raftbusv1.TopicProperties{}, Subscription: &raftbusv1.SubscriptionProperties{}}}},
-		"queue with rules": {Body: &enginev1.Command_ConfigureEntity{ConfigureEntity: &enginev1.ConfigureEntity{EntityPath: testQueue, Rules: []*raftbusv1.RuleProperties{sqlRule("r", "1=1")}}}},
+		"queue with rules":  {Body: &enginev1.Command_ConfigureEntity{ConfigureEntity: &enginev1.ConfigureEntity{EntityPath: testQueue, Rules: []*raftbusv1.RuleProperties{sqlRule("r", "1=1")}}}},
 		"bad lock duration": subscribeCmd("s", &raftbusv1.SubscriptionProperties{LockDuration: dur(time.Hour)}),
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -479,4 +496,80 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+func TestRestoreRejectsCopiesThatDoNotShareProperly(t *testing.T) {
+	h := newTopicHarness(t, nil)
+	h.subscribe("a", nil)
+	h.subscribe("b", nil)
+	h.publish(&raftbusv1.Message{MessageId: "x", Body: []byte("body")})
+	got := h.lockSub("b", mainQueue, 1)
+	h.settleSub("b", got[0], deadLetterIt)
+	var buf bytes.Buffer
+	if err := h.e.Snapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	records := readRecords(t, buf.Bytes())
+	var copies []*enginev1.StoredMessage
+	for _, r := range records {
+		if m := r.GetMessage(); m != nil {
+			copies = append(copies, m)
+		}
+	}
+	if len(copies) != 2 || copies[0].GetOriginOrder() == 0 || copies[1].GetOriginOrder() != copies[0].GetOriginOrder() ||
+		len(copies[0].GetBody()) == 0 || len(copies[1].GetBody()) != 0 {
+		t.Fatalf("copies as written: %v", copies)
+	}
+	for name, damage := range map[string]func(){
+		"no origin":      func() { copies[0].OriginOrder = 0 },
+		"other origin":   func() { copies[0].OriginOrder++ },
+		"body twice":     func() { copies[1].Body = []byte("again") },
+		"dead origin":    func() { copies[1].OriginOrder = copies[1].GetOrder() + 1 },
+		"queue with one": func() { records[1].GetEntity().GetConfiguration().Topic = nil },
+	} {
+		t.Run(name, func(t *testing.T) {
+			saved := make([][]byte, len(records))
+			for i, r := range records {
+				saved[i] = must(proto.Marshal(r))
+			}
+			damage()
+			var w bytes.Buffer
+			for _, r := range records {
+				if _, err := protodelim.MarshalTo(&w, r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range records {
+				records[i] = &enginev1.SnapshotRecord{}
+				if err := proto.Unmarshal(saved[i], records[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			copies = copies[:0]
+			for _, r := range records {
+				if m := r.GetMessage(); m != nil {
+					copies = append(copies, m)
+				}
+			}
+			if err := New(0, 1).Restore(&w); err == nil {
+				t.Fatal("a damaged snapshot was restored")
+			}
+		})
+	}
+}
+
+func readRecords(t *testing.T, b []byte) []*enginev1.SnapshotRecord {
+	t.Helper()
+	var out []*enginev1.SnapshotRecord
+	r := bufio.NewReader(bytes.NewReader(b))
+	for {
+		rec := &enginev1.SnapshotRecord{}
+		if err := protodelim.UnmarshalFrom(r, rec); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out
+			}
+			t.Fatal(err)
+		}
+		out = append(out, rec)
+	}
 }

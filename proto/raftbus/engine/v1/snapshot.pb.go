@@ -364,10 +364,10 @@ type StoredMessage struct {
 	DeadLetterErrorDescription string `protobuf:"bytes,15,opt,name=dead_letter_error_description,json=deadLetterErrorDescription,proto3" json:"dead_letter_error_description,omitempty"`
 	DeadLetterSource           string `protobuf:"bytes,16,opt,name=dead_letter_source,json=deadLetterSource,proto3" json:"dead_letter_source,omitempty"`
 	EnqueuedSequenceNumber     int64  `protobuf:"varint,17,opt,name=enqueued_sequence_number,json=enqueuedSequenceNumber,proto3" json:"enqueued_sequence_number,omitempty"`
-	// Non-zero: the body is shared with other copies of the same topic
-	// message (in this snapshot, the body is written only with the first
-	// message carrying this number; later ones leave body empty).
-	SharedBody    uint64 `protobuf:"varint,22,opt,name=shared_body,json=sharedBody,proto3" json:"shared_body,omitempty"`
+	// Messages of subscriptions only: the order of the topic message this is
+	// a copy of. The copies of one topic message share its body, which is
+	// written only with the first of them; later ones leave body empty.
+	OriginOrder   uint64 `protobuf:"varint,22,opt,name=origin_order,json=originOrder,proto3" json:"origin_order,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -521,9 +521,9 @@ func (x *StoredMessage) GetEnqueuedSequenceNumber() int64 {
 	return 0
 }
 
-func (x *StoredMessage) GetSharedBody() uint64 {
+func (x *StoredMessage) GetOriginOrder() uint64 {
 	if x != nil {
-		return x.SharedBody
+		return x.OriginOrder
 	}
 	return 0
 }
@@ -654,7 +654,7 @@ const file_raftbus_engine_v1_snapshot_proto_rawDesc = "" +
 	"next_order\x18\x04 \x01(\x04R\tnextOrder\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x05 \x01(\x03R\tnowUnixMs\"Z\n" +
 	"\x0eSnapshotEntity\x12H\n" +
-	"\rconfiguration\x18\x01 \x01(\v2\".raftbus.engine.v1.ConfigureEntityR\rconfiguration\"\xe2\x05\n" +
+	"\rconfiguration\x18\x01 \x01(\v2\".raftbus.engine.v1.ConfigureEntityR\rconfiguration\"\xe4\x05\n" +
 	"\rStoredMessage\x121\n" +
 	"\tsub_queue\x18\x01 \x01(\x0e2\x14.raftbus.v1.SubQueueR\bsubQueue\x12'\n" +
 	"\x0fsequence_number\x18\x02 \x01(\x03R\x0esequenceNumber\x12\x14\n" +
@@ -675,9 +675,8 @@ const file_raftbus_engine_v1_snapshot_proto_rawDesc = "" +
 	"\x12dead_letter_reason\x18\x0e \x01(\tR\x10deadLetterReason\x12A\n" +
 	"\x1ddead_letter_error_description\x18\x0f \x01(\tR\x1adeadLetterErrorDescription\x12,\n" +
 	"\x12dead_letter_source\x18\x10 \x01(\tR\x10deadLetterSource\x128\n" +
-	"\x18enqueued_sequence_number\x18\x11 \x01(\x03R\x16enqueuedSequenceNumber\x12\x1f\n" +
-	"\vshared_body\x18\x16 \x01(\x04R\n" +
-	"sharedBody\"T\n" +
+	"\x18enqueued_sequence_number\x18\x11 \x01(\x03R\x16enqueuedSequenceNumber\x12!\n" +
+	"\forigin_order\x18\x16 \x01(\x04R\voriginOrder\"T\n" +
 	"\vDuplicateId\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12&\n" +
