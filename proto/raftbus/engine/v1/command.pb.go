@@ -153,6 +153,10 @@ type Command struct {
 	//	*Command_RenewLock
 	//	*Command_ReceiveDeferred
 	//	*Command_Tick
+	//	*Command_AcceptSession
+	//	*Command_RenewSessionLock
+	//	*Command_SetSessionState
+	//	*Command_ReleaseSession
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -290,6 +294,42 @@ func (x *Command) GetTick() *Tick {
 	return nil
 }
 
+func (x *Command) GetAcceptSession() *AcceptSession {
+	if x != nil {
+		if x, ok := x.Body.(*Command_AcceptSession); ok {
+			return x.AcceptSession
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRenewSessionLock() *RenewSessionLock {
+	if x != nil {
+		if x, ok := x.Body.(*Command_RenewSessionLock); ok {
+			return x.RenewSessionLock
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetSetSessionState() *SetSessionState {
+	if x != nil {
+		if x, ok := x.Body.(*Command_SetSessionState); ok {
+			return x.SetSessionState
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetReleaseSession() *ReleaseSession {
+	if x != nil {
+		if x, ok := x.Body.(*Command_ReleaseSession); ok {
+			return x.ReleaseSession
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -330,6 +370,22 @@ type Command_Tick struct {
 	Tick *Tick `protobuf:"bytes,18,opt,name=tick,proto3,oneof"`
 }
 
+type Command_AcceptSession struct {
+	AcceptSession *AcceptSession `protobuf:"bytes,19,opt,name=accept_session,json=acceptSession,proto3,oneof"`
+}
+
+type Command_RenewSessionLock struct {
+	RenewSessionLock *RenewSessionLock `protobuf:"bytes,20,opt,name=renew_session_lock,json=renewSessionLock,proto3,oneof"`
+}
+
+type Command_SetSessionState struct {
+	SetSessionState *SetSessionState `protobuf:"bytes,21,opt,name=set_session_state,json=setSessionState,proto3,oneof"`
+}
+
+type Command_ReleaseSession struct {
+	ReleaseSession *ReleaseSession `protobuf:"bytes,22,opt,name=release_session,json=releaseSession,proto3,oneof"`
+}
+
 func (*Command_ConfigureEntity) isCommand_Body() {}
 
 func (*Command_Send) isCommand_Body() {}
@@ -347,6 +403,14 @@ func (*Command_RenewLock) isCommand_Body() {}
 func (*Command_ReceiveDeferred) isCommand_Body() {}
 
 func (*Command_Tick) isCommand_Body() {}
+
+func (*Command_AcceptSession) isCommand_Body() {}
+
+func (*Command_RenewSessionLock) isCommand_Body() {}
+
+func (*Command_SetSessionState) isCommand_Body() {}
+
+func (*Command_ReleaseSession) isCommand_Body() {}
 
 // ConfigureEntity creates, updates or deletes this partition's slice of a
 // queue.
@@ -592,9 +656,13 @@ type Lock struct {
 	SubQueue    v1.SubQueue            `protobuf:"varint,2,opt,name=sub_queue,json=subQueue,proto3,enum=raftbus.v1.SubQueue" json:"sub_queue,omitempty"`
 	ReceiveMode v1.ReceiveMode         `protobuf:"varint,3,opt,name=receive_mode,json=receiveMode,proto3,enum=raftbus.v1.ReceiveMode" json:"receive_mode,omitempty"`
 	// Zero or less means one.
-	MaxMessages   int32 `protobuf:"varint,4,opt,name=max_messages,json=maxMessages,proto3" json:"max_messages,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MaxMessages int32 `protobuf:"varint,4,opt,name=max_messages,json=maxMessages,proto3" json:"max_messages,omitempty"`
+	// Receive from this session, held with session_lock_token (required on
+	// the main queue of an entity that requires sessions).
+	SessionId        string `protobuf:"bytes,5,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionLockToken []byte `protobuf:"bytes,6,opt,name=session_lock_token,json=sessionLockToken,proto3" json:"session_lock_token,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Lock) Reset() {
@@ -655,6 +723,20 @@ func (x *Lock) GetMaxMessages() int32 {
 	return 0
 }
 
+func (x *Lock) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *Lock) GetSessionLockToken() []byte {
+	if x != nil {
+		return x.SessionLockToken
+	}
+	return nil
+}
+
 // Settle ends the lock on one message.
 type Settle struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -667,8 +749,12 @@ type Settle struct {
 	DeadLetterErrorDescription string `protobuf:"bytes,6,opt,name=dead_letter_error_description,json=deadLetterErrorDescription,proto3" json:"dead_letter_error_description,omitempty"`
 	// Application properties to set on the message (not with COMPLETE).
 	PropertiesToModify map[string]*v1.PropertyValue `protobuf:"bytes,7,rep,name=properties_to_modify,json=propertiesToModify,proto3" json:"properties_to_modify,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The held session the message was received under: the command fails
+	// with SESSION_LOCK_LOST when that lock is lost. Optional.
+	SessionId        string `protobuf:"bytes,8,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionLockToken []byte `protobuf:"bytes,9,opt,name=session_lock_token,json=sessionLockToken,proto3" json:"session_lock_token,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Settle) Reset() {
@@ -750,14 +836,32 @@ func (x *Settle) GetPropertiesToModify() map[string]*v1.PropertyValue {
 	return nil
 }
 
+func (x *Settle) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *Settle) GetSessionLockToken() []byte {
+	if x != nil {
+		return x.SessionLockToken
+	}
+	return nil
+}
+
 // RenewLock extends a message lock by the entity's lock duration from now.
 type RenewLock struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	EntityPath    string                 `protobuf:"bytes,1,opt,name=entity_path,json=entityPath,proto3" json:"entity_path,omitempty"`
-	SubQueue      v1.SubQueue            `protobuf:"varint,2,opt,name=sub_queue,json=subQueue,proto3,enum=raftbus.v1.SubQueue" json:"sub_queue,omitempty"`
-	LockToken     []byte                 `protobuf:"bytes,3,opt,name=lock_token,json=lockToken,proto3" json:"lock_token,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	EntityPath string                 `protobuf:"bytes,1,opt,name=entity_path,json=entityPath,proto3" json:"entity_path,omitempty"`
+	SubQueue   v1.SubQueue            `protobuf:"varint,2,opt,name=sub_queue,json=subQueue,proto3,enum=raftbus.v1.SubQueue" json:"sub_queue,omitempty"`
+	LockToken  []byte                 `protobuf:"bytes,3,opt,name=lock_token,json=lockToken,proto3" json:"lock_token,omitempty"`
+	// The held session the message was received under: the command fails
+	// with SESSION_LOCK_LOST when that lock is lost. Optional.
+	SessionId        string `protobuf:"bytes,8,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionLockToken []byte `protobuf:"bytes,9,opt,name=session_lock_token,json=sessionLockToken,proto3" json:"session_lock_token,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *RenewLock) Reset() {
@@ -811,6 +915,20 @@ func (x *RenewLock) GetLockToken() []byte {
 	return nil
 }
 
+func (x *RenewLock) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *RenewLock) GetSessionLockToken() []byte {
+	if x != nil {
+		return x.SessionLockToken
+	}
+	return nil
+}
+
 // ReceiveDeferred receives deferred messages by sequence number.
 type ReceiveDeferred struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -818,8 +936,12 @@ type ReceiveDeferred struct {
 	SubQueue        v1.SubQueue            `protobuf:"varint,2,opt,name=sub_queue,json=subQueue,proto3,enum=raftbus.v1.SubQueue" json:"sub_queue,omitempty"`
 	ReceiveMode     v1.ReceiveMode         `protobuf:"varint,3,opt,name=receive_mode,json=receiveMode,proto3,enum=raftbus.v1.ReceiveMode" json:"receive_mode,omitempty"`
 	SequenceNumbers []int64                `protobuf:"varint,4,rep,packed,name=sequence_numbers,json=sequenceNumbers,proto3" json:"sequence_numbers,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The held session whose deferred messages these are (required on the
+	// main queue of an entity that requires sessions).
+	SessionId        string `protobuf:"bytes,8,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionLockToken []byte `protobuf:"bytes,9,opt,name=session_lock_token,json=sessionLockToken,proto3" json:"session_lock_token,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ReceiveDeferred) Reset() {
@@ -880,6 +1002,20 @@ func (x *ReceiveDeferred) GetSequenceNumbers() []int64 {
 	return nil
 }
 
+func (x *ReceiveDeferred) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ReceiveDeferred) GetSessionLockToken() []byte {
+	if x != nil {
+		return x.SessionLockToken
+	}
+	return nil
+}
+
 // Tick applies the time effects due at the command's time and nothing else.
 type Tick struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -932,6 +1068,10 @@ type Result struct {
 	//	*Result_RenewLock
 	//	*Result_ReceiveDeferred
 	//	*Result_Tick
+	//	*Result_AcceptSession
+	//	*Result_RenewSessionLock
+	//	*Result_SetSessionState
+	//	*Result_ReleaseSession
 	Result        isResult_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1064,6 +1204,42 @@ func (x *Result) GetTick() *TickResult {
 	return nil
 }
 
+func (x *Result) GetAcceptSession() *AcceptSessionResult {
+	if x != nil {
+		if x, ok := x.Result.(*Result_AcceptSession); ok {
+			return x.AcceptSession
+		}
+	}
+	return nil
+}
+
+func (x *Result) GetRenewSessionLock() *RenewSessionLockResult {
+	if x != nil {
+		if x, ok := x.Result.(*Result_RenewSessionLock); ok {
+			return x.RenewSessionLock
+		}
+	}
+	return nil
+}
+
+func (x *Result) GetSetSessionState() *SetSessionStateResult {
+	if x != nil {
+		if x, ok := x.Result.(*Result_SetSessionState); ok {
+			return x.SetSessionState
+		}
+	}
+	return nil
+}
+
+func (x *Result) GetReleaseSession() *ReleaseSessionResult {
+	if x != nil {
+		if x, ok := x.Result.(*Result_ReleaseSession); ok {
+			return x.ReleaseSession
+		}
+	}
+	return nil
+}
+
 type isResult_Result interface {
 	isResult_Result()
 }
@@ -1108,6 +1284,22 @@ type Result_Tick struct {
 	Tick *TickResult `protobuf:"bytes,18,opt,name=tick,proto3,oneof"`
 }
 
+type Result_AcceptSession struct {
+	AcceptSession *AcceptSessionResult `protobuf:"bytes,19,opt,name=accept_session,json=acceptSession,proto3,oneof"`
+}
+
+type Result_RenewSessionLock struct {
+	RenewSessionLock *RenewSessionLockResult `protobuf:"bytes,20,opt,name=renew_session_lock,json=renewSessionLock,proto3,oneof"`
+}
+
+type Result_SetSessionState struct {
+	SetSessionState *SetSessionStateResult `protobuf:"bytes,21,opt,name=set_session_state,json=setSessionState,proto3,oneof"`
+}
+
+type Result_ReleaseSession struct {
+	ReleaseSession *ReleaseSessionResult `protobuf:"bytes,22,opt,name=release_session,json=releaseSession,proto3,oneof"`
+}
+
 func (*Result_Error) isResult_Result() {}
 
 func (*Result_ConfigureEntity) isResult_Result() {}
@@ -1127,6 +1319,14 @@ func (*Result_RenewLock) isResult_Result() {}
 func (*Result_ReceiveDeferred) isResult_Result() {}
 
 func (*Result_Tick) isResult_Result() {}
+
+func (*Result_AcceptSession) isResult_Result() {}
+
+func (*Result_RenewSessionLock) isResult_Result() {}
+
+func (*Result_SetSessionState) isResult_Result() {}
+
+func (*Result_ReleaseSession) isResult_Result() {}
 
 // Error says why a command failed. A failed command has no effect of its
 // own (the time effects due at its time are applied all the same).
@@ -1522,9 +1722,9 @@ var File_raftbus_engine_v1_command_proto protoreflect.FileDescriptor
 
 const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x1fraftbus/engine/v1/command.proto\x12\x11raftbus.engine.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19raftbus/v1/entities.proto\x1a\x17raftbus/v1/errors.proto\x1a\x18raftbus/v1/message.proto\x1a\x1araftbus/v1/messaging.proto\"?\n" +
+	"\x1fraftbus/engine/v1/command.proto\x12\x11raftbus.engine.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1fraftbus/engine/v1/session.proto\x1a\x19raftbus/v1/entities.proto\x1a\x17raftbus/v1/errors.proto\x1a\x18raftbus/v1/message.proto\x1a\x1araftbus/v1/messaging.proto\"?\n" +
 	"\x05Entry\x126\n" +
-	"\bcommands\x18\x01 \x03(\v2\x1a.raftbus.engine.v1.CommandR\bcommands\"\xff\x04\n" +
+	"\bcommands\x18\x01 \x03(\v2\x1a.raftbus.engine.v1.CommandR\bcommands\"\xbf\a\n" +
 	"\aCommand\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x01 \x01(\x03R\tnowUnixMs\x12\x1d\n" +
 	"\n" +
@@ -1539,7 +1739,11 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\n" +
 	"renew_lock\x18\x10 \x01(\v2\x1c.raftbus.engine.v1.RenewLockH\x00R\trenewLock\x12O\n" +
 	"\x10receive_deferred\x18\x11 \x01(\v2\".raftbus.engine.v1.ReceiveDeferredH\x00R\x0freceiveDeferred\x12-\n" +
-	"\x04tick\x18\x12 \x01(\v2\x17.raftbus.engine.v1.TickH\x00R\x04tickB\x06\n" +
+	"\x04tick\x18\x12 \x01(\v2\x17.raftbus.engine.v1.TickH\x00R\x04tick\x12I\n" +
+	"\x0eaccept_session\x18\x13 \x01(\v2 .raftbus.engine.v1.AcceptSessionH\x00R\racceptSession\x12S\n" +
+	"\x12renew_session_lock\x18\x14 \x01(\v2#.raftbus.engine.v1.RenewSessionLockH\x00R\x10renewSessionLock\x12P\n" +
+	"\x11set_session_state\x18\x15 \x01(\v2\".raftbus.engine.v1.SetSessionStateH\x00R\x0fsetSessionState\x12L\n" +
+	"\x0frelease_session\x18\x16 \x01(\v2!.raftbus.engine.v1.ReleaseSessionH\x00R\x0ereleaseSessionB\x06\n" +
 	"\x04body\"\xad\x01\n" +
 	"\x0fConfigureEntity\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
@@ -1560,13 +1764,16 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\x0fCancelScheduled\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x12)\n" +
-	"\x10sequence_numbers\x18\x02 \x03(\x03R\x0fsequenceNumbers\"\xb9\x01\n" +
+	"\x10sequence_numbers\x18\x02 \x03(\x03R\x0fsequenceNumbers\"\x86\x02\n" +
 	"\x04Lock\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x121\n" +
 	"\tsub_queue\x18\x02 \x01(\x0e2\x14.raftbus.v1.SubQueueR\bsubQueue\x12:\n" +
 	"\freceive_mode\x18\x03 \x01(\x0e2\x17.raftbus.v1.ReceiveModeR\vreceiveMode\x12!\n" +
-	"\fmax_messages\x18\x04 \x01(\x05R\vmaxMessages\"\xf5\x03\n" +
+	"\fmax_messages\x18\x04 \x01(\x05R\vmaxMessages\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x05 \x01(\tR\tsessionId\x12,\n" +
+	"\x12session_lock_token\x18\x06 \x01(\fR\x10sessionLockToken\"\xc2\x04\n" +
 	"\x06Settle\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x121\n" +
@@ -1576,23 +1783,32 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\vdisposition\x18\x04 \x01(\x0e2\x1e.raftbus.engine.v1.DispositionR\vdisposition\x12,\n" +
 	"\x12dead_letter_reason\x18\x05 \x01(\tR\x10deadLetterReason\x12A\n" +
 	"\x1ddead_letter_error_description\x18\x06 \x01(\tR\x1adeadLetterErrorDescription\x12c\n" +
-	"\x14properties_to_modify\x18\a \x03(\v21.raftbus.engine.v1.Settle.PropertiesToModifyEntryR\x12propertiesToModify\x1a`\n" +
+	"\x14properties_to_modify\x18\a \x03(\v21.raftbus.engine.v1.Settle.PropertiesToModifyEntryR\x12propertiesToModify\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\b \x01(\tR\tsessionId\x12,\n" +
+	"\x12session_lock_token\x18\t \x01(\fR\x10sessionLockToken\x1a`\n" +
 	"\x17PropertiesToModifyEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
-	"\x05value\x18\x02 \x01(\v2\x19.raftbus.v1.PropertyValueR\x05value:\x028\x01\"~\n" +
+	"\x05value\x18\x02 \x01(\v2\x19.raftbus.v1.PropertyValueR\x05value:\x028\x01\"\xcb\x01\n" +
 	"\tRenewLock\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x121\n" +
 	"\tsub_queue\x18\x02 \x01(\x0e2\x14.raftbus.v1.SubQueueR\bsubQueue\x12\x1d\n" +
 	"\n" +
-	"lock_token\x18\x03 \x01(\fR\tlockToken\"\xcc\x01\n" +
+	"lock_token\x18\x03 \x01(\fR\tlockToken\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\b \x01(\tR\tsessionId\x12,\n" +
+	"\x12session_lock_token\x18\t \x01(\fR\x10sessionLockToken\"\x99\x02\n" +
 	"\x0fReceiveDeferred\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x121\n" +
 	"\tsub_queue\x18\x02 \x01(\x0e2\x14.raftbus.v1.SubQueueR\bsubQueue\x12:\n" +
 	"\freceive_mode\x18\x03 \x01(\x0e2\x17.raftbus.v1.ReceiveModeR\vreceiveMode\x12)\n" +
-	"\x10sequence_numbers\x18\x04 \x03(\x03R\x0fsequenceNumbers\"\x06\n" +
-	"\x04Tick\"\x9e\x05\n" +
+	"\x10sequence_numbers\x18\x04 \x03(\x03R\x0fsequenceNumbers\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\b \x01(\tR\tsessionId\x12,\n" +
+	"\x12session_lock_token\x18\t \x01(\fR\x10sessionLockToken\"\x06\n" +
+	"\x04Tick\"\xf6\a\n" +
 	"\x06Result\x120\n" +
 	"\x05error\x18\x01 \x01(\v2\x18.raftbus.engine.v1.ErrorH\x00R\x05error\x12U\n" +
 	"\x10configure_entity\x18\n" +
@@ -1605,7 +1821,11 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\n" +
 	"renew_lock\x18\x10 \x01(\v2\".raftbus.engine.v1.RenewLockResultH\x00R\trenewLock\x12J\n" +
 	"\x10receive_deferred\x18\x11 \x01(\v2\x1d.raftbus.engine.v1.LockResultH\x00R\x0freceiveDeferred\x123\n" +
-	"\x04tick\x18\x12 \x01(\v2\x1d.raftbus.engine.v1.TickResultH\x00R\x04tickB\b\n" +
+	"\x04tick\x18\x12 \x01(\v2\x1d.raftbus.engine.v1.TickResultH\x00R\x04tick\x12O\n" +
+	"\x0eaccept_session\x18\x13 \x01(\v2&.raftbus.engine.v1.AcceptSessionResultH\x00R\racceptSession\x12Y\n" +
+	"\x12renew_session_lock\x18\x14 \x01(\v2).raftbus.engine.v1.RenewSessionLockResultH\x00R\x10renewSessionLock\x12V\n" +
+	"\x11set_session_state\x18\x15 \x01(\v2(.raftbus.engine.v1.SetSessionStateResultH\x00R\x0fsetSessionState\x12R\n" +
+	"\x0frelease_session\x18\x16 \x01(\v2'.raftbus.engine.v1.ReleaseSessionResultH\x00R\x0ereleaseSessionB\b\n" +
 	"\x06result\"R\n" +
 	"\x05Error\x12/\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x17.raftbus.v1.ErrorReasonR\x06reason\x12\x18\n" +
@@ -1648,38 +1868,46 @@ func file_raftbus_engine_v1_command_proto_rawDescGZIP() []byte {
 var file_raftbus_engine_v1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_raftbus_engine_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_raftbus_engine_v1_command_proto_goTypes = []any{
-	(Disposition)(0),              // 0: raftbus.engine.v1.Disposition
-	(*Entry)(nil),                 // 1: raftbus.engine.v1.Entry
-	(*Command)(nil),               // 2: raftbus.engine.v1.Command
-	(*ConfigureEntity)(nil),       // 3: raftbus.engine.v1.ConfigureEntity
-	(*Send)(nil),                  // 4: raftbus.engine.v1.Send
-	(*Schedule)(nil),              // 5: raftbus.engine.v1.Schedule
-	(*CancelScheduled)(nil),       // 6: raftbus.engine.v1.CancelScheduled
-	(*Lock)(nil),                  // 7: raftbus.engine.v1.Lock
-	(*Settle)(nil),                // 8: raftbus.engine.v1.Settle
-	(*RenewLock)(nil),             // 9: raftbus.engine.v1.RenewLock
-	(*ReceiveDeferred)(nil),       // 10: raftbus.engine.v1.ReceiveDeferred
-	(*Tick)(nil),                  // 11: raftbus.engine.v1.Tick
-	(*Result)(nil),                // 12: raftbus.engine.v1.Result
-	(*Error)(nil),                 // 13: raftbus.engine.v1.Error
-	(*ConfigureEntityResult)(nil), // 14: raftbus.engine.v1.ConfigureEntityResult
-	(*SendResult)(nil),            // 15: raftbus.engine.v1.SendResult
-	(*ScheduleResult)(nil),        // 16: raftbus.engine.v1.ScheduleResult
-	(*CancelScheduledResult)(nil), // 17: raftbus.engine.v1.CancelScheduledResult
-	(*LockResult)(nil),            // 18: raftbus.engine.v1.LockResult
-	(*SettleResult)(nil),          // 19: raftbus.engine.v1.SettleResult
-	(*RenewLockResult)(nil),       // 20: raftbus.engine.v1.RenewLockResult
-	(*TickResult)(nil),            // 21: raftbus.engine.v1.TickResult
-	nil,                           // 22: raftbus.engine.v1.Settle.PropertiesToModifyEntry
-	(*v1.QueueProperties)(nil),    // 23: raftbus.v1.QueueProperties
-	(*v1.Message)(nil),            // 24: raftbus.v1.Message
-	(v1.SubQueue)(0),              // 25: raftbus.v1.SubQueue
-	(v1.ReceiveMode)(0),           // 26: raftbus.v1.ReceiveMode
-	(v1.ErrorReason)(0),           // 27: raftbus.v1.ErrorReason
-	(*v1.SendResult)(nil),         // 28: raftbus.v1.SendResult
-	(*v1.ReceivedMessage)(nil),    // 29: raftbus.v1.ReceivedMessage
-	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
-	(*v1.PropertyValue)(nil),      // 31: raftbus.v1.PropertyValue
+	(Disposition)(0),               // 0: raftbus.engine.v1.Disposition
+	(*Entry)(nil),                  // 1: raftbus.engine.v1.Entry
+	(*Command)(nil),                // 2: raftbus.engine.v1.Command
+	(*ConfigureEntity)(nil),        // 3: raftbus.engine.v1.ConfigureEntity
+	(*Send)(nil),                   // 4: raftbus.engine.v1.Send
+	(*Schedule)(nil),               // 5: raftbus.engine.v1.Schedule
+	(*CancelScheduled)(nil),        // 6: raftbus.engine.v1.CancelScheduled
+	(*Lock)(nil),                   // 7: raftbus.engine.v1.Lock
+	(*Settle)(nil),                 // 8: raftbus.engine.v1.Settle
+	(*RenewLock)(nil),              // 9: raftbus.engine.v1.RenewLock
+	(*ReceiveDeferred)(nil),        // 10: raftbus.engine.v1.ReceiveDeferred
+	(*Tick)(nil),                   // 11: raftbus.engine.v1.Tick
+	(*Result)(nil),                 // 12: raftbus.engine.v1.Result
+	(*Error)(nil),                  // 13: raftbus.engine.v1.Error
+	(*ConfigureEntityResult)(nil),  // 14: raftbus.engine.v1.ConfigureEntityResult
+	(*SendResult)(nil),             // 15: raftbus.engine.v1.SendResult
+	(*ScheduleResult)(nil),         // 16: raftbus.engine.v1.ScheduleResult
+	(*CancelScheduledResult)(nil),  // 17: raftbus.engine.v1.CancelScheduledResult
+	(*LockResult)(nil),             // 18: raftbus.engine.v1.LockResult
+	(*SettleResult)(nil),           // 19: raftbus.engine.v1.SettleResult
+	(*RenewLockResult)(nil),        // 20: raftbus.engine.v1.RenewLockResult
+	(*TickResult)(nil),             // 21: raftbus.engine.v1.TickResult
+	nil,                            // 22: raftbus.engine.v1.Settle.PropertiesToModifyEntry
+	(*AcceptSession)(nil),          // 23: raftbus.engine.v1.AcceptSession
+	(*RenewSessionLock)(nil),       // 24: raftbus.engine.v1.RenewSessionLock
+	(*SetSessionState)(nil),        // 25: raftbus.engine.v1.SetSessionState
+	(*ReleaseSession)(nil),         // 26: raftbus.engine.v1.ReleaseSession
+	(*v1.QueueProperties)(nil),     // 27: raftbus.v1.QueueProperties
+	(*v1.Message)(nil),             // 28: raftbus.v1.Message
+	(v1.SubQueue)(0),               // 29: raftbus.v1.SubQueue
+	(v1.ReceiveMode)(0),            // 30: raftbus.v1.ReceiveMode
+	(*AcceptSessionResult)(nil),    // 31: raftbus.engine.v1.AcceptSessionResult
+	(*RenewSessionLockResult)(nil), // 32: raftbus.engine.v1.RenewSessionLockResult
+	(*SetSessionStateResult)(nil),  // 33: raftbus.engine.v1.SetSessionStateResult
+	(*ReleaseSessionResult)(nil),   // 34: raftbus.engine.v1.ReleaseSessionResult
+	(v1.ErrorReason)(0),            // 35: raftbus.v1.ErrorReason
+	(*v1.SendResult)(nil),          // 36: raftbus.v1.SendResult
+	(*v1.ReceivedMessage)(nil),     // 37: raftbus.v1.ReceivedMessage
+	(*timestamppb.Timestamp)(nil),  // 38: google.protobuf.Timestamp
+	(*v1.PropertyValue)(nil),       // 39: raftbus.v1.PropertyValue
 }
 var file_raftbus_engine_v1_command_proto_depIdxs = []int32{
 	2,  // 0: raftbus.engine.v1.Entry.commands:type_name -> raftbus.engine.v1.Command
@@ -1692,38 +1920,46 @@ var file_raftbus_engine_v1_command_proto_depIdxs = []int32{
 	9,  // 7: raftbus.engine.v1.Command.renew_lock:type_name -> raftbus.engine.v1.RenewLock
 	10, // 8: raftbus.engine.v1.Command.receive_deferred:type_name -> raftbus.engine.v1.ReceiveDeferred
 	11, // 9: raftbus.engine.v1.Command.tick:type_name -> raftbus.engine.v1.Tick
-	23, // 10: raftbus.engine.v1.ConfigureEntity.properties:type_name -> raftbus.v1.QueueProperties
-	24, // 11: raftbus.engine.v1.Send.messages:type_name -> raftbus.v1.Message
-	24, // 12: raftbus.engine.v1.Schedule.messages:type_name -> raftbus.v1.Message
-	25, // 13: raftbus.engine.v1.Lock.sub_queue:type_name -> raftbus.v1.SubQueue
-	26, // 14: raftbus.engine.v1.Lock.receive_mode:type_name -> raftbus.v1.ReceiveMode
-	25, // 15: raftbus.engine.v1.Settle.sub_queue:type_name -> raftbus.v1.SubQueue
-	0,  // 16: raftbus.engine.v1.Settle.disposition:type_name -> raftbus.engine.v1.Disposition
-	22, // 17: raftbus.engine.v1.Settle.properties_to_modify:type_name -> raftbus.engine.v1.Settle.PropertiesToModifyEntry
-	25, // 18: raftbus.engine.v1.RenewLock.sub_queue:type_name -> raftbus.v1.SubQueue
-	25, // 19: raftbus.engine.v1.ReceiveDeferred.sub_queue:type_name -> raftbus.v1.SubQueue
-	26, // 20: raftbus.engine.v1.ReceiveDeferred.receive_mode:type_name -> raftbus.v1.ReceiveMode
-	13, // 21: raftbus.engine.v1.Result.error:type_name -> raftbus.engine.v1.Error
-	14, // 22: raftbus.engine.v1.Result.configure_entity:type_name -> raftbus.engine.v1.ConfigureEntityResult
-	15, // 23: raftbus.engine.v1.Result.send:type_name -> raftbus.engine.v1.SendResult
-	16, // 24: raftbus.engine.v1.Result.schedule:type_name -> raftbus.engine.v1.ScheduleResult
-	17, // 25: raftbus.engine.v1.Result.cancel_scheduled:type_name -> raftbus.engine.v1.CancelScheduledResult
-	18, // 26: raftbus.engine.v1.Result.lock:type_name -> raftbus.engine.v1.LockResult
-	19, // 27: raftbus.engine.v1.Result.settle:type_name -> raftbus.engine.v1.SettleResult
-	20, // 28: raftbus.engine.v1.Result.renew_lock:type_name -> raftbus.engine.v1.RenewLockResult
-	18, // 29: raftbus.engine.v1.Result.receive_deferred:type_name -> raftbus.engine.v1.LockResult
-	21, // 30: raftbus.engine.v1.Result.tick:type_name -> raftbus.engine.v1.TickResult
-	27, // 31: raftbus.engine.v1.Error.reason:type_name -> raftbus.v1.ErrorReason
-	28, // 32: raftbus.engine.v1.SendResult.messages:type_name -> raftbus.v1.SendResult
-	28, // 33: raftbus.engine.v1.ScheduleResult.messages:type_name -> raftbus.v1.SendResult
-	29, // 34: raftbus.engine.v1.LockResult.messages:type_name -> raftbus.v1.ReceivedMessage
-	30, // 35: raftbus.engine.v1.RenewLockResult.locked_until:type_name -> google.protobuf.Timestamp
-	31, // 36: raftbus.engine.v1.Settle.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	23, // 10: raftbus.engine.v1.Command.accept_session:type_name -> raftbus.engine.v1.AcceptSession
+	24, // 11: raftbus.engine.v1.Command.renew_session_lock:type_name -> raftbus.engine.v1.RenewSessionLock
+	25, // 12: raftbus.engine.v1.Command.set_session_state:type_name -> raftbus.engine.v1.SetSessionState
+	26, // 13: raftbus.engine.v1.Command.release_session:type_name -> raftbus.engine.v1.ReleaseSession
+	27, // 14: raftbus.engine.v1.ConfigureEntity.properties:type_name -> raftbus.v1.QueueProperties
+	28, // 15: raftbus.engine.v1.Send.messages:type_name -> raftbus.v1.Message
+	28, // 16: raftbus.engine.v1.Schedule.messages:type_name -> raftbus.v1.Message
+	29, // 17: raftbus.engine.v1.Lock.sub_queue:type_name -> raftbus.v1.SubQueue
+	30, // 18: raftbus.engine.v1.Lock.receive_mode:type_name -> raftbus.v1.ReceiveMode
+	29, // 19: raftbus.engine.v1.Settle.sub_queue:type_name -> raftbus.v1.SubQueue
+	0,  // 20: raftbus.engine.v1.Settle.disposition:type_name -> raftbus.engine.v1.Disposition
+	22, // 21: raftbus.engine.v1.Settle.properties_to_modify:type_name -> raftbus.engine.v1.Settle.PropertiesToModifyEntry
+	29, // 22: raftbus.engine.v1.RenewLock.sub_queue:type_name -> raftbus.v1.SubQueue
+	29, // 23: raftbus.engine.v1.ReceiveDeferred.sub_queue:type_name -> raftbus.v1.SubQueue
+	30, // 24: raftbus.engine.v1.ReceiveDeferred.receive_mode:type_name -> raftbus.v1.ReceiveMode
+	13, // 25: raftbus.engine.v1.Result.error:type_name -> raftbus.engine.v1.Error
+	14, // 26: raftbus.engine.v1.Result.configure_entity:type_name -> raftbus.engine.v1.ConfigureEntityResult
+	15, // 27: raftbus.engine.v1.Result.send:type_name -> raftbus.engine.v1.SendResult
+	16, // 28: raftbus.engine.v1.Result.schedule:type_name -> raftbus.engine.v1.ScheduleResult
+	17, // 29: raftbus.engine.v1.Result.cancel_scheduled:type_name -> raftbus.engine.v1.CancelScheduledResult
+	18, // 30: raftbus.engine.v1.Result.lock:type_name -> raftbus.engine.v1.LockResult
+	19, // 31: raftbus.engine.v1.Result.settle:type_name -> raftbus.engine.v1.SettleResult
+	20, // 32: raftbus.engine.v1.Result.renew_lock:type_name -> raftbus.engine.v1.RenewLockResult
+	18, // 33: raftbus.engine.v1.Result.receive_deferred:type_name -> raftbus.engine.v1.LockResult
+	21, // 34: raftbus.engine.v1.Result.tick:type_name -> raftbus.engine.v1.TickResult
+	31, // 35: raftbus.engine.v1.Result.accept_session:type_name -> raftbus.engine.v1.AcceptSessionResult
+	32, // 36: raftbus.engine.v1.Result.renew_session_lock:type_name -> raftbus.engine.v1.RenewSessionLockResult
+	33, // 37: raftbus.engine.v1.Result.set_session_state:type_name -> raftbus.engine.v1.SetSessionStateResult
+	34, // 38: raftbus.engine.v1.Result.release_session:type_name -> raftbus.engine.v1.ReleaseSessionResult
+	35, // 39: raftbus.engine.v1.Error.reason:type_name -> raftbus.v1.ErrorReason
+	36, // 40: raftbus.engine.v1.SendResult.messages:type_name -> raftbus.v1.SendResult
+	36, // 41: raftbus.engine.v1.ScheduleResult.messages:type_name -> raftbus.v1.SendResult
+	37, // 42: raftbus.engine.v1.LockResult.messages:type_name -> raftbus.v1.ReceivedMessage
+	38, // 43: raftbus.engine.v1.RenewLockResult.locked_until:type_name -> google.protobuf.Timestamp
+	39, // 44: raftbus.engine.v1.Settle.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
+	45, // [45:45] is the sub-list for method output_type
+	45, // [45:45] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_engine_v1_command_proto_init() }
@@ -1731,6 +1967,7 @@ func file_raftbus_engine_v1_command_proto_init() {
 	if File_raftbus_engine_v1_command_proto != nil {
 		return
 	}
+	file_raftbus_engine_v1_session_proto_init()
 	file_raftbus_engine_v1_command_proto_msgTypes[1].OneofWrappers = []any{
 		(*Command_ConfigureEntity)(nil),
 		(*Command_Send)(nil),
@@ -1741,6 +1978,10 @@ func file_raftbus_engine_v1_command_proto_init() {
 		(*Command_RenewLock)(nil),
 		(*Command_ReceiveDeferred)(nil),
 		(*Command_Tick)(nil),
+		(*Command_AcceptSession)(nil),
+		(*Command_RenewSessionLock)(nil),
+		(*Command_SetSessionState)(nil),
+		(*Command_ReleaseSession)(nil),
 	}
 	file_raftbus_engine_v1_command_proto_msgTypes[11].OneofWrappers = []any{
 		(*Result_Error)(nil),
@@ -1753,6 +1994,10 @@ func file_raftbus_engine_v1_command_proto_init() {
 		(*Result_RenewLock)(nil),
 		(*Result_ReceiveDeferred)(nil),
 		(*Result_Tick)(nil),
+		(*Result_AcceptSession)(nil),
+		(*Result_RenewSessionLock)(nil),
+		(*Result_SetSessionState)(nil),
+		(*Result_ReleaseSession)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
