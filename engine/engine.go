@@ -116,6 +116,28 @@ func (e *Engine) Apply(cmd *enginev1.Command) *enginev1.Result {
 		}
 	case *enginev1.Command_Tick:
 		res = &enginev1.Result{Result: &enginev1.Result_Tick{Tick: &enginev1.TickResult{}}}
+	case *enginev1.Command_AcceptSession:
+		var r *enginev1.AcceptSessionResult
+		r, err = e.acceptSession(now, newTokenSource(cmd.GetTokenSeed()), b.AcceptSession)
+		if err == nil {
+			res = &enginev1.Result{Result: &enginev1.Result_AcceptSession{AcceptSession: r}}
+		}
+	case *enginev1.Command_RenewSessionLock:
+		var until int64
+		until, err = e.renewSessionLock(now, b.RenewSessionLock)
+		if err == nil {
+			res = &enginev1.Result{Result: &enginev1.Result_RenewSessionLock{RenewSessionLock: &enginev1.RenewSessionLockResult{LockedUntil: timestamp(until)}}}
+		}
+	case *enginev1.Command_SetSessionState:
+		err = e.setSessionState(b.SetSessionState)
+		if err == nil {
+			res = &enginev1.Result{Result: &enginev1.Result_SetSessionState{SetSessionState: &enginev1.SetSessionStateResult{}}}
+		}
+	case *enginev1.Command_ReleaseSession:
+		err = e.releaseSessionCommand(now, b.ReleaseSession)
+		if err == nil {
+			res = &enginev1.Result{Result: &enginev1.Result_ReleaseSession{ReleaseSession: &enginev1.ReleaseSessionResult{}}}
+		}
 	default:
 		err = invalidf("unknown command %T", b)
 	}
@@ -270,6 +292,9 @@ func (e *Engine) configure(c *enginev1.ConfigureEntity) *Error {
 		return err
 	}
 	if ent, ok := e.entities[path]; ok {
+		if s.requiresSession != ent.settings.requiresSession {
+			return invalidf("requires_session of %q cannot be changed", path)
+		}
 		if !s.duplicateDetection {
 			ent.duplicates = newDuplicateTable()
 		}
@@ -351,7 +376,12 @@ func (e *Engine) RuntimeProperties(entityPath string) (*raftbusv1.PartitionRunti
 	if err != nil {
 		return nil, err
 	}
+	var sessions int64
+	if ent.main.sessions != nil {
+		sessions = ent.main.sessions.withMessages
+	}
 	return &raftbusv1.PartitionRuntimeProperties{
+		SessionCount:           sessions,
 		PartitionId:            e.partitionID,
 		ActiveMessageCount:     ent.main.availableCount + ent.main.lockedCount,
 		ScheduledMessageCount:  ent.main.scheduledCount,

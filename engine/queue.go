@@ -44,6 +44,11 @@ type message struct {
 	// lockedFromDeferred: a message received by sequence number returns to
 	// the deferred state when its lock ends without settlement.
 	lockedFromDeferred bool
+	// sessionActive: the message is in its session's processing order.
+	sessionActive bool
+	// session is the message's session in the main queue of an entity
+	// that requires sessions, else nil.
+	session *session
 }
 
 // deadLetterInfo is what a dead-lettered message carries besides the message.
@@ -81,6 +86,9 @@ type queue struct {
 	timers     deadlineHeap[timerField]
 	expiries   deadlineHeap[expiryField]
 	locks      map[lockToken]*message
+	// sessions indexes the messages by session in the main queue of an
+	// entity that requires sessions; nil otherwise.
+	sessions *sessionIndex
 
 	availableCount, lockedCount, deferredCount, scheduledCount int64
 	bytes                                                      int64
@@ -112,6 +120,9 @@ func (q *queue) insert(m *message) {
 	m.timerIdx, m.expiryIdx = -1, -1
 	q.all.append(m)
 	q.bytes += m.size()
+	if m.session != nil {
+		q.sessions.inserted(m)
+	}
 	if !q.deadLetter && m.state != stateScheduled && m.expiresMs != noExpiry {
 		q.expiries.push(m)
 	}
@@ -124,6 +135,9 @@ func (q *queue) remove(m *message) {
 	q.expiries.remove(m)
 	q.all.remove(m)
 	q.bytes -= m.size()
+	if m.session != nil {
+		q.sessions.removed(m)
+	}
 }
 
 // attach adds m to the index of its state.
@@ -146,10 +160,16 @@ func (q *queue) attach(m *message) {
 		q.timers.push(m)
 		q.scheduledCount++
 	}
+	if m.session != nil {
+		q.sessions.attached(m)
+	}
 }
 
 // detach removes m from the index of its state.
 func (q *queue) detach(m *message) {
+	if m.session != nil {
+		q.sessions.detached(m)
+	}
 	switch m.state {
 	case stateAvailable:
 		if m.timerIdx >= 0 {
@@ -205,6 +225,11 @@ func (q *queue) nextEvent() (int64, bool) {
 	}
 	if m := q.expiries.top(); m != nil && (!ok || m.expiresMs < t) {
 		t, ok = m.expiresMs, true
+	}
+	if q.sessions != nil {
+		if st, has := q.sessions.nextEvent(); has && (!ok || st < t) {
+			t, ok = st, true
+		}
 	}
 	return t, ok
 }

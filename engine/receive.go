@@ -9,7 +9,7 @@ import (
 )
 
 // receiveQueue finds the queue a receive or settlement addresses.
-func (e *Engine) receiveQueue(path string, sq raftbusv1.SubQueue, needsSessionCheck bool) (*queue, *Error) {
+func (e *Engine) receiveQueue(path string, sq raftbusv1.SubQueue) (*queue, *Error) {
 	ent, err := e.entity(path)
 	if err != nil {
 		return nil, err
@@ -18,23 +18,27 @@ func (e *Engine) receiveQueue(path string, sq raftbusv1.SubQueue, needsSessionCh
 	if err != nil {
 		return nil, err
 	}
-	if needsSessionCheck && q == ent.main && ent.settings.requiresSession {
-		return nil, invalidf("entity %q requires sessions: receive through a session", path)
-	}
 	return q, nil
 }
 
 // receive locks (PeekLock) or removes (ReceiveAndDelete) up to max_messages
 // available messages, lowest order first.
 func (e *Engine) receive(now int64, tokens *tokenSource, c *enginev1.Lock) ([]*raftbusv1.ReceivedMessage, *Error) {
-	q, err := e.receiveQueue(c.GetEntityPath(), c.GetSubQueue(), true)
+	q, err := e.receiveQueue(c.GetEntityPath(), c.GetSubQueue())
 	if err != nil {
 		return nil, err
+	}
+	s, err := sessionOf(q, c.GetSessionId(), c.GetSessionLockToken(), true)
+	if err != nil {
+		return nil, err
+	}
+	deleteMode := c.GetReceiveMode() == raftbusv1.ReceiveMode_RECEIVE_MODE_RECEIVE_AND_DELETE
+	if s != nil {
+		return e.receiveSession(now, tokens, q, s, int(max(c.GetMaxMessages(), 1)), deleteMode), nil
 	}
 	n := int64(max(c.GetMaxMessages(), 1))
 	out := make([]*raftbusv1.ReceivedMessage, 0, min(n, q.availableCount))
 	var blocks blockAllocator
-	deleteMode := c.GetReceiveMode() == raftbusv1.ReceiveMode_RECEIVE_MODE_RECEIVE_AND_DELETE
 	lockedUntil := addMs(now, q.entity.settings.lockDurationMs)
 	for int64(len(out)) < n {
 		m := q.nextAvailable()
@@ -66,7 +70,11 @@ func (e *Engine) take(q *queue, m *message, tokens *tokenSource, lockedUntil int
 // receiveDeferred receives deferred messages by sequence number, all or
 // nothing, in the order asked (repeats ignored).
 func (e *Engine) receiveDeferred(now int64, tokens *tokenSource, c *enginev1.ReceiveDeferred) ([]*raftbusv1.ReceivedMessage, *Error) {
-	q, err := e.receiveQueue(c.GetEntityPath(), c.GetSubQueue(), true)
+	q, err := e.receiveQueue(c.GetEntityPath(), c.GetSubQueue())
+	if err != nil {
+		return nil, err
+	}
+	s, err := sessionOf(q, c.GetSessionId(), c.GetSessionLockToken(), true)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +82,7 @@ func (e *Engine) receiveDeferred(now int64, tokens *tokenSource, c *enginev1.Rec
 	picked := make([]*message, 0, len(seqs))
 	for _, seq := range seqs {
 		m := e.lookup(q, seq)
-		if m == nil || (m.state != stateDeferred && !containsMessage(picked, m)) {
+		if m == nil || (m.state != stateDeferred && !containsMessage(picked, m)) || m.session != s {
 			return nil, errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_FOUND,
 				"no deferred message with sequence number %d in %q", seq, c.GetEntityPath())
 		}
@@ -103,13 +111,17 @@ func containsMessage(ms []*message, m *message) bool {
 
 // settle completes, abandons, dead-letters or defers a locked message.
 func (e *Engine) settle(now int64, c *enginev1.Settle) *Error {
-	q, err := e.receiveQueue(c.GetEntityPath(), c.GetSubQueue(), false)
+	q, err := e.receiveQueue(c.GetEntityPath(), c.GetSubQueue())
+	if err != nil {
+		return err
+	}
+	s, err := sessionOf(q, c.GetSessionId(), c.GetSessionLockToken(), false)
 	if err != nil {
 		return err
 	}
 	tok := lockToken(c.GetLockToken())
 	m := q.locks[tok]
-	if m == nil {
+	if m == nil || (s != nil && m.session != s) {
 		return lockLost(tok)
 	}
 	disposition := c.GetDisposition()
@@ -164,13 +176,17 @@ func modifiedMeta(m *message, props map[string]*raftbusv1.PropertyValue) ([]byte
 }
 
 func (e *Engine) renewLock(now int64, c *enginev1.RenewLock) (int64, *Error) {
-	q, err := e.receiveQueue(c.GetEntityPath(), c.GetSubQueue(), false)
+	q, err := e.receiveQueue(c.GetEntityPath(), c.GetSubQueue())
+	if err != nil {
+		return 0, err
+	}
+	s, err := sessionOf(q, c.GetSessionId(), c.GetSessionLockToken(), false)
 	if err != nil {
 		return 0, err
 	}
 	tok := lockToken(c.GetLockToken())
 	m := q.locks[tok]
-	if m == nil {
+	if m == nil || (s != nil && m.session != s) {
 		return 0, lockLost(tok)
 	}
 	until := addMs(now, q.entity.settings.lockDurationMs)
@@ -209,6 +225,7 @@ func (e *Engine) expire(q *queue, m *message, t int64) {
 // enqueued sequence number.
 func (e *Engine) deadLetter(q *queue, m *message, t int64, reason, description string) {
 	q.remove(m)
+	m.session = nil // the dead-letter sub-queue is received without sessions
 	m.deadLetter = &deadLetterInfo{reason: reason, description: description, source: q.entity.path, enqueuedSeq: m.seq}
 	m.state = stateAvailable
 	m.seq, m.order = e.sequence()
@@ -216,7 +233,8 @@ func (e *Engine) deadLetter(q *queue, m *message, t int64, reason, description s
 }
 
 // fire applies the queue's earliest event, due at t. Lock expiries and
-// activations go before expiries due at the same time.
+// activations go before session lock expiries, and those before expiries
+// due at the same time.
 func (e *Engine) fire(q *queue, t int64) {
 	if m := q.timers.top(); m != nil && m.dueMs == t {
 		if m.state == stateLocked {
@@ -225,6 +243,12 @@ func (e *Engine) fire(q *queue, t int64) {
 			e.activate(q, m, t)
 		}
 		return
+	}
+	if q.sessions != nil {
+		if s := q.sessions.expiring.top(); s != nil && s.lockedUntil == t {
+			e.releaseSession(q, s, t)
+			return
+		}
 	}
 	m := q.expiries.top()
 	q.expiries.remove(m)

@@ -88,6 +88,9 @@ func (e *Engine) send(now int64, path string, msgs []*raftbusv1.Message, schedul
 			ent.duplicates.remember(m.GetMessageId(), addMs(now, s.duplicateWindowMs))
 		}
 		sm := &message{id: m.GetMessageId(), body: m.GetBody(), meta: x.meta, expiresMs: x.ttlMs}
+		if ent.main.sessions != nil {
+			sm.session = ent.main.sessions.get(m.GetSessionId(), true)
+		}
 		if x.scheduled {
 			sm.state = stateScheduled
 			sm.dueMs = x.scheduledMs
