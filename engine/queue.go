@@ -44,11 +44,10 @@ type message struct {
 	// lockedFromDeferred: a message received by sequence number returns to
 	// the deferred state when its lock ends without settlement.
 	lockedFromDeferred bool
-	// sessionActive: the message is in its session's processing order.
+	// sessionActive: the message is in its session's processing order
+	// (its session is found through queue.sessions: a pointer here would
+	// take the struct to the next size class).
 	sessionActive bool
-	// session is the message's session in the main queue of an entity
-	// that requires sessions, else nil.
-	session *session
 }
 
 // deadLetterInfo is what a dead-lettered message carries besides the message.
@@ -120,7 +119,7 @@ func (q *queue) insert(m *message) {
 	m.timerIdx, m.expiryIdx = -1, -1
 	q.all.append(m)
 	q.bytes += m.size()
-	if m.session != nil {
+	if q.sessions != nil {
 		q.sessions.inserted(m)
 	}
 	if !q.deadLetter && m.state != stateScheduled && m.expiresMs != noExpiry {
@@ -135,7 +134,7 @@ func (q *queue) remove(m *message) {
 	q.expiries.remove(m)
 	q.all.remove(m)
 	q.bytes -= m.size()
-	if m.session != nil {
+	if q.sessions != nil {
 		q.sessions.removed(m)
 	}
 }
@@ -160,14 +159,14 @@ func (q *queue) attach(m *message) {
 		q.timers.push(m)
 		q.scheduledCount++
 	}
-	if m.session != nil {
+	if q.sessions != nil {
 		q.sessions.attached(m)
 	}
 }
 
 // detach removes m from the index of its state.
 func (q *queue) detach(m *message) {
-	if m.session != nil {
+	if q.sessions != nil {
 		q.sessions.detached(m)
 	}
 	switch m.state {

@@ -82,7 +82,7 @@ func (e *Engine) receiveDeferred(now int64, tokens *tokenSource, c *enginev1.Rec
 	picked := make([]*message, 0, len(seqs))
 	for _, seq := range seqs {
 		m := e.lookup(q, seq)
-		if m == nil || (m.state != stateDeferred && !containsMessage(picked, m)) || m.session != s {
+		if m == nil || (m.state != stateDeferred && !containsMessage(picked, m)) || q.sessionOf(m) != s {
 			return nil, errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_FOUND,
 				"no deferred message with sequence number %d in %q", seq, c.GetEntityPath())
 		}
@@ -121,7 +121,7 @@ func (e *Engine) settle(now int64, c *enginev1.Settle) *Error {
 	}
 	tok := lockToken(c.GetLockToken())
 	m := q.locks[tok]
-	if m == nil || (s != nil && m.session != s) {
+	if m == nil || (s != nil && q.sessionOf(m) != s) {
 		return lockLost(tok)
 	}
 	disposition := c.GetDisposition()
@@ -186,7 +186,7 @@ func (e *Engine) renewLock(now int64, c *enginev1.RenewLock) (int64, *Error) {
 	}
 	tok := lockToken(c.GetLockToken())
 	m := q.locks[tok]
-	if m == nil || (s != nil && m.session != s) {
+	if m == nil || (s != nil && q.sessionOf(m) != s) {
 		return 0, lockLost(tok)
 	}
 	until := addMs(now, q.entity.settings.lockDurationMs)
@@ -225,7 +225,6 @@ func (e *Engine) expire(q *queue, m *message, t int64) {
 // enqueued sequence number.
 func (e *Engine) deadLetter(q *queue, m *message, t int64, reason, description string) {
 	q.remove(m)
-	m.session = nil // the dead-letter sub-queue is received without sessions
 	m.deadLetter = &deadLetterInfo{reason: reason, description: description, source: q.entity.path, enqueuedSeq: m.seq}
 	m.state = stateAvailable
 	m.seq, m.order = e.sequence()

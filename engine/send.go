@@ -89,7 +89,7 @@ func (e *Engine) send(now int64, path string, msgs []*raftbusv1.Message, schedul
 		}
 		sm := &message{id: m.GetMessageId(), body: m.GetBody(), meta: x.meta, expiresMs: x.ttlMs}
 		if ent.main.sessions != nil {
-			sm.session = ent.main.sessions.get(m.GetSessionId(), true)
+			ent.main.sessions.assign(sm, m.GetSessionId())
 		}
 		if x.scheduled {
 			sm.state = stateScheduled
@@ -126,7 +126,9 @@ func (e *Engine) enqueue(q *queue, m *message, now int64) {
 // activate makes a scheduled message visible at its due time t, with a new
 // sequence number.
 func (e *Engine) activate(q *queue, m *message, t int64) {
+	owner := q.sessionOf(m) // the message stays in its session
 	q.remove(m)
+	q.sessions.reassign(m, owner)
 	m.state = stateAvailable
 	e.enqueue(q, m, t)
 }

@@ -58,12 +58,35 @@ type sessionIndex struct {
 	ready sessionHeap
 	// expiring are the held sessions by lock expiry.
 	expiring sessionHeap
+	// owner is the session of every message of the queue.
+	owner map[*message]*session
 	// withMessages counts sessions with at least one message.
 	withMessages int64
 }
 
 func newSessionIndex() *sessionIndex {
-	return &sessionIndex{byID: make(map[string]*session), expiring: sessionHeap{byLock: true}}
+	return &sessionIndex{byID: make(map[string]*session), owner: make(map[*message]*session), expiring: sessionHeap{byLock: true}}
+}
+
+// sessionOf is m's session, or nil when q is not indexed by session.
+func (q *queue) sessionOf(m *message) *session {
+	if q.sessions == nil {
+		return nil
+	}
+	return q.sessions.owner[m]
+}
+
+// assign files a message about to be stored under its session.
+func (x *sessionIndex) assign(m *message, id string) {
+	x.owner[m] = x.get(id, true)
+}
+
+// reassign files a message about to be stored again (activated) under the
+// session it had.
+func (x *sessionIndex) reassign(m *message, s *session) {
+	if x != nil && s != nil {
+		x.owner[m] = s
+	}
 }
 
 // get returns the session, created when create is set.
@@ -97,11 +120,12 @@ func (x *sessionIndex) update(s *session) {
 // message is removed and stored again, and its session may have been
 // forgotten in between: it is put back.
 func (x *sessionIndex) inserted(m *message) {
-	s := m.session
+	s := x.owner[m]
 	if cur := x.byID[s.id]; cur == nil {
 		x.byID[s.id] = s
 	} else if cur != s {
-		s, m.session = cur, cur
+		s = cur
+		x.owner[m] = s
 	}
 	if s.all.Len() == 0 {
 		x.withMessages++
@@ -111,7 +135,8 @@ func (x *sessionIndex) inserted(m *message) {
 
 // removed records a message leaving the main queue.
 func (x *sessionIndex) removed(m *message) {
-	s := m.session
+	s := x.owner[m]
+	delete(x.owner, m)
 	if m.sessionActive {
 		s.active.remove(m)
 		m.sessionActive = false
@@ -125,7 +150,7 @@ func (x *sessionIndex) removed(m *message) {
 
 // attached records m's new state (see queue.attach).
 func (x *sessionIndex) attached(m *message) {
-	s := m.session
+	s := x.owner[m]
 	switch {
 	case m.state == stateAvailable || (m.state == stateLocked && !m.lockedFromDeferred):
 		if !m.sessionActive {
@@ -145,7 +170,7 @@ func (x *sessionIndex) attached(m *message) {
 // detached records m leaving its state (see queue.detach).
 func (x *sessionIndex) detached(m *message) {
 	if m.state == stateLocked {
-		s := m.session
+		s := x.owner[m]
 		if i := slices.Index(s.locked, m); i >= 0 {
 			s.locked = slices.Delete(s.locked, i, i+1)
 		}

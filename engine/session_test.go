@@ -557,27 +557,18 @@ func TestSessionsSurviveSnapshotRoundTrip(t *testing.T) {
 // agrees with its messages.
 func checkSessionInvariants(t testing.TB, ent *entity) {
 	t.Helper()
-	ent.deadLetter.all.ascend(0, func(m *message) bool {
-		if m.session != nil {
-			t.Fatalf("%s: dead-lettered message %d keeps a session", ent.path, m.seq)
-		}
-		return true
-	})
 	x := ent.main.sessions
 	if x == nil {
-		ent.main.all.ascend(0, func(m *message) bool {
-			if m.session != nil {
-				t.Fatalf("%s: message %d has a session in an entity without sessions", ent.path, m.seq)
-			}
-			return true
-		})
 		return
+	}
+	if len(x.owner) != ent.main.all.Len() {
+		t.Fatalf("%s: %d messages have a session, %d are stored", ent.path, len(x.owner), ent.main.all.Len())
 	}
 	all := map[*session][]*message{}
 	active := map[*session][]*message{}
 	locked := map[*session][]*message{}
 	ent.main.all.ascend(0, func(m *message) bool {
-		s := m.session
+		s := x.owner[m]
 		if s == nil || x.byID[s.id] != s {
 			t.Fatalf("%s: message %d is not in a known session", ent.path, m.seq)
 		}

@@ -242,7 +242,7 @@ func (e *Engine) restoreMessage(ent *entity, s *enginev1.StoredMessage) error {
 		if err := checkSessionID(meta.GetSessionId()); err != nil {
 			return fmt.Errorf("a message of a session entity: %w", err)
 		}
-		m.session = q.sessions.get(meta.GetSessionId(), true)
+		q.sessions.assign(m, meta.GetSessionId())
 	}
 	switch s.GetState() {
 	case enginev1.StoredState_STORED_STATE_AVAILABLE:
