@@ -288,7 +288,9 @@ func (a *blockAllocator) next(remaining int) *receivedBlock {
 // received is m as the broker hands it out (with its lock when locked),
 // built in b.
 func (e *Engine) received(m *message, b *receivedBlock) *raftbusv1.ReceivedMessage {
-	if m.meta != nil {
+	if id, ok := sessionOnlyID(m.meta); ok {
+		b.msg.SessionId = id
+	} else if m.meta != nil {
 		// meta was encoded by this package (or checked on restore).
 		_ = proto.Unmarshal(m.meta, &b.msg)
 	}

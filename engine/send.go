@@ -156,6 +156,9 @@ func encodeMeta(m *raftbusv1.Message) ([]byte, error) {
 		m.GetTimeToLive() == nil && m.GetScheduledEnqueueTime() == nil && len(m.GetApplicationProperties()) == 0 {
 		return nil, nil
 	}
+	if sessionOnly(m) {
+		return sessionOnlyMeta(m.GetSessionId()), nil
+	}
 	meta := &raftbusv1.Message{
 		ContentType:           m.GetContentType(),
 		CorrelationId:         m.GetCorrelationId(),

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"google.golang.org/protobuf/encoding/protowire"
+
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -315,11 +317,16 @@ func (e *Engine) releaseSession(q *queue, s *session, t int64) {
 // since the next one waits for it to be settled) or removes up to n
 // messages in order (ReceiveAndDelete).
 func (e *Engine) receiveSession(now int64, tokens *tokenSource, q *queue, s *session, n int, deleteMode bool) []*raftbusv1.ReceivedMessage {
-	if !deleteMode {
-		n = 1
-	}
 	var out []*raftbusv1.ReceivedMessage
 	var blocks blockAllocator
+	if !deleteMode {
+		// One message, its block and the result slice in one allocation.
+		one := &struct {
+			b   [1]receivedBlock
+			out [1]*raftbusv1.ReceivedMessage
+		}{}
+		n, out, blocks.chunk = 1, one.out[:0], one.b[:]
+	}
 	lockedUntil := addMs(now, q.entity.settings.lockDurationMs)
 	for len(out) < n {
 		m := s.head()
@@ -545,4 +552,34 @@ func (e *Engine) restoreSession(ent *entity, r *enginev1.StoredSession) error {
 	}
 	x.update(s)
 	return nil
+}
+
+// The encoded fields of a message with a session id and nothing else but
+// its id and body (the common case on session entities) are made and read
+// without the protobuf runtime. The bytes are those proto.Marshal gives.
+const sessionIDField = 9 // raftbus.v1.Message.session_id
+
+func sessionOnly(m *raftbusv1.Message) bool {
+	return m.GetSessionId() != "" && m.GetContentType() == "" && m.GetCorrelationId() == "" && m.GetSubject() == "" &&
+		m.GetTo() == "" && m.GetReplyTo() == "" && m.GetReplyToSessionId() == "" && m.GetPartitionKey() == "" &&
+		m.GetTimeToLive() == nil && m.GetScheduledEnqueueTime() == nil && len(m.GetApplicationProperties()) == 0
+}
+
+func sessionOnlyMeta(id string) []byte {
+	b := make([]byte, 0, 2+protowire.SizeBytes(len(id)))
+	b = protowire.AppendTag(b, sessionIDField, protowire.BytesType)
+	return protowire.AppendString(b, id)
+}
+
+// sessionOnlyID returns the session id of meta made by sessionOnlyMeta;
+// ok is false for any other meta.
+func sessionOnlyID(meta []byte) (id string, ok bool) {
+	if len(meta) == 0 || meta[0] != sessionIDField<<3|byte(protowire.BytesType) {
+		return "", false
+	}
+	v, n := protowire.ConsumeBytes(meta[1:])
+	if n < 0 || 1+n != len(meta) {
+		return "", false
+	}
+	return string(v), true
 }

@@ -638,3 +638,22 @@ func checkSessionInvariants(t testing.TB, ent *entity) {
 			ent.path, withMessages, x.withMessages, ready, len(x.ready.items), expiring, len(x.expiring.items))
 	}
 }
+
+func TestSessionOnlyMetaIsTheProtobufEncoding(t *testing.T) {
+	for _, id := range []string{"s", "session-0001", string(bytes.Repeat([]byte("é"), maxSessionIDLength))} {
+		want, err := deterministic.Marshal(&raftbusv1.Message{SessionId: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sessionOnlyMeta(id); !bytes.Equal(got, want) {
+			t.Fatalf("%q: encoded %x, want %x", id, got, want)
+		}
+		if got, ok := sessionOnlyID(want); !ok || got != id {
+			t.Fatalf("%q: decoded %q %v", id, got, ok)
+		}
+	}
+	other, _ := deterministic.Marshal(&raftbusv1.Message{SessionId: "s", Subject: "x"})
+	if _, ok := sessionOnlyID(other); ok {
+		t.Fatal("decoded a meta with more than a session id")
+	}
+}
