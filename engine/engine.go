@@ -95,7 +95,7 @@ func (e *Engine) Apply(cmd *enginev1.Command) *enginev1.Result {
 		var r []*raftbusv1.ReceivedMessage
 		r, err = e.receive(now, newTokenSource(cmd.GetTokenSeed()), b.Lock)
 		if err == nil {
-			res = &enginev1.Result{Result: &enginev1.Result_Lock{Lock: &enginev1.LockResult{Messages: r}}}
+			res = locked(r)
 		}
 	case *enginev1.Command_ReceiveDeferred:
 		var r []*raftbusv1.ReceivedMessage
@@ -156,6 +156,20 @@ func settled() *enginev1.Result {
 		s    enginev1.SettleResult
 	}{}
 	b.body.Settle = &b.s
+	b.res.Result = &b.body
+	return &b.res
+}
+
+// locked is the result of a successful Lock, in one allocation: session
+// receivers send one per message.
+func locked(r []*raftbusv1.ReceivedMessage) *enginev1.Result {
+	b := &struct {
+		res  enginev1.Result
+		body enginev1.Result_Lock
+		l    enginev1.LockResult
+	}{}
+	b.l.Messages = r
+	b.body.Lock = &b.l
 	b.res.Result = &b.body
 	return &b.res
 }
