@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"fmt"
 	"runtime"
 	"testing"
@@ -186,4 +187,77 @@ func BenchmarkTopicPublish(b *testing.B) {
 	b.StopTimer()
 	msgs := float64((b.N + benchBatch - 1) / benchBatch * benchBatch)
 	b.ReportMetric(msgs/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// BenchmarkSessionAcceptReceiveComplete measures one message through a
+// session: 1,000 sessions of 10 messages (1 KiB bodies) are sent in
+// batches of 100, then each session is accepted as the next available,
+// its messages received one at a time and completed, and it is released.
+func BenchmarkSessionAcceptReceiveComplete(b *testing.B) {
+	const sessions, perSession = 1000, 10
+	e := New(0, 1)
+	now := startMs
+	e.Apply(&enginev1.Command{NowUnixMs: now, Body: &enginev1.Command_ConfigureEntity{ConfigureEntity: &enginev1.ConfigureEntity{
+		EntityPath: testQueue, Properties: &raftbusv1.QueueProperties{RequiresSession: ptr(true)},
+	}}})
+	var sends []*enginev1.Command
+	msgs := benchMessages(sessions*perSession, 1024)
+	for i, m := range msgs {
+		m.SessionId = fmt.Sprintf("session-%04d", i%sessions)
+	}
+	for i := 0; i < len(msgs); i += benchBatch {
+		sends = append(sends, &enginev1.Command{Body: &enginev1.Command_Send{Send: &enginev1.Send{EntityPath: testQueue, Messages: msgs[i : i+benchBatch]}}})
+	}
+	seed := make([]byte, 16)
+	accept := &enginev1.Command{TokenSeed: seed, Body: &enginev1.Command_AcceptSession{AcceptSession: &enginev1.AcceptSession{EntityPath: testQueue}}}
+	lock := &enginev1.Lock{EntityPath: testQueue, MaxMessages: 1}
+	receive := &enginev1.Command{TokenSeed: seed, Body: &enginev1.Command_Lock{Lock: lock}}
+	settle := &enginev1.Settle{EntityPath: testQueue, Disposition: enginev1.Disposition_DISPOSITION_COMPLETE}
+	complete := &enginev1.Command{Body: &enginev1.Command_Settle{Settle: settle}}
+	release := &enginev1.ReleaseSession{EntityPath: testQueue}
+	closeSession := &enginev1.Command{Body: &enginev1.Command_ReleaseSession{ReleaseSession: release}}
+	apply := func(cmd *enginev1.Command) *enginev1.Result {
+		cmd.NowUnixMs = now
+		r := e.Apply(cmd)
+		if r.GetError() != nil {
+			b.Fatal(r.GetError())
+		}
+		return r
+	}
+	var tokens uint64
+	nextSeed := func() {
+		tokens++
+		binary.BigEndian.PutUint64(seed[8:], tokens)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	done := 0
+	for done < b.N {
+		now++
+		for _, s := range sends {
+			apply(s)
+		}
+		for range sessions {
+			nextSeed()
+			a := apply(accept).GetAcceptSession()
+			if a.GetSessionId() == "" {
+				b.Fatal("no session available")
+			}
+			lock.SessionId, lock.SessionLockToken = a.GetSessionId(), a.GetLockToken()
+			for range perSession {
+				nextSeed()
+				got := apply(receive).GetLock().GetMessages()
+				if len(got) != 1 {
+					b.Fatalf("received %d", len(got))
+				}
+				settle.LockToken = got[0].GetLockToken()
+				apply(complete)
+			}
+			release.SessionId, release.LockToken = a.GetSessionId(), a.GetLockToken()
+			apply(closeSession)
+		}
+		done += sessions * perSession
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(done)/b.Elapsed().Seconds(), "msgs/s")
 }

@@ -26,15 +26,19 @@ type workload struct {
 	tokens []heldLock
 	seqs   []int64
 	ids    int
+	// held are the sessions of entity c accepted so far (some lost since).
+	held []heldSessionLock
 }
 
 type heldLock struct {
-	entity string
-	sub    raftbusv1.SubQueue
-	token  []byte
+	entity  string
+	sub     raftbusv1.SubQueue
+	token   []byte
+	session heldSessionLock // the session it was received under, if any
 }
 
-var workloadEntities = []string{"a", "b"}
+// Entity c requires sessions; see sessionOp.
+var workloadEntities = []string{"a", "b", "c"}
 
 // The topic of the workload and its subscriptions: receives go to the
 // subscriptions, sends to the topic. "w" comes and goes.
@@ -71,6 +75,9 @@ func workloadSetup() []*enginev1.Command {
 		}}}},
 		{NowUnixMs: startMs, Body: &enginev1.Command_ConfigureEntity{ConfigureEntity: &enginev1.ConfigureEntity{EntityPath: "b", Properties: &raftbusv1.QueueProperties{
 			LockDuration: dur(10 * time.Second), MaxMessageSizeInKilobytes: ptr[int64](2),
+		}}}},
+		{NowUnixMs: startMs, Body: &enginev1.Command_ConfigureEntity{ConfigureEntity: &enginev1.ConfigureEntity{EntityPath: "c", Properties: &raftbusv1.QueueProperties{
+			RequiresSession: ptr(true), LockDuration: dur(30 * time.Second), MaxDeliveryCount: ptr[int32](3), DefaultMessageTimeToLive: dur(3 * time.Minute),
 		}}}},
 	}, workloadTopicSetup()...)
 }
@@ -124,16 +131,26 @@ func (w *workload) next() *enginev1.Command {
 	if w.rng.IntN(8) == 0 {
 		mode = receiveDel
 	}
+	if ent == "c" && w.rng.IntN(2) == 0 {
+		w.sessionOp(cmd, mode)
+		return cmd
+	}
 	switch op := w.rng.IntN(100); {
 	case op < 25:
 		msgs := make([]*raftbusv1.Message, 1+w.rng.IntN(4))
 		for i := range msgs {
 			msgs[i] = w.message()
+			if ent == "c" {
+				msgs[i].SessionId = w.sessionID()
+			}
 		}
 		cmd.Body = &enginev1.Command_Send{Send: &enginev1.Send{EntityPath: sender, Messages: msgs}}
 	case op < 30:
 		m := w.message()
 		m.ScheduledEnqueueTime = timestamp(w.now + w.rng.Int64N(30_000))
+		if ent == "c" {
+			m.SessionId = w.sessionID()
+		}
 		cmd.Body = &enginev1.Command_Schedule{Schedule: &enginev1.Schedule{EntityPath: sender, Messages: []*raftbusv1.Message{m}}}
 	case op < 33:
 		cmd.Body = &enginev1.Command_CancelScheduled{CancelScheduled: &enginev1.CancelScheduled{EntityPath: sender, SequenceNumbers: []int64{w.pick(w.seqs)}}}
@@ -153,11 +170,13 @@ func (w *workload) next() *enginev1.Command {
 			l = heldLock{entity: receiver, token: seed}
 		}
 		if op >= 83 {
-			cmd.Body = &enginev1.Command_RenewLock{RenewLock: &enginev1.RenewLock{EntityPath: l.entity, SubQueue: l.sub, LockToken: l.token}}
+			cmd.Body = &enginev1.Command_RenewLock{RenewLock: &enginev1.RenewLock{EntityPath: l.entity, SubQueue: l.sub, LockToken: l.token,
+				SessionId: l.session.id, SessionLockToken: l.session.token}}
 			w.tokens = append(w.tokens, l)
 			break
 		}
-		s := &enginev1.Settle{EntityPath: l.entity, SubQueue: l.sub, LockToken: l.token, Disposition: enginev1.Disposition(1 + w.rng.IntN(4))}
+		s := &enginev1.Settle{EntityPath: l.entity, SubQueue: l.sub, LockToken: l.token, Disposition: enginev1.Disposition(1 + w.rng.IntN(4)),
+			SessionId: l.session.id, SessionLockToken: l.session.token}
 		if s.Disposition == deadLetterIt {
 			s.DeadLetterReason = "workload"
 		}
@@ -198,20 +217,78 @@ func (w *workload) ruleChange(cmd *enginev1.Command) {
 	}
 }
 
+func (w *workload) sessionID() string { return fmt.Sprintf("s%d", w.rng.IntN(6)) }
+
+// session picks a session of entity c: mostly one accepted lately (maybe
+// lost since), sometimes one never held.
+func (w *workload) session() heldSessionLock {
+	if len(w.held) == 0 || w.rng.IntN(10) == 0 {
+		tok := make([]byte, 16)
+		tok[0] = byte(w.rng.Uint32())
+		return heldSessionLock{w.sessionID(), tok}
+	}
+	return w.held[len(w.held)-1-w.rng.IntN(min(len(w.held), 4))]
+}
+
+// sessionOp is a command of the session protocol against entity c.
+func (w *workload) sessionOp(cmd *enginev1.Command, mode raftbusv1.ReceiveMode) {
+	switch op := w.rng.IntN(100); {
+	case op < 25:
+		id := ""
+		if w.rng.IntN(3) == 0 {
+			id = w.sessionID()
+		}
+		cmd.Body = &enginev1.Command_AcceptSession{AcceptSession: &enginev1.AcceptSession{EntityPath: "c", SessionId: id}}
+	case op < 60:
+		s := w.session()
+		cmd.Body = &enginev1.Command_Lock{Lock: &enginev1.Lock{EntityPath: "c", ReceiveMode: mode, MaxMessages: int32(1 + w.rng.IntN(3)),
+			SessionId: s.id, SessionLockToken: s.token}}
+	case op < 70:
+		s := w.session()
+		cmd.Body = &enginev1.Command_RenewSessionLock{RenewSessionLock: &enginev1.RenewSessionLock{EntityPath: "c", SessionId: s.id, LockToken: s.token}}
+	case op < 80:
+		s := w.session()
+		state := make([]byte, w.rng.IntN(3)*50)
+		cmd.Body = &enginev1.Command_SetSessionState{SetSessionState: &enginev1.SetSessionState{EntityPath: "c", SessionId: s.id, LockToken: s.token, State: state}}
+	case op < 90:
+		s := w.session()
+		cmd.Body = &enginev1.Command_ReleaseSession{ReleaseSession: &enginev1.ReleaseSession{EntityPath: "c", SessionId: s.id, LockToken: s.token}}
+	default:
+		s := w.session()
+		cmd.Body = &enginev1.Command_ReceiveDeferred{ReceiveDeferred: &enginev1.ReceiveDeferred{EntityPath: "c", ReceiveMode: mode,
+			SequenceNumbers: []int64{w.pick(w.seqs)}, SessionId: s.id, SessionLockToken: s.token}}
+	}
+}
+
 // observe remembers the tokens and sequence numbers a result handed out.
 func (w *workload) observe(cmd *enginev1.Command, res *enginev1.Result) {
 	var got []*raftbusv1.ReceivedMessage
 	var ent string
 	var sub raftbusv1.SubQueue
+	var session heldSessionLock
 	switch {
 	case res.GetLock() != nil:
-		got, ent, sub = res.GetLock().GetMessages(), cmd.GetLock().GetEntityPath(), cmd.GetLock().GetSubQueue()
+		c := cmd.GetLock()
+		got, ent, sub = res.GetLock().GetMessages(), c.GetEntityPath(), c.GetSubQueue()
+		session = heldSessionLock{c.GetSessionId(), c.GetSessionLockToken()}
 	case res.GetReceiveDeferred() != nil:
-		got, ent, sub = res.GetReceiveDeferred().GetMessages(), cmd.GetReceiveDeferred().GetEntityPath(), cmd.GetReceiveDeferred().GetSubQueue()
+		c := cmd.GetReceiveDeferred()
+		got, ent, sub = res.GetReceiveDeferred().GetMessages(), c.GetEntityPath(), c.GetSubQueue()
+		session = heldSessionLock{c.GetSessionId(), c.GetSessionLockToken()}
+	case res.GetAcceptSession().GetSessionId() != "":
+		a := res.GetAcceptSession()
+		w.held = append(w.held, heldSessionLock{a.GetSessionId(), a.GetLockToken()})
+		if len(w.held) > 20 {
+			w.held = w.held[len(w.held)-20:]
+		}
 	}
 	for _, m := range got {
 		if len(m.GetLockToken()) > 0 {
-			w.tokens = append(w.tokens, heldLock{ent, sub, m.GetLockToken()})
+			l := heldLock{entity: ent, sub: sub, token: m.GetLockToken()}
+			if w.rng.IntN(4) != 0 { // settle without the session now and then
+				l.session = session
+			}
+			w.tokens = append(w.tokens, l)
 		}
 		w.seqs = append(w.seqs, m.GetSequenceNumber())
 	}
@@ -242,7 +319,7 @@ func TestSeededWorkloadIsDeterministicAcrossSnapshotAndTicks(t *testing.T) {
 		}
 	}
 	w := newWorkload(42)
-	var failures, deliveries, copies int
+	var failures, deliveries, copies, sessionDeliveries int
 	reasons := map[raftbusv1.ErrorReason]int{}
 	for i := range n {
 		if i == n/2 {
@@ -273,6 +350,9 @@ func TestSeededWorkloadIsDeterministicAcrossSnapshotAndTicks(t *testing.T) {
 		if _, _, ok := splitSubscriptionPath(cmd.GetLock().GetEntityPath()); ok {
 			copies += len(want.GetLock().GetMessages())
 		}
+		if cmd.GetLock().GetSessionId() != "" {
+			sessionDeliveries += len(want.GetLock().GetMessages())
+		}
 		w.observe(cmd, want)
 		if i%5000 == 0 {
 			checkInvariants(t, ref)
@@ -294,10 +374,10 @@ func TestSeededWorkloadIsDeterministicAcrossSnapshotAndTicks(t *testing.T) {
 	if ref.Digest() != restored.Digest() || ref.Digest() != tickless.Digest() {
 		t.Fatal("final state digests differ")
 	}
-	if deliveries < n/5 || copies < n/20 || failures > n/2 {
-		t.Fatalf("the workload is too idle: %d deliveries (%d from subscriptions), %d failures of %d: %v", deliveries, copies, failures, n, reasons)
+	if deliveries < n/5 || copies < n/20 || sessionDeliveries < n/50 || failures > n/2 {
+		t.Fatalf("the workload is too idle: %d deliveries (%d from subscriptions, %d in sessions), %d failures of %d: %v", deliveries, copies, sessionDeliveries, failures, n, reasons)
 	}
-	t.Logf("%d commands, %d deliveries (%d from subscriptions), %d failed commands %v", n, deliveries, copies, failures, reasons)
+	t.Logf("%d commands, %d deliveries (%d from subscriptions, %d in sessions), %d failed commands %v", n, deliveries, copies, sessionDeliveries, failures, reasons)
 }
 
 // brief is a result without message bodies, for failure output.

@@ -95,7 +95,7 @@ func (e *Engine) Apply(cmd *enginev1.Command) *enginev1.Result {
 		var r []*raftbusv1.ReceivedMessage
 		r, err = e.receive(now, newTokenSource(cmd.GetTokenSeed()), b.Lock)
 		if err == nil {
-			res = &enginev1.Result{Result: &enginev1.Result_Lock{Lock: &enginev1.LockResult{Messages: r}}}
+			res = locked(r)
 		}
 	case *enginev1.Command_ReceiveDeferred:
 		var r []*raftbusv1.ReceivedMessage
@@ -124,6 +124,28 @@ func (e *Engine) Apply(cmd *enginev1.Command) *enginev1.Result {
 		if err = e.removeRule(b.RemoveRule); err == nil {
 			res = &enginev1.Result{Result: &enginev1.Result_RemoveRule{RemoveRule: &enginev1.RemoveRuleResult{}}}
 		}
+	case *enginev1.Command_AcceptSession:
+		var r *enginev1.AcceptSessionResult
+		r, err = e.acceptSession(now, newTokenSource(cmd.GetTokenSeed()), b.AcceptSession)
+		if err == nil {
+			res = &enginev1.Result{Result: &enginev1.Result_AcceptSession{AcceptSession: r}}
+		}
+	case *enginev1.Command_RenewSessionLock:
+		var until int64
+		until, err = e.renewSessionLock(now, b.RenewSessionLock)
+		if err == nil {
+			res = &enginev1.Result{Result: &enginev1.Result_RenewSessionLock{RenewSessionLock: &enginev1.RenewSessionLockResult{LockedUntil: timestamp(until)}}}
+		}
+	case *enginev1.Command_SetSessionState:
+		err = e.setSessionState(b.SetSessionState)
+		if err == nil {
+			res = &enginev1.Result{Result: &enginev1.Result_SetSessionState{SetSessionState: &enginev1.SetSessionStateResult{}}}
+		}
+	case *enginev1.Command_ReleaseSession:
+		err = e.releaseSessionCommand(now, b.ReleaseSession)
+		if err == nil {
+			res = &enginev1.Result{Result: &enginev1.Result_ReleaseSession{ReleaseSession: &enginev1.ReleaseSessionResult{}}}
+		}
 	default:
 		err = invalidf("unknown command %T", b)
 	}
@@ -142,6 +164,20 @@ func settled() *enginev1.Result {
 		s    enginev1.SettleResult
 	}{}
 	b.body.Settle = &b.s
+	b.res.Result = &b.body
+	return &b.res
+}
+
+// locked is the result of a successful Lock, in one allocation: session
+// receivers send one per message.
+func locked(r []*raftbusv1.ReceivedMessage) *enginev1.Result {
+	b := &struct {
+		res  enginev1.Result
+		body enginev1.Result_Lock
+		l    enginev1.LockResult
+	}{}
+	b.l.Messages = r
+	b.body.Lock = &b.l
 	b.res.Result = &b.body
 	return &b.res
 }
@@ -275,6 +311,9 @@ func (e *Engine) configure(c *enginev1.ConfigureEntity) *Error {
 		return err
 	}
 	existing := e.entities[path]
+	if existing != nil && s.requiresSession != existing.settings.requiresSession {
+		return invalidf("requires_session of %q cannot be changed", path)
+	}
 	topic, rules, err := e.configureKind(existing, c)
 	if err != nil {
 		return err
@@ -363,7 +402,12 @@ func (e *Engine) RuntimeProperties(entityPath string) (*raftbusv1.PartitionRunti
 	if err != nil {
 		return nil, err
 	}
+	var sessions int64
+	if ent.main.sessions != nil {
+		sessions = ent.main.sessions.withMessages
+	}
 	return &raftbusv1.PartitionRuntimeProperties{
+		SessionCount:           sessions,
 		PartitionId:            e.partitionID,
 		ActiveMessageCount:     ent.main.availableCount + ent.main.lockedCount,
 		ScheduledMessageCount:  ent.main.scheduledCount,

@@ -178,6 +178,9 @@ func newEntity(path string, s settings) *entity {
 	ent := &entity{path: path, settings: s, duplicates: newDuplicateTable()}
 	ent.main = newQueue(ent, false)
 	ent.deadLetter = newQueue(ent, true)
+	if s.requiresSession {
+		ent.main.sessions = newSessionIndex()
+	}
 	return ent
 }
 

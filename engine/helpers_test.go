@@ -175,6 +175,7 @@ func checkInvariants(t testing.TB, e *Engine) {
 		if i > 0 && e.sorted[i-1].path >= ent.path {
 			t.Fatalf("entities out of order at %q", ent.path)
 		}
+		checkSessionInvariants(t, ent)
 		for _, q := range []*queue{ent.main, ent.deadLetter} {
 			var n [5]int64
 			var bytes int64

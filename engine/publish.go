@@ -100,6 +100,9 @@ func (e *Engine) fanOut(subEnt *entity, m *message, v *filterView, now int64) {
 		subEnt.deadLetter.insert(c)
 		return
 	}
+	if x := subEnt.main.sessions; x != nil {
+		x.assign(c, v.msg.GetSessionId())
+	}
 	subEnt.main.insert(c)
 }
 

@@ -44,6 +44,10 @@ type message struct {
 	// lockedFromDeferred: a message received by sequence number returns to
 	// the deferred state when its lock ends without settlement.
 	lockedFromDeferred bool
+	// sessionActive: the message is in its session's processing order
+	// (its session is found through queue.sessions: a pointer here would
+	// take the struct to the next size class).
+	sessionActive bool
 }
 
 // deadLetterInfo is what a dead-lettered message carries besides the message.
@@ -84,6 +88,9 @@ type queue struct {
 	timers     deadlineHeap[timerField]
 	expiries   deadlineHeap[expiryField]
 	locks      map[lockToken]*message
+	// sessions indexes the messages by session in the main queue of an
+	// entity that requires sessions; nil otherwise.
+	sessions *sessionIndex
 
 	availableCount, lockedCount, deferredCount, scheduledCount int64
 	bytes                                                      int64
@@ -118,6 +125,9 @@ func (q *queue) insert(m *message) {
 	if t := q.topicOf(); t != nil {
 		t.share(m)
 	}
+	if q.sessions != nil {
+		q.sessions.inserted(m)
+	}
 	if !q.deadLetter && m.state != stateScheduled && m.expiresMs != noExpiry {
 		q.expiries.push(m)
 	}
@@ -132,6 +142,9 @@ func (q *queue) remove(m *message) {
 	q.bytes -= m.size()
 	if t := q.topicOf(); t != nil {
 		t.unshare(m)
+	}
+	if q.sessions != nil {
+		q.sessions.removed(m)
 	}
 }
 
@@ -155,10 +168,16 @@ func (q *queue) attach(m *message) {
 		q.timers.push(m)
 		q.scheduledCount++
 	}
+	if q.sessions != nil {
+		q.sessions.attached(m)
+	}
 }
 
 // detach removes m from the index of its state.
 func (q *queue) detach(m *message) {
+	if q.sessions != nil {
+		q.sessions.detached(m)
+	}
 	switch m.state {
 	case stateAvailable:
 		if m.timerIdx >= 0 {
@@ -214,6 +233,11 @@ func (q *queue) nextEvent() (int64, bool) {
 	}
 	if m := q.expiries.top(); m != nil && (!ok || m.expiresMs < t) {
 		t, ok = m.expiresMs, true
+	}
+	if q.sessions != nil {
+		if st, has := q.sessions.nextEvent(); has && (!ok || st < t) {
+			t, ok = st, true
+		}
 	}
 	return t, ok
 }

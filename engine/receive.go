@@ -9,7 +9,7 @@ import (
 )
 
 // receiveQueue finds the queue a receive or settlement addresses.
-func (e *Engine) receiveQueue(path string, sq raftbusv1.SubQueue, needsSessionCheck bool) (*queue, *Error) {
+func (e *Engine) receiveQueue(path string, sq raftbusv1.SubQueue) (*queue, *Error) {
 	ent, err := e.entity(path)
 	if err != nil {
 		return nil, err
@@ -21,23 +21,27 @@ func (e *Engine) receiveQueue(path string, sq raftbusv1.SubQueue, needsSessionCh
 	if err != nil {
 		return nil, err
 	}
-	if needsSessionCheck && q == ent.main && ent.settings.requiresSession {
-		return nil, invalidf("entity %q requires sessions: receive through a session", path)
-	}
 	return q, nil
 }
 
 // receive locks (PeekLock) or removes (ReceiveAndDelete) up to max_messages
 // available messages, lowest order first.
 func (e *Engine) receive(now int64, tokens *tokenSource, c *enginev1.Lock) ([]*raftbusv1.ReceivedMessage, *Error) {
-	q, err := e.receiveQueue(c.GetEntityPath(), c.GetSubQueue(), true)
+	q, err := e.receiveQueue(c.GetEntityPath(), c.GetSubQueue())
 	if err != nil {
 		return nil, err
+	}
+	s, err := sessionOf(q, c.GetSessionId(), c.GetSessionLockToken(), true)
+	if err != nil {
+		return nil, err
+	}
+	deleteMode := c.GetReceiveMode() == raftbusv1.ReceiveMode_RECEIVE_MODE_RECEIVE_AND_DELETE
+	if s != nil {
+		return e.receiveSession(now, tokens, q, s, int(max(c.GetMaxMessages(), 1)), deleteMode), nil
 	}
 	n := int64(max(c.GetMaxMessages(), 1))
 	out := make([]*raftbusv1.ReceivedMessage, 0, min(n, q.availableCount))
 	var blocks blockAllocator
-	deleteMode := c.GetReceiveMode() == raftbusv1.ReceiveMode_RECEIVE_MODE_RECEIVE_AND_DELETE
 	lockedUntil := addMs(now, q.entity.settings.lockDurationMs)
 	for int64(len(out)) < n {
 		m := q.nextAvailable()
@@ -69,7 +73,11 @@ func (e *Engine) take(q *queue, m *message, tokens *tokenSource, lockedUntil int
 // receiveDeferred receives deferred messages by sequence number, all or
 // nothing, in the order asked (repeats ignored).
 func (e *Engine) receiveDeferred(now int64, tokens *tokenSource, c *enginev1.ReceiveDeferred) ([]*raftbusv1.ReceivedMessage, *Error) {
-	q, err := e.receiveQueue(c.GetEntityPath(), c.GetSubQueue(), true)
+	q, err := e.receiveQueue(c.GetEntityPath(), c.GetSubQueue())
+	if err != nil {
+		return nil, err
+	}
+	s, err := sessionOf(q, c.GetSessionId(), c.GetSessionLockToken(), true)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +85,7 @@ func (e *Engine) receiveDeferred(now int64, tokens *tokenSource, c *enginev1.Rec
 	picked := make([]*message, 0, len(seqs))
 	for _, seq := range seqs {
 		m := e.lookup(q, seq)
-		if m == nil || (m.state != stateDeferred && !containsMessage(picked, m)) {
+		if m == nil || (m.state != stateDeferred && !containsMessage(picked, m)) || q.sessionOf(m) != s {
 			return nil, errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_FOUND,
 				"no deferred message with sequence number %d in %q", seq, c.GetEntityPath())
 		}
@@ -106,13 +114,17 @@ func containsMessage(ms []*message, m *message) bool {
 
 // settle completes, abandons, dead-letters or defers a locked message.
 func (e *Engine) settle(now int64, c *enginev1.Settle) *Error {
-	q, err := e.receiveQueue(c.GetEntityPath(), c.GetSubQueue(), false)
+	q, err := e.receiveQueue(c.GetEntityPath(), c.GetSubQueue())
+	if err != nil {
+		return err
+	}
+	s, err := sessionOf(q, c.GetSessionId(), c.GetSessionLockToken(), false)
 	if err != nil {
 		return err
 	}
 	tok := lockToken(c.GetLockToken())
 	m := q.locks[tok]
-	if m == nil {
+	if m == nil || (s != nil && q.sessionOf(m) != s) {
 		return lockLost(tok)
 	}
 	disposition := c.GetDisposition()
@@ -167,13 +179,17 @@ func modifiedMeta(m *message, props map[string]*raftbusv1.PropertyValue) ([]byte
 }
 
 func (e *Engine) renewLock(now int64, c *enginev1.RenewLock) (int64, *Error) {
-	q, err := e.receiveQueue(c.GetEntityPath(), c.GetSubQueue(), false)
+	q, err := e.receiveQueue(c.GetEntityPath(), c.GetSubQueue())
+	if err != nil {
+		return 0, err
+	}
+	s, err := sessionOf(q, c.GetSessionId(), c.GetSessionLockToken(), false)
 	if err != nil {
 		return 0, err
 	}
 	tok := lockToken(c.GetLockToken())
 	m := q.locks[tok]
-	if m == nil {
+	if m == nil || (s != nil && q.sessionOf(m) != s) {
 		return 0, lockLost(tok)
 	}
 	until := addMs(now, q.entity.settings.lockDurationMs)
@@ -219,7 +235,8 @@ func (e *Engine) deadLetter(q *queue, m *message, t int64, reason, description s
 }
 
 // fire applies the queue's earliest event, due at t. Lock expiries and
-// activations go before expiries due at the same time.
+// activations go before session lock expiries, and those before expiries
+// due at the same time.
 func (e *Engine) fire(q *queue, t int64) {
 	if m := q.timers.top(); m != nil && m.dueMs == t {
 		if m.state == stateLocked {
@@ -228,6 +245,12 @@ func (e *Engine) fire(q *queue, t int64) {
 			e.activate(q, m, t)
 		}
 		return
+	}
+	if q.sessions != nil {
+		if s := q.sessions.expiring.top(); s != nil && s.lockedUntil == t {
+			e.releaseSession(q, s, t)
+			return
+		}
 	}
 	m := q.expiries.top()
 	q.expiries.remove(m)
@@ -268,7 +291,9 @@ func (a *blockAllocator) next(remaining int) *receivedBlock {
 // received is m as the broker hands it out (with its lock when locked),
 // built in b.
 func (e *Engine) received(m *message, b *receivedBlock) *raftbusv1.ReceivedMessage {
-	if m.meta != nil {
+	if id, ok := sessionOnlyID(m.meta); ok {
+		b.msg.SessionId = id
+	} else if m.meta != nil {
 		// meta was encoded by this package (or checked on restore).
 		_ = proto.Unmarshal(m.meta, &b.msg)
 	}

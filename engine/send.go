@@ -92,6 +92,9 @@ func (e *Engine) send(now int64, path string, msgs []*raftbusv1.Message, schedul
 			ent.duplicates.remember(m.GetMessageId(), addMs(now, s.duplicateWindowMs))
 		}
 		sm := &message{id: m.GetMessageId(), body: m.GetBody(), meta: x.meta, expiresMs: x.ttlMs}
+		if ent.main.sessions != nil {
+			ent.main.sessions.assign(sm, m.GetSessionId())
+		}
 		if x.scheduled {
 			sm.state = stateScheduled
 			sm.dueMs = x.scheduledMs
@@ -131,7 +134,9 @@ func (e *Engine) enqueue(q *queue, m *message, now int64) {
 // activate makes a scheduled message visible at its due time t, with a new
 // sequence number.
 func (e *Engine) activate(q *queue, m *message, t int64) {
+	owner := q.sessionOf(m) // the message stays in its session
 	q.remove(m)
+	q.sessions.reassign(m, owner)
 	m.state = stateAvailable
 	if q.entity.topic != nil {
 		e.publishScheduled(q.entity, m, t)
@@ -162,6 +167,9 @@ func encodeMeta(m *raftbusv1.Message) ([]byte, error) {
 		m.GetReplyTo() == "" && m.GetReplyToSessionId() == "" && m.GetSessionId() == "" && m.GetPartitionKey() == "" &&
 		m.GetTimeToLive() == nil && m.GetScheduledEnqueueTime() == nil && len(m.GetApplicationProperties()) == 0 {
 		return nil, nil
+	}
+	if sessionOnly(m) {
+		return sessionOnlyMeta(m.GetSessionId()), nil
 	}
 	meta := &raftbusv1.Message{
 		ContentType:          m.GetContentType(),

@@ -63,6 +63,11 @@ func (e *Engine) Snapshot(w io.Writer) error {
 				}}})
 			}
 		})
+		for _, s := range storedSessions(ent.main.sessions) {
+			if err == nil {
+				err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Session{Session: s}})
+			}
+		}
 	}
 	if err == nil {
 		err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Trailer{Trailer: &enginev1.SnapshotTrailer{
@@ -191,6 +196,13 @@ func restore(r *bufio.Reader) (*Engine, error) {
 				return nil, errors.New("a duplicate id record before any entity")
 			}
 			ent.duplicates.remember(x.DuplicateId.GetMessageId(), x.DuplicateId.GetExpiresUnixMs())
+		case *enginev1.SnapshotRecord_Session:
+			if ent == nil {
+				return nil, errors.New("a session record before any entity")
+			}
+			if err := e.restoreSession(ent, x.Session); err != nil {
+				return nil, fmt.Errorf("entity %q, session %q: %w", ent.path, x.Session.GetSessionId(), err)
+			}
 		case *enginev1.SnapshotRecord_Trailer:
 			if x.Trailer.GetEntityCount() != entities || x.Trailer.GetMessageCount() != messages {
 				return nil, fmt.Errorf("trailer counts %d entities and %d messages, read %d and %d",
@@ -214,8 +226,9 @@ func (e *Engine) restoreMessage(ent *entity, s *enginev1.StoredMessage, bodies s
 	if s.GetOrder() >= e.nextOrder {
 		return fmt.Errorf("order %d not below the next order %d", s.GetOrder(), e.nextOrder)
 	}
+	var meta raftbusv1.Message
 	if s.GetMeta() != nil {
-		if err := proto.Unmarshal(s.GetMeta(), &raftbusv1.Message{}); err != nil {
+		if err := proto.Unmarshal(s.GetMeta(), &meta); err != nil {
 			return fmt.Errorf("meta: %w", err)
 		}
 	}
@@ -226,6 +239,12 @@ func (e *Engine) restoreMessage(ent *entity, s *enginev1.StoredMessage, bodies s
 	}
 	if len(m.meta) == 0 {
 		m.meta = nil
+	}
+	if q.sessions != nil {
+		if err := checkSessionID(meta.GetSessionId()); err != nil {
+			return fmt.Errorf("a message of a session entity: %w", err)
+		}
+		q.sessions.assign(m, meta.GetSessionId())
 	}
 	switch s.GetState() {
 	case enginev1.StoredState_STORED_STATE_AVAILABLE:

@@ -39,11 +39,13 @@ func validate(cmd *enginev1.Command) *Error {
 		if err := checkReceive(cmd, c.GetEntityPath(), c.GetSubQueue(), c.GetReceiveMode()); err != nil {
 			return err
 		}
+		return checkOptionalSession(c.GetSessionId(), c.GetSessionLockToken())
 	case *enginev1.Command_ReceiveDeferred:
 		c := b.ReceiveDeferred
 		if err := checkReceive(cmd, c.GetEntityPath(), c.GetSubQueue(), c.GetReceiveMode()); err != nil {
 			return err
 		}
+		return checkOptionalSession(c.GetSessionId(), c.GetSessionLockToken())
 	case *enginev1.Command_Settle:
 		c := b.Settle
 		if err := checkLock(c.GetEntityPath(), c.GetSubQueue(), c.GetLockToken()); err != nil {
@@ -64,10 +66,36 @@ func validate(cmd *enginev1.Command) *Error {
 		if err := checkText("dead_letter_error_description", c.GetDeadLetterErrorDescription()); err != nil {
 			return err
 		}
+		if err := checkOptionalSession(c.GetSessionId(), c.GetSessionLockToken()); err != nil {
+			return err
+		}
 		return checkProperties(c.GetPropertiesToModify())
 	case *enginev1.Command_RenewLock:
 		c := b.RenewLock
-		return checkLock(c.GetEntityPath(), c.GetSubQueue(), c.GetLockToken())
+		if err := checkLock(c.GetEntityPath(), c.GetSubQueue(), c.GetLockToken()); err != nil {
+			return err
+		}
+		return checkOptionalSession(c.GetSessionId(), c.GetSessionLockToken())
+	case *enginev1.Command_AcceptSession:
+		c := b.AcceptSession
+		if len(cmd.GetTokenSeed()) != tokenSeedSize {
+			return invalidf("AcceptSession needs a %d-byte token_seed", tokenSeedSize)
+		}
+		if err := checkPath(c.GetEntityPath()); err != nil {
+			return err
+		}
+		if c.GetSessionId() != "" {
+			return checkSessionID(c.GetSessionId())
+		}
+	case *enginev1.Command_RenewSessionLock:
+		c := b.RenewSessionLock
+		return checkSessionLock(c.GetEntityPath(), c.GetSessionId(), c.GetLockToken())
+	case *enginev1.Command_SetSessionState:
+		c := b.SetSessionState
+		return checkSessionLock(c.GetEntityPath(), c.GetSessionId(), c.GetLockToken())
+	case *enginev1.Command_ReleaseSession:
+		c := b.ReleaseSession
+		return checkSessionLock(c.GetEntityPath(), c.GetSessionId(), c.GetLockToken())
 	case *enginev1.Command_Tick:
 	case *enginev1.Command_AddRule:
 		if b.AddRule.GetRule() == nil {
@@ -132,6 +160,45 @@ func checkLock(path string, sq raftbusv1.SubQueue, token []byte) *Error {
 	return nil
 }
 
+func checkSessionID(id string) *Error {
+	if id == "" {
+		return invalidf("session_id is empty")
+	}
+	if len(id) > maxSessionIDLength {
+		return invalidf("session_id is longer than %d characters", maxSessionIDLength)
+	}
+	return checkText("session_id", id)
+}
+
+// checkSessionLock checks a command that names a held session.
+func checkSessionLock(path, id string, token []byte) *Error {
+	if err := checkPath(path); err != nil {
+		return err
+	}
+	if err := checkSessionID(id); err != nil {
+		return err
+	}
+	if len(token) != len(lockToken{}) {
+		return invalidf("session lock_token must be %d bytes, not %d", len(lockToken{}), len(token))
+	}
+	return nil
+}
+
+// checkOptionalSession checks the session a receive or settlement may name:
+// none, or a session id with its lock token.
+func checkOptionalSession(id string, token []byte) *Error {
+	if id == "" && len(token) == 0 {
+		return nil
+	}
+	if err := checkSessionID(id); err != nil {
+		return err
+	}
+	if len(token) != len(lockToken{}) {
+		return invalidf("session_lock_token must be %d bytes, not %d", len(lockToken{}), len(token))
+	}
+	return nil
+}
+
 func checkMessages(path string, msgs []*raftbusv1.Message, schedule bool) *Error {
 	if err := checkPath(path); err != nil {
 		return err
@@ -149,6 +216,9 @@ func checkMessages(path string, msgs []*raftbusv1.Message, schedule bool) *Error
 			if err := checkText(f.name, f.value); err != nil {
 				return invalidf("message %d: %s", i, err.Message)
 			}
+		}
+		if len(m.GetSessionId()) > maxSessionIDLength {
+			return invalidf("message %d: session_id is longer than %d characters", i, maxSessionIDLength)
 		}
 		if len(m.GetMessageId()) > maxMessageIDLength {
 			return invalidf("message %d: message_id is longer than %d characters", i, maxMessageIDLength)

@@ -15,7 +15,8 @@ import (
 // become available when there is none. It proposes only when the leader's
 // state shows a message available, so idle receivers cost no log entries,
 // and it wakes on every applied batch (a send, an abandon, an expired lock
-// or an activated schedule can each make one available).
+// or an activated schedule can each make one available). Under a session
+// only that session's messages count, in processing order.
 func (p *Partition) Receive(ctx context.Context, lock *enginev1.Lock, maxWait time.Duration) ([]*raftbusv1.ReceivedMessage, error) {
 	deadline := time.Now().Add(maxWait)
 	timer := time.NewTimer(maxWait)
@@ -32,7 +33,7 @@ func (p *Partition) Receive(ctx context.Context, lock *enginev1.Lock, maxWait ti
 		propose := true
 		p.fsm.read(func(e *engine.Engine) {
 			if _, err := e.RuntimeProperties(lock.EntityPath); err == nil {
-				propose = e.HasAvailable(lock.EntityPath, lock.SubQueue)
+				propose = lockable(e, lock)
 			}
 		})
 		if propose {

@@ -155,6 +155,10 @@ type Command struct {
 	//	*Command_Tick
 	//	*Command_AddRule
 	//	*Command_RemoveRule
+	//	*Command_AcceptSession
+	//	*Command_RenewSessionLock
+	//	*Command_SetSessionState
+	//	*Command_ReleaseSession
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -310,6 +314,42 @@ func (x *Command) GetRemoveRule() *RemoveRule {
 	return nil
 }
 
+func (x *Command) GetAcceptSession() *AcceptSession {
+	if x != nil {
+		if x, ok := x.Body.(*Command_AcceptSession); ok {
+			return x.AcceptSession
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRenewSessionLock() *RenewSessionLock {
+	if x != nil {
+		if x, ok := x.Body.(*Command_RenewSessionLock); ok {
+			return x.RenewSessionLock
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetSetSessionState() *SetSessionState {
+	if x != nil {
+		if x, ok := x.Body.(*Command_SetSessionState); ok {
+			return x.SetSessionState
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetReleaseSession() *ReleaseSession {
+	if x != nil {
+		if x, ok := x.Body.(*Command_ReleaseSession); ok {
+			return x.ReleaseSession
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -358,6 +398,22 @@ type Command_RemoveRule struct {
 	RemoveRule *RemoveRule `protobuf:"bytes,26,opt,name=remove_rule,json=removeRule,proto3,oneof"`
 }
 
+type Command_AcceptSession struct {
+	AcceptSession *AcceptSession `protobuf:"bytes,19,opt,name=accept_session,json=acceptSession,proto3,oneof"`
+}
+
+type Command_RenewSessionLock struct {
+	RenewSessionLock *RenewSessionLock `protobuf:"bytes,20,opt,name=renew_session_lock,json=renewSessionLock,proto3,oneof"`
+}
+
+type Command_SetSessionState struct {
+	SetSessionState *SetSessionState `protobuf:"bytes,21,opt,name=set_session_state,json=setSessionState,proto3,oneof"`
+}
+
+type Command_ReleaseSession struct {
+	ReleaseSession *ReleaseSession `protobuf:"bytes,22,opt,name=release_session,json=releaseSession,proto3,oneof"`
+}
+
 func (*Command_ConfigureEntity) isCommand_Body() {}
 
 func (*Command_Send) isCommand_Body() {}
@@ -379,6 +435,14 @@ func (*Command_Tick) isCommand_Body() {}
 func (*Command_AddRule) isCommand_Body() {}
 
 func (*Command_RemoveRule) isCommand_Body() {}
+
+func (*Command_AcceptSession) isCommand_Body() {}
+
+func (*Command_RenewSessionLock) isCommand_Body() {}
+
+func (*Command_SetSessionState) isCommand_Body() {}
+
+func (*Command_ReleaseSession) isCommand_Body() {}
 
 // ConfigureEntity creates, updates or deletes this partition's slice of a
 // queue, a topic or a subscription. A subscription's path is
@@ -657,9 +721,13 @@ type Lock struct {
 	SubQueue    v1.SubQueue            `protobuf:"varint,2,opt,name=sub_queue,json=subQueue,proto3,enum=raftbus.v1.SubQueue" json:"sub_queue,omitempty"`
 	ReceiveMode v1.ReceiveMode         `protobuf:"varint,3,opt,name=receive_mode,json=receiveMode,proto3,enum=raftbus.v1.ReceiveMode" json:"receive_mode,omitempty"`
 	// Zero or less means one.
-	MaxMessages   int32 `protobuf:"varint,4,opt,name=max_messages,json=maxMessages,proto3" json:"max_messages,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MaxMessages int32 `protobuf:"varint,4,opt,name=max_messages,json=maxMessages,proto3" json:"max_messages,omitempty"`
+	// Receive from this session, held with session_lock_token (required on
+	// the main queue of an entity that requires sessions).
+	SessionId        string `protobuf:"bytes,5,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionLockToken []byte `protobuf:"bytes,6,opt,name=session_lock_token,json=sessionLockToken,proto3" json:"session_lock_token,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Lock) Reset() {
@@ -720,6 +788,20 @@ func (x *Lock) GetMaxMessages() int32 {
 	return 0
 }
 
+func (x *Lock) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *Lock) GetSessionLockToken() []byte {
+	if x != nil {
+		return x.SessionLockToken
+	}
+	return nil
+}
+
 // Settle ends the lock on one message.
 type Settle struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -732,8 +814,12 @@ type Settle struct {
 	DeadLetterErrorDescription string `protobuf:"bytes,6,opt,name=dead_letter_error_description,json=deadLetterErrorDescription,proto3" json:"dead_letter_error_description,omitempty"`
 	// Application properties to set on the message (not with COMPLETE).
 	PropertiesToModify map[string]*v1.PropertyValue `protobuf:"bytes,7,rep,name=properties_to_modify,json=propertiesToModify,proto3" json:"properties_to_modify,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The held session the message was received under: the command fails
+	// with SESSION_LOCK_LOST when that lock is lost. Optional.
+	SessionId        string `protobuf:"bytes,8,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionLockToken []byte `protobuf:"bytes,9,opt,name=session_lock_token,json=sessionLockToken,proto3" json:"session_lock_token,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Settle) Reset() {
@@ -815,14 +901,32 @@ func (x *Settle) GetPropertiesToModify() map[string]*v1.PropertyValue {
 	return nil
 }
 
+func (x *Settle) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *Settle) GetSessionLockToken() []byte {
+	if x != nil {
+		return x.SessionLockToken
+	}
+	return nil
+}
+
 // RenewLock extends a message lock by the entity's lock duration from now.
 type RenewLock struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	EntityPath    string                 `protobuf:"bytes,1,opt,name=entity_path,json=entityPath,proto3" json:"entity_path,omitempty"`
-	SubQueue      v1.SubQueue            `protobuf:"varint,2,opt,name=sub_queue,json=subQueue,proto3,enum=raftbus.v1.SubQueue" json:"sub_queue,omitempty"`
-	LockToken     []byte                 `protobuf:"bytes,3,opt,name=lock_token,json=lockToken,proto3" json:"lock_token,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	EntityPath string                 `protobuf:"bytes,1,opt,name=entity_path,json=entityPath,proto3" json:"entity_path,omitempty"`
+	SubQueue   v1.SubQueue            `protobuf:"varint,2,opt,name=sub_queue,json=subQueue,proto3,enum=raftbus.v1.SubQueue" json:"sub_queue,omitempty"`
+	LockToken  []byte                 `protobuf:"bytes,3,opt,name=lock_token,json=lockToken,proto3" json:"lock_token,omitempty"`
+	// The held session the message was received under: the command fails
+	// with SESSION_LOCK_LOST when that lock is lost. Optional.
+	SessionId        string `protobuf:"bytes,8,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionLockToken []byte `protobuf:"bytes,9,opt,name=session_lock_token,json=sessionLockToken,proto3" json:"session_lock_token,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *RenewLock) Reset() {
@@ -876,6 +980,20 @@ func (x *RenewLock) GetLockToken() []byte {
 	return nil
 }
 
+func (x *RenewLock) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *RenewLock) GetSessionLockToken() []byte {
+	if x != nil {
+		return x.SessionLockToken
+	}
+	return nil
+}
+
 // ReceiveDeferred receives deferred messages by sequence number.
 type ReceiveDeferred struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -883,8 +1001,12 @@ type ReceiveDeferred struct {
 	SubQueue        v1.SubQueue            `protobuf:"varint,2,opt,name=sub_queue,json=subQueue,proto3,enum=raftbus.v1.SubQueue" json:"sub_queue,omitempty"`
 	ReceiveMode     v1.ReceiveMode         `protobuf:"varint,3,opt,name=receive_mode,json=receiveMode,proto3,enum=raftbus.v1.ReceiveMode" json:"receive_mode,omitempty"`
 	SequenceNumbers []int64                `protobuf:"varint,4,rep,packed,name=sequence_numbers,json=sequenceNumbers,proto3" json:"sequence_numbers,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The held session whose deferred messages these are (required on the
+	// main queue of an entity that requires sessions).
+	SessionId        string `protobuf:"bytes,8,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionLockToken []byte `protobuf:"bytes,9,opt,name=session_lock_token,json=sessionLockToken,proto3" json:"session_lock_token,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ReceiveDeferred) Reset() {
@@ -945,6 +1067,20 @@ func (x *ReceiveDeferred) GetSequenceNumbers() []int64 {
 	return nil
 }
 
+func (x *ReceiveDeferred) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ReceiveDeferred) GetSessionLockToken() []byte {
+	if x != nil {
+		return x.SessionLockToken
+	}
+	return nil
+}
+
 // Tick applies the time effects due at the command's time and nothing else.
 type Tick struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -999,6 +1135,10 @@ type Result struct {
 	//	*Result_Tick
 	//	*Result_AddRule
 	//	*Result_RemoveRule
+	//	*Result_AcceptSession
+	//	*Result_RenewSessionLock
+	//	*Result_SetSessionState
+	//	*Result_ReleaseSession
 	Result        isResult_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1149,6 +1289,42 @@ func (x *Result) GetRemoveRule() *RemoveRuleResult {
 	return nil
 }
 
+func (x *Result) GetAcceptSession() *AcceptSessionResult {
+	if x != nil {
+		if x, ok := x.Result.(*Result_AcceptSession); ok {
+			return x.AcceptSession
+		}
+	}
+	return nil
+}
+
+func (x *Result) GetRenewSessionLock() *RenewSessionLockResult {
+	if x != nil {
+		if x, ok := x.Result.(*Result_RenewSessionLock); ok {
+			return x.RenewSessionLock
+		}
+	}
+	return nil
+}
+
+func (x *Result) GetSetSessionState() *SetSessionStateResult {
+	if x != nil {
+		if x, ok := x.Result.(*Result_SetSessionState); ok {
+			return x.SetSessionState
+		}
+	}
+	return nil
+}
+
+func (x *Result) GetReleaseSession() *ReleaseSessionResult {
+	if x != nil {
+		if x, ok := x.Result.(*Result_ReleaseSession); ok {
+			return x.ReleaseSession
+		}
+	}
+	return nil
+}
+
 type isResult_Result interface {
 	isResult_Result()
 }
@@ -1201,6 +1377,22 @@ type Result_RemoveRule struct {
 	RemoveRule *RemoveRuleResult `protobuf:"bytes,26,opt,name=remove_rule,json=removeRule,proto3,oneof"`
 }
 
+type Result_AcceptSession struct {
+	AcceptSession *AcceptSessionResult `protobuf:"bytes,19,opt,name=accept_session,json=acceptSession,proto3,oneof"`
+}
+
+type Result_RenewSessionLock struct {
+	RenewSessionLock *RenewSessionLockResult `protobuf:"bytes,20,opt,name=renew_session_lock,json=renewSessionLock,proto3,oneof"`
+}
+
+type Result_SetSessionState struct {
+	SetSessionState *SetSessionStateResult `protobuf:"bytes,21,opt,name=set_session_state,json=setSessionState,proto3,oneof"`
+}
+
+type Result_ReleaseSession struct {
+	ReleaseSession *ReleaseSessionResult `protobuf:"bytes,22,opt,name=release_session,json=releaseSession,proto3,oneof"`
+}
+
 func (*Result_Error) isResult_Result() {}
 
 func (*Result_ConfigureEntity) isResult_Result() {}
@@ -1224,6 +1416,14 @@ func (*Result_Tick) isResult_Result() {}
 func (*Result_AddRule) isResult_Result() {}
 
 func (*Result_RemoveRule) isResult_Result() {}
+
+func (*Result_AcceptSession) isResult_Result() {}
+
+func (*Result_RenewSessionLock) isResult_Result() {}
+
+func (*Result_SetSessionState) isResult_Result() {}
+
+func (*Result_ReleaseSession) isResult_Result() {}
 
 // Error says why a command failed. A failed command has no effect of its
 // own (the time effects due at its time are applied all the same).
@@ -1619,9 +1819,9 @@ var File_raftbus_engine_v1_command_proto protoreflect.FileDescriptor
 
 const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x1fraftbus/engine/v1/command.proto\x12\x11raftbus.engine.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1draftbus/engine/v1/topic.proto\x1a\x19raftbus/v1/entities.proto\x1a\x17raftbus/v1/errors.proto\x1a\x18raftbus/v1/message.proto\x1a\x1araftbus/v1/messaging.proto\"?\n" +
+	"\x1fraftbus/engine/v1/command.proto\x12\x11raftbus.engine.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1draftbus/engine/v1/topic.proto\x1a\x1fraftbus/engine/v1/session.proto\x1a\x19raftbus/v1/entities.proto\x1a\x17raftbus/v1/errors.proto\x1a\x18raftbus/v1/message.proto\x1a\x1araftbus/v1/messaging.proto\"?\n" +
 	"\x05Entry\x126\n" +
-	"\bcommands\x18\x01 \x03(\v2\x1a.raftbus.engine.v1.CommandR\bcommands\"\xfa\x05\n" +
+	"\bcommands\x18\x01 \x03(\v2\x1a.raftbus.engine.v1.CommandR\bcommands\"\xba\b\n" +
 	"\aCommand\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x01 \x01(\x03R\tnowUnixMs\x12\x1d\n" +
 	"\n" +
@@ -1639,7 +1839,11 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\x04tick\x18\x12 \x01(\v2\x17.raftbus.engine.v1.TickH\x00R\x04tick\x127\n" +
 	"\badd_rule\x18\x19 \x01(\v2\x1a.raftbus.engine.v1.AddRuleH\x00R\aaddRule\x12@\n" +
 	"\vremove_rule\x18\x1a \x01(\v2\x1d.raftbus.engine.v1.RemoveRuleH\x00R\n" +
-	"removeRuleB\x06\n" +
+	"removeRule\x12I\n" +
+	"\x0eaccept_session\x18\x13 \x01(\v2 .raftbus.engine.v1.AcceptSessionH\x00R\racceptSession\x12S\n" +
+	"\x12renew_session_lock\x18\x14 \x01(\v2#.raftbus.engine.v1.RenewSessionLockH\x00R\x10renewSessionLock\x12P\n" +
+	"\x11set_session_state\x18\x15 \x01(\v2\".raftbus.engine.v1.SetSessionStateH\x00R\x0fsetSessionState\x12L\n" +
+	"\x0frelease_session\x18\x16 \x01(\v2!.raftbus.engine.v1.ReleaseSessionH\x00R\x0ereleaseSessionB\x06\n" +
 	"\x04body\"\xda\x02\n" +
 	"\x0fConfigureEntity\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
@@ -1663,13 +1867,16 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\x0fCancelScheduled\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x12)\n" +
-	"\x10sequence_numbers\x18\x02 \x03(\x03R\x0fsequenceNumbers\"\xb9\x01\n" +
+	"\x10sequence_numbers\x18\x02 \x03(\x03R\x0fsequenceNumbers\"\x86\x02\n" +
 	"\x04Lock\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x121\n" +
 	"\tsub_queue\x18\x02 \x01(\x0e2\x14.raftbus.v1.SubQueueR\bsubQueue\x12:\n" +
 	"\freceive_mode\x18\x03 \x01(\x0e2\x17.raftbus.v1.ReceiveModeR\vreceiveMode\x12!\n" +
-	"\fmax_messages\x18\x04 \x01(\x05R\vmaxMessages\"\xf5\x03\n" +
+	"\fmax_messages\x18\x04 \x01(\x05R\vmaxMessages\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x05 \x01(\tR\tsessionId\x12,\n" +
+	"\x12session_lock_token\x18\x06 \x01(\fR\x10sessionLockToken\"\xc2\x04\n" +
 	"\x06Settle\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x121\n" +
@@ -1679,23 +1886,32 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\vdisposition\x18\x04 \x01(\x0e2\x1e.raftbus.engine.v1.DispositionR\vdisposition\x12,\n" +
 	"\x12dead_letter_reason\x18\x05 \x01(\tR\x10deadLetterReason\x12A\n" +
 	"\x1ddead_letter_error_description\x18\x06 \x01(\tR\x1adeadLetterErrorDescription\x12c\n" +
-	"\x14properties_to_modify\x18\a \x03(\v21.raftbus.engine.v1.Settle.PropertiesToModifyEntryR\x12propertiesToModify\x1a`\n" +
+	"\x14properties_to_modify\x18\a \x03(\v21.raftbus.engine.v1.Settle.PropertiesToModifyEntryR\x12propertiesToModify\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\b \x01(\tR\tsessionId\x12,\n" +
+	"\x12session_lock_token\x18\t \x01(\fR\x10sessionLockToken\x1a`\n" +
 	"\x17PropertiesToModifyEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
-	"\x05value\x18\x02 \x01(\v2\x19.raftbus.v1.PropertyValueR\x05value:\x028\x01\"~\n" +
+	"\x05value\x18\x02 \x01(\v2\x19.raftbus.v1.PropertyValueR\x05value:\x028\x01\"\xcb\x01\n" +
 	"\tRenewLock\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x121\n" +
 	"\tsub_queue\x18\x02 \x01(\x0e2\x14.raftbus.v1.SubQueueR\bsubQueue\x12\x1d\n" +
 	"\n" +
-	"lock_token\x18\x03 \x01(\fR\tlockToken\"\xcc\x01\n" +
+	"lock_token\x18\x03 \x01(\fR\tlockToken\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\b \x01(\tR\tsessionId\x12,\n" +
+	"\x12session_lock_token\x18\t \x01(\fR\x10sessionLockToken\"\x99\x02\n" +
 	"\x0fReceiveDeferred\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x121\n" +
 	"\tsub_queue\x18\x02 \x01(\x0e2\x14.raftbus.v1.SubQueueR\bsubQueue\x12:\n" +
 	"\freceive_mode\x18\x03 \x01(\x0e2\x17.raftbus.v1.ReceiveModeR\vreceiveMode\x12)\n" +
-	"\x10sequence_numbers\x18\x04 \x03(\x03R\x0fsequenceNumbers\"\x06\n" +
-	"\x04Tick\"\xa5\x06\n" +
+	"\x10sequence_numbers\x18\x04 \x03(\x03R\x0fsequenceNumbers\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\b \x01(\tR\tsessionId\x12,\n" +
+	"\x12session_lock_token\x18\t \x01(\fR\x10sessionLockToken\"\x06\n" +
+	"\x04Tick\"\xfd\b\n" +
 	"\x06Result\x120\n" +
 	"\x05error\x18\x01 \x01(\v2\x18.raftbus.engine.v1.ErrorH\x00R\x05error\x12U\n" +
 	"\x10configure_entity\x18\n" +
@@ -1711,7 +1927,11 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\x04tick\x18\x12 \x01(\v2\x1d.raftbus.engine.v1.TickResultH\x00R\x04tick\x12=\n" +
 	"\badd_rule\x18\x19 \x01(\v2 .raftbus.engine.v1.AddRuleResultH\x00R\aaddRule\x12F\n" +
 	"\vremove_rule\x18\x1a \x01(\v2#.raftbus.engine.v1.RemoveRuleResultH\x00R\n" +
-	"removeRuleB\b\n" +
+	"removeRule\x12O\n" +
+	"\x0eaccept_session\x18\x13 \x01(\v2&.raftbus.engine.v1.AcceptSessionResultH\x00R\racceptSession\x12Y\n" +
+	"\x12renew_session_lock\x18\x14 \x01(\v2).raftbus.engine.v1.RenewSessionLockResultH\x00R\x10renewSessionLock\x12V\n" +
+	"\x11set_session_state\x18\x15 \x01(\v2(.raftbus.engine.v1.SetSessionStateResultH\x00R\x0fsetSessionState\x12R\n" +
+	"\x0frelease_session\x18\x16 \x01(\v2'.raftbus.engine.v1.ReleaseSessionResultH\x00R\x0ereleaseSessionB\b\n" +
 	"\x06result\"R\n" +
 	"\x05Error\x12/\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x17.raftbus.v1.ErrorReasonR\x06reason\x12\x18\n" +
@@ -1779,20 +1999,28 @@ var file_raftbus_engine_v1_command_proto_goTypes = []any{
 	nil,                               // 22: raftbus.engine.v1.Settle.PropertiesToModifyEntry
 	(*AddRule)(nil),                   // 23: raftbus.engine.v1.AddRule
 	(*RemoveRule)(nil),                // 24: raftbus.engine.v1.RemoveRule
-	(*v1.QueueProperties)(nil),        // 25: raftbus.v1.QueueProperties
-	(*v1.TopicProperties)(nil),        // 26: raftbus.v1.TopicProperties
-	(*v1.SubscriptionProperties)(nil), // 27: raftbus.v1.SubscriptionProperties
-	(*v1.RuleProperties)(nil),         // 28: raftbus.v1.RuleProperties
-	(*v1.Message)(nil),                // 29: raftbus.v1.Message
-	(v1.SubQueue)(0),                  // 30: raftbus.v1.SubQueue
-	(v1.ReceiveMode)(0),               // 31: raftbus.v1.ReceiveMode
-	(*AddRuleResult)(nil),             // 32: raftbus.engine.v1.AddRuleResult
-	(*RemoveRuleResult)(nil),          // 33: raftbus.engine.v1.RemoveRuleResult
-	(v1.ErrorReason)(0),               // 34: raftbus.v1.ErrorReason
-	(*v1.SendResult)(nil),             // 35: raftbus.v1.SendResult
-	(*v1.ReceivedMessage)(nil),        // 36: raftbus.v1.ReceivedMessage
-	(*timestamppb.Timestamp)(nil),     // 37: google.protobuf.Timestamp
-	(*v1.PropertyValue)(nil),          // 38: raftbus.v1.PropertyValue
+	(*AcceptSession)(nil),             // 25: raftbus.engine.v1.AcceptSession
+	(*RenewSessionLock)(nil),          // 26: raftbus.engine.v1.RenewSessionLock
+	(*SetSessionState)(nil),           // 27: raftbus.engine.v1.SetSessionState
+	(*ReleaseSession)(nil),            // 28: raftbus.engine.v1.ReleaseSession
+	(*v1.QueueProperties)(nil),        // 29: raftbus.v1.QueueProperties
+	(*v1.TopicProperties)(nil),        // 30: raftbus.v1.TopicProperties
+	(*v1.SubscriptionProperties)(nil), // 31: raftbus.v1.SubscriptionProperties
+	(*v1.RuleProperties)(nil),         // 32: raftbus.v1.RuleProperties
+	(*v1.Message)(nil),                // 33: raftbus.v1.Message
+	(v1.SubQueue)(0),                  // 34: raftbus.v1.SubQueue
+	(v1.ReceiveMode)(0),               // 35: raftbus.v1.ReceiveMode
+	(*AddRuleResult)(nil),             // 36: raftbus.engine.v1.AddRuleResult
+	(*RemoveRuleResult)(nil),          // 37: raftbus.engine.v1.RemoveRuleResult
+	(*AcceptSessionResult)(nil),       // 38: raftbus.engine.v1.AcceptSessionResult
+	(*RenewSessionLockResult)(nil),    // 39: raftbus.engine.v1.RenewSessionLockResult
+	(*SetSessionStateResult)(nil),     // 40: raftbus.engine.v1.SetSessionStateResult
+	(*ReleaseSessionResult)(nil),      // 41: raftbus.engine.v1.ReleaseSessionResult
+	(v1.ErrorReason)(0),               // 42: raftbus.v1.ErrorReason
+	(*v1.SendResult)(nil),             // 43: raftbus.v1.SendResult
+	(*v1.ReceivedMessage)(nil),        // 44: raftbus.v1.ReceivedMessage
+	(*timestamppb.Timestamp)(nil),     // 45: google.protobuf.Timestamp
+	(*v1.PropertyValue)(nil),          // 46: raftbus.v1.PropertyValue
 }
 var file_raftbus_engine_v1_command_proto_depIdxs = []int32{
 	2,  // 0: raftbus.engine.v1.Entry.commands:type_name -> raftbus.engine.v1.Command
@@ -1807,43 +2035,51 @@ var file_raftbus_engine_v1_command_proto_depIdxs = []int32{
 	11, // 9: raftbus.engine.v1.Command.tick:type_name -> raftbus.engine.v1.Tick
 	23, // 10: raftbus.engine.v1.Command.add_rule:type_name -> raftbus.engine.v1.AddRule
 	24, // 11: raftbus.engine.v1.Command.remove_rule:type_name -> raftbus.engine.v1.RemoveRule
-	25, // 12: raftbus.engine.v1.ConfigureEntity.properties:type_name -> raftbus.v1.QueueProperties
-	26, // 13: raftbus.engine.v1.ConfigureEntity.topic:type_name -> raftbus.v1.TopicProperties
-	27, // 14: raftbus.engine.v1.ConfigureEntity.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	28, // 15: raftbus.engine.v1.ConfigureEntity.rules:type_name -> raftbus.v1.RuleProperties
-	29, // 16: raftbus.engine.v1.Send.messages:type_name -> raftbus.v1.Message
-	29, // 17: raftbus.engine.v1.Schedule.messages:type_name -> raftbus.v1.Message
-	30, // 18: raftbus.engine.v1.Lock.sub_queue:type_name -> raftbus.v1.SubQueue
-	31, // 19: raftbus.engine.v1.Lock.receive_mode:type_name -> raftbus.v1.ReceiveMode
-	30, // 20: raftbus.engine.v1.Settle.sub_queue:type_name -> raftbus.v1.SubQueue
-	0,  // 21: raftbus.engine.v1.Settle.disposition:type_name -> raftbus.engine.v1.Disposition
-	22, // 22: raftbus.engine.v1.Settle.properties_to_modify:type_name -> raftbus.engine.v1.Settle.PropertiesToModifyEntry
-	30, // 23: raftbus.engine.v1.RenewLock.sub_queue:type_name -> raftbus.v1.SubQueue
-	30, // 24: raftbus.engine.v1.ReceiveDeferred.sub_queue:type_name -> raftbus.v1.SubQueue
-	31, // 25: raftbus.engine.v1.ReceiveDeferred.receive_mode:type_name -> raftbus.v1.ReceiveMode
-	13, // 26: raftbus.engine.v1.Result.error:type_name -> raftbus.engine.v1.Error
-	14, // 27: raftbus.engine.v1.Result.configure_entity:type_name -> raftbus.engine.v1.ConfigureEntityResult
-	15, // 28: raftbus.engine.v1.Result.send:type_name -> raftbus.engine.v1.SendResult
-	16, // 29: raftbus.engine.v1.Result.schedule:type_name -> raftbus.engine.v1.ScheduleResult
-	17, // 30: raftbus.engine.v1.Result.cancel_scheduled:type_name -> raftbus.engine.v1.CancelScheduledResult
-	18, // 31: raftbus.engine.v1.Result.lock:type_name -> raftbus.engine.v1.LockResult
-	19, // 32: raftbus.engine.v1.Result.settle:type_name -> raftbus.engine.v1.SettleResult
-	20, // 33: raftbus.engine.v1.Result.renew_lock:type_name -> raftbus.engine.v1.RenewLockResult
-	18, // 34: raftbus.engine.v1.Result.receive_deferred:type_name -> raftbus.engine.v1.LockResult
-	21, // 35: raftbus.engine.v1.Result.tick:type_name -> raftbus.engine.v1.TickResult
-	32, // 36: raftbus.engine.v1.Result.add_rule:type_name -> raftbus.engine.v1.AddRuleResult
-	33, // 37: raftbus.engine.v1.Result.remove_rule:type_name -> raftbus.engine.v1.RemoveRuleResult
-	34, // 38: raftbus.engine.v1.Error.reason:type_name -> raftbus.v1.ErrorReason
-	35, // 39: raftbus.engine.v1.SendResult.messages:type_name -> raftbus.v1.SendResult
-	35, // 40: raftbus.engine.v1.ScheduleResult.messages:type_name -> raftbus.v1.SendResult
-	36, // 41: raftbus.engine.v1.LockResult.messages:type_name -> raftbus.v1.ReceivedMessage
-	37, // 42: raftbus.engine.v1.RenewLockResult.locked_until:type_name -> google.protobuf.Timestamp
-	38, // 43: raftbus.engine.v1.Settle.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
-	44, // [44:44] is the sub-list for method output_type
-	44, // [44:44] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	25, // 12: raftbus.engine.v1.Command.accept_session:type_name -> raftbus.engine.v1.AcceptSession
+	26, // 13: raftbus.engine.v1.Command.renew_session_lock:type_name -> raftbus.engine.v1.RenewSessionLock
+	27, // 14: raftbus.engine.v1.Command.set_session_state:type_name -> raftbus.engine.v1.SetSessionState
+	28, // 15: raftbus.engine.v1.Command.release_session:type_name -> raftbus.engine.v1.ReleaseSession
+	29, // 16: raftbus.engine.v1.ConfigureEntity.properties:type_name -> raftbus.v1.QueueProperties
+	30, // 17: raftbus.engine.v1.ConfigureEntity.topic:type_name -> raftbus.v1.TopicProperties
+	31, // 18: raftbus.engine.v1.ConfigureEntity.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	32, // 19: raftbus.engine.v1.ConfigureEntity.rules:type_name -> raftbus.v1.RuleProperties
+	33, // 20: raftbus.engine.v1.Send.messages:type_name -> raftbus.v1.Message
+	33, // 21: raftbus.engine.v1.Schedule.messages:type_name -> raftbus.v1.Message
+	34, // 22: raftbus.engine.v1.Lock.sub_queue:type_name -> raftbus.v1.SubQueue
+	35, // 23: raftbus.engine.v1.Lock.receive_mode:type_name -> raftbus.v1.ReceiveMode
+	34, // 24: raftbus.engine.v1.Settle.sub_queue:type_name -> raftbus.v1.SubQueue
+	0,  // 25: raftbus.engine.v1.Settle.disposition:type_name -> raftbus.engine.v1.Disposition
+	22, // 26: raftbus.engine.v1.Settle.properties_to_modify:type_name -> raftbus.engine.v1.Settle.PropertiesToModifyEntry
+	34, // 27: raftbus.engine.v1.RenewLock.sub_queue:type_name -> raftbus.v1.SubQueue
+	34, // 28: raftbus.engine.v1.ReceiveDeferred.sub_queue:type_name -> raftbus.v1.SubQueue
+	35, // 29: raftbus.engine.v1.ReceiveDeferred.receive_mode:type_name -> raftbus.v1.ReceiveMode
+	13, // 30: raftbus.engine.v1.Result.error:type_name -> raftbus.engine.v1.Error
+	14, // 31: raftbus.engine.v1.Result.configure_entity:type_name -> raftbus.engine.v1.ConfigureEntityResult
+	15, // 32: raftbus.engine.v1.Result.send:type_name -> raftbus.engine.v1.SendResult
+	16, // 33: raftbus.engine.v1.Result.schedule:type_name -> raftbus.engine.v1.ScheduleResult
+	17, // 34: raftbus.engine.v1.Result.cancel_scheduled:type_name -> raftbus.engine.v1.CancelScheduledResult
+	18, // 35: raftbus.engine.v1.Result.lock:type_name -> raftbus.engine.v1.LockResult
+	19, // 36: raftbus.engine.v1.Result.settle:type_name -> raftbus.engine.v1.SettleResult
+	20, // 37: raftbus.engine.v1.Result.renew_lock:type_name -> raftbus.engine.v1.RenewLockResult
+	18, // 38: raftbus.engine.v1.Result.receive_deferred:type_name -> raftbus.engine.v1.LockResult
+	21, // 39: raftbus.engine.v1.Result.tick:type_name -> raftbus.engine.v1.TickResult
+	36, // 40: raftbus.engine.v1.Result.add_rule:type_name -> raftbus.engine.v1.AddRuleResult
+	37, // 41: raftbus.engine.v1.Result.remove_rule:type_name -> raftbus.engine.v1.RemoveRuleResult
+	38, // 42: raftbus.engine.v1.Result.accept_session:type_name -> raftbus.engine.v1.AcceptSessionResult
+	39, // 43: raftbus.engine.v1.Result.renew_session_lock:type_name -> raftbus.engine.v1.RenewSessionLockResult
+	40, // 44: raftbus.engine.v1.Result.set_session_state:type_name -> raftbus.engine.v1.SetSessionStateResult
+	41, // 45: raftbus.engine.v1.Result.release_session:type_name -> raftbus.engine.v1.ReleaseSessionResult
+	42, // 46: raftbus.engine.v1.Error.reason:type_name -> raftbus.v1.ErrorReason
+	43, // 47: raftbus.engine.v1.SendResult.messages:type_name -> raftbus.v1.SendResult
+	43, // 48: raftbus.engine.v1.ScheduleResult.messages:type_name -> raftbus.v1.SendResult
+	44, // 49: raftbus.engine.v1.LockResult.messages:type_name -> raftbus.v1.ReceivedMessage
+	45, // 50: raftbus.engine.v1.RenewLockResult.locked_until:type_name -> google.protobuf.Timestamp
+	46, // 51: raftbus.engine.v1.Settle.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
+	52, // [52:52] is the sub-list for method output_type
+	52, // [52:52] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_engine_v1_command_proto_init() }
@@ -1852,6 +2088,7 @@ func file_raftbus_engine_v1_command_proto_init() {
 		return
 	}
 	file_raftbus_engine_v1_topic_proto_init()
+	file_raftbus_engine_v1_session_proto_init()
 	file_raftbus_engine_v1_command_proto_msgTypes[1].OneofWrappers = []any{
 		(*Command_ConfigureEntity)(nil),
 		(*Command_Send)(nil),
@@ -1864,6 +2101,10 @@ func file_raftbus_engine_v1_command_proto_init() {
 		(*Command_Tick)(nil),
 		(*Command_AddRule)(nil),
 		(*Command_RemoveRule)(nil),
+		(*Command_AcceptSession)(nil),
+		(*Command_RenewSessionLock)(nil),
+		(*Command_SetSessionState)(nil),
+		(*Command_ReleaseSession)(nil),
 	}
 	file_raftbus_engine_v1_command_proto_msgTypes[11].OneofWrappers = []any{
 		(*Result_Error)(nil),
@@ -1878,6 +2119,10 @@ func file_raftbus_engine_v1_command_proto_init() {
 		(*Result_Tick)(nil),
 		(*Result_AddRule)(nil),
 		(*Result_RemoveRule)(nil),
+		(*Result_AcceptSession)(nil),
+		(*Result_RenewSessionLock)(nil),
+		(*Result_SetSessionState)(nil),
+		(*Result_ReleaseSession)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

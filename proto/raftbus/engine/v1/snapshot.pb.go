@@ -81,7 +81,8 @@ func (StoredState) EnumDescriptor() ([]byte, []int) {
 // SnapshotRecord is one record of an engine snapshot. A snapshot is a stream
 // of length-delimited records: one header; per entity, in name order, its
 // entity record, its messages (main queue then dead-letter sub-queue, each
-// in sequence order) and its remembered message ids; then one trailer.
+// in sequence order), its remembered message ids and its held or stateful
+// sessions in id order; then one trailer.
 type SnapshotRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Record:
@@ -91,6 +92,7 @@ type SnapshotRecord struct {
 	//	*SnapshotRecord_Message
 	//	*SnapshotRecord_DuplicateId
 	//	*SnapshotRecord_Trailer
+	//	*SnapshotRecord_Session
 	Record        isSnapshotRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -178,6 +180,15 @@ func (x *SnapshotRecord) GetTrailer() *SnapshotTrailer {
 	return nil
 }
 
+func (x *SnapshotRecord) GetSession() *StoredSession {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_Session); ok {
+			return x.Session
+		}
+	}
+	return nil
+}
+
 type isSnapshotRecord_Record interface {
 	isSnapshotRecord_Record()
 }
@@ -202,6 +213,10 @@ type SnapshotRecord_Trailer struct {
 	Trailer *SnapshotTrailer `protobuf:"bytes,5,opt,name=trailer,proto3,oneof"`
 }
 
+type SnapshotRecord_Session struct {
+	Session *StoredSession `protobuf:"bytes,6,opt,name=session,proto3,oneof"`
+}
+
 func (*SnapshotRecord_Header) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Entity) isSnapshotRecord_Record() {}
@@ -211,6 +226,8 @@ func (*SnapshotRecord_Message) isSnapshotRecord_Record() {}
 func (*SnapshotRecord_DuplicateId) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Trailer) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_Session) isSnapshotRecord_Record() {}
 
 // SnapshotHeader is the partition-wide state.
 type SnapshotHeader struct {
@@ -638,13 +655,14 @@ var File_raftbus_engine_v1_snapshot_proto protoreflect.FileDescriptor
 
 const file_raftbus_engine_v1_snapshot_proto_rawDesc = "" +
 	"\n" +
-	" raftbus/engine/v1/snapshot.proto\x12\x11raftbus.engine.v1\x1a\x1fraftbus/engine/v1/command.proto\x1a\x18raftbus/v1/message.proto\"\xd7\x02\n" +
+	" raftbus/engine/v1/snapshot.proto\x12\x11raftbus.engine.v1\x1a\x1fraftbus/engine/v1/command.proto\x1a\x1fraftbus/engine/v1/session.proto\x1a\x18raftbus/v1/message.proto\"\x95\x03\n" +
 	"\x0eSnapshotRecord\x12;\n" +
 	"\x06header\x18\x01 \x01(\v2!.raftbus.engine.v1.SnapshotHeaderH\x00R\x06header\x12;\n" +
 	"\x06entity\x18\x02 \x01(\v2!.raftbus.engine.v1.SnapshotEntityH\x00R\x06entity\x12<\n" +
 	"\amessage\x18\x03 \x01(\v2 .raftbus.engine.v1.StoredMessageH\x00R\amessage\x12C\n" +
 	"\fduplicate_id\x18\x04 \x01(\v2\x1e.raftbus.engine.v1.DuplicateIdH\x00R\vduplicateId\x12>\n" +
-	"\atrailer\x18\x05 \x01(\v2\".raftbus.engine.v1.SnapshotTrailerH\x00R\atrailerB\b\n" +
+	"\atrailer\x18\x05 \x01(\v2\".raftbus.engine.v1.SnapshotTrailerH\x00R\atrailer\x12<\n" +
+	"\asession\x18\x06 \x01(\v2 .raftbus.engine.v1.StoredSessionH\x00R\asessionB\b\n" +
 	"\x06record\"\xb5\x01\n" +
 	"\x0eSnapshotHeader\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12!\n" +
@@ -713,8 +731,9 @@ var file_raftbus_engine_v1_snapshot_proto_goTypes = []any{
 	(*StoredMessage)(nil),   // 4: raftbus.engine.v1.StoredMessage
 	(*DuplicateId)(nil),     // 5: raftbus.engine.v1.DuplicateId
 	(*SnapshotTrailer)(nil), // 6: raftbus.engine.v1.SnapshotTrailer
-	(*ConfigureEntity)(nil), // 7: raftbus.engine.v1.ConfigureEntity
-	(v1.SubQueue)(0),        // 8: raftbus.v1.SubQueue
+	(*StoredSession)(nil),   // 7: raftbus.engine.v1.StoredSession
+	(*ConfigureEntity)(nil), // 8: raftbus.engine.v1.ConfigureEntity
+	(v1.SubQueue)(0),        // 9: raftbus.v1.SubQueue
 }
 var file_raftbus_engine_v1_snapshot_proto_depIdxs = []int32{
 	2, // 0: raftbus.engine.v1.SnapshotRecord.header:type_name -> raftbus.engine.v1.SnapshotHeader
@@ -722,14 +741,15 @@ var file_raftbus_engine_v1_snapshot_proto_depIdxs = []int32{
 	4, // 2: raftbus.engine.v1.SnapshotRecord.message:type_name -> raftbus.engine.v1.StoredMessage
 	5, // 3: raftbus.engine.v1.SnapshotRecord.duplicate_id:type_name -> raftbus.engine.v1.DuplicateId
 	6, // 4: raftbus.engine.v1.SnapshotRecord.trailer:type_name -> raftbus.engine.v1.SnapshotTrailer
-	7, // 5: raftbus.engine.v1.SnapshotEntity.configuration:type_name -> raftbus.engine.v1.ConfigureEntity
-	8, // 6: raftbus.engine.v1.StoredMessage.sub_queue:type_name -> raftbus.v1.SubQueue
-	0, // 7: raftbus.engine.v1.StoredMessage.state:type_name -> raftbus.engine.v1.StoredState
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	7, // 5: raftbus.engine.v1.SnapshotRecord.session:type_name -> raftbus.engine.v1.StoredSession
+	8, // 6: raftbus.engine.v1.SnapshotEntity.configuration:type_name -> raftbus.engine.v1.ConfigureEntity
+	9, // 7: raftbus.engine.v1.StoredMessage.sub_queue:type_name -> raftbus.v1.SubQueue
+	0, // 8: raftbus.engine.v1.StoredMessage.state:type_name -> raftbus.engine.v1.StoredState
+	9, // [9:9] is the sub-list for method output_type
+	9, // [9:9] is the sub-list for method input_type
+	9, // [9:9] is the sub-list for extension type_name
+	9, // [9:9] is the sub-list for extension extendee
+	0, // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_engine_v1_snapshot_proto_init() }
@@ -738,12 +758,14 @@ func file_raftbus_engine_v1_snapshot_proto_init() {
 		return
 	}
 	file_raftbus_engine_v1_command_proto_init()
+	file_raftbus_engine_v1_session_proto_init()
 	file_raftbus_engine_v1_snapshot_proto_msgTypes[0].OneofWrappers = []any{
 		(*SnapshotRecord_Header)(nil),
 		(*SnapshotRecord_Entity)(nil),
 		(*SnapshotRecord_Message)(nil),
 		(*SnapshotRecord_DuplicateId)(nil),
 		(*SnapshotRecord_Trailer)(nil),
+		(*SnapshotRecord_Session)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
