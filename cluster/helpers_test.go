@@ -20,14 +20,14 @@ import (
 
 // testCluster is a set of in-process nodes on loopback.
 type testCluster struct {
-	t     *testing.T
+	t     testing.TB
 	dir   string
 	nodes []*Node // nil where stopped
 }
 
 // newTestCluster starts n nodes: the first forms the cluster, the others
 // join it.
-func newTestCluster(t *testing.T, n int) *testCluster {
+func newTestCluster(t testing.TB, n int) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t, dir: t.TempDir()}
 	t.Cleanup(func() {
@@ -93,7 +93,7 @@ func (c *testCluster) client(i int) clients {
 	return dial(c.t, c.nodes[i].Addr())
 }
 
-func dial(t *testing.T, addr string) clients {
+func dial(t testing.TB, addr string) clients {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -104,7 +104,7 @@ func dial(t *testing.T, addr string) clients {
 }
 
 // errorInfo extracts the ErrorInfo every error must carry.
-func errorInfo(t *testing.T, err error) *raftbusv1.ErrorInfo {
+func errorInfo(t testing.TB, err error) *raftbusv1.ErrorInfo {
 	t.Helper()
 	st, ok := status.FromError(err)
 	if !ok {
@@ -141,7 +141,7 @@ func isRetryable(err error) bool {
 
 // retry repeats op while it fails with a retryable error, up to timeout: a
 // client riding out a leader change.
-func retry[T any](t *testing.T, timeout time.Duration, op func(ctx context.Context) (T, error)) T {
+func retry[T any](t testing.TB, timeout time.Duration, op func(ctx context.Context) (T, error)) T {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for attempt := 0; ; attempt++ {
@@ -161,7 +161,7 @@ func retry[T any](t *testing.T, timeout time.Duration, op func(ctx context.Conte
 	}
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for attempt := 0; !cond(); attempt++ {
@@ -172,7 +172,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
-func createQueue(t *testing.T, c clients, q *raftbusv1.QueueProperties) {
+func createQueue(t testing.TB, c clients, q *raftbusv1.QueueProperties) {
 	t.Helper()
 	retry(t, 20*time.Second, func(ctx context.Context) (*raftbusv1.CreateQueueResponse, error) {
 		resp, err := c.admin.CreateQueue(ctx, &raftbusv1.CreateQueueRequest{Queue: q})
@@ -183,7 +183,7 @@ func createQueue(t *testing.T, c clients, q *raftbusv1.QueueProperties) {
 	})
 }
 
-func sendOne(t *testing.T, c clients, queue, id string) *raftbusv1.SendResult {
+func sendOne(t testing.TB, c clients, queue, id string) *raftbusv1.SendResult {
 	t.Helper()
 	resp := retry(t, 20*time.Second, func(ctx context.Context) (*raftbusv1.SendResponse, error) {
 		return c.msg.Send(ctx, &raftbusv1.SendRequest{EntityPath: queue, Messages: []*raftbusv1.Message{{MessageId: id, Body: []byte("body " + id)}}})
@@ -193,7 +193,7 @@ func sendOne(t *testing.T, c clients, queue, id string) *raftbusv1.SendResult {
 
 // drain receives and completes until want distinct message ids arrived,
 // returning them.
-func drain(t *testing.T, c clients, queue string, want int, timeout time.Duration) map[string]int {
+func drain(t testing.TB, c clients, queue string, want int, timeout time.Duration) map[string]int {
 	t.Helper()
 	got := make(map[string]int)
 	deadline := time.Now().Add(timeout)
