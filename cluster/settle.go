@@ -108,9 +108,6 @@ func (s *messagingService) RenewLock(ctx context.Context, req *raftbusv1.RenewLo
 }
 
 func (s *messagingService) ReceiveDeferred(ctx context.Context, req *raftbusv1.ReceiveDeferredRequest) (*raftbusv1.ReceiveDeferredResponse, error) {
-	if req.GetSession() != nil {
-		return nil, unimplemented("sessions")
-	}
 	e, err := s.n.queue(ctx, req.GetEntityPath())
 	if err != nil {
 		return nil, err
@@ -120,16 +117,21 @@ func (s *messagingService) ReceiveDeferred(ctx context.Context, req *raftbusv1.R
 	}
 	resp := &raftbusv1.ReceiveDeferredResponse{}
 	groups := bySequencePartition(e, req.GetSequenceNumbers())
+	sl := req.GetSession()
+	if err := sessionHoldsAll(e, sl, groups); err != nil {
+		return nil, err
+	}
 	for _, id := range sortedKeys(groups) {
 		seqs := groups[id]
 		msgs, err := route(ctx, s.n, e, id, func(r *replica) ([]*raftbusv1.ReceivedMessage, error) {
 			res, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_ReceiveDeferred{ReceiveDeferred: &enginev1.ReceiveDeferred{
 				EntityPath: e.GetName(), SubQueue: req.GetSubQueue(), ReceiveMode: req.GetReceiveMode(), SequenceNumbers: seqs,
+				SessionId: sl.GetSessionId(), SessionLockToken: sl.GetLockToken(),
 			}}})
 			return res.GetReceiveDeferred().GetMessages(), err
 		}, func(ctx context.Context, conn *grpc.ClientConn) ([]*raftbusv1.ReceivedMessage, error) {
 			resp, err := raftbusv1.NewMessagingServiceClient(conn).ReceiveDeferred(ctx, &raftbusv1.ReceiveDeferredRequest{
-				EntityPath: e.GetName(), SubQueue: req.GetSubQueue(), ReceiveMode: req.GetReceiveMode(), SequenceNumbers: seqs,
+				EntityPath: e.GetName(), SubQueue: req.GetSubQueue(), ReceiveMode: req.GetReceiveMode(), SequenceNumbers: seqs, Session: sl,
 			})
 			return resp.GetMessages(), err
 		})
@@ -144,9 +146,6 @@ func (s *messagingService) ReceiveDeferred(ctx context.Context, req *raftbusv1.R
 // Peek browses in sequence order: across partitions that is partition
 // order, since a partitioned entity's numbers start with the partition id.
 func (s *messagingService) Peek(ctx context.Context, req *raftbusv1.PeekRequest) (*raftbusv1.PeekResponse, error) {
-	if req.GetSessionId() != "" {
-		return nil, unimplemented("sessions")
-	}
 	e, err := s.n.queue(ctx, req.GetEntityPath())
 	if err != nil {
 		return nil, err
@@ -154,6 +153,9 @@ func (s *messagingService) Peek(ctx context.Context, req *raftbusv1.PeekRequest)
 	batch, err := batchSize(req.GetMaxMessages())
 	if err != nil {
 		return nil, err
+	}
+	if req.GetSessionId() != "" {
+		return s.peekSession(ctx, e, req, batch)
 	}
 	parts := uint32(len(e.GetPartitions()))
 	first, last := uint32(0), parts-1
@@ -198,10 +200,4 @@ func sortedKeys(m map[uint32][]int64) []uint32 {
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
 	return keys
-}
-
-// Sessions come with the engine's session support.
-
-func (s *messagingService) AcceptSession(context.Context, *raftbusv1.AcceptSessionRequest) (*raftbusv1.AcceptSessionResponse, error) {
-	return nil, unimplemented("sessions")
 }
