@@ -51,6 +51,10 @@ func (s *session) head() *message {
 	return nil
 }
 
+// sessionLogStart is the room a new session has for messages before its
+// logs grow.
+const sessionLogStart = 8
+
 // sessionIndex holds the sessions of a main queue of an entity that
 // requires sessions.
 type sessionIndex struct {
@@ -95,7 +99,14 @@ func (x *sessionIndex) reassign(m *message, s *session) {
 func (x *sessionIndex) get(id string, create bool) *session {
 	s := x.byID[id]
 	if s == nil && create {
-		s = &session{id: id, lockIdx: -1, readyIdx: -1}
+		// One allocation for the session and the first slots of its logs.
+		b := &struct {
+			s        session
+			all, act [sessionLogStart]logSlot
+		}{}
+		s = &b.s
+		s.id, s.lockIdx, s.readyIdx = id, -1, -1
+		s.all.slots, s.active.slots = b.all[:0], b.act[:0]
 		x.byID[id] = s
 	}
 	return s
