@@ -191,4 +191,19 @@ func TestSessionErrorsHaveTheirReasons(t *testing.T) {
 	if err != nil || len(peek.GetMessages()) != 1 || peek.GetMessages()[0].GetMessage().GetSessionId() != "a" {
 		t.Fatalf("peek by session: %v %v", peek, err)
 	}
+
+	// A message lock taken under a session ends with it.
+	sl := &raftbusv1.SessionLock{SessionId: "a", LockToken: a.GetLockToken()}
+	got, err := cl.msg.Receive(ctx, &raftbusv1.ReceiveRequest{EntityPath: "sessions", Session: sl})
+	if err != nil || len(got.GetMessages()) != 1 {
+		t.Fatalf("receive in session: %v %v", got, err)
+	}
+	if _, err := cl.msg.CloseSession(ctx, &raftbusv1.CloseSessionRequest{EntityPath: "sessions", Session: sl}); err != nil {
+		t.Fatal(err)
+	}
+	m := got.GetMessages()[0]
+	_, err = cl.msg.Complete(ctx, &raftbusv1.CompleteRequest{Lock: &raftbusv1.MessageLock{EntityPath: "sessions", PartitionId: m.GetPartitionId(), LockToken: m.GetLockToken()}})
+	if reasonOf(err) != raftbusv1.ErrorReason_ERROR_REASON_SESSION_LOCK_LOST {
+		t.Fatalf("complete after the session was closed: %v, want SESSION_LOCK_LOST", err)
+	}
 }

@@ -66,12 +66,21 @@ type sessionIndex struct {
 	expiring sessionHeap
 	// owner is the session of every message of the queue.
 	owner map[*message]*session
+	// lost holds the lock tokens messages had when their session lock was
+	// lost, until they are locked again or leave the queue, so that a late
+	// settlement hears why its lock is gone. lostBy is the reverse.
+	lost   map[lockToken]*message
+	lostBy map[*message]lockToken
 	// withMessages counts sessions with at least one message.
 	withMessages int64
 }
 
 func newSessionIndex() *sessionIndex {
-	return &sessionIndex{byID: make(map[string]*session), owner: make(map[*message]*session), expiring: sessionHeap{byLock: true}}
+	return &sessionIndex{
+		byID: make(map[string]*session), owner: make(map[*message]*session),
+		lost: make(map[lockToken]*message), lostBy: make(map[*message]lockToken),
+		expiring: sessionHeap{byLock: true},
+	}
 }
 
 // sessionOf is m's session, or nil when q is not indexed by session.
@@ -150,6 +159,7 @@ func (x *sessionIndex) inserted(m *message) {
 func (x *sessionIndex) removed(m *message) {
 	s := x.owner[m]
 	delete(x.owner, m)
+	x.forgetLost(m)
 	if m.sessionActive {
 		s.active.remove(m)
 		m.sessionActive = false
@@ -176,8 +186,32 @@ func (x *sessionIndex) attached(m *message) {
 	}
 	if m.state == stateLocked {
 		s.locked = append(s.locked, m)
+		x.forgetLost(m)
 	}
 	x.update(s)
+}
+
+// lose records that m's lock ended with its session's.
+func (x *sessionIndex) lose(m *message, token lockToken) {
+	x.lost[token] = m
+	x.lostBy[m] = token
+}
+
+func (x *sessionIndex) forgetLost(m *message) {
+	if tok, ok := x.lostBy[m]; ok {
+		delete(x.lost, tok)
+		delete(x.lostBy, m)
+	}
+}
+
+// lockLost is the error for a lock token no message holds: SESSION_LOCK_LOST
+// when its lock ended with its session's.
+func (q *queue) lockLost(token lockToken) *Error {
+	if q.sessions != nil && q.sessions.lost[token] != nil {
+		return errorf(raftbusv1.ErrorReason_ERROR_REASON_SESSION_LOCK_LOST,
+			"the lock of lock token %x ended with the lock of its session; accept the session again", token[:])
+	}
+	return lockLost(token)
 }
 
 // detached records m leaving its state (see queue.detach).
@@ -317,7 +351,11 @@ func (e *Engine) releaseSession(q *queue, s *session, t int64) {
 	locked := slices.Clone(s.locked)
 	slices.SortFunc(locked, func(a, b *message) int { return cmp.Compare(a.order, b.order) })
 	for _, m := range locked {
+		tok := m.token
 		e.release(q, m, t)
+		if q.sessions.owner[m] != nil { // not expired or dead-lettered
+			q.sessions.lose(m, tok)
+		}
 	}
 	q.sessions.expiring.remove(s)
 	s.holder, s.lockedUntil = lockToken{}, 0

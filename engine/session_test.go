@@ -265,7 +265,11 @@ func TestSessionLockExpiryReleasesMessageLocks(t *testing.T) {
 		}
 		h.advance(4 * time.Second)
 		h.fails(sessionSettleCmd(s, m[0].GetLockToken(), complete), sessionLockLost)
-		h.fails(settleCmd(mainQueue, m[0].GetLockToken(), complete), raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST)
+		want := sessionLockLost
+		if delivery == 2 { // dead-lettered: the message left the queue
+			want = raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST
+		}
+		h.fails(settleCmd(mainQueue, m[0].GetLockToken(), complete), want)
 	}
 	// The second release used up a0's deliveries: it was dead-lettered.
 	if dl := h.peek(deadLetter, 0, 10); !slices.Equal(ids(dl), []string{"a0"}) || dl[0].GetDeadLetterReason() != reasonMaxDeliveryCountExceeded {
@@ -292,6 +296,24 @@ func TestReleaseSessionReleasesMessageLocks(t *testing.T) {
 	if again[0].GetSequenceNumber() != m[0].GetSequenceNumber() || again[0].GetDeliveryCount() != 2 {
 		t.Fatalf("received %v count %d", ids(again), again[0].GetDeliveryCount())
 	}
+}
+
+func TestSettleAfterSessionLossFailsWithSessionLockLost(t *testing.T) {
+	h := newSessionHarness(t, nil)
+	h.sendTo("a", "a0")
+	s := h.accept("a")
+	m := h.receiveIn(s, 1)
+	h.ok(releaseCmd(s))
+	renew := &enginev1.Command{Body: &enginev1.Command_RenewLock{RenewLock: &enginev1.RenewLock{EntityPath: testQueue, LockToken: m[0].GetLockToken()}}}
+	for _, cmd := range []*enginev1.Command{settleCmd(mainQueue, m[0].GetLockToken(), complete), renew} {
+		if e := h.fails(cmd, sessionLockLost); e.GetMessage() == "" {
+			t.Fatal("no message")
+		}
+	}
+	// Once the message is locked again, the old token is just unknown.
+	s = h.accept("a")
+	h.receiveIn(s, 1)
+	h.fails(settleCmd(mainQueue, m[0].GetLockToken(), complete), raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST)
 }
 
 func TestRenewSessionLockExtendsIt(t *testing.T) {
@@ -517,6 +539,10 @@ func TestSessionsSurviveSnapshotRoundTrip(t *testing.T) {
 	s := h.accept("stateful")
 	h.ok(setStateCmd(s, []byte("kept")))
 	h.ok(releaseCmd(s))
+	h.sendTo("d", "d0")
+	d := h.accept("d")
+	md := h.receiveIn(d, 1)
+	h.ok(releaseCmd(d)) // md's token is now a lost session lock's
 
 	var buf bytes.Buffer
 	if err := h.e.Snapshot(&buf); err != nil {
@@ -533,14 +559,15 @@ func TestSessionsSurviveSnapshotRoundTrip(t *testing.T) {
 	if st, err := restored.GetSessionState(testQueue, "a", a.token); err != nil || string(st) != "state a" {
 		t.Fatalf("state %q %v", st, err)
 	}
-	if p, _ := restored.RuntimeProperties(testQueue); p.GetSessionCount() != 2 {
+	if p, _ := restored.RuntimeProperties(testQueue); p.GetSessionCount() != 3 {
 		t.Fatalf("session count %d", p.GetSessionCount())
 	}
 	// Both engines go on identically: the session lock expires, releasing a0.
 	h.advance(11 * time.Second)
 	for _, cmd := range []*enginev1.Command{
 		sessionSettleCmd(a, m[0].GetLockToken(), complete),
-		acceptCmd(""), acceptCmd(""), acceptCmd("stateful"),
+		settleCmd(mainQueue, md[0].GetLockToken(), complete),
+		acceptCmd(""), acceptCmd(""), acceptCmd(""), acceptCmd("stateful"),
 	} {
 		cmd.NowUnixMs, cmd.TokenSeed = h.now, h.seed()
 		want, got := h.e.Apply(cmd), restored.Apply(cmd)
@@ -632,6 +659,14 @@ func checkSessionInvariants(t testing.TB, ent *entity) {
 				t.Fatalf("%s: session %q misplaced in the expiry heap", ent.path, id)
 			}
 		}
+	}
+	for tok, m := range x.lost {
+		if x.lostBy[m] != tok || x.owner[m] == nil || m.state == stateLocked {
+			t.Fatalf("%s: lost lock token %x of message %d (state %d) out of place", ent.path, tok[:], m.seq, m.state)
+		}
+	}
+	if len(x.lost) != len(x.lostBy) {
+		t.Fatalf("%s: %d lost lock tokens, %d messages with one", ent.path, len(x.lost), len(x.lostBy))
 	}
 	if withMessages != x.withMessages || ready != len(x.ready.items) || expiring != len(x.expiring.items) {
 		t.Fatalf("%s: %d sessions with messages (recorded %d), %d ready (heap %d), %d held (heap %d)",

@@ -381,8 +381,11 @@ type StoredMessage struct {
 	DeadLetterErrorDescription string `protobuf:"bytes,15,opt,name=dead_letter_error_description,json=deadLetterErrorDescription,proto3" json:"dead_letter_error_description,omitempty"`
 	DeadLetterSource           string `protobuf:"bytes,16,opt,name=dead_letter_source,json=deadLetterSource,proto3" json:"dead_letter_source,omitempty"`
 	EnqueuedSequenceNumber     int64  `protobuf:"varint,17,opt,name=enqueued_sequence_number,json=enqueuedSequenceNumber,proto3" json:"enqueued_sequence_number,omitempty"`
-	unknownFields              protoimpl.UnknownFields
-	sizeCache                  protoimpl.SizeCache
+	// The lock token the message had when the lock of its session was lost,
+	// until it is locked again: settling with it fails with SESSION_LOCK_LOST.
+	SessionLostLockToken []byte `protobuf:"bytes,18,opt,name=session_lost_lock_token,json=sessionLostLockToken,proto3" json:"session_lost_lock_token,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *StoredMessage) Reset() {
@@ -534,6 +537,13 @@ func (x *StoredMessage) GetEnqueuedSequenceNumber() int64 {
 	return 0
 }
 
+func (x *StoredMessage) GetSessionLostLockToken() []byte {
+	if x != nil {
+		return x.SessionLostLockToken
+	}
+	return nil
+}
+
 // DuplicateId is a message id remembered for duplicate detection.
 type DuplicateId struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -661,7 +671,7 @@ const file_raftbus_engine_v1_snapshot_proto_rawDesc = "" +
 	"next_order\x18\x04 \x01(\x04R\tnextOrder\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x05 \x01(\x03R\tnowUnixMs\"Z\n" +
 	"\x0eSnapshotEntity\x12H\n" +
-	"\rconfiguration\x18\x01 \x01(\v2\".raftbus.engine.v1.ConfigureEntityR\rconfiguration\"\xc1\x05\n" +
+	"\rconfiguration\x18\x01 \x01(\v2\".raftbus.engine.v1.ConfigureEntityR\rconfiguration\"\xf8\x05\n" +
 	"\rStoredMessage\x121\n" +
 	"\tsub_queue\x18\x01 \x01(\x0e2\x14.raftbus.v1.SubQueueR\bsubQueue\x12'\n" +
 	"\x0fsequence_number\x18\x02 \x01(\x03R\x0esequenceNumber\x12\x14\n" +
@@ -682,7 +692,8 @@ const file_raftbus_engine_v1_snapshot_proto_rawDesc = "" +
 	"\x12dead_letter_reason\x18\x0e \x01(\tR\x10deadLetterReason\x12A\n" +
 	"\x1ddead_letter_error_description\x18\x0f \x01(\tR\x1adeadLetterErrorDescription\x12,\n" +
 	"\x12dead_letter_source\x18\x10 \x01(\tR\x10deadLetterSource\x128\n" +
-	"\x18enqueued_sequence_number\x18\x11 \x01(\x03R\x16enqueuedSequenceNumber\"T\n" +
+	"\x18enqueued_sequence_number\x18\x11 \x01(\x03R\x16enqueuedSequenceNumber\x125\n" +
+	"\x17session_lost_lock_token\x18\x12 \x01(\fR\x14sessionLostLockToken\"T\n" +
 	"\vDuplicateId\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12&\n" +
