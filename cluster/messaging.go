@@ -155,7 +155,7 @@ func bySequencePartition(e *clusterv1.Entity, seqs []int64) map[uint32][]int64 {
 
 func (s *messagingService) Receive(ctx context.Context, req *raftbusv1.ReceiveRequest) (*raftbusv1.ReceiveResponse, error) {
 	if req.GetSession() != nil {
-		return nil, unimplemented("sessions")
+		return s.receiveSession(ctx, req)
 	}
 	t, err := s.n.resolve(ctx, req.GetEntityPath())
 	if err != nil {
@@ -220,6 +220,7 @@ func (n *Node) receiveFrom(ctx context.Context, e *clusterv1.Entity, id uint32, 
 			MaxMessages: lock.GetMaxMessages(),
 			MaxWait:     durationpb.New(wait),
 			PartitionId: &id,
+			Session:     sessionLockOf(lock),
 		})
 		return resp.GetMessages(), err
 	})

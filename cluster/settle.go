@@ -110,9 +110,6 @@ func (s *messagingService) RenewLock(ctx context.Context, req *raftbusv1.RenewLo
 }
 
 func (s *messagingService) ReceiveDeferred(ctx context.Context, req *raftbusv1.ReceiveDeferredRequest) (*raftbusv1.ReceiveDeferredResponse, error) {
-	if req.GetSession() != nil {
-		return nil, unimplemented("sessions")
-	}
 	t, err := s.n.resolve(ctx, req.GetEntityPath())
 	if err != nil {
 		return nil, err
@@ -123,16 +120,21 @@ func (s *messagingService) ReceiveDeferred(ctx context.Context, req *raftbusv1.R
 	}
 	resp := &raftbusv1.ReceiveDeferredResponse{}
 	groups := bySequencePartition(e, req.GetSequenceNumbers())
+	sl := req.GetSession()
+	if err := sessionHoldsAll(e, sl, groups); err != nil {
+		return nil, err
+	}
 	for _, id := range sortedKeys(groups) {
 		seqs := groups[id]
 		msgs, err := route(ctx, s.n, e, id, func(r *replica) ([]*raftbusv1.ReceivedMessage, error) {
 			res, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_ReceiveDeferred{ReceiveDeferred: &enginev1.ReceiveDeferred{
 				EntityPath: t.path, SubQueue: req.GetSubQueue(), ReceiveMode: req.GetReceiveMode(), SequenceNumbers: seqs,
+				SessionId: sl.GetSessionId(), SessionLockToken: sl.GetLockToken(),
 			}}})
 			return res.GetReceiveDeferred().GetMessages(), err
 		}, func(ctx context.Context, conn *grpc.ClientConn) ([]*raftbusv1.ReceivedMessage, error) {
 			resp, err := raftbusv1.NewMessagingServiceClient(conn).ReceiveDeferred(ctx, &raftbusv1.ReceiveDeferredRequest{
-				EntityPath: t.path, SubQueue: req.GetSubQueue(), ReceiveMode: req.GetReceiveMode(), SequenceNumbers: seqs,
+				EntityPath: t.path, SubQueue: req.GetSubQueue(), ReceiveMode: req.GetReceiveMode(), SequenceNumbers: seqs, Session: sl,
 			})
 			return resp.GetMessages(), err
 		})
@@ -147,9 +149,6 @@ func (s *messagingService) ReceiveDeferred(ctx context.Context, req *raftbusv1.R
 // Peek browses in sequence order: across partitions that is partition
 // order, since a partitioned entity's numbers start with the partition id.
 func (s *messagingService) Peek(ctx context.Context, req *raftbusv1.PeekRequest) (*raftbusv1.PeekResponse, error) {
-	if req.GetSessionId() != "" {
-		return nil, unimplemented("sessions")
-	}
 	t, err := s.n.resolve(ctx, req.GetEntityPath())
 	if err != nil {
 		return nil, err
@@ -158,6 +157,9 @@ func (s *messagingService) Peek(ctx context.Context, req *raftbusv1.PeekRequest)
 	batch, err := batchSize(req.GetMaxMessages())
 	if err != nil {
 		return nil, err
+	}
+	if req.GetSessionId() != "" {
+		return s.peekSession(ctx, t, req, batch)
 	}
 	parts := uint32(len(e.GetPartitions()))
 	first, last := uint32(0), parts-1
@@ -202,10 +204,4 @@ func sortedKeys(m map[uint32][]int64) []uint32 {
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
 	return keys
-}
-
-// Sessions come with the engine's session support.
-
-func (s *messagingService) AcceptSession(context.Context, *raftbusv1.AcceptSessionRequest) (*raftbusv1.AcceptSessionResponse, error) {
-	return nil, unimplemented("sessions")
 }

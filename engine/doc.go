@@ -13,10 +13,14 @@
 // queue and a dead-letter sub-queue, both instances of queue: an
 // append-only log of messages in the order their sequence numbers were
 // handed out, with indexes for available, locked, deferred and scheduled
-// messages and heaps for lock expiry, activation and time to live. Time
-// effects are applied at their own due times, before each command, so
-// results do not depend on whether a Tick ran; NextDeadline tells the
-// leader when the next one is due.
+// messages and heaps for lock expiry, activation and time to live. The
+// main queue of an entity that requires sessions is also indexed by
+// session (session.go): each session's messages in processing order, the
+// sessions ready to accept by their oldest available message, and held
+// sessions by lock expiry, one more time effect. Time effects are applied
+// at their own due times, before each command, so results do not depend
+// on whether a Tick ran; NextDeadline tells the leader when the next one
+// is due.
 //
 // A topic accepts sends as a queue does (duplicate detection, time to live,
 // size limits, scheduling) but keeps only its scheduled messages. A message

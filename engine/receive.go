@@ -125,7 +125,7 @@ func (e *Engine) settle(now int64, c *enginev1.Settle) *Error {
 	tok := lockToken(c.GetLockToken())
 	m := q.locks[tok]
 	if m == nil || (s != nil && q.sessionOf(m) != s) {
-		return lockLost(tok)
+		return q.lockLost(tok)
 	}
 	disposition := c.GetDisposition()
 	if disposition == enginev1.Disposition_DISPOSITION_DEAD_LETTER && q.deadLetter {
@@ -190,7 +190,7 @@ func (e *Engine) renewLock(now int64, c *enginev1.RenewLock) (int64, *Error) {
 	tok := lockToken(c.GetLockToken())
 	m := q.locks[tok]
 	if m == nil || (s != nil && q.sessionOf(m) != s) {
-		return 0, lockLost(tok)
+		return 0, q.lockLost(tok)
 	}
 	until := addMs(now, q.entity.settings.lockDurationMs)
 	q.renew(m, until)

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"bytes"
-	"cmp"
 	"slices"
 	"testing"
 	"time"
@@ -18,76 +17,6 @@ const (
 	sessionCannotBeLocked = raftbusv1.ErrorReason_ERROR_REASON_SESSION_CANNOT_BE_LOCKED
 	invalidArgument       = raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT
 )
-
-// heldSessionLock is a session as its holder knows it.
-type heldSessionLock struct {
-	id    string
-	token []byte
-}
-
-func newSessionHarness(t testing.TB, props *raftbusv1.QueueProperties) *harness {
-	if props == nil {
-		props = &raftbusv1.QueueProperties{}
-	}
-	props.RequiresSession = ptr(true)
-	if props.LockDuration == nil {
-		props.LockDuration = dur(30 * time.Second)
-	}
-	return newHarness(t, props)
-}
-
-// sendTo sends one message per id to the session, in order.
-func (h *harness) sendTo(session string, ids ...string) {
-	h.t.Helper()
-	for _, id := range ids {
-		h.send(&raftbusv1.Message{MessageId: id, SessionId: session, Body: []byte(id)})
-	}
-}
-
-func acceptCmd(id string) *enginev1.Command {
-	return &enginev1.Command{Body: &enginev1.Command_AcceptSession{AcceptSession: &enginev1.AcceptSession{EntityPath: testQueue, SessionId: id}}}
-}
-
-func (h *harness) accept(id string) heldSessionLock {
-	h.t.Helper()
-	r := h.ok(acceptCmd(id)).GetAcceptSession()
-	return heldSessionLock{r.GetSessionId(), r.GetLockToken()}
-}
-
-func sessionLockCmd(s heldSessionLock, mode raftbusv1.ReceiveMode, n int32) *enginev1.Command {
-	return &enginev1.Command{Body: &enginev1.Command_Lock{Lock: &enginev1.Lock{
-		EntityPath: testQueue, ReceiveMode: mode, MaxMessages: n, SessionId: s.id, SessionLockToken: s.token,
-	}}}
-}
-
-func (h *harness) receiveIn(s heldSessionLock, n int32) []*raftbusv1.ReceivedMessage {
-	h.t.Helper()
-	return h.ok(sessionLockCmd(s, peekLock, n)).GetLock().GetMessages()
-}
-
-func sessionSettleCmd(s heldSessionLock, token []byte, d enginev1.Disposition) *enginev1.Command {
-	return &enginev1.Command{Body: &enginev1.Command_Settle{Settle: &enginev1.Settle{
-		EntityPath: testQueue, LockToken: token, Disposition: d, SessionId: s.id, SessionLockToken: s.token,
-	}}}
-}
-
-func setStateCmd(s heldSessionLock, state []byte) *enginev1.Command {
-	return &enginev1.Command{Body: &enginev1.Command_SetSessionState{SetSessionState: &enginev1.SetSessionState{
-		EntityPath: testQueue, SessionId: s.id, LockToken: s.token, State: state,
-	}}}
-}
-
-func releaseCmd(s heldSessionLock) *enginev1.Command {
-	return &enginev1.Command{Body: &enginev1.Command_ReleaseSession{ReleaseSession: &enginev1.ReleaseSession{
-		EntityPath: testQueue, SessionId: s.id, LockToken: s.token,
-	}}}
-}
-
-func renewSessionCmd(s heldSessionLock) *enginev1.Command {
-	return &enginev1.Command{Body: &enginev1.Command_RenewSessionLock{RenewSessionLock: &enginev1.RenewSessionLock{
-		EntityPath: testQueue, SessionId: s.id, LockToken: s.token,
-	}}}
-}
 
 func TestSessionEntityRejectsReceiveWithoutSession(t *testing.T) {
 	h := newSessionHarness(t, nil)
@@ -265,7 +194,11 @@ func TestSessionLockExpiryReleasesMessageLocks(t *testing.T) {
 		}
 		h.advance(4 * time.Second)
 		h.fails(sessionSettleCmd(s, m[0].GetLockToken(), complete), sessionLockLost)
-		h.fails(settleCmd(mainQueue, m[0].GetLockToken(), complete), raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST)
+		want := sessionLockLost
+		if delivery == 2 { // dead-lettered: the message left the queue
+			want = raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST
+		}
+		h.fails(settleCmd(mainQueue, m[0].GetLockToken(), complete), want)
 	}
 	// The second release used up a0's deliveries: it was dead-lettered.
 	if dl := h.peek(deadLetter, 0, 10); !slices.Equal(ids(dl), []string{"a0"}) || dl[0].GetDeadLetterReason() != reasonMaxDeliveryCountExceeded {
@@ -292,6 +225,24 @@ func TestReleaseSessionReleasesMessageLocks(t *testing.T) {
 	if again[0].GetSequenceNumber() != m[0].GetSequenceNumber() || again[0].GetDeliveryCount() != 2 {
 		t.Fatalf("received %v count %d", ids(again), again[0].GetDeliveryCount())
 	}
+}
+
+func TestSettleAfterSessionLossFailsWithSessionLockLost(t *testing.T) {
+	h := newSessionHarness(t, nil)
+	h.sendTo("a", "a0")
+	s := h.accept("a")
+	m := h.receiveIn(s, 1)
+	h.ok(releaseCmd(s))
+	renew := &enginev1.Command{Body: &enginev1.Command_RenewLock{RenewLock: &enginev1.RenewLock{EntityPath: testQueue, LockToken: m[0].GetLockToken()}}}
+	for _, cmd := range []*enginev1.Command{settleCmd(mainQueue, m[0].GetLockToken(), complete), renew} {
+		if e := h.fails(cmd, sessionLockLost); e.GetMessage() == "" {
+			t.Fatal("no message")
+		}
+	}
+	// Once the message is locked again, the old token is just unknown.
+	s = h.accept("a")
+	h.receiveIn(s, 1)
+	h.fails(settleCmd(mainQueue, m[0].GetLockToken(), complete), raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST)
 }
 
 func TestRenewSessionLockExtendsIt(t *testing.T) {
@@ -517,6 +468,10 @@ func TestSessionsSurviveSnapshotRoundTrip(t *testing.T) {
 	s := h.accept("stateful")
 	h.ok(setStateCmd(s, []byte("kept")))
 	h.ok(releaseCmd(s))
+	h.sendTo("d", "d0")
+	d := h.accept("d")
+	md := h.receiveIn(d, 1)
+	h.ok(releaseCmd(d)) // md's token is now a lost session lock's
 
 	var buf bytes.Buffer
 	if err := h.e.Snapshot(&buf); err != nil {
@@ -533,14 +488,15 @@ func TestSessionsSurviveSnapshotRoundTrip(t *testing.T) {
 	if st, err := restored.GetSessionState(testQueue, "a", a.token); err != nil || string(st) != "state a" {
 		t.Fatalf("state %q %v", st, err)
 	}
-	if p, _ := restored.RuntimeProperties(testQueue); p.GetSessionCount() != 2 {
+	if p, _ := restored.RuntimeProperties(testQueue); p.GetSessionCount() != 3 {
 		t.Fatalf("session count %d", p.GetSessionCount())
 	}
 	// Both engines go on identically: the session lock expires, releasing a0.
 	h.advance(11 * time.Second)
 	for _, cmd := range []*enginev1.Command{
 		sessionSettleCmd(a, m[0].GetLockToken(), complete),
-		acceptCmd(""), acceptCmd(""), acceptCmd("stateful"),
+		settleCmd(mainQueue, md[0].GetLockToken(), complete),
+		acceptCmd(""), acceptCmd(""), acceptCmd(""), acceptCmd("stateful"),
 	} {
 		cmd.NowUnixMs, cmd.TokenSeed = h.now, h.seed()
 		want, got := h.e.Apply(cmd), restored.Apply(cmd)
@@ -550,92 +506,6 @@ func TestSessionsSurviveSnapshotRoundTrip(t *testing.T) {
 	}
 	if restored.Digest() != h.e.Digest() {
 		t.Fatal("the engines diverged after the round trip")
-	}
-}
-
-// checkSessionInvariants verifies that the session index of an entity
-// agrees with its messages.
-func checkSessionInvariants(t testing.TB, ent *entity) {
-	t.Helper()
-	x := ent.main.sessions
-	if x == nil {
-		return
-	}
-	if len(x.owner) != ent.main.all.Len() {
-		t.Fatalf("%s: %d messages have a session, %d are stored", ent.path, len(x.owner), ent.main.all.Len())
-	}
-	all := map[*session][]*message{}
-	active := map[*session][]*message{}
-	locked := map[*session][]*message{}
-	ent.main.all.ascend(0, func(m *message) bool {
-		s := x.owner[m]
-		if s == nil || x.byID[s.id] != s {
-			t.Fatalf("%s: message %d is not in a known session", ent.path, m.seq)
-		}
-		all[s] = append(all[s], m)
-		isActive := m.state == stateAvailable || (m.state == stateLocked && !m.lockedFromDeferred)
-		if isActive != m.sessionActive {
-			t.Fatalf("%s: message %d in state %d: session active %v", ent.path, m.seq, m.state, m.sessionActive)
-		}
-		if isActive {
-			active[s] = append(active[s], m)
-		}
-		if m.state == stateLocked {
-			locked[s] = append(locked[s], m)
-		}
-		return true
-	})
-	var withMessages int64
-	var ready, expiring int
-	for id, s := range x.byID {
-		if s.id != id {
-			t.Fatalf("%s: session %q filed as %q", ent.path, s.id, id)
-		}
-		if s.all.Len() == 0 && !s.held() && len(s.state) == 0 {
-			t.Fatalf("%s: empty session %q remembered", ent.path, id)
-		}
-		if s.all.Len() > 0 {
-			withMessages++
-		}
-		for _, c := range []struct {
-			name string
-			log  *messageLog
-			want []*message
-		}{{"all", &s.all, all[s]}, {"active", &s.active, active[s]}} {
-			var got []*message
-			c.log.ascend(0, func(m *message) bool { got = append(got, m); return true })
-			if !slices.Equal(got, c.want) || c.log.Len() != len(c.want) {
-				t.Fatalf("%s: session %q %s index has %d messages, want %d", ent.path, id, c.name, len(got), len(c.want))
-			}
-		}
-		gotLocked := slices.Clone(s.locked)
-		slices.SortFunc(gotLocked, func(a, b *message) int { return cmp.Compare(a.order, b.order) })
-		if !slices.Equal(gotLocked, locked[s]) {
-			t.Fatalf("%s: session %q lists %d locked messages, want %d", ent.path, id, len(s.locked), len(locked[s]))
-		}
-		if len(s.locked) > 0 && !s.held() {
-			t.Fatalf("%s: session %q has locked messages but no holder", ent.path, id)
-		}
-		if wantReady := !s.held() && s.head() != nil; wantReady != (s.readyIdx >= 0) {
-			t.Fatalf("%s: session %q ready index %d, want ready %v", ent.path, id, s.readyIdx, wantReady)
-		} else if wantReady {
-			ready++
-			if x.ready.items[s.readyIdx] != s || s.head().order < x.ready.top().head().order {
-				t.Fatalf("%s: session %q misplaced in the ready heap", ent.path, id)
-			}
-		}
-		if s.held() != (s.lockIdx >= 0) {
-			t.Fatalf("%s: session %q held %v, lock index %d", ent.path, id, s.held(), s.lockIdx)
-		} else if s.held() {
-			expiring++
-			if x.expiring.items[s.lockIdx] != s || s.lockedUntil < x.expiring.top().lockedUntil {
-				t.Fatalf("%s: session %q misplaced in the expiry heap", ent.path, id)
-			}
-		}
-	}
-	if withMessages != x.withMessages || ready != len(x.ready.items) || expiring != len(x.expiring.items) {
-		t.Fatalf("%s: %d sessions with messages (recorded %d), %d ready (heap %d), %d held (heap %d)",
-			ent.path, withMessages, x.withMessages, ready, len(x.ready.items), expiring, len(x.expiring.items))
 	}
 }
 

@@ -119,6 +119,11 @@ func storedMessage(q *queue, m *message) *enginev1.StoredMessage {
 		s.State = enginev1.StoredState_STORED_STATE_SCHEDULED
 		s.DueUnixMs = m.dueMs
 	}
+	if q.sessions != nil {
+		if tok, ok := q.sessions.lostBy[m]; ok {
+			s.SessionLostLockToken = tok[:]
+		}
+	}
 	if dl := m.deadLetter; dl != nil {
 		s.DeadLetterReason, s.DeadLetterErrorDescription = dl.reason, dl.description
 		s.DeadLetterSource, s.EnqueuedSequenceNumber = dl.source, dl.enqueuedSeq
@@ -279,6 +284,12 @@ func (e *Engine) restoreMessage(ent *entity, s *enginev1.StoredMessage, bodies s
 		return err
 	}
 	q.insert(m)
+	if tok := s.GetSessionLostLockToken(); len(tok) > 0 {
+		if q.sessions == nil || m.state == stateLocked || len(tok) != len(lockToken{}) || q.sessions.lost[lockToken(tok)] != nil {
+			return errors.New("a lost session lock token out of place")
+		}
+		q.sessions.lose(m, lockToken(tok))
+	}
 	if m.state == stateLocked && m.expiresMs <= e.now {
 		// Its expiry already fired; it expires when the lock ends.
 		q.expiries.remove(m)

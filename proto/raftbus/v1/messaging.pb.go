@@ -1434,7 +1434,10 @@ type AcceptSessionRequest struct {
 	// Empty: the next available session.
 	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// For the next available session: how long to wait for one.
-	MaxWait       *durationpb.Duration `protobuf:"bytes,3,opt,name=max_wait,json=maxWait,proto3" json:"max_wait,omitempty"`
+	MaxWait *durationpb.Duration `protobuf:"bytes,3,opt,name=max_wait,json=maxWait,proto3" json:"max_wait,omitempty"`
+	// Accept from this partition only; unset: the session's partition, or
+	// for the next available session any partition, fairly.
+	PartitionId   *uint32 `protobuf:"varint,4,opt,name=partition_id,json=partitionId,proto3,oneof" json:"partition_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1488,6 +1491,13 @@ func (x *AcceptSessionRequest) GetMaxWait() *durationpb.Duration {
 		return x.MaxWait
 	}
 	return nil
+}
+
+func (x *AcceptSessionRequest) GetPartitionId() uint32 {
+	if x != nil && x.PartitionId != nil {
+		return *x.PartitionId
+	}
+	return 0
 }
 
 type AcceptSessionResponse struct {
@@ -2044,13 +2054,15 @@ const file_raftbus_v1_messaging_proto_rawDesc = "" +
 	"session_id\x18\x06 \x01(\tR\tsessionIdB\x0f\n" +
 	"\r_partition_id\"G\n" +
 	"\fPeekResponse\x127\n" +
-	"\bmessages\x18\x01 \x03(\v2\x1b.raftbus.v1.ReceivedMessageR\bmessages\"\x8c\x01\n" +
+	"\bmessages\x18\x01 \x03(\v2\x1b.raftbus.v1.ReceivedMessageR\bmessages\"\xc5\x01\n" +
 	"\x14AcceptSessionRequest\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x02 \x01(\tR\tsessionId\x124\n" +
-	"\bmax_wait\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\amaxWait\"\xb7\x01\n" +
+	"\bmax_wait\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\amaxWait\x12&\n" +
+	"\fpartition_id\x18\x04 \x01(\rH\x00R\vpartitionId\x88\x01\x01B\x0f\n" +
+	"\r_partition_id\"\xb7\x01\n" +
 	"\x15AcceptSessionResponse\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
@@ -2250,6 +2262,7 @@ func file_raftbus_v1_messaging_proto_init() {
 	file_raftbus_v1_messaging_proto_msgTypes[4].OneofWrappers = []any{}
 	file_raftbus_v1_messaging_proto_msgTypes[8].OneofWrappers = []any{}
 	file_raftbus_v1_messaging_proto_msgTypes[23].OneofWrappers = []any{}
+	file_raftbus_v1_messaging_proto_msgTypes[25].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

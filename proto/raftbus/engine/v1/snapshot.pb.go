@@ -381,6 +381,9 @@ type StoredMessage struct {
 	DeadLetterErrorDescription string `protobuf:"bytes,15,opt,name=dead_letter_error_description,json=deadLetterErrorDescription,proto3" json:"dead_letter_error_description,omitempty"`
 	DeadLetterSource           string `protobuf:"bytes,16,opt,name=dead_letter_source,json=deadLetterSource,proto3" json:"dead_letter_source,omitempty"`
 	EnqueuedSequenceNumber     int64  `protobuf:"varint,17,opt,name=enqueued_sequence_number,json=enqueuedSequenceNumber,proto3" json:"enqueued_sequence_number,omitempty"`
+	// The lock token the message had when the lock of its session was lost,
+	// until it is locked again: settling with it fails with SESSION_LOCK_LOST.
+	SessionLostLockToken []byte `protobuf:"bytes,18,opt,name=session_lost_lock_token,json=sessionLostLockToken,proto3" json:"session_lost_lock_token,omitempty"`
 	// Messages of subscriptions only: the order of the topic message this is
 	// a copy of. The copies of one topic message share its body, which is
 	// written only with the first of them; later ones leave body empty.
@@ -538,6 +541,13 @@ func (x *StoredMessage) GetEnqueuedSequenceNumber() int64 {
 	return 0
 }
 
+func (x *StoredMessage) GetSessionLostLockToken() []byte {
+	if x != nil {
+		return x.SessionLostLockToken
+	}
+	return nil
+}
+
 func (x *StoredMessage) GetOriginOrder() uint64 {
 	if x != nil {
 		return x.OriginOrder
@@ -672,7 +682,7 @@ const file_raftbus_engine_v1_snapshot_proto_rawDesc = "" +
 	"next_order\x18\x04 \x01(\x04R\tnextOrder\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x05 \x01(\x03R\tnowUnixMs\"Z\n" +
 	"\x0eSnapshotEntity\x12H\n" +
-	"\rconfiguration\x18\x01 \x01(\v2\".raftbus.engine.v1.ConfigureEntityR\rconfiguration\"\xe4\x05\n" +
+	"\rconfiguration\x18\x01 \x01(\v2\".raftbus.engine.v1.ConfigureEntityR\rconfiguration\"\x9b\x06\n" +
 	"\rStoredMessage\x121\n" +
 	"\tsub_queue\x18\x01 \x01(\x0e2\x14.raftbus.v1.SubQueueR\bsubQueue\x12'\n" +
 	"\x0fsequence_number\x18\x02 \x01(\x03R\x0esequenceNumber\x12\x14\n" +
@@ -693,7 +703,8 @@ const file_raftbus_engine_v1_snapshot_proto_rawDesc = "" +
 	"\x12dead_letter_reason\x18\x0e \x01(\tR\x10deadLetterReason\x12A\n" +
 	"\x1ddead_letter_error_description\x18\x0f \x01(\tR\x1adeadLetterErrorDescription\x12,\n" +
 	"\x12dead_letter_source\x18\x10 \x01(\tR\x10deadLetterSource\x128\n" +
-	"\x18enqueued_sequence_number\x18\x11 \x01(\x03R\x16enqueuedSequenceNumber\x12!\n" +
+	"\x18enqueued_sequence_number\x18\x11 \x01(\x03R\x16enqueuedSequenceNumber\x125\n" +
+	"\x17session_lost_lock_token\x18\x12 \x01(\fR\x14sessionLostLockToken\x12!\n" +
 	"\forigin_order\x18\x16 \x01(\x04R\voriginOrder\"T\n" +
 	"\vDuplicateId\x12\x1d\n" +
 	"\n" +

@@ -1,0 +1,300 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/raftbus/raftbus/engine"
+	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
+	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+)
+
+// A session lives in one partition: the one its id hashes to, where its
+// messages were sent (see sendTarget). Every call under a session goes to
+// that partition's leader.
+
+// sessionEntity finds a queue or subscription that requires sessions.
+func (n *Node) sessionEntity(ctx context.Context, path string) (resolved, error) {
+	t, err := n.resolve(ctx, path)
+	if err != nil {
+		return resolved{}, err
+	}
+	if !t.requiresSession() {
+		return resolved{}, invalid("%q does not require sessions", t.path)
+	}
+	return t, nil
+}
+
+// sessionPartition is the partition of a session of e.
+func sessionPartition(e *clusterv1.Entity, sessionID string) uint32 {
+	return PartitionForKey(sessionID, uint32(len(e.GetPartitions())))
+}
+
+// heldSession checks a SessionLock and returns its partition.
+func heldSession(e *clusterv1.Entity, sl *raftbusv1.SessionLock) (uint32, error) {
+	if sl.GetSessionId() == "" {
+		return 0, invalid("session.session_id is required")
+	}
+	if len(sl.GetLockToken()) != 16 {
+		return 0, invalid("session.lock_token must be 16 bytes, not %d", len(sl.GetLockToken()))
+	}
+	return sessionPartition(e, sl.GetSessionId()), nil
+}
+
+// sessionLockOf is the SessionLock a Lock command receives under, or nil.
+func sessionLockOf(lock *enginev1.Lock) *raftbusv1.SessionLock {
+	if lock.GetSessionId() == "" {
+		return nil
+	}
+	return &raftbusv1.SessionLock{SessionId: lock.GetSessionId(), LockToken: lock.GetSessionLockToken()}
+}
+
+// engineError gives an engine error read outside a command its reason.
+func engineError(err error) error {
+	var ee *engine.Error
+	if errors.As(err, &ee) {
+		return errorf(ee.Reason, "%s", ee.Message)
+	}
+	return err
+}
+
+func (s *messagingService) AcceptSession(ctx context.Context, req *raftbusv1.AcceptSessionRequest) (*raftbusv1.AcceptSessionResponse, error) {
+	t, err := s.n.sessionEntity(ctx, req.GetEntityPath())
+	if err != nil {
+		return nil, err
+	}
+	e := t.entity
+	wait, err := waitTime(req.GetMaxWait())
+	if err != nil {
+		return nil, err
+	}
+	if sid := req.GetSessionId(); sid != "" {
+		id := sessionPartition(e, sid)
+		if req.PartitionId != nil && req.GetPartitionId() != id {
+			return nil, invalid("session %q lives in partition %d, not %d", sid, id, req.GetPartitionId())
+		}
+		return s.n.acceptFrom(ctx, t, id, sid, 0)
+	}
+	if req.PartitionId != nil {
+		return s.n.acceptFrom(ctx, t, req.GetPartitionId(), "", wait)
+	}
+	// Like Receive: one pass without waiting from the next partition in
+	// turn, then short waits on each in turn until the caller's wait ends.
+	parts := uint32(len(e.GetPartitions()))
+	start := s.n.rr.pick(parts)
+	deadline := time.Now().Add(wait)
+	for pass := 0; ; pass++ {
+		for k := uint32(0); k < parts; k++ {
+			id := (start + k) % parts
+			var slice time.Duration
+			switch {
+			case parts == 1:
+				slice = time.Until(deadline)
+			case pass > 0:
+				slice = min(time.Until(deadline), pollSlice)
+			}
+			resp, err := s.n.acceptFrom(ctx, t, id, "", max(slice, 0))
+			if err != nil || resp.GetSessionId() != "" {
+				return resp, err
+			}
+		}
+		if !time.Now().Before(deadline) {
+			return &raftbusv1.AcceptSessionResponse{}, nil
+		}
+	}
+}
+
+// acceptFrom accepts a session of partition id: the named one, or the
+// next available waiting up to wait.
+func (n *Node) acceptFrom(ctx context.Context, t resolved, id uint32, sessionID string, wait time.Duration) (*raftbusv1.AcceptSessionResponse, error) {
+	return route(ctx, n, t.entity, id, func(r *replica) (*raftbusv1.AcceptSessionResponse, error) {
+		res, err := r.p.AcceptSession(ctx, &enginev1.AcceptSession{EntityPath: t.path, SessionId: sessionID}, wait)
+		if err != nil {
+			return nil, err
+		}
+		resp := &raftbusv1.AcceptSessionResponse{SessionId: res.GetSessionId()}
+		if resp.SessionId != "" {
+			resp.LockToken, resp.LockedUntil, resp.PartitionId = res.GetLockToken(), res.GetLockedUntil(), id
+		}
+		return resp, nil
+	}, func(ctx context.Context, conn *grpc.ClientConn) (*raftbusv1.AcceptSessionResponse, error) {
+		return raftbusv1.NewMessagingServiceClient(conn).AcceptSession(ctx, &raftbusv1.AcceptSessionRequest{
+			EntityPath: t.path, SessionId: sessionID, MaxWait: durationpb.New(wait), PartitionId: &id,
+		})
+	})
+}
+
+// receiveSession receives from a held session, at its partition.
+func (s *messagingService) receiveSession(ctx context.Context, req *raftbusv1.ReceiveRequest) (*raftbusv1.ReceiveResponse, error) {
+	t, err := s.n.sessionEntity(ctx, req.GetEntityPath())
+	if err != nil {
+		return nil, err
+	}
+	e := t.entity
+	if req.GetSubQueue() != raftbusv1.SubQueue_SUB_QUEUE_UNSPECIFIED {
+		return nil, invalid("the dead-letter sub-queue is received without a session")
+	}
+	id, err := heldSession(e, req.GetSession())
+	if err != nil {
+		return nil, err
+	}
+	if req.PartitionId != nil && req.GetPartitionId() != id {
+		return nil, invalid("session %q lives in partition %d, not %d", req.GetSession().GetSessionId(), id, req.GetPartitionId())
+	}
+	batch, err := batchSize(req.GetMaxMessages())
+	if err != nil {
+		return nil, err
+	}
+	wait, err := waitTime(req.GetMaxWait())
+	if err != nil {
+		return nil, err
+	}
+	lock := &enginev1.Lock{
+		EntityPath: t.path, ReceiveMode: req.GetReceiveMode(), MaxMessages: batch,
+		SessionId: req.GetSession().GetSessionId(), SessionLockToken: req.GetSession().GetLockToken(),
+	}
+	msgs, err := s.n.receiveFrom(ctx, e, id, lock, wait)
+	if err != nil {
+		return nil, err
+	}
+	return &raftbusv1.ReceiveResponse{Messages: msgs}, nil
+}
+
+// sessionHoldsAll checks that the deferred messages asked for under a
+// session are all in the session's partition.
+func sessionHoldsAll(e *clusterv1.Entity, sl *raftbusv1.SessionLock, groups map[uint32][]int64) error {
+	if sl == nil {
+		return nil
+	}
+	id, err := heldSession(e, sl)
+	if err != nil {
+		return err
+	}
+	for p, seqs := range groups {
+		if p != id {
+			return errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_FOUND,
+				"sequence number %d is not in the partition of session %q", seqs[0], sl.GetSessionId())
+		}
+	}
+	return nil
+}
+
+// peekSession peeks the messages of one session, in its partition.
+func (s *messagingService) peekSession(ctx context.Context, t resolved, req *raftbusv1.PeekRequest, batch int32) (*raftbusv1.PeekResponse, error) {
+	e := t.entity
+	if req.GetSubQueue() != raftbusv1.SubQueue_SUB_QUEUE_UNSPECIFIED {
+		return nil, invalid("peeking by session covers the main queue only")
+	}
+	sid := req.GetSessionId()
+	id := sessionPartition(e, sid)
+	if req.PartitionId != nil && req.GetPartitionId() != id {
+		return &raftbusv1.PeekResponse{}, nil
+	}
+	from := req.GetFromSequenceNumber()
+	return route(ctx, s.n, e, id, func(r *replica) (*raftbusv1.PeekResponse, error) {
+		var out []*raftbusv1.ReceivedMessage
+		var perr error
+		if err := r.p.Read(ctx, func(en *engine.Engine) { out, perr = en.PeekSession(t.path, sid, from, int(batch)) }); err != nil {
+			return nil, err
+		}
+		return &raftbusv1.PeekResponse{Messages: out}, engineError(perr)
+	}, func(ctx context.Context, conn *grpc.ClientConn) (*raftbusv1.PeekResponse, error) {
+		return raftbusv1.NewMessagingServiceClient(conn).Peek(ctx, &raftbusv1.PeekRequest{
+			EntityPath: t.path, FromSequenceNumber: from, MaxMessages: batch, PartitionId: &id, SessionId: sid,
+		})
+	})
+}
+
+// atSession serves a request about a held session at its partition's
+// leader; forward re-sends the request there.
+func atSession[Resp any](ctx context.Context, s *messagingService, path string, sl *raftbusv1.SessionLock,
+	local func(r *replica, path string) (Resp, error),
+	forward func(ctx context.Context, c raftbusv1.MessagingServiceClient) (Resp, error),
+) (Resp, error) {
+	var zero Resp
+	t, err := s.n.sessionEntity(ctx, path)
+	if err != nil {
+		return zero, err
+	}
+	id, err := heldSession(t.entity, sl)
+	if err != nil {
+		return zero, err
+	}
+	return route(ctx, s.n, t.entity, id, func(r *replica) (Resp, error) {
+		return local(r, t.path)
+	}, func(ctx context.Context, conn *grpc.ClientConn) (Resp, error) {
+		return forward(ctx, raftbusv1.NewMessagingServiceClient(conn))
+	})
+}
+
+func (s *messagingService) RenewSessionLock(ctx context.Context, req *raftbusv1.RenewSessionLockRequest) (*raftbusv1.RenewSessionLockResponse, error) {
+	sl := req.GetSession()
+	return atSession(ctx, s, req.GetEntityPath(), sl, func(r *replica, path string) (*raftbusv1.RenewSessionLockResponse, error) {
+		res, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_RenewSessionLock{RenewSessionLock: &enginev1.RenewSessionLock{
+			EntityPath: path, SessionId: sl.GetSessionId(), LockToken: sl.GetLockToken(),
+		}}})
+		if err != nil {
+			return nil, err
+		}
+		return &raftbusv1.RenewSessionLockResponse{LockedUntil: res.GetRenewSessionLock().GetLockedUntil()}, nil
+	}, func(ctx context.Context, c raftbusv1.MessagingServiceClient) (*raftbusv1.RenewSessionLockResponse, error) {
+		return c.RenewSessionLock(ctx, req)
+	})
+}
+
+// GetSessionState reads at the leader after a read-index check, so the
+// holder sees its own last SetSessionState.
+func (s *messagingService) GetSessionState(ctx context.Context, req *raftbusv1.GetSessionStateRequest) (*raftbusv1.GetSessionStateResponse, error) {
+	sl := req.GetSession()
+	return atSession(ctx, s, req.GetEntityPath(), sl, func(r *replica, path string) (*raftbusv1.GetSessionStateResponse, error) {
+		var state []byte
+		var serr error
+		if err := r.p.Read(ctx, func(en *engine.Engine) {
+			state, serr = en.GetSessionState(path, sl.GetSessionId(), sl.GetLockToken())
+			state = append([]byte(nil), state...) // the engine's copy may be replaced after the read
+		}); err != nil {
+			return nil, err
+		}
+		if serr != nil {
+			return nil, engineError(serr)
+		}
+		return &raftbusv1.GetSessionStateResponse{State: state}, nil
+	}, func(ctx context.Context, c raftbusv1.MessagingServiceClient) (*raftbusv1.GetSessionStateResponse, error) {
+		return c.GetSessionState(ctx, req)
+	})
+}
+
+func (s *messagingService) SetSessionState(ctx context.Context, req *raftbusv1.SetSessionStateRequest) (*raftbusv1.SetSessionStateResponse, error) {
+	sl := req.GetSession()
+	return atSession(ctx, s, req.GetEntityPath(), sl, func(r *replica, path string) (*raftbusv1.SetSessionStateResponse, error) {
+		_, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_SetSessionState{SetSessionState: &enginev1.SetSessionState{
+			EntityPath: path, SessionId: sl.GetSessionId(), LockToken: sl.GetLockToken(), State: req.GetState(),
+		}}})
+		if err != nil {
+			return nil, err
+		}
+		return &raftbusv1.SetSessionStateResponse{}, nil
+	}, func(ctx context.Context, c raftbusv1.MessagingServiceClient) (*raftbusv1.SetSessionStateResponse, error) {
+		return c.SetSessionState(ctx, req)
+	})
+}
+
+func (s *messagingService) CloseSession(ctx context.Context, req *raftbusv1.CloseSessionRequest) (*raftbusv1.CloseSessionResponse, error) {
+	sl := req.GetSession()
+	return atSession(ctx, s, req.GetEntityPath(), sl, func(r *replica, path string) (*raftbusv1.CloseSessionResponse, error) {
+		_, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_ReleaseSession{ReleaseSession: &enginev1.ReleaseSession{
+			EntityPath: path, SessionId: sl.GetSessionId(), LockToken: sl.GetLockToken(),
+		}}})
+		if err != nil {
+			return nil, err
+		}
+		return &raftbusv1.CloseSessionResponse{}, nil
+	}, func(ctx context.Context, c raftbusv1.MessagingServiceClient) (*raftbusv1.CloseSessionResponse, error) {
+		return c.CloseSession(ctx, req)
+	})
+}
