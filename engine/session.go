@@ -36,7 +36,7 @@ func (e *Engine) sessions(path string) (*queue, *Error) {
 // heldSession returns the session held with token, or SESSION_LOCK_LOST.
 func heldSession(q *queue, id string, token []byte) (*session, *Error) {
 	s := q.sessions.get(id, false)
-	if s == nil || !s.held() || s.holder != lockToken(token) {
+	if s == nil || !s.held() || len(token) != len(lockToken{}) || s.holder != lockToken(token) {
 		return nil, errorf(raftbusv1.ErrorReason_ERROR_REASON_SESSION_LOCK_LOST,
 			"the lock on session %q of %q is unknown or expired; accept the session again", id, q.entity.path)
 	}

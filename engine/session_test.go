@@ -366,8 +366,10 @@ func TestSessionStateIsForTheHolderOnly(t *testing.T) {
 	h.ok(setStateCmd(s, []byte("mine")))
 	other := heldSessionLock{"a", bytes.Repeat([]byte{1}, 16)}
 	h.fails(setStateCmd(other, []byte("theirs")), sessionLockLost)
-	if _, err := h.e.GetSessionState(testQueue, "a", other.token); err == nil {
-		t.Fatal("read the state without holding the session")
+	for _, tok := range [][]byte{other.token, nil, s.token[:8]} {
+		if _, err := h.e.GetSessionState(testQueue, "a", tok); err == nil || err.(*Error).Reason != sessionLockLost {
+			t.Fatalf("read the state with token %x: %v", tok, err)
+		}
 	}
 }
 

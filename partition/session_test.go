@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	"github.com/raftbus/raftbus/partition"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -103,5 +105,24 @@ func TestSessionReceiveWithLostLockFailsAtOnce(t *testing.T) {
 	defer cancel()
 	if _, err := p.Receive(ctx, lock, time.Minute); partition.ReasonOf(err) != raftbusv1.ErrorReason_ERROR_REASON_SESSION_LOCK_LOST {
 		t.Fatalf("receive under a released session: %v, want SESSION_LOCK_LOST", err)
+	}
+}
+
+func TestSessionReceiveEndsWhenTheSessionLockExpires(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	p := c.replicas[c.leader()]
+	requires := true
+	configure(t, p, &raftbusv1.QueueProperties{RequiresSession: &requires, LockDuration: durationpb.New(300 * time.Millisecond)})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := p.AcceptSession(ctx, &enginev1.AcceptSession{EntityPath: queue, SessionId: "s1"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := &enginev1.Lock{EntityPath: queue, MaxMessages: 1, SessionId: "s1", SessionLockToken: s.GetLockToken()}
+	// Nothing arrives; the Tick that expires the session lock wakes the
+	// receive, which then fails instead of waiting out its minute.
+	if _, err := p.Receive(ctx, lock, time.Minute); partition.ReasonOf(err) != raftbusv1.ErrorReason_ERROR_REASON_SESSION_LOCK_LOST {
+		t.Fatalf("receive under an expiring session: %v, want SESSION_LOCK_LOST", err)
 	}
 }
