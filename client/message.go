@@ -86,6 +86,14 @@ type ReceivedMessage struct {
 	entityPath string
 	subQueue   raftbusv1.SubQueue
 	session    *raftbusv1.SessionLock
+	// onDone, set by a Processor, frees the message's place once handled.
+	onDone func()
+}
+
+func (m *ReceivedMessage) done() {
+	if m.onDone != nil {
+		m.onDone()
+	}
 }
 
 func toProtoMessage(m *Message) (*raftbusv1.Message, error) {

@@ -72,7 +72,7 @@ func (c *Client) newReceiver(path string, options *ReceiverOptions) (*Receiver, 
 	if path == "" {
 		return nil, &Error{Code: CodeInvalidArgument, Message: "empty entity name"}
 	}
-	r := &Receiver{c: c, path: path, mode: raftbusv1.ReceiveMode_RECEIVE_MODE_PEEK_LOCK, }
+	r := &Receiver{c: c, path: path, mode: raftbusv1.ReceiveMode_RECEIVE_MODE_PEEK_LOCK}
 	if options != nil {
 		if options.ReceiveMode == ReceiveModeReceiveAndDelete {
 			r.mode = raftbusv1.ReceiveMode_RECEIVE_MODE_RECEIVE_AND_DELETE

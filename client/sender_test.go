@@ -16,6 +16,16 @@ import (
 func TestSingleNode(t *testing.T) {
 	e := startEnv(t, 1)
 	t.Run("SendReceiveComplete", e.testSendReceiveComplete)
+	t.Run("LockLostAfterExpiry", e.testLockLostAfterExpiry)
+	t.Run("WrongLockToken", e.testWrongLockToken)
+	t.Run("NotFound", e.testNotFound)
+	t.Run("MessageTooLarge", e.testMessageTooLarge)
+	t.Run("BatchPeekAndReceiveAndDelete", e.testBatchPeekAndReceiveAndDelete)
+	t.Run("ScheduleAndCancel", e.testScheduleAndCancel)
+	t.Run("DeferAndDeadLetter", e.testDeferAndDeadLetter)
+	t.Run("PipelinedSends", e.testPipelinedSends)
+	t.Run("Processor", e.testProcessor)
+	t.Run("Unimplemented", e.testUnimplementedFeatures)
 }
 
 func (e *env) testSendReceiveComplete(t *testing.T) {

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -14,6 +15,7 @@ import (
 // messages) restricted to its session, plus the session's state and lock.
 type SessionReceiver struct {
 	*Receiver
+	mu          sync.Mutex
 	lockedUntil time.Time
 }
 
@@ -102,7 +104,11 @@ func (c *Client) acceptSession(ctx context.Context, path, sessionID string, opti
 func (s *SessionReceiver) SessionID() string { return s.session.GetSessionId() }
 
 // LockedUntil is when the session lock ends unless renewed.
-func (s *SessionReceiver) LockedUntil() time.Time { return s.lockedUntil }
+func (s *SessionReceiver) LockedUntil() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lockedUntil
+}
 
 // GetSessionStateOptions are reserved for future options.
 type GetSessionStateOptions struct{}
@@ -137,7 +143,9 @@ func (s *SessionReceiver) RenewSessionLock(ctx context.Context, options *RenewSe
 	return s.onSession(ctx, func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
 		resp, err := ms.RenewSessionLock(ctx, &raftbusv1.RenewSessionLockRequest{EntityPath: s.path, Session: s.session})
 		if err == nil {
+			s.mu.Lock()
 			s.lockedUntil = timeOf(resp.GetLockedUntil())
+			s.mu.Unlock()
 		}
 		return err
 	})
