@@ -350,4 +350,10 @@ func (e *env) testUnimplementedFeatures(t *testing.T) {
 	if ce.Status != codes.Unimplemented && ce.Code == client.CodeUnspecified {
 		t.Fatalf("create topic: %+v", ce)
 	}
+	// Sessions, until the server has them, fail the same way at once.
+	e.createQueue("sessions", nil)
+	_, err = e.c.AcceptSessionForQueue(ctx, "sessions", "s1", nil)
+	if !errors.As(err, &ce) || ce.Status != codes.Unimplemented || ce.Retryable {
+		t.Fatalf("accept session: %v", err)
+	}
 }

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 )
@@ -68,7 +69,7 @@ func (c *Client) retry(ctx context.Context, unknownIsSafe bool, op func(ctx cont
 			return err
 		}
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return &gaveUpError{ctx.Err(), e}
 		}
 		if !e.Retryable || errors.Is(e, errClosed) {
 			return e
@@ -88,8 +89,22 @@ func (c *Client) retry(ctx context.Context, unknownIsSafe bool, op func(ctx cont
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return ctx.Err()
+			return &gaveUpError{ctx.Err(), e}
 		case <-t.C:
 		}
 	}
 }
+
+// gaveUpError is the caller's context ending while the client retried: it
+// is both the context's error (errors.Is(err, context.DeadlineExceeded))
+// and the last failure (errors.As(err, &clientErr)).
+type gaveUpError struct {
+	ctxErr error
+	last   *Error
+}
+
+func (g *gaveUpError) Error() string {
+	return fmt.Sprintf("%v while retrying; last failure: %v", g.ctxErr, g.last)
+}
+
+func (g *gaveUpError) Unwrap() []error { return []error{g.ctxErr, g.last} }

@@ -26,6 +26,7 @@ func TestSingleNode(t *testing.T) {
 	t.Run("PipelinedSends", e.testPipelinedSends)
 	t.Run("Processor", e.testProcessor)
 	t.Run("Unimplemented", e.testUnimplementedFeatures)
+	t.Run("Admin", e.testAdmin)
 }
 
 func (e *env) testSendReceiveComplete(t *testing.T) {

@@ -68,9 +68,15 @@ func (a *Client) GetQueue(ctx context.Context, name string) (*QueueProperties, e
 	return resp.GetQueue(), err
 }
 
-// UpdateQueue changes the settings set in props; unset ones keep their value.
+// UpdateQueue changes the settings set in props; unset ones keep their
+// value. (It reads the queue and writes it back with the changes: a
+// concurrent update in between is overwritten.)
 func (a *Client) UpdateQueue(ctx context.Context, name string, props *QueueProperties) (*QueueProperties, error) {
-	q := clone(props, &QueueProperties{})
+	cur, err := a.GetQueue(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	q := overlay(cur, clone(props, &QueueProperties{}))
 	q.Name = name
 	resp, err := a.api.UpdateQueue(ctx, &raftbusv1.UpdateQueueRequest{Queue: q})
 	return resp.GetQueue(), err
@@ -112,7 +118,11 @@ func (a *Client) GetTopic(ctx context.Context, name string) (*TopicProperties, e
 
 // UpdateTopic changes the settings set in props.
 func (a *Client) UpdateTopic(ctx context.Context, name string, props *TopicProperties) (*TopicProperties, error) {
-	t := clone(props, &TopicProperties{})
+	cur, err := a.GetTopic(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	t := overlay(cur, clone(props, &TopicProperties{}))
 	t.Name = name
 	resp, err := a.api.UpdateTopic(ctx, &raftbusv1.UpdateTopicRequest{Topic: t})
 	return resp.GetTopic(), err
@@ -155,7 +165,11 @@ func (a *Client) GetSubscription(ctx context.Context, topic, name string) (*Subs
 
 // UpdateSubscription changes the settings set in props.
 func (a *Client) UpdateSubscription(ctx context.Context, topic, name string, props *SubscriptionProperties) (*SubscriptionProperties, error) {
-	s := clone(props, &SubscriptionProperties{})
+	cur, err := a.GetSubscription(ctx, topic, name)
+	if err != nil {
+		return nil, err
+	}
+	s := overlay(cur, clone(props, &SubscriptionProperties{}))
 	s.TopicName, s.SubscriptionName = topic, name
 	resp, err := a.api.UpdateSubscription(ctx, &raftbusv1.UpdateSubscriptionRequest{Subscription: s})
 	return resp.GetSubscription(), err
