@@ -47,20 +47,45 @@ func TestFollowsLeaderChange(t *testing.T) {
 	if victim < 0 {
 		t.Fatalf("leader %q is none of the nodes", leader)
 	}
+	// A client that knows only a follower learns the leader from the
+	// routing table and then calls it directly: pausing the follower does
+	// not stop its sends.
+	follower := (victim + 1) % 3
+	direct, err := client.New([]string{e.cluster.Nodes[follower].Addr}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	ds, _ := direct.NewSender("failover", nil)
+	if err := ds.SendMessage(ctx, &client.Message{MessageID: "direct-1", Body: []byte("d")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.cluster.Pause(follower)
+	shortCtx := ctxT(t, 5*time.Second)
+	err = ds.SendMessage(shortCtx, &client.Message{MessageID: "direct-2", Body: []byte("d")}, nil)
+	e.cluster.Resume(follower)
+	if err != nil {
+		t.Fatalf("send with the seed node paused: %v (not sent to the leader directly)", err)
+	}
+
 	e.cluster.Kill(victim)
 
 	send(10, 20)
 	r := e.receiver("failover", nil)
 	got := map[string]int{}
-	for _, m := range receiveN(t, ctx, r, 20) {
+	for _, m := range receiveN(t, ctx, r, 22) {
 		got[m.MessageID]++
 		if err := r.CompleteMessage(ctx, m, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for i := range 20 {
-		if got[fmt.Sprint(i)] != 1 {
-			t.Fatalf("message %d arrived %d times", i, got[fmt.Sprint(i)])
+	for i := range 22 {
+		id := fmt.Sprint(i)
+		if i >= 20 {
+			id = fmt.Sprintf("direct-%d", i-19)
+		}
+		if got[id] != 1 {
+			t.Fatalf("message %s arrived %d times", id, got[id])
 		}
 	}
 	routes, err = e.admin.GetRoutingTable(ctx, "failover")
