@@ -121,6 +121,8 @@ func (c *Client) AdminConn() grpc.ClientConnInterface { return anyNodeConn{c} }
 // the server says they did not happen (NOT_LEADER, SERVER_BUSY).
 type anyNodeConn struct{ c *Client }
 
+var _ grpc.ClientConnInterface = onceConn{}
+
 func (a anyNodeConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
 	safe := isReadMethod(method)
 	return a.c.retry(ctx, safe, func(ctx context.Context, attempt int) error {
@@ -152,7 +154,19 @@ func isReadMethod(method string) bool {
 	return false
 }
 
-// admin is a client of the admin service through AdminConn.
-func (c *Client) admin() raftbusv1.AdminServiceClient {
-	return raftbusv1.NewAdminServiceClient(c.AdminConn())
+// adminOnce is a client of the admin service that makes one attempt per
+// call, at the next seed: for calls made inside another call's retry
+// loop, which must not multiply the retries.
+func (c *Client) adminOnce() raftbusv1.AdminServiceClient {
+	return raftbusv1.NewAdminServiceClient(onceConn{anyNodeConn{c}})
+}
+
+type onceConn struct{ anyNodeConn }
+
+func (o onceConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	conn, err := o.c.conn(o.c.seed())
+	if err != nil {
+		return err
+	}
+	return asError(conn.Invoke(ctx, method, args, reply, opts...))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -124,9 +125,14 @@ func asError(err error) error {
 	e = &Error{Code: CodeUnspecified, Message: st.Message(), Status: st.Code()}
 	switch st.Code() {
 	case codes.Unavailable:
-		// The connection failed: the request may have reached the server.
-		e.Code, e.Retryable = CodeOutcomeUnknown, true
-		e.Message = "connection failed: " + st.Message()
+		e.Retryable = true
+		if neverSent(st.Message()) {
+			// No connection could be made: the request did not leave.
+			e.Code, e.Message = CodeServerBusy, "node unreachable: "+st.Message()
+		} else {
+			// The connection broke: the request may have reached the server.
+			e.Code, e.Message = CodeOutcomeUnknown, "connection failed: "+st.Message()
+		}
 	case codes.DeadlineExceeded, codes.Canceled:
 		e.Code = CodeOutcomeUnknown
 	case codes.NotFound:
@@ -135,4 +141,15 @@ func asError(err error) error {
 		e.Code = CodeInvalidArgument
 	}
 	return e
+}
+
+// neverSent recognises the gRPC failures of a connection that could not be
+// made, where the request was never written.
+func neverSent(msg string) bool {
+	for _, s := range []string{"connection refused", "connect: ", "dial tcp", "no such host", "produced zero addresses"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }

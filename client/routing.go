@@ -52,7 +52,7 @@ func (r *routingTable) lookup(ctx context.Context, path string) ([]string, error
 	if ok {
 		return leaders, nil
 	}
-	resp, err := r.c.admin().GetRoutingTable(ctx, &raftbusv1.GetRoutingTableRequest{EntityPath: path})
+	resp, err := r.c.adminOnce().GetRoutingTable(ctx, &raftbusv1.GetRoutingTableRequest{EntityPath: path})
 	if err != nil {
 		return nil, err
 	}
@@ -72,10 +72,16 @@ func (r *routingTable) lookup(ctx context.Context, path string) ([]string, error
 	return leaders, nil
 }
 
-// partitions is path's partition count.
+// partitions is path's partition count, asking the cluster (with
+// retries) when it is not cached.
 func (r *routingTable) partitions(ctx context.Context, path string) (uint32, error) {
-	leaders, err := r.lookup(ctx, path)
-	return uint32(len(leaders)), err
+	var n uint32
+	err := r.c.retry(ctx, true, func(ctx context.Context, attempt int) error {
+		leaders, err := r.lookup(ctx, path)
+		n = uint32(len(leaders))
+		return err
+	})
+	return n, err
 }
 
 func (r *routingTable) setLeader(path string, id uint32, addr string) {

@@ -136,12 +136,14 @@ func describe(err error) string {
 	msg := ce.Message
 	switch ce.Code {
 	case client.CodeOutcomeUnknown:
-		if strings.HasPrefix(msg, "connection failed") {
+		msg += " (the change may or may not have happened)"
+	case client.CodeUnspecified:
+	case client.CodeServerBusy:
+		if strings.HasPrefix(msg, "node unreachable") {
 			msg += " (is raftbusd running? set --server or RAFTBUS_ADDR)"
 		} else {
-			msg += " (the change may or may not have happened)"
+			msg = ce.Code.String() + ": " + msg
 		}
-	case client.CodeUnspecified:
 	default:
 		msg = ce.Code.String() + ": " + msg
 	}
