@@ -107,7 +107,13 @@ func TestSendFailsWhenClusterIsGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.cluster.Kill(0)
-	err := s.SendMessage(ctx, &client.Message{Body: []byte("y")}, nil)
+	few, err := client.New([]string{e.cluster.Nodes[0].Addr}, &client.ClientOptions{RetryOptions: client.RetryOptions{MaxRetries: 3, RetryDelay: 10 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer few.Close()
+	s, _ = few.NewSender("gone", nil)
+	err = s.SendMessage(ctx, &client.Message{Body: []byte("y")}, nil)
 	var ce *client.Error
 	if !errors.As(err, &ce) || ce.Code != client.CodeServerBusy || !ce.Retryable || !strings.Contains(ce.Message, "unreachable") {
 		t.Fatalf("send to a dead node: %v, want a retryable unreachable error", err)

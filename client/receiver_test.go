@@ -357,3 +357,44 @@ func (e *env) testUnimplementedFeatures(t *testing.T) {
 		t.Fatalf("accept session: %v", err)
 	}
 }
+
+func (e *env) testProcessorCloseWaitsForHandlers(t *testing.T) {
+	ctx := ctxT(t, 30*time.Second)
+	e.createQueue("closing", nil)
+	if err := e.sender("closing").SendMessage(ctx, &client.Message{Body: []byte("slow")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	handlerSawCancel := make(chan struct{})
+	p, err := e.c.NewProcessorForQueue("closing", func(hctx context.Context, ev *client.ProcessMessageEvent) error {
+		close(started)
+		<-hctx.Done()
+		close(handlerSawCancel)
+		return hctx.Err()
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- p.Run(context.Background()) }()
+	<-started
+	grace, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if err := p.Close(grace); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close with a handler that outlives the grace period: %v", err)
+	}
+	select {
+	case <-handlerSawCancel:
+	default:
+		t.Fatal("Close returned before the handler's context was cancelled and it returned")
+	}
+	if err := <-ran; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	// The handler failed, so the message was abandoned, not completed.
+	r := e.receiver("closing", nil)
+	m := receiveN(t, ctx, r, 1)[0]
+	if string(m.Body) != "slow" || m.DeliveryCount != 2 {
+		t.Fatalf("after Close: %q with %d deliveries", m.Body, m.DeliveryCount)
+	}
+}

@@ -25,6 +25,7 @@ func TestSingleNode(t *testing.T) {
 	t.Run("DeferAndDeadLetter", e.testDeferAndDeadLetter)
 	t.Run("PipelinedSends", e.testPipelinedSends)
 	t.Run("Processor", e.testProcessor)
+	t.Run("ProcessorCloseWaitsForHandlers", e.testProcessorCloseWaitsForHandlers)
 	t.Run("Unimplemented", e.testUnimplementedFeatures)
 	t.Run("Admin", e.testAdmin)
 }
