@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -138,6 +139,9 @@ func describe(err error) string {
 	case client.CodeOutcomeUnknown:
 		msg += " (the change may or may not have happened)"
 	case client.CodeUnspecified:
+		if ce.Status != codes.OK && ce.Status != codes.Unknown {
+			msg = ce.Status.String() + ": " + msg
+		}
 	case client.CodeServerBusy:
 		if strings.HasPrefix(msg, "node unreachable") {
 			msg += " (is raftbusd running? set --server or RAFTBUS_ADDR)"

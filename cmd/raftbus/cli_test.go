@@ -145,7 +145,23 @@ func TestCommands(t *testing.T) {
 		c.fails(1, "NOT_FOUND", "send", "missing", "x")
 		c.ok("queue", "create", "tiny", "--max-message-size-kb", "1")
 		c.fails(1, "MESSAGE_SIZE_EXCEEDED", "send", "tiny", strings.Repeat("x", 4096))
-		c.fails(1, "not supported yet", "topic", "create", "events")
+		for _, args := range [][]string{
+			{"topic", "create", "events"},
+			{"topic", "list"},
+			{"subscription", "create", "events", "audit", "--sql", "region = 'eu'"},
+			{"subscription", "list", "events"},
+			{"rule", "create", "events", "audit", "high", "--sql", "priority > 5"},
+			{"rule", "list", "events", "audit"},
+		} {
+			c.fails(1, "Unimplemented", args...)
+		}
+		c.fails(2, "give a filter", "rule", "create", "events", "audit", "high")
+		// Session queues take messages with a session id; receiving
+		// through sessions waits for the server.
+		c.ok("queue", "create", "carts", "--requires-session")
+		c.fails(1, "INVALID_ARGUMENT", "send", "carts", "no session")
+		c.ok("send", "carts", "with session", "--session", "s1")
+		c.fails(1, "Unimplemented", "receive", "carts", "--session", "s1")
 		dead := cli{t: t, server: "127.0.0.1:1"}
 		dead.fails(1, "is raftbusd running?", "queue", "list", "--timeout", "2s")
 	})
