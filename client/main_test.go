@@ -99,3 +99,5 @@ func receiveN(t *testing.T, ctx context.Context, r *client.Receiver, n int) []*c
 	}
 	return got
 }
+
+func adminOf(c *client.Client) *admin.Client { return admin.NewFromClient(c) }
