@@ -398,3 +398,58 @@ func (e *env) testProcessorCloseWaitsForHandlers(t *testing.T) {
 		t.Fatalf("after Close: %q with %d deliveries", m.Body, m.DeliveryCount)
 	}
 }
+
+// testPartitionedSequenceNumbers uses sequence numbers of a partitioned
+// queue, whose top 16 bits name the partition, to cancel and to receive
+// deferred messages in every partition.
+func (e *env) testPartitionedSequenceNumbers(t *testing.T) {
+	ctx := ctxT(t, 30*time.Second)
+	e.createQueue("parts", &admin.QueueProperties{PartitionCount: proto.Uint32(3)})
+	s := e.sender("parts")
+	var msgs []*client.Message
+	for i := range 9 {
+		msgs = append(msgs, &client.Message{PartitionKey: fmt.Sprint(i), Body: []byte{byte(i)}})
+	}
+	seqs, err := s.ScheduleMessages(ctx, msgs, time.Now().Add(time.Hour), nil)
+	if err != nil || len(seqs) != 9 {
+		t.Fatalf("schedule: %v, %v", seqs, err)
+	}
+	partitions := map[int64]bool{}
+	for _, seq := range seqs {
+		partitions[seq>>48] = true
+	}
+	if len(partitions) < 2 {
+		t.Fatalf("9 keys landed in %d partition(s)", len(partitions))
+	}
+	if err := s.CancelScheduledMessages(ctx, seqs, nil); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := e.admin.GetQueueRuntimeProperties(ctx, "parts")
+	if err != nil || rt.GetScheduledMessageCount() != 0 {
+		t.Fatalf("after cancelling all: %v, %v", rt, err)
+	}
+
+	if err := s.SendMessages(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	r := e.receiver("parts", nil)
+	var deferred []int64
+	for _, m := range receiveN(t, ctx, r, 9) {
+		if uint32(m.SequenceNumber>>48) != m.PartitionID {
+			t.Fatalf("sequence number %x does not name partition %d", m.SequenceNumber, m.PartitionID)
+		}
+		if err := r.DeferMessage(ctx, m, nil); err != nil {
+			t.Fatal(err)
+		}
+		deferred = append(deferred, m.SequenceNumber)
+	}
+	got, err := r.ReceiveDeferredMessages(ctx, deferred, nil)
+	if err != nil || len(got) != 9 {
+		t.Fatalf("receive deferred across partitions: %d messages, %v", len(got), err)
+	}
+	for _, m := range got {
+		if err := r.CompleteMessage(ctx, m, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

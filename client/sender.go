@@ -114,37 +114,39 @@ func (s *Sender) ScheduleMessages(ctx context.Context, messages []*Message, sche
 	if len(messages) == 0 {
 		return nil, nil
 	}
-	// One request per partition, as the messages' keys require.
+	// One request per session id or partition key: the broker takes a
+	// request's messages into one partition only when they share it.
 	type group struct {
 		idx  []int
 		msgs []*raftbusv1.Message
 	}
-	groups := map[uint32]*group{}
-	var order []uint32
+	groups := map[string]*group{}
+	var order []string
 	for i, m := range messages {
 		pm, err := toProtoMessage(m)
 		if err != nil {
 			return nil, err
 		}
 		pm.ScheduledEnqueueTime = timestamppb.New(scheduledEnqueueTime)
-		id, err := s.partition(ctx, pm)
-		if err != nil {
-			return nil, err
-		}
-		g := groups[id]
+		key := keyOf(pm)
+		g := groups[key]
 		if g == nil {
 			g = &group{}
-			groups[id] = g
-			order = append(order, id)
+			groups[key] = g
+			order = append(order, key)
 		}
 		g.idx = append(g.idx, i)
 		g.msgs = append(g.msgs, pm)
 	}
 	seqs := make([]int64, len(messages))
-	for _, id := range order {
-		g := groups[id]
+	for _, key := range order {
+		g := groups[key]
+		id, err := s.partition(ctx, g.msgs[0])
+		if err != nil {
+			return nil, err
+		}
 		var resp *raftbusv1.ScheduleResponse
-		err := s.withSlot(ctx, func() error {
+		err = s.withSlot(ctx, func() error {
 			return s.c.onPartition(ctx, s.path, id, allHaveIDs(g.msgs), func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
 				var err error
 				resp, err = ms.Schedule(ctx, &raftbusv1.ScheduleRequest{EntityPath: s.path, Messages: g.msgs, PartitionId: &id})
