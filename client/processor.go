@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,7 +17,9 @@ type ProcessorOptions struct {
 	// MaxConcurrentCalls is how many handler calls run at once. Default 1.
 	MaxConcurrentCalls int
 	// PrefetchCount is how many messages are received ahead of free
-	// handlers. Default 0. Prefetched messages are locked while they wait.
+	// handlers. Default 0. Prefetched messages are locked while they wait
+	// and their locks are not renewed until a handler takes them: keep it
+	// small against the entity's LockDuration.
 	PrefetchCount int
 	// MaxAutoLockRenewalDuration is how long after receipt the processor
 	// keeps renewing a message's lock while its handler runs. Default 5
@@ -214,6 +217,12 @@ func (p *Processor) process(m *ReceivedMessage) {
 	defer m.done()
 	ev := &ProcessMessageEvent{Message: m, r: p.r}
 	peekLock := p.opts.ReceiveMode == ReceiveModePeekLock
+	if peekLock && !m.LockedUntil.IsZero() && time.Now().After(m.LockedUntil) {
+		// It waited in the prefetch buffer longer than its lock: it is
+		// someone else's now.
+		p.report(&Error{Code: CodeLockLost, Message: fmt.Sprintf("message %d: lock expired while prefetched; not handled", m.SequenceNumber)})
+		return
+	}
 	renewDone := make(chan struct{})
 	var renewer sync.WaitGroup
 	if peekLock && p.opts.MaxAutoLockRenewalDuration > 0 {
