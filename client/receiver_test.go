@@ -453,3 +453,41 @@ func (e *env) testPartitionedSequenceNumbers(t *testing.T) {
 		}
 	}
 }
+
+// testSessionProcessorStops runs a session processor against the current
+// server, which has no sessions yet: it reports the failure and stops on
+// Close.
+func (e *env) testSessionProcessorStops(t *testing.T) {
+	ctx := ctxT(t, 30*time.Second)
+	e.createQueue("session-proc", &admin.QueueProperties{RequiresSession: proto.Bool(true)})
+	failed := make(chan error, 1)
+	p, err := e.c.NewSessionProcessorForQueue("session-proc", func(context.Context, *client.ProcessSessionMessageEvent) error {
+		t.Error("handler called without a session")
+		return nil
+	}, &client.SessionProcessorOptions{MaxConcurrentSessions: 2, ErrorHandler: func(err error) {
+		select {
+		case failed <- err:
+		default:
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- p.Run(context.Background()) }()
+	var ce *client.Error
+	select {
+	case err := <-failed:
+		if !errors.As(err, &ce) || ce.Status != codes.Unimplemented {
+			t.Fatalf("reported %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("no failure reported")
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-ran; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}

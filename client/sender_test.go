@@ -29,6 +29,7 @@ func TestSingleNode(t *testing.T) {
 	t.Run("ProcessorCloseWaitsForHandlers", e.testProcessorCloseWaitsForHandlers)
 	t.Run("Unimplemented", e.testUnimplementedFeatures)
 	t.Run("Admin", e.testAdmin)
+	t.Run("SessionProcessorStops", e.testSessionProcessorStops)
 }
 
 func (e *env) testSendReceiveComplete(t *testing.T) {
