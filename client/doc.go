@@ -1,5 +1,38 @@
 // Package client is the Go SDK for raftbus, shaped like the Azure SDK for Go
-// (azservicebus): a Client, Senders, Receivers, SessionReceivers and a
-// Processor. It talks to the cluster only through the public gRPC API in
+// (azservicebus): a Client, Senders, Receivers, SessionReceivers and
+// Processors. It talks to the cluster only through the public gRPC API in
 // proto/raftbus/v1 and never imports server packages.
+//
+// # Routing
+//
+// The client caches each entity's routing table (AdminService
+// GetRoutingTable) and sends a call about one partition straight to that
+// partition's leader with the metadata "raftbus-forward: never". A node
+// that no longer leads answers NOT_LEADER naming the leader, which the
+// client follows at once and remembers; when no leader is known or a node
+// cannot be reached, the table is fetched again. Calls that span
+// partitions (a receive or peek of a partitioned entity) go to any node,
+// which forwards them.
+//
+// # Retries
+//
+// Failures the server marks retryable (no leader yet, a leader change, a
+// busy node, an unreachable node) are retried with exponential backoff and
+// jitter, bounded by RetryOptions and the caller's context. A change whose
+// outcome is unknown (CodeOutcomeUnknown: the leader was lost or the
+// connection broke after the request left) is repeated only where that is
+// safe: settlement, lock and session renewal, session state, cancelling
+// scheduled messages and PeekLock receives. Sends and schedules are
+// repeated only when every message carries a MessageID, so that duplicate
+// detection on the entity can drop the second copy; without one the
+// caller gets the error and decides. ReceiveAndDelete receives and entity
+// changes (client/admin) are never repeated after an unknown outcome.
+//
+// # Errors
+//
+// Every failure is an *Error with a Code (the API's ErrorReason), a
+// Message, a TrackingID to find it in the server's logs, and whether it is
+// Retryable. errors.Is(err, ErrLockLost) and the other Err values compare
+// by Code. When the caller's context ends during retries, the error is
+// both the context's error and the last *Error.
 package client

@@ -1,0 +1,155 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+)
+
+// Code is the stable reason of a failure: the values of
+// raftbus.v1.ErrorReason. Switch on it, or use errors.Is with the Err...
+// values below.
+type Code int32
+
+// The reasons a call fails with (see proto/raftbus/v1/errors.proto).
+const (
+	CodeUnspecified           = Code(raftbusv1.ErrorReason_ERROR_REASON_UNSPECIFIED)
+	CodeNotFound              = Code(raftbusv1.ErrorReason_ERROR_REASON_NOT_FOUND)
+	CodeAlreadyExists         = Code(raftbusv1.ErrorReason_ERROR_REASON_ALREADY_EXISTS)
+	CodeInvalidArgument       = Code(raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+	CodeLockLost              = Code(raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST)
+	CodeSessionLockLost       = Code(raftbusv1.ErrorReason_ERROR_REASON_SESSION_LOCK_LOST)
+	CodeSessionCannotBeLocked = Code(raftbusv1.ErrorReason_ERROR_REASON_SESSION_CANNOT_BE_LOCKED)
+	CodeQuotaExceeded         = Code(raftbusv1.ErrorReason_ERROR_REASON_QUOTA_EXCEEDED)
+	CodeMessageSizeExceeded   = Code(raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_SIZE_EXCEEDED)
+	CodeNotLeader             = Code(raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER)
+	CodeServerBusy            = Code(raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY)
+	CodeUnauthorized          = Code(raftbusv1.ErrorReason_ERROR_REASON_UNAUTHORIZED)
+	CodeOutcomeUnknown        = Code(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN)
+)
+
+// String is the reason's name without its prefix, e.g. "NOT_FOUND".
+func (c Code) String() string {
+	name := raftbusv1.ErrorReason(c).String()
+	const prefix = "ERROR_REASON_"
+	if len(name) > len(prefix) && name[:len(prefix)] == prefix {
+		return name[len(prefix):]
+	}
+	return name
+}
+
+// Values to compare errors with: errors.Is(err, client.ErrLockLost) holds
+// for every *Error with that Code.
+var (
+	ErrNotFound              = &Error{Code: CodeNotFound}
+	ErrAlreadyExists         = &Error{Code: CodeAlreadyExists}
+	ErrLockLost              = &Error{Code: CodeLockLost}
+	ErrSessionLockLost       = &Error{Code: CodeSessionLockLost}
+	ErrSessionCannotBeLocked = &Error{Code: CodeSessionCannotBeLocked}
+	ErrMessageSizeExceeded   = &Error{Code: CodeMessageSizeExceeded}
+	ErrOutcomeUnknown        = &Error{Code: CodeOutcomeUnknown}
+)
+
+// Error is every failure the broker reports, and the client's own checks
+// (a message too large for a batch, a closed client).
+type Error struct {
+	// Code is the stable reason.
+	Code Code
+	// Message explains the failure.
+	Message string
+	// TrackingID identifies the failure in the server's logs.
+	TrackingID string
+	// Retryable tells whether repeating the call can succeed. The client
+	// has already retried what it could within RetryOptions.
+	Retryable bool
+	// Status is the gRPC status code (e.g. codes.Unimplemented for a
+	// feature the server does not offer yet).
+	Status codes.Code
+
+	leaderAddr string
+}
+
+func (e *Error) Error() string {
+	s := fmt.Sprintf("raftbus: %s: %s", e.Code, e.Message)
+	if e.Code == CodeUnspecified && e.Status != codes.OK && e.Status != codes.Unknown {
+		s = fmt.Sprintf("raftbus: %s: %s", e.Status, e.Message)
+	}
+	if e.TrackingID != "" {
+		s += " (tracking id " + e.TrackingID + ")"
+	}
+	return s
+}
+
+// Is reports whether target is an *Error with the same Code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// asError turns what a gRPC call returned into an *Error. Context errors
+// of the caller pass through unchanged so errors.Is(err,
+// context.DeadlineExceeded) keeps working.
+func asError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return &Error{Code: CodeUnspecified, Message: err.Error()}
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*raftbusv1.ErrorInfo); ok {
+			return &Error{
+				Code:       Code(info.GetReason()),
+				Message:    info.GetMessage(),
+				TrackingID: info.GetTrackingId(),
+				Retryable:  info.GetRetryable(),
+				Status:     st.Code(),
+				leaderAddr: info.GetLeader().GetAddress(),
+			}
+		}
+	}
+	e = &Error{Code: CodeUnspecified, Message: st.Message(), Status: st.Code()}
+	switch st.Code() {
+	case codes.Unavailable:
+		e.Retryable = true
+		if neverSent(st.Message()) {
+			// No connection could be made: the request did not leave.
+			e.Code, e.Message = CodeServerBusy, "node unreachable: "+st.Message()
+		} else {
+			// The connection broke: the request may have reached the server.
+			e.Code, e.Message = CodeOutcomeUnknown, "connection failed: "+st.Message()
+		}
+	case codes.DeadlineExceeded, codes.Canceled:
+		e.Code = CodeOutcomeUnknown
+	case codes.NotFound:
+		e.Code = CodeNotFound
+	case codes.InvalidArgument:
+		e.Code = CodeInvalidArgument
+	}
+	return e
+}
+
+// neverSent recognises the gRPC failures of a connection that could not be
+// made, where the request was never written.
+func neverSent(msg string) bool {
+	for _, s := range []string{"connection refused", "connect: ", "dial tcp", "no such host", "produced zero addresses"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}

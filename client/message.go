@@ -1,0 +1,227 @@
+package client
+
+import (
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+)
+
+// Message is a message to send. Field names follow azservicebus.
+type Message struct {
+	// MessageID identifies the message for duplicate detection. Set it to
+	// make a send safe to retry when its outcome is unknown (see Sender).
+	MessageID     string
+	Body          []byte
+	ContentType   string
+	CorrelationID string
+	// Subject is also known as Label.
+	Subject          string
+	To               string
+	ReplyTo          string
+	ReplyToSessionID string
+	// SessionID groups messages for ordered processing; required on
+	// session entities.
+	SessionID string
+	// PartitionKey chooses the partition when there is no SessionID.
+	PartitionKey string
+	// TimeToLive: nil takes the entity's default.
+	TimeToLive *time.Duration
+	// ScheduledEnqueueTime, when set and in the future, schedules the
+	// message.
+	ScheduledEnqueueTime *time.Time
+	// ApplicationProperties hold string, bool, int, int32, int64, float64,
+	// []byte and time.Time values.
+	ApplicationProperties map[string]any
+}
+
+// MessageState is where a received or peeked message stands.
+type MessageState int32
+
+const (
+	MessageStateActive    = MessageState(raftbusv1.MessageState_MESSAGE_STATE_ACTIVE)
+	MessageStateDeferred  = MessageState(raftbusv1.MessageState_MESSAGE_STATE_DEFERRED)
+	MessageStateScheduled = MessageState(raftbusv1.MessageState_MESSAGE_STATE_SCHEDULED)
+)
+
+// ReceivedMessage is a message handed out by a receive or a peek.
+type ReceivedMessage struct {
+	MessageID             string
+	Body                  []byte
+	ContentType           string
+	CorrelationID         string
+	Subject               string
+	To                    string
+	ReplyTo               string
+	ReplyToSessionID      string
+	SessionID             string
+	PartitionKey          string
+	TimeToLive            time.Duration
+	ScheduledEnqueueTime  *time.Time
+	ApplicationProperties map[string]any
+
+	// SequenceNumber is unique and increasing per partition; for a
+	// partitioned entity its top 16 bits are the partition id.
+	SequenceNumber         int64
+	EnqueuedSequenceNumber int64
+	EnqueuedTime           time.Time
+	ExpiresAt              time.Time
+	// LockToken settles the message (PeekLock receives only).
+	LockToken [16]byte
+	// LockedUntil is when the lock ends unless renewed.
+	LockedUntil                time.Time
+	DeliveryCount              uint32
+	State                      MessageState
+	DeadLetterReason           string
+	DeadLetterErrorDescription string
+	DeadLetterSource           string
+	// PartitionID is the partition holding the message.
+	PartitionID uint32
+
+	// Where the message was received from, for settlement.
+	entityPath string
+	subQueue   raftbusv1.SubQueue
+	session    *raftbusv1.SessionLock
+	// onDone, set by a Processor, frees the message's place once handled.
+	onDone func()
+}
+
+func (m *ReceivedMessage) done() {
+	if m.onDone != nil {
+		m.onDone()
+	}
+}
+
+func toProtoMessage(m *Message) (*raftbusv1.Message, error) {
+	if m == nil {
+		return nil, &Error{Code: CodeInvalidArgument, Message: "nil message"}
+	}
+	pm := &raftbusv1.Message{
+		MessageId: m.MessageID, Body: m.Body, ContentType: m.ContentType, CorrelationId: m.CorrelationID,
+		Subject: m.Subject, To: m.To, ReplyTo: m.ReplyTo, ReplyToSessionId: m.ReplyToSessionID,
+		SessionId: m.SessionID, PartitionKey: m.PartitionKey,
+	}
+	if m.TimeToLive != nil {
+		pm.TimeToLive = durationpb.New(*m.TimeToLive)
+	}
+	if m.ScheduledEnqueueTime != nil {
+		pm.ScheduledEnqueueTime = timestamppb.New(*m.ScheduledEnqueueTime)
+	}
+	props, err := toProtoProperties(m.ApplicationProperties)
+	if err != nil {
+		return nil, err
+	}
+	pm.ApplicationProperties = props
+	return pm, nil
+}
+
+func toProtoProperties(props map[string]any) (map[string]*raftbusv1.PropertyValue, error) {
+	if len(props) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]*raftbusv1.PropertyValue, len(props))
+	for k, v := range props {
+		pv, err := toPropertyValue(v)
+		if err != nil {
+			return nil, &Error{Code: CodeInvalidArgument, Message: fmt.Sprintf("application property %q: %v", k, err)}
+		}
+		out[k] = pv
+	}
+	return out, nil
+}
+
+func toPropertyValue(v any) (*raftbusv1.PropertyValue, error) {
+	switch x := v.(type) {
+	case string:
+		return &raftbusv1.PropertyValue{Value: &raftbusv1.PropertyValue_StringValue{StringValue: x}}, nil
+	case bool:
+		return &raftbusv1.PropertyValue{Value: &raftbusv1.PropertyValue_BoolValue{BoolValue: x}}, nil
+	case int:
+		return &raftbusv1.PropertyValue{Value: &raftbusv1.PropertyValue_IntValue{IntValue: int64(x)}}, nil
+	case int32:
+		return &raftbusv1.PropertyValue{Value: &raftbusv1.PropertyValue_IntValue{IntValue: int64(x)}}, nil
+	case int64:
+		return &raftbusv1.PropertyValue{Value: &raftbusv1.PropertyValue_IntValue{IntValue: x}}, nil
+	case float64:
+		return &raftbusv1.PropertyValue{Value: &raftbusv1.PropertyValue_DoubleValue{DoubleValue: x}}, nil
+	case []byte:
+		return &raftbusv1.PropertyValue{Value: &raftbusv1.PropertyValue_BytesValue{BytesValue: x}}, nil
+	case time.Time:
+		return &raftbusv1.PropertyValue{Value: &raftbusv1.PropertyValue_TimestampValue{TimestampValue: timestamppb.New(x)}}, nil
+	}
+	return nil, fmt.Errorf("unsupported type %T", v)
+}
+
+func fromProtoProperties(props map[string]*raftbusv1.PropertyValue) map[string]any {
+	if len(props) == 0 {
+		return nil
+	}
+	out := make(map[string]any, len(props))
+	for k, v := range props {
+		switch x := v.GetValue().(type) {
+		case *raftbusv1.PropertyValue_StringValue:
+			out[k] = x.StringValue
+		case *raftbusv1.PropertyValue_BoolValue:
+			out[k] = x.BoolValue
+		case *raftbusv1.PropertyValue_IntValue:
+			out[k] = x.IntValue
+		case *raftbusv1.PropertyValue_DoubleValue:
+			out[k] = x.DoubleValue
+		case *raftbusv1.PropertyValue_BytesValue:
+			out[k] = x.BytesValue
+		case *raftbusv1.PropertyValue_TimestampValue:
+			out[k] = x.TimestampValue.AsTime()
+		}
+	}
+	return out
+}
+
+func fromProtoReceived(rm *raftbusv1.ReceivedMessage, path string, sub raftbusv1.SubQueue, session *raftbusv1.SessionLock) *ReceivedMessage {
+	m := rm.GetMessage()
+	out := &ReceivedMessage{
+		MessageID: m.GetMessageId(), Body: m.GetBody(), ContentType: m.GetContentType(), CorrelationID: m.GetCorrelationId(),
+		Subject: m.GetSubject(), To: m.GetTo(), ReplyTo: m.GetReplyTo(), ReplyToSessionID: m.GetReplyToSessionId(),
+		SessionID: m.GetSessionId(), PartitionKey: m.GetPartitionKey(), TimeToLive: m.GetTimeToLive().AsDuration(),
+		ApplicationProperties:  fromProtoProperties(m.GetApplicationProperties()),
+		SequenceNumber:         rm.GetSequenceNumber(),
+		EnqueuedSequenceNumber: rm.GetEnqueuedSequenceNumber(),
+		EnqueuedTime:           timeOf(rm.GetEnqueuedTime()),
+		ExpiresAt:              timeOf(rm.GetExpiresAt()),
+		LockedUntil:            timeOf(rm.GetLockedUntil()),
+		DeliveryCount:          uint32(rm.GetDeliveryCount()),
+		State:                  MessageState(rm.GetState()),
+		DeadLetterReason:       rm.GetDeadLetterReason(), DeadLetterErrorDescription: rm.GetDeadLetterErrorDescription(),
+		DeadLetterSource: rm.GetDeadLetterSource(),
+		PartitionID:      rm.GetPartitionId(),
+		entityPath:       path, subQueue: sub, session: session,
+	}
+	if m.GetScheduledEnqueueTime() != nil {
+		t := m.GetScheduledEnqueueTime().AsTime()
+		out.ScheduledEnqueueTime = &t
+	}
+	copy(out.LockToken[:], rm.GetLockToken())
+	return out
+}
+
+func fromProtoReceivedList(list []*raftbusv1.ReceivedMessage, path string, sub raftbusv1.SubQueue, session *raftbusv1.SessionLock) []*ReceivedMessage {
+	out := make([]*ReceivedMessage, 0, len(list))
+	for _, rm := range list {
+		out = append(out, fromProtoReceived(rm, path, sub, session))
+	}
+	return out
+}
+
+func timeOf(ts *timestamppb.Timestamp) time.Time {
+	if ts == nil {
+		return time.Time{}
+	}
+	return ts.AsTime()
+}
+
+// messageSize estimates a message's encoded size, the measure batches are
+// checked against.
+func messageSize(pm *raftbusv1.Message) int { return proto.Size(pm) }

@@ -1,0 +1,258 @@
+package client
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+)
+
+// ReceiveMode chooses how a Receiver takes messages.
+type ReceiveMode int
+
+const (
+	// ReceiveModePeekLock locks received messages; settle each with
+	// CompleteMessage, AbandonMessage, DeadLetterMessage or DeferMessage
+	// before its lock expires.
+	ReceiveModePeekLock ReceiveMode = iota
+	// ReceiveModeReceiveAndDelete removes messages as they are received:
+	// at most once delivery.
+	ReceiveModeReceiveAndDelete
+)
+
+// SubQueue selects a sub-queue of an entity.
+type SubQueue int
+
+const (
+	// SubQueueNone is the entity itself.
+	SubQueueNone SubQueue = iota
+	// SubQueueDeadLetter is the entity's dead-letter sub-queue.
+	SubQueueDeadLetter
+)
+
+// ReceiverOptions configure a Receiver.
+type ReceiverOptions struct {
+	ReceiveMode ReceiveMode
+	SubQueue    SubQueue
+}
+
+// Receiver receives and settles the messages of a queue or subscription.
+// It is safe for concurrent use.
+type Receiver struct {
+	c       *Client
+	path    string
+	mode    raftbusv1.ReceiveMode
+	sub     raftbusv1.SubQueue
+	session *raftbusv1.SessionLock // set for a SessionReceiver
+	// sessionPartition is the partition of the held session.
+	sessionPartition uint32
+	// nextPeek continues PeekMessages where the previous one ended.
+	nextPeek atomic.Int64
+}
+
+// NewReceiverForQueue returns a Receiver for a queue.
+func (c *Client) NewReceiverForQueue(queue string, options *ReceiverOptions) (*Receiver, error) {
+	return c.newReceiver(queue, options)
+}
+
+// NewReceiverForSubscription returns a Receiver for a topic's
+// subscription.
+func (c *Client) NewReceiverForSubscription(topic, subscription string, options *ReceiverOptions) (*Receiver, error) {
+	return c.newReceiver(subscriptionPath(topic, subscription), options)
+}
+
+func subscriptionPath(topic, subscription string) string {
+	return topic + "/subscriptions/" + subscription
+}
+
+func (c *Client) newReceiver(path string, options *ReceiverOptions) (*Receiver, error) {
+	if path == "" {
+		return nil, &Error{Code: CodeInvalidArgument, Message: "empty entity name"}
+	}
+	r := &Receiver{c: c, path: path, mode: raftbusv1.ReceiveMode_RECEIVE_MODE_PEEK_LOCK}
+	if options != nil {
+		if options.ReceiveMode == ReceiveModeReceiveAndDelete {
+			r.mode = raftbusv1.ReceiveMode_RECEIVE_MODE_RECEIVE_AND_DELETE
+		}
+		if options.SubQueue == SubQueueDeadLetter {
+			r.sub = raftbusv1.SubQueue_SUB_QUEUE_DEAD_LETTER
+		}
+	}
+	return r, nil
+}
+
+// Close releases the Receiver. Locks it holds expire on their own.
+func (r *Receiver) Close(ctx context.Context) error { return nil }
+
+// ReceiveMessagesOptions configure ReceiveMessages.
+type ReceiveMessagesOptions struct {
+	// MaxWaitTime bounds the wait for the first message; then
+	// ReceiveMessages returns what it has, possibly nothing. Zero: wait
+	// until a message arrives or ctx ends.
+	MaxWaitTime time.Duration
+}
+
+// longPoll is the longest single wait asked of the server.
+const longPoll = 60 * time.Second
+
+// ReceiveMessages receives up to maxMessages (1 to 1000), blocking until
+// at least one arrives, options.MaxWaitTime passes, or ctx ends. It
+// returns what arrived; when ctx ends with nothing received it returns
+// ctx's error.
+func (r *Receiver) ReceiveMessages(ctx context.Context, maxMessages int, options *ReceiveMessagesOptions) ([]*ReceivedMessage, error) {
+	var deadline time.Time
+	if options != nil && options.MaxWaitTime > 0 {
+		deadline = time.Now().Add(options.MaxWaitTime)
+	}
+	for {
+		wait := longPoll
+		if !deadline.IsZero() {
+			wait = min(wait, time.Until(deadline))
+		}
+		if d, ok := ctx.Deadline(); ok {
+			// Ask for an answer a little before the caller gives up.
+			wait = min(wait, time.Until(d)-100*time.Millisecond)
+		}
+		msgs, err := r.receiveOnce(ctx, maxMessages, max(wait, 0))
+		if err != nil || len(msgs) > 0 {
+			return msgs, err
+		}
+		if !deadline.IsZero() && !time.Now().Before(deadline) {
+			return nil, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if d, ok := ctx.Deadline(); ok && time.Until(d) <= 100*time.Millisecond {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (r *Receiver) receiveOnce(ctx context.Context, maxMessages int, wait time.Duration) ([]*ReceivedMessage, error) {
+	req := &raftbusv1.ReceiveRequest{
+		EntityPath: r.path, SubQueue: r.sub, ReceiveMode: r.mode,
+		MaxMessages: int32(maxMessages), MaxWait: durationpb.New(wait), Session: r.session,
+	}
+	// A lost answer to a PeekLock receive leaves messages locked until
+	// their locks expire, then they come back: safe to retry. A lost
+	// ReceiveAndDelete answer would lose the messages, so it is not.
+	safe := r.mode != raftbusv1.ReceiveMode_RECEIVE_MODE_RECEIVE_AND_DELETE
+	var resp *raftbusv1.ReceiveResponse
+	call := func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
+		var err error
+		resp, err = ms.Receive(ctx, req)
+		return err
+	}
+	id, one, err := r.partitionOfReceive(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if one {
+		req.PartitionId = &id
+		err = r.c.onPartition(ctx, r.path, id, safe, call)
+	} else {
+		err = r.c.onAnyNode(ctx, safe, call)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return fromProtoReceivedList(resp.GetMessages(), r.path, r.sub, r.session), nil
+}
+
+// partitionOfReceive tells whether the receive goes to one partition (the
+// session's, or the only one) and which.
+func (r *Receiver) partitionOfReceive(ctx context.Context) (uint32, bool, error) {
+	if r.session != nil {
+		return r.sessionPartition, true, nil
+	}
+	parts, err := r.c.routes.partitions(ctx, routeKey(r.path))
+	if err != nil {
+		return 0, false, err
+	}
+	return 0, parts == 1, nil
+}
+
+// PeekMessagesOptions configure PeekMessages.
+type PeekMessagesOptions struct {
+	// FromSequenceNumber starts the peek here (inclusive). Nil: after the
+	// last message the previous PeekMessages returned.
+	FromSequenceNumber *int64
+}
+
+// PeekMessages returns up to maxMessages messages without locking them:
+// active, locked, deferred and scheduled ones, in sequence order.
+func (r *Receiver) PeekMessages(ctx context.Context, maxMessages int, options *PeekMessagesOptions) ([]*ReceivedMessage, error) {
+	from := r.nextPeek.Load()
+	if options != nil && options.FromSequenceNumber != nil {
+		from = *options.FromSequenceNumber
+	}
+	req := &raftbusv1.PeekRequest{EntityPath: r.path, SubQueue: r.sub, FromSequenceNumber: from, MaxMessages: int32(maxMessages)}
+	var resp *raftbusv1.PeekResponse
+	call := func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
+		var err error
+		resp, err = ms.Peek(ctx, req)
+		return err
+	}
+	var err error
+	if r.session != nil {
+		req.SessionId = r.session.GetSessionId()
+		req.PartitionId = &r.sessionPartition
+		err = r.c.onPartition(ctx, r.path, r.sessionPartition, true, call)
+	} else {
+		err = r.c.onAnyNode(ctx, true, call)
+	}
+	if err != nil {
+		return nil, err
+	}
+	msgs := fromProtoReceivedList(resp.GetMessages(), r.path, r.sub, r.session)
+	if len(msgs) > 0 {
+		r.nextPeek.Store(msgs[len(msgs)-1].SequenceNumber + 1)
+	}
+	return msgs, nil
+}
+
+// ReceiveDeferredMessagesOptions are reserved for future options.
+type ReceiveDeferredMessagesOptions struct{}
+
+// ReceiveDeferredMessages receives deferred messages by sequence number
+// (in the Receiver's mode). Numbers that are not deferred messages are
+// skipped.
+func (r *Receiver) ReceiveDeferredMessages(ctx context.Context, sequenceNumbers []int64, options *ReceiveDeferredMessagesOptions) ([]*ReceivedMessage, error) {
+	parts, err := r.c.routes.partitions(ctx, routeKey(r.path))
+	if err != nil {
+		return nil, err
+	}
+	byPartition := map[uint32][]int64{}
+	var order []uint32
+	for _, seq := range sequenceNumbers {
+		id := uint32(0)
+		if parts > 1 {
+			id = partitionOfSequence(seq)
+		}
+		if _, ok := byPartition[id]; !ok {
+			order = append(order, id)
+		}
+		byPartition[id] = append(byPartition[id], seq)
+	}
+	safe := r.mode != raftbusv1.ReceiveMode_RECEIVE_MODE_RECEIVE_AND_DELETE
+	var out []*ReceivedMessage
+	for _, id := range order {
+		req := &raftbusv1.ReceiveDeferredRequest{EntityPath: r.path, SubQueue: r.sub, ReceiveMode: r.mode, SequenceNumbers: byPartition[id], Session: r.session}
+		var resp *raftbusv1.ReceiveDeferredResponse
+		err := r.c.onPartition(ctx, r.path, id, safe, func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
+			var err error
+			resp, err = ms.ReceiveDeferred(ctx, req)
+			return err
+		})
+		if err != nil {
+			return out, err
+		}
+		out = append(out, fromProtoReceivedList(resp.GetMessages(), r.path, r.sub, r.session)...)
+	}
+	return out, nil
+}

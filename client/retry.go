@@ -1,0 +1,110 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// RetryOptions bound how the client retries failures the server marks
+// retryable (no leader yet, a leader change, a busy node). Zero fields take
+// the defaults written next to them.
+type RetryOptions struct {
+	// MaxRetries is the number of retries after the first attempt.
+	// Default 8; negative: no retries.
+	MaxRetries int
+	// RetryDelay is the first backoff, doubled on each retry with up to
+	// ±50% jitter. Default 100ms.
+	RetryDelay time.Duration
+	// MaxRetryDelay caps the backoff. Default 2s.
+	MaxRetryDelay time.Duration
+}
+
+func (o RetryOptions) withDefaults() RetryOptions {
+	if o.MaxRetries == 0 {
+		o.MaxRetries = 8
+	}
+	if o.MaxRetries < 0 {
+		o.MaxRetries = 0
+	}
+	if o.RetryDelay <= 0 {
+		o.RetryDelay = 100 * time.Millisecond
+	}
+	if o.MaxRetryDelay <= 0 {
+		o.MaxRetryDelay = 2 * time.Second
+	}
+	return o
+}
+
+// delay is the backoff before retry number n (0-based), with jitter so
+// that many clients do not retry in step.
+func (o RetryOptions) delay(n int) time.Duration {
+	d := o.RetryDelay
+	for i := 0; i < n && d < o.MaxRetryDelay; i++ {
+		d *= 2
+	}
+	d = min(d, o.MaxRetryDelay)
+	return d/2 + time.Duration(rand.Int64N(int64(d)))
+}
+
+// retry runs op until it succeeds, fails for good, the retries are spent
+// or ctx ends. unknownIsSafe says whether op may be repeated after
+// OUTCOME_UNKNOWN: true for operations whose repetition changes nothing
+// more than the first (reads, settlement, lock renewal), false for sends
+// without message ids and other changes, whose OUTCOME_UNKNOWN goes to the
+// caller at once. A NOT_LEADER with the leader's address is followed at
+// once, without backoff, a few times.
+func (c *Client) retry(ctx context.Context, unknownIsSafe bool, op func(ctx context.Context, attempt int) error) error {
+	opts := c.opts.RetryOptions
+	redirects := 0
+	for attempt, backoffs := 0, 0; ; attempt++ {
+		err := op(ctx, attempt)
+		if err == nil {
+			return nil
+		}
+		var e *Error
+		if !errors.As(err, &e) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return &gaveUpError{ctx.Err(), e}
+		}
+		if !e.Retryable || errors.Is(e, errClosed) {
+			return e
+		}
+		if e.Code == CodeOutcomeUnknown && !unknownIsSafe {
+			return e
+		}
+		if e.Code == CodeNotLeader && e.leaderAddr != "" && redirects < 3 {
+			redirects++
+			continue
+		}
+		if backoffs >= opts.MaxRetries {
+			return e
+		}
+		t := time.NewTimer(opts.delay(backoffs))
+		backoffs++
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return &gaveUpError{ctx.Err(), e}
+		case <-t.C:
+		}
+	}
+}
+
+// gaveUpError is the caller's context ending while the client retried: it
+// is both the context's error (errors.Is(err, context.DeadlineExceeded))
+// and the last failure (errors.As(err, &clientErr)).
+type gaveUpError struct {
+	ctxErr error
+	last   *Error
+}
+
+func (g *gaveUpError) Error() string {
+	return fmt.Sprintf("%v while retrying; last failure: %v", g.ctxErr, g.last)
+}
+
+func (g *gaveUpError) Unwrap() []error { return []error{g.ctxErr, g.last} }

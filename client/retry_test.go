@@ -1,0 +1,177 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+)
+
+// fakeNode is a scripted server: its routing table names leader as the
+// leader of every entity's single partition, and Send answers with the
+// next of failures (nil: success).
+type fakeNode struct {
+	raftbusv1.UnimplementedAdminServiceServer
+	raftbusv1.UnimplementedMessagingServiceServer
+	addr     string
+	leader   func() string
+	failures []error
+	sends    atomic.Int32
+}
+
+func (f *fakeNode) GetRoutingTable(ctx context.Context, req *raftbusv1.GetRoutingTableRequest) (*raftbusv1.GetRoutingTableResponse, error) {
+	return &raftbusv1.GetRoutingTableResponse{Entities: []*raftbusv1.EntityRoute{{
+		EntityPath: req.GetEntityPath(), PartitionCount: 1,
+		Partitions: []*raftbusv1.PartitionRoute{{PartitionId: 0, LeaderAddress: f.leader()}},
+	}}}, nil
+}
+
+func (f *fakeNode) Send(ctx context.Context, req *raftbusv1.SendRequest) (*raftbusv1.SendResponse, error) {
+	n := int(f.sends.Add(1)) - 1
+	if n < len(f.failures) && f.failures[n] != nil {
+		return nil, f.failures[n]
+	}
+	return &raftbusv1.SendResponse{Results: []*raftbusv1.SendResult{{SequenceNumber: 1}}}, nil
+}
+
+func startFake(t *testing.T, f *fakeNode) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.addr = l.Addr().String()
+	if f.leader == nil {
+		f.leader = func() string { return f.addr }
+	}
+	s := grpc.NewServer()
+	raftbusv1.RegisterAdminServiceServer(s, f)
+	raftbusv1.RegisterMessagingServiceServer(s, f)
+	go s.Serve(l)
+	t.Cleanup(s.Stop)
+}
+
+func failure(reason raftbusv1.ErrorReason, retryable bool, leader string) error {
+	st, _ := status.New(codes.Unavailable, "scripted").WithDetails(&raftbusv1.ErrorInfo{
+		Reason: reason, Message: "scripted " + reason.String(), Retryable: retryable, TrackingId: "t-1",
+		Leader: &raftbusv1.LeaderHint{Address: leader},
+	})
+	return st.Err()
+}
+
+func fastClient(t *testing.T, addr string) *Client {
+	c, err := New([]string{addr}, &ClientOptions{RetryOptions: RetryOptions{RetryDelay: time.Millisecond, MaxRetryDelay: 5 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestSendOfUnknownOutcomeIsRetriedOnlyWithMessageIDs(t *testing.T) {
+	unknown := failure(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN, true, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	f := &fakeNode{failures: []error{unknown}}
+	startFake(t, f)
+	s, _ := fastClient(t, f.addr).NewSender("q", nil)
+	err := s.SendMessage(ctx, &Message{Body: []byte("no id")}, nil)
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeOutcomeUnknown || e.TrackingID != "t-1" || !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("send without an id: %v, want the outcome-unknown error", err)
+	}
+	if f.sends.Load() != 1 {
+		t.Fatalf("a send without a message id was repeated: %d calls", f.sends.Load())
+	}
+
+	f2 := &fakeNode{failures: []error{unknown}}
+	startFake(t, f2)
+	s2, _ := fastClient(t, f2.addr).NewSender("q", nil)
+	if err := s2.SendMessage(ctx, &Message{MessageID: "m1", Body: []byte("with id")}, nil); err != nil {
+		t.Fatalf("send with an id: %v", err)
+	}
+	if f2.sends.Load() != 2 {
+		t.Fatalf("send with an id: %d calls, want a retry", f2.sends.Load())
+	}
+}
+
+func TestNotLeaderHintIsFollowed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	leader := &fakeNode{}
+	startFake(t, leader)
+	// The stale node names itself leader in its table but refuses, naming
+	// the real leader.
+	stale := &fakeNode{}
+	startFake(t, stale)
+	stale.failures = []error{failure(raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER, true, leader.addr)}
+
+	s, _ := fastClient(t, stale.addr).NewSender("q", nil)
+	for i := range 3 {
+		if err := s.SendMessage(ctx, &Message{Body: []byte("x")}, nil); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	if stale.sends.Load() != 1 || leader.sends.Load() != 3 {
+		t.Fatalf("stale node got %d sends, leader %d; want 1 and 3 (hint cached)", stale.sends.Load(), leader.sends.Load())
+	}
+}
+
+func TestRetriesEndWithTheCallersContext(t *testing.T) {
+	busy := failure(raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY, true, "")
+	f := &fakeNode{failures: make([]error, 1000)}
+	for i := range f.failures {
+		f.failures[i] = busy
+	}
+	startFake(t, f)
+	c, err := New([]string{f.addr}, &ClientOptions{RetryOptions: RetryOptions{MaxRetries: 1000, RetryDelay: 10 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, _ := c.NewSender("q", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err = s.SendMessage(ctx, &Message{Body: []byte("x")}, nil)
+	var e *Error
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &e) || e.Code != CodeServerBusy {
+		t.Fatalf("send to a busy node: %v, want the deadline with the last failure", err)
+	}
+	if n := f.sends.Load(); n < 3 {
+		t.Fatalf("only %d attempts before the deadline", n)
+	}
+}
+
+func TestPartitionForKeyIsFNV1a(t *testing.T) {
+	// FNV-1a 32 of "" is the offset basis 2166136261; of "a" 0xe40c292c.
+	if got := partitionForKey("", 1000); got != 2166136261%1000 {
+		t.Fatalf("empty key: %d", got)
+	}
+	if got := partitionForKey("a", 7); got != 0xe40c292c%7 {
+		t.Fatalf("key a: %d", got)
+	}
+	if partitionOfSequence(int64(3)<<48|42) != 3 {
+		t.Fatal("partition of a sequence number")
+	}
+}
+
+func TestBackoffGrowsAndIsCapped(t *testing.T) {
+	o := RetryOptions{RetryDelay: 100 * time.Millisecond, MaxRetryDelay: time.Second}.withDefaults()
+	for n, base := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, time.Second, time.Second} {
+		for range 20 {
+			d := o.delay(n)
+			if d < base/2 || d >= base*3/2 {
+				t.Fatalf("delay %d = %v, want in [%v, %v)", n, d, base/2, base*3/2)
+			}
+		}
+	}
+}

@@ -1,0 +1,165 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"sync"
+
+	"google.golang.org/grpc/metadata"
+
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+)
+
+// forwardKey is the metadata that asks a node not to forward a call to a
+// partition it does not lead but to answer NOT_LEADER with the leader's
+// address; the client then calls the leader itself.
+const forwardKey = "raftbus-forward"
+
+// partitionForKey is the partition of a session id or partition key, the
+// same function the server uses: FNV-1a (32 bit) modulo the count.
+func partitionForKey(key string, partitions uint32) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return h.Sum32() % partitions
+}
+
+// partitionOfSequence is the partition a sequence number of a partitioned
+// entity belongs to (its top 16 bits).
+func partitionOfSequence(seq int64) uint32 { return uint32(uint64(seq) >> 48) }
+
+// routingTable caches, per entity path, the address of each partition's
+// leader, from AdminService.GetRoutingTable. Entries are corrected by
+// NOT_LEADER hints and dropped when a leader cannot be reached.
+type routingTable struct {
+	c  *Client
+	mu sync.Mutex
+	// entities maps an entity path to the leader address of each
+	// partition ("" when unknown).
+	entities map[string][]string
+}
+
+func newRoutingTable(c *Client) *routingTable {
+	return &routingTable{c: c, entities: make(map[string][]string)}
+}
+
+// lookup returns the leader addresses of path's partitions, asking the
+// cluster when they are not cached.
+func (r *routingTable) lookup(ctx context.Context, path string) ([]string, error) {
+	r.mu.Lock()
+	leaders, ok := r.entities[path]
+	r.mu.Unlock()
+	if ok {
+		return leaders, nil
+	}
+	resp, err := r.c.adminOnce().GetRoutingTable(ctx, &raftbusv1.GetRoutingTableRequest{EntityPath: path})
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.GetEntities()) != 1 {
+		return nil, &Error{Code: CodeNotFound, Message: "no route for " + path}
+	}
+	route := resp.GetEntities()[0]
+	leaders = make([]string, route.GetPartitionCount())
+	for _, p := range route.GetPartitions() {
+		if p.GetPartitionId() < uint32(len(leaders)) {
+			leaders[p.GetPartitionId()] = p.GetLeaderAddress()
+		}
+	}
+	r.mu.Lock()
+	r.entities[path] = leaders
+	r.mu.Unlock()
+	return leaders, nil
+}
+
+// partitions is path's partition count, asking the cluster (with
+// retries) when it is not cached.
+func (r *routingTable) partitions(ctx context.Context, path string) (uint32, error) {
+	var n uint32
+	err := r.c.retry(ctx, true, func(ctx context.Context, attempt int) error {
+		leaders, err := r.lookup(ctx, path)
+		n = uint32(len(leaders))
+		return err
+	})
+	return n, err
+}
+
+func (r *routingTable) setLeader(path string, id uint32, addr string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if leaders, ok := r.entities[path]; ok && id < uint32(len(leaders)) {
+		next := append([]string(nil), leaders...)
+		next[id] = addr
+		r.entities[path] = next
+	}
+}
+
+func (r *routingTable) forget(path string) {
+	r.mu.Lock()
+	delete(r.entities, path)
+	r.mu.Unlock()
+}
+
+// routeKey is the path the routing table knows an entity by: a
+// subscription lives in its topic's partitions.
+func routeKey(path string) string {
+	for i := 0; i+len("/subscriptions/") <= len(path); i++ {
+		if path[i:i+len("/subscriptions/")] == "/subscriptions/" {
+			return path[:i]
+		}
+	}
+	return path
+}
+
+// onPartition runs call at the leader of partition id of path, following
+// NOT_LEADER hints and refreshing the table after other failures, with
+// the retry policy of c.retry.
+func (c *Client) onPartition(ctx context.Context, path string, id uint32, unknownIsSafe bool,
+	call func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error) error {
+	key := routeKey(path)
+	return c.retry(ctx, unknownIsSafe, func(ctx context.Context, attempt int) error {
+		leaders, err := c.routes.lookup(ctx, key)
+		if err != nil {
+			return err
+		}
+		addr := ""
+		if id < uint32(len(leaders)) {
+			addr = leaders[id]
+		}
+		callCtx := ctx
+		if addr == "" {
+			// No leader known: let any node forward the call.
+			addr = c.seed()
+		} else {
+			callCtx = metadata.AppendToOutgoingContext(ctx, forwardKey, "never")
+		}
+		conn, err := c.conn(addr)
+		if err != nil {
+			return err
+		}
+		err = asError(call(callCtx, raftbusv1.NewMessagingServiceClient(conn)))
+		var e *Error
+		if errors.As(err, &e) {
+			switch {
+			case e.Code == CodeNotLeader && e.leaderAddr != "":
+				c.routes.setLeader(key, id, e.leaderAddr)
+			case e.Code == CodeNotLeader, e.Code == CodeServerBusy, e.Code == CodeOutcomeUnknown, e.Code == CodeNotFound:
+				c.routes.forget(key)
+			}
+		}
+		return err
+	})
+}
+
+// onAnyNode runs a call that spans partitions (a receive or peek across
+// all of them) on any node, which forwards to the leaders.
+func (c *Client) onAnyNode(ctx context.Context, unknownIsSafe bool,
+	call func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error) error {
+	return c.retry(ctx, unknownIsSafe, func(ctx context.Context, attempt int) error {
+		conn, err := c.conn(c.seed())
+		if err != nil {
+			return err
+		}
+		return asError(call(ctx, raftbusv1.NewMessagingServiceClient(conn)))
+	})
+}

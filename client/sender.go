@@ -1,0 +1,264 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+)
+
+// NewSenderOptions configure a Sender.
+type NewSenderOptions struct {
+	// MaxInFlight bounds the sends one Sender has on the wire at once,
+	// from all goroutines using it and from SendMessages. Default 64.
+	MaxInFlight int
+}
+
+// Sender sends messages to one queue or topic. It is safe for concurrent
+// use: concurrent sends are pipelined over the same connections, up to
+// MaxInFlight at once.
+//
+// Retries: a send that failed because no leader was reachable is retried
+// with backoff. A send whose outcome is unknown (the leader changed or the
+// connection broke after the request left) is retried only when every
+// message in it has a MessageID: with duplicate detection on the entity,
+// the broker then accepts the resend without enqueueing a second copy.
+// Without a MessageID the *Error with CodeOutcomeUnknown goes to the
+// caller, who decides whether a duplicate is acceptable.
+type Sender struct {
+	c        *Client
+	path     string
+	inFlight chan struct{}
+	rr       atomic.Uint32
+}
+
+// NewSender returns a Sender for the queue or topic queueOrTopic.
+func (c *Client) NewSender(queueOrTopic string, options *NewSenderOptions) (*Sender, error) {
+	if queueOrTopic == "" {
+		return nil, &Error{Code: CodeInvalidArgument, Message: "empty queue or topic name"}
+	}
+	n := 64
+	if options != nil && options.MaxInFlight > 0 {
+		n = options.MaxInFlight
+	}
+	return &Sender{c: c, path: queueOrTopic, inFlight: make(chan struct{}, n)}, nil
+}
+
+// Close releases the Sender. Sends in progress finish.
+func (s *Sender) Close(ctx context.Context) error { return nil }
+
+// SendMessageOptions are reserved for future options.
+type SendMessageOptions struct{}
+
+// SendMessage sends one message and returns once the broker has committed
+// it on a quorum of replicas.
+func (s *Sender) SendMessage(ctx context.Context, message *Message, options *SendMessageOptions) error {
+	pm, err := toProtoMessage(message)
+	if err != nil {
+		return err
+	}
+	_, err = s.send(ctx, []*raftbusv1.Message{pm})
+	return err
+}
+
+// SendMessages sends each message on its own, pipelined: up to the
+// Sender's MaxInFlight are on the wire at once, and SendMessages returns
+// when all are answered. Unlike a batch, each message succeeds or fails
+// alone; the error joins the failures, each naming its message's index.
+func (s *Sender) SendMessages(ctx context.Context, messages []*Message) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for i, m := range messages {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.SendMessage(ctx, m, nil); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("message %d: %w", i, err))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// SendMessageBatchOptions are reserved for future options.
+type SendMessageBatchOptions struct{}
+
+// SendMessageBatch sends a batch all or nothing, into one partition.
+func (s *Sender) SendMessageBatch(ctx context.Context, batch *MessageBatch, options *SendMessageBatchOptions) error {
+	if batch == nil || len(batch.messages) == 0 {
+		return &Error{Code: CodeInvalidArgument, Message: "empty message batch"}
+	}
+	_, err := s.send(ctx, batch.messages)
+	return err
+}
+
+// ScheduleMessagesOptions are reserved for future options.
+type ScheduleMessagesOptions struct{}
+
+// ScheduleMessages schedules messages to become visible at
+// scheduledEnqueueTime and returns their sequence numbers, in order, for
+// CancelScheduledMessages.
+func (s *Sender) ScheduleMessages(ctx context.Context, messages []*Message, scheduledEnqueueTime time.Time, options *ScheduleMessagesOptions) ([]int64, error) {
+	if len(messages) == 0 {
+		return nil, nil
+	}
+	// One request per session id or partition key: the broker takes a
+	// request's messages into one partition only when they share it.
+	type group struct {
+		idx  []int
+		msgs []*raftbusv1.Message
+	}
+	groups := map[string]*group{}
+	var order []string
+	for i, m := range messages {
+		pm, err := toProtoMessage(m)
+		if err != nil {
+			return nil, err
+		}
+		pm.ScheduledEnqueueTime = timestamppb.New(scheduledEnqueueTime)
+		key := keyOf(pm)
+		g := groups[key]
+		if g == nil {
+			g = &group{}
+			groups[key] = g
+			order = append(order, key)
+		}
+		g.idx = append(g.idx, i)
+		g.msgs = append(g.msgs, pm)
+	}
+	seqs := make([]int64, len(messages))
+	for _, key := range order {
+		g := groups[key]
+		id, err := s.partition(ctx, g.msgs[0])
+		if err != nil {
+			return nil, err
+		}
+		var resp *raftbusv1.ScheduleResponse
+		err = s.withSlot(ctx, func() error {
+			return s.c.onPartition(ctx, s.path, id, allHaveIDs(g.msgs), func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
+				var err error
+				resp, err = ms.Schedule(ctx, &raftbusv1.ScheduleRequest{EntityPath: s.path, Messages: g.msgs, PartitionId: &id})
+				return err
+			})
+		})
+		if err != nil {
+			return nil, err
+		}
+		for k, seq := range resp.GetSequenceNumbers() {
+			if k < len(g.idx) {
+				seqs[g.idx[k]] = seq
+			}
+		}
+	}
+	return seqs, nil
+}
+
+// CancelScheduledMessagesOptions are reserved for future options.
+type CancelScheduledMessagesOptions struct{}
+
+// CancelScheduledMessages removes scheduled messages by the sequence
+// numbers ScheduleMessages returned. Numbers already activated or unknown
+// are ignored. Safe to retry, and retried.
+func (s *Sender) CancelScheduledMessages(ctx context.Context, sequenceNumbers []int64, options *CancelScheduledMessagesOptions) error {
+	parts, err := s.c.routes.partitions(ctx, s.path)
+	if err != nil {
+		return err
+	}
+	byPartition := map[uint32][]int64{}
+	var order []uint32
+	for _, seq := range sequenceNumbers {
+		id := uint32(0)
+		if parts > 1 {
+			id = partitionOfSequence(seq)
+		}
+		if _, ok := byPartition[id]; !ok {
+			order = append(order, id)
+		}
+		byPartition[id] = append(byPartition[id], seq)
+	}
+	for _, id := range order {
+		seqs := byPartition[id]
+		err := s.c.onPartition(ctx, s.path, id, true, func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
+			_, err := ms.CancelScheduled(ctx, &raftbusv1.CancelScheduledRequest{EntityPath: s.path, SequenceNumbers: seqs})
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// send sends messages that share a partition in one request.
+func (s *Sender) send(ctx context.Context, msgs []*raftbusv1.Message) (*raftbusv1.SendResponse, error) {
+	id, err := s.partition(ctx, msgs[0])
+	if err != nil {
+		return nil, err
+	}
+	var resp *raftbusv1.SendResponse
+	err = s.withSlot(ctx, func() error {
+		return s.c.onPartition(ctx, s.path, id, allHaveIDs(msgs), func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
+			var err error
+			resp, err = ms.Send(ctx, &raftbusv1.SendRequest{EntityPath: s.path, Messages: msgs, PartitionId: &id})
+			return err
+		})
+	})
+	return resp, err
+}
+
+// withSlot runs f holding one of the Sender's in-flight slots.
+func (s *Sender) withSlot(ctx context.Context, f func() error) error {
+	select {
+	case s.inFlight <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-s.inFlight }()
+	return f()
+}
+
+// partition picks the partition of a message: its session id's or
+// partition key's, else the next in turn.
+func (s *Sender) partition(ctx context.Context, m *raftbusv1.Message) (uint32, error) {
+	parts, err := s.c.routes.partitions(ctx, s.path)
+	if err != nil {
+		return 0, err
+	}
+	if parts <= 1 {
+		return 0, nil
+	}
+	if key := keyOf(m); key != "" {
+		return partitionForKey(key, parts), nil
+	}
+	return s.rr.Add(1) % parts, nil
+}
+
+func keyOf(m *raftbusv1.Message) string {
+	if m.GetSessionId() != "" {
+		return m.GetSessionId()
+	}
+	return m.GetPartitionKey()
+}
+
+// allHaveIDs tells whether a resend of msgs after an unknown outcome can
+// be recognised as a duplicate.
+func allHaveIDs(msgs []*raftbusv1.Message) bool {
+	for _, m := range msgs {
+		if m.GetMessageId() == "" {
+			return false
+		}
+	}
+	return true
+}

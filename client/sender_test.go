@@ -1,0 +1,70 @@
+package client_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/raftbus/raftbus/client"
+	"github.com/raftbus/raftbus/client/admin"
+)
+
+// TestSingleNode runs the SDK against one raftbusd process.
+func TestSingleNode(t *testing.T) {
+	e := startEnv(t, 1)
+	t.Run("SendReceiveComplete", e.testSendReceiveComplete)
+	t.Run("LockLostAfterExpiry", e.testLockLostAfterExpiry)
+	t.Run("WrongLockToken", e.testWrongLockToken)
+	t.Run("NotFound", e.testNotFound)
+	t.Run("MessageTooLarge", e.testMessageTooLarge)
+	t.Run("BatchPeekAndReceiveAndDelete", e.testBatchPeekAndReceiveAndDelete)
+	t.Run("ScheduleAndCancel", e.testScheduleAndCancel)
+	t.Run("DeferAndDeadLetter", e.testDeferAndDeadLetter)
+	t.Run("PipelinedSends", e.testPipelinedSends)
+	t.Run("PartitionedSequenceNumbers", e.testPartitionedSequenceNumbers)
+	t.Run("Processor", e.testProcessor)
+	t.Run("ProcessorCloseWaitsForHandlers", e.testProcessorCloseWaitsForHandlers)
+	t.Run("Unimplemented", e.testUnimplementedFeatures)
+	t.Run("Admin", e.testAdmin)
+	t.Run("SessionProcessorStops", e.testSessionProcessorStops)
+}
+
+func (e *env) testSendReceiveComplete(t *testing.T) {
+	ctx := ctxT(t, 30*time.Second)
+	e.createQueue("orders", &admin.QueueProperties{PartitionCount: proto.Uint32(2)})
+	s := e.sender("orders")
+	want := map[string]bool{}
+	for i := range 6 {
+		id := fmt.Sprintf("m%d", i)
+		want[id] = true
+		err := s.SendMessage(ctx, &client.Message{MessageID: id, Body: []byte("body " + id), Subject: "s",
+			ApplicationProperties: map[string]any{"n": i, "ok": true}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := e.receiver("orders", nil)
+	got := receiveN(t, ctx, r, 6)
+	for _, m := range got {
+		if !want[m.MessageID] || string(m.Body) != "body "+m.MessageID || m.ApplicationProperties["ok"] != true {
+			t.Fatalf("unexpected message %+v", m)
+		}
+		if m.LockedUntil.Before(time.Now()) || m.DeliveryCount != 1 {
+			t.Fatalf("message %s: locked until %v, delivery count %d", m.MessageID, m.LockedUntil, m.DeliveryCount)
+		}
+		if err := r.CompleteMessage(ctx, m, nil); err != nil {
+			t.Fatal(err)
+		}
+		delete(want, m.MessageID)
+	}
+	if err := r.CompleteMessage(ctx, got[0], nil); !errors.Is(err, client.ErrLockLost) {
+		t.Fatalf("second complete: %v, want lock lost", err)
+	}
+	rt, err := e.admin.GetQueueRuntimeProperties(ctx, "orders")
+	if err != nil || rt.GetActiveMessageCount() != 0 {
+		t.Fatalf("runtime %v, %v", rt, err)
+	}
+}

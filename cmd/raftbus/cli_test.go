@@ -1,0 +1,197 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftbus/raftbus/test/procs"
+)
+
+func TestCommands(t *testing.T) {
+	cl := procs.Start(t, raftbusd, 1)
+	c := cli{t: t, server: cl.Nodes[0].Addr}
+
+	t.Run("Help", func(t *testing.T) {
+		c := cli{t: t, server: c.server}
+		for _, cmd := range []string{"queue", "topic", "subscription", "rule", "send", "receive", "peek", "schedule", "cancel", "status"} {
+			if out := c.ok(cmd, "--help"); !strings.Contains(out, "Examples:") {
+				t.Fatalf("%s --help has no examples:\n%s", cmd, out)
+			}
+		}
+		if r := c.run("", "frobnicate"); r.code != 2 || !strings.Contains(r.stderr, "unknown command") {
+			t.Fatalf("unknown command: %+v", r)
+		}
+		c.fails(2, "want 1 argument", "queue", "create")
+		c.fails(2, "--output is text or json", "queue", "list", "--output", "yaml")
+	})
+
+	t.Run("Queue", func(t *testing.T) {
+		c := cli{t: t, server: c.server}
+		if out := c.ok("queue", "create", "orders", "--partitions", "2", "--lock-duration", "30s"); !strings.Contains(out, "created queue orders") {
+			t.Fatalf("create: %s", out)
+		}
+		var q map[string]any
+		c.json(&q, "queue", "update", "orders", "--max-delivery-count", "3")
+		if q["maxDeliveryCount"] != float64(3) || q["lockDuration"] != "30s" || q["partitionCount"] != float64(2) {
+			t.Fatalf("update kept the other settings? %v", q)
+		}
+		var got struct {
+			Queue   map[string]any `json:"queue"`
+			Runtime map[string]any `json:"runtime"`
+		}
+		c.json(&got, "queue", "get", "orders")
+		if got.Queue["name"] != "orders" || got.Runtime["entityPath"] != "orders" {
+			t.Fatalf("get: %+v", got)
+		}
+		c.ok("queue", "create", "other")
+		list := c.ok("queue", "list")
+		if !strings.Contains(list, "NAME") || !strings.Contains(list, "orders") || !strings.Contains(list, "other") {
+			t.Fatalf("list:\n%s", list)
+		}
+		var all []map[string]any
+		c.json(&all, "queue", "list")
+		if len(all) != 2 {
+			t.Fatalf("json list: %v", all)
+		}
+		c.ok("queue", "delete", "other")
+		c.fails(1, "NOT_FOUND", "queue", "get", "other")
+		c.fails(1, "ALREADY_EXISTS", "queue", "create", "orders")
+	})
+
+	t.Run("SendReceive", func(t *testing.T) {
+		c := cli{t: t, server: c.server}
+		c.ok("queue", "create", "work")
+		c.ok("send", "work", "from an argument", "--property", "region=eu", "--property", "n:int=7", "--message-id", "a")
+		body := filepath.Join(t.TempDir(), "body.txt")
+		if err := os.WriteFile(body, []byte("from a file"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c.ok("send", "work", "--file", body)
+		if r := c.run("from stdin", "send", "work", "--server", c.server); r.code != 0 {
+			t.Fatalf("send from stdin: %+v", r)
+		}
+		var peeked []map[string]any
+		c.json(&peeked, "peek", "work", "--max", "10")
+		if len(peeked) != 3 || peeked[0]["body"] != "from an argument" || peeked[1]["body"] != "from a file" || peeked[2]["body"] != "from stdin" {
+			t.Fatalf("peek: %v", peeked)
+		}
+		props := peeked[0]["application_properties"].(map[string]any)
+		if props["region"] != "eu" || props["n"] != float64(7) {
+			t.Fatalf("properties: %v", props)
+		}
+		// Abandon one: it comes back with a higher delivery count.
+		c.ok("receive", "work", "--settle", "abandon")
+		var recv []map[string]any
+		c.json(&recv, "receive", "work", "--max", "3")
+		if len(recv) != 3 || recv[0]["delivery_count"] != float64(2) || recv[0]["settled"] != "completed" {
+			t.Fatalf("receive: %v", recv)
+		}
+		if r := c.run("", "receive", "work", "--wait", "100ms"); r.code != 0 || !strings.Contains(r.stderr, "no message arrived") {
+			t.Fatalf("receive from an empty queue: %+v", r)
+		}
+	})
+
+	t.Run("DeadLetter", func(t *testing.T) {
+		c := cli{t: t, server: c.server}
+		c.ok("queue", "create", "dl")
+		c.ok("send", "dl", "poison")
+		if out := c.ok("receive", "dl", "--settle", "dead-letter", "--reason", "bad format"); !strings.Contains(out, "dead-lettered") {
+			t.Fatalf("dead-letter: %s", out)
+		}
+		var dead []map[string]any
+		c.json(&dead, "receive", "dl", "--dlq", "--mode", "receive-and-delete")
+		if len(dead) != 1 || dead[0]["body"] != "poison" || dead[0]["dead_letter_reason"] != "bad format" {
+			t.Fatalf("dlq: %v", dead)
+		}
+	})
+
+	t.Run("ScheduleCancel", func(t *testing.T) {
+		c := cli{t: t, server: c.server}
+		c.ok("queue", "create", "later")
+		var s struct {
+			Seqs []int64 `json:"sequence_numbers"`
+		}
+		c.json(&s, "schedule", "later", "reminder", "--in", "1h")
+		if len(s.Seqs) != 1 {
+			t.Fatalf("schedule: %+v", s)
+		}
+		var peeked []map[string]any
+		c.json(&peeked, "peek", "later")
+		if len(peeked) != 1 || peeked[0]["state"] != "scheduled" {
+			t.Fatalf("peek scheduled: %v", peeked)
+		}
+		c.ok("cancel", "later", itoa(s.Seqs[0]))
+		c.json(&peeked, "peek", "later")
+		if len(peeked) != 0 {
+			t.Fatalf("after cancel: %v", peeked)
+		}
+		at := time.Now().Add(200 * time.Millisecond).UTC().Format(time.RFC3339Nano)
+		c.ok("send", "later", "soon", "--schedule-at", at)
+		var recv []map[string]any
+		c.json(&recv, "receive", "later", "--wait", "10s")
+		if len(recv) != 1 || recv[0]["body"] != "soon" {
+			t.Fatalf("scheduled send: %v", recv)
+		}
+		c.fails(2, "give the time", "schedule", "later", "x")
+		c.fails(2, "not a number", "cancel", "later", "x")
+	})
+
+	t.Run("Failures", func(t *testing.T) {
+		c := cli{t: t, server: c.server}
+		c.fails(1, "NOT_FOUND", "send", "missing", "x")
+		c.ok("queue", "create", "tiny", "--max-message-size-kb", "1")
+		c.fails(1, "MESSAGE_SIZE_EXCEEDED", "send", "tiny", strings.Repeat("x", 4096))
+		for _, args := range [][]string{
+			{"topic", "create", "events"},
+			{"topic", "list"},
+			{"subscription", "create", "events", "audit", "--sql", "region = 'eu'"},
+			{"subscription", "list", "events"},
+			{"rule", "create", "events", "audit", "high", "--sql", "priority > 5"},
+			{"rule", "list", "events", "audit"},
+		} {
+			c.fails(1, "Unimplemented", args...)
+		}
+		c.fails(2, "give a filter", "rule", "create", "events", "audit", "high")
+		// Session queues take messages with a session id; receiving
+		// through sessions waits for the server.
+		c.ok("queue", "create", "carts", "--requires-session")
+		c.fails(1, "INVALID_ARGUMENT", "send", "carts", "no session")
+		c.ok("send", "carts", "with session", "--session", "s1")
+		c.fails(1, "Unimplemented", "receive", "carts", "--session", "s1")
+		dead := cli{t: t, server: "127.0.0.1:1"}
+		dead.fails(1, "is raftbusd running?", "queue", "list", "--timeout", "2s")
+	})
+
+	t.Run("SendCount", func(t *testing.T) {
+		c := cli{t: t, server: c.server}
+		c.ok("queue", "create", "many", "--partitions", "2")
+		r := c.run("", "send", "many", "x", "--count", "300")
+		if r.code != 0 || !strings.Contains(r.stderr, "sent 300/300") || !strings.Contains(r.stdout, "sent 300 messages") {
+			t.Fatalf("send --count: %+v", r)
+		}
+	})
+
+	t.Run("Status", func(t *testing.T) {
+		c := cli{t: t, server: c.server}
+		out := c.ok("status")
+		for _, want := range []string{"NODE", "n1", "UP", "metadata leader", "ENTITY", "many", "LEADER"} {
+			if !strings.Contains(out, want) {
+				t.Fatalf("status lacks %q:\n%s", want, out)
+			}
+		}
+		var st struct {
+			Cluster map[string]any            `json:"cluster"`
+			Runtime map[string]map[string]any `json:"runtime"`
+		}
+		c.json(&st, "status")
+		if st.Runtime["many"]["activeMessageCount"] != "300" {
+			t.Fatalf("status json counts: %v", st.Runtime["many"])
+		}
+	})
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/raftbus/raftbus/client/admin"
+)
+
+const queueUsage = `Usage:
+  raftbus queue create <name> [settings]
+  raftbus queue update <name> [settings]   changes only the settings given
+  raftbus queue get <name>
+  raftbus queue delete <name>
+  raftbus queue list
+
+Settings:
+  --partitions n              partition count (fixed at creation)
+  --lock-duration d           PeekLock duration, e.g. 30s (default 1m)
+  --max-delivery-count n      deliveries before dead-lettering (default 10)
+  --requires-session          messages need a session id (fixed at creation)
+  --duplicate-detection       drop repeated message ids (fixed at creation)
+  --duplicate-window d        how long message ids are remembered
+  --ttl d                     default message time to live
+  --dead-letter-on-expiration dead-letter expired messages
+  --max-size-mb n             capacity of the queue
+  --max-message-size-kb n     largest accepted message
+  --forward-to name           forward accepted messages
+  --forward-dead-letters-to name
+
+Examples:
+  raftbus queue create orders --partitions 3 --lock-duration 30s
+  raftbus queue update orders --max-delivery-count 5
+  raftbus queue list --output json
+`
+
+// entitySettings are the setting flags of queues, topics and
+// subscriptions; each entity kind uses the ones it has.
+type entitySettings struct {
+	fs                        *flag.FlagSet
+	partitions, maxDelivery   int
+	lock, ttl, dupWindow      time.Duration
+	session, dup, dlqOnExpiry bool
+	maxSizeMB, maxMessageKB   int64
+	forwardTo, forwardDLQTo   string
+}
+
+func newEntitySettings(fs *flag.FlagSet) *entitySettings {
+	s := &entitySettings{fs: fs}
+	fs.IntVar(&s.partitions, "partitions", 0, "")
+	fs.IntVar(&s.maxDelivery, "max-delivery-count", 0, "")
+	fs.DurationVar(&s.lock, "lock-duration", 0, "")
+	fs.DurationVar(&s.ttl, "ttl", 0, "")
+	fs.DurationVar(&s.dupWindow, "duplicate-window", 0, "")
+	fs.BoolVar(&s.session, "requires-session", false, "")
+	fs.BoolVar(&s.dup, "duplicate-detection", false, "")
+	fs.BoolVar(&s.dlqOnExpiry, "dead-letter-on-expiration", false, "")
+	fs.Int64Var(&s.maxSizeMB, "max-size-mb", 0, "")
+	fs.Int64Var(&s.maxMessageKB, "max-message-size-kb", 0, "")
+	fs.StringVar(&s.forwardTo, "forward-to", "", "")
+	fs.StringVar(&s.forwardDLQTo, "forward-dead-letters-to", "", "")
+	return s
+}
+
+// set tells which flags the user gave.
+func (s *entitySettings) set() map[string]bool {
+	m := map[string]bool{}
+	s.fs.Visit(func(f *flag.Flag) { m[f.Name] = true })
+	return m
+}
+
+func (s *entitySettings) queue() *admin.QueueProperties {
+	q := &admin.QueueProperties{}
+	set := s.set()
+	if set["partitions"] {
+		q.PartitionCount = proto.Uint32(uint32(s.partitions))
+	}
+	if set["max-delivery-count"] {
+		q.MaxDeliveryCount = proto.Int32(int32(s.maxDelivery))
+	}
+	if set["lock-duration"] {
+		q.LockDuration = durationpb.New(s.lock)
+	}
+	if set["ttl"] {
+		q.DefaultMessageTimeToLive = durationpb.New(s.ttl)
+	}
+	if set["duplicate-window"] {
+		q.DuplicateDetectionHistoryTimeWindow = durationpb.New(s.dupWindow)
+	}
+	if set["requires-session"] {
+		q.RequiresSession = proto.Bool(s.session)
+	}
+	if set["duplicate-detection"] {
+		q.RequiresDuplicateDetection = proto.Bool(s.dup)
+	}
+	if set["dead-letter-on-expiration"] {
+		q.DeadLetteringOnMessageExpiration = proto.Bool(s.dlqOnExpiry)
+	}
+	if set["max-size-mb"] {
+		q.MaxSizeInMegabytes = proto.Int64(s.maxSizeMB)
+	}
+	if set["max-message-size-kb"] {
+		q.MaxMessageSizeInKilobytes = proto.Int64(s.maxMessageKB)
+	}
+	q.ForwardTo, q.ForwardDeadLetteredMessagesTo = s.forwardTo, s.forwardDLQTo
+	return q
+}
+
+func (s *entitySettings) topic() *admin.TopicProperties {
+	q := s.queue()
+	return &admin.TopicProperties{
+		DefaultMessageTimeToLive: q.DefaultMessageTimeToLive, RequiresDuplicateDetection: q.RequiresDuplicateDetection,
+		DuplicateDetectionHistoryTimeWindow: q.DuplicateDetectionHistoryTimeWindow, MaxSizeInMegabytes: q.MaxSizeInMegabytes,
+		MaxMessageSizeInKilobytes: q.MaxMessageSizeInKilobytes, PartitionCount: q.PartitionCount,
+	}
+}
+
+func (s *entitySettings) subscription() *admin.SubscriptionProperties {
+	q := s.queue()
+	return &admin.SubscriptionProperties{
+		LockDuration: q.LockDuration, MaxDeliveryCount: q.MaxDeliveryCount, RequiresSession: q.RequiresSession,
+		DefaultMessageTimeToLive: q.DefaultMessageTimeToLive, DeadLetteringOnMessageExpiration: q.DeadLetteringOnMessageExpiration,
+		ForwardTo: q.ForwardTo, ForwardDeadLetteredMessagesTo: q.ForwardDeadLetteredMessagesTo,
+	}
+}
+
+// verb splits "<verb> args..." off a command line.
+func verb(args []string) (string, []string, error) {
+	if len(args) == 0 {
+		return "", nil, usagef("missing action")
+	}
+	if args[0] == "-h" || args[0] == "--help" {
+		return "", nil, flag.ErrHelp
+	}
+	return args[0], args[1:], nil
+}
+
+func runQueue(ctx context.Context, a *app, args []string) error {
+	v, args, err := verb(args)
+	if err != nil {
+		return err
+	}
+	fs := a.flags("queue " + v)
+	settings := newEntitySettings(fs)
+	want := map[string][]string{"create": {"name"}, "update": {"name"}, "get": {"name"}, "delete": {"name"}, "list": {}}
+	names, ok := want[v]
+	if !ok {
+		return usagef("unknown action %q", v)
+	}
+	pos, err := a.parse(fs, args, names...)
+	if err != nil {
+		return err
+	}
+	ad, err := a.admin()
+	if err != nil {
+		return err
+	}
+	defer ad.Close()
+	ctx, cancel := a.withTimeout(ctx)
+	defer cancel()
+	switch v {
+	case "create":
+		q, err := ad.CreateQueue(ctx, pos[0], settings.queue())
+		return a.show(q, err, "created queue "+pos[0])
+	case "update":
+		q, err := ad.UpdateQueue(ctx, pos[0], settings.queue())
+		return a.show(q, err, "updated queue "+pos[0])
+	case "get":
+		q, err := ad.GetQueue(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		rt, err := ad.GetQueueRuntimeProperties(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		if a.output == "json" {
+			return a.printJSON(map[string]any{"queue": rawProto(q), "runtime": rawProto(rt)})
+		}
+		if err := a.printFields(q); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stdout, "messages: active %d, scheduled %d, deferred %d, dead-lettered %d, locked %d\n",
+			rt.GetActiveMessageCount(), rt.GetScheduledMessageCount(), rt.GetDeferredMessageCount(), rt.GetDeadLetterMessageCount(), rt.GetLockedMessageCount())
+		return nil
+	case "delete":
+		if err := ad.DeleteQueue(ctx, pos[0]); err != nil {
+			return err
+		}
+		return a.done("deleted queue "+pos[0], map[string]string{"deleted": pos[0]})
+	}
+	qs, err := ad.ListQueues(ctx)
+	if err != nil {
+		return err
+	}
+	if a.output == "json" {
+		return printProtoList(a, qs)
+	}
+	var rows [][]string
+	for _, q := range qs {
+		rows = append(rows, []string{q.GetName(), fmt.Sprint(q.GetPartitionCount()), q.GetLockDuration().AsDuration().String(),
+			fmt.Sprint(q.GetMaxDeliveryCount()), yesNo(q.GetRequiresSession()), yesNo(q.GetRequiresDuplicateDetection())})
+	}
+	a.table([]string{"NAME", "PARTITIONS", "LOCK", "MAX DELIVERIES", "SESSIONS", "DEDUP"}, rows)
+	return nil
+}
+
+// show prints an entity a call returned, or its error.
+func (a *app) show(m proto.Message, err error, text string) error {
+	if err != nil {
+		return err
+	}
+	if a.output == "json" {
+		return a.printJSON(m)
+	}
+	fmt.Fprintln(a.stdout, text)
+	return a.printFields(m)
+}
+
+// done reports a change without a result.
+func (a *app) done(text string, v any) error {
+	if a.output == "json" {
+		return a.printJSON(v)
+	}
+	_, err := fmt.Fprintln(a.stdout, text)
+	return err
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
