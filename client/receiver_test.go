@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -340,24 +339,6 @@ func (e *env) testProcessor(t *testing.T) {
 	}
 }
 
-func (e *env) testUnimplementedFeatures(t *testing.T) {
-	ctx := ctxT(t, 30*time.Second)
-	_, err := e.admin.CreateTopic(ctx, "events", nil)
-	var ce *client.Error
-	if !errors.As(err, &ce) {
-		t.Fatalf("create topic: %v, want *client.Error", err)
-	}
-	if ce.Status != codes.Unimplemented && ce.Code == client.CodeUnspecified {
-		t.Fatalf("create topic: %+v", ce)
-	}
-	// Sessions, until the server has them, fail the same way at once.
-	e.createQueue("sessions", nil)
-	_, err = e.c.AcceptSessionForQueue(ctx, "sessions", "s1", nil)
-	if !errors.As(err, &ce) || ce.Status != codes.Unimplemented || ce.Retryable {
-		t.Fatalf("accept session: %v", err)
-	}
-}
-
 func (e *env) testProcessorCloseWaitsForHandlers(t *testing.T) {
 	ctx := ctxT(t, 30*time.Second)
 	e.createQueue("closing", nil)
@@ -451,43 +432,5 @@ func (e *env) testPartitionedSequenceNumbers(t *testing.T) {
 		if err := r.CompleteMessage(ctx, m, nil); err != nil {
 			t.Fatal(err)
 		}
-	}
-}
-
-// testSessionProcessorStops runs a session processor against the current
-// server, which has no sessions yet: it reports the failure and stops on
-// Close.
-func (e *env) testSessionProcessorStops(t *testing.T) {
-	ctx := ctxT(t, 30*time.Second)
-	e.createQueue("session-proc", &admin.QueueProperties{RequiresSession: proto.Bool(true)})
-	failed := make(chan error, 1)
-	p, err := e.c.NewSessionProcessorForQueue("session-proc", func(context.Context, *client.ProcessSessionMessageEvent) error {
-		t.Error("handler called without a session")
-		return nil
-	}, &client.SessionProcessorOptions{MaxConcurrentSessions: 2, ErrorHandler: func(err error) {
-		select {
-		case failed <- err:
-		default:
-		}
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ran := make(chan error, 1)
-	go func() { ran <- p.Run(context.Background()) }()
-	var ce *client.Error
-	select {
-	case err := <-failed:
-		if !errors.As(err, &ce) || ce.Status != codes.Unimplemented {
-			t.Fatalf("reported %v", err)
-		}
-	case <-ctx.Done():
-		t.Fatal("no failure reported")
-	}
-	if err := p.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-ran; err != nil {
-		t.Fatalf("Run: %v", err)
 	}
 }

@@ -27,9 +27,10 @@ func TestSingleNode(t *testing.T) {
 	t.Run("PartitionedSequenceNumbers", e.testPartitionedSequenceNumbers)
 	t.Run("Processor", e.testProcessor)
 	t.Run("ProcessorCloseWaitsForHandlers", e.testProcessorCloseWaitsForHandlers)
-	t.Run("Unimplemented", e.testUnimplementedFeatures)
+	t.Run("TopicsAndRules", e.testTopicsAndRules)
+	t.Run("Sessions", e.testSessions)
 	t.Run("Admin", e.testAdmin)
-	t.Run("SessionProcessorStops", e.testSessionProcessorStops)
+	t.Run("SessionProcessor", e.testSessionProcessor)
 }
 
 func (e *env) testSendReceiveComplete(t *testing.T) {

@@ -145,25 +145,38 @@ func TestCommands(t *testing.T) {
 		c.fails(1, "NOT_FOUND", "send", "missing", "x")
 		c.ok("queue", "create", "tiny", "--max-message-size-kb", "1")
 		c.fails(1, "MESSAGE_SIZE_EXCEEDED", "send", "tiny", strings.Repeat("x", 4096))
-		for _, args := range [][]string{
-			{"topic", "create", "events"},
-			{"topic", "list"},
-			{"subscription", "create", "events", "audit", "--sql", "region = 'eu'"},
-			{"subscription", "list", "events"},
-			{"rule", "create", "events", "audit", "high", "--sql", "priority > 5"},
-			{"rule", "list", "events", "audit"},
-		} {
-			c.fails(1, "Unimplemented", args...)
-		}
+		c.fails(1, "INVALID_ARGUMENT", "subscription", "create", "nowhere", "audit", "--sql", "region = 'eu' AND")
 		c.fails(2, "give a filter", "rule", "create", "events", "audit", "high")
-		// Session queues take messages with a session id; receiving
-		// through sessions waits for the server.
 		c.ok("queue", "create", "carts", "--requires-session")
 		c.fails(1, "INVALID_ARGUMENT", "send", "carts", "no session")
-		c.ok("send", "carts", "with session", "--session", "s1")
-		c.fails(1, "Unimplemented", "receive", "carts", "--session", "s1")
 		dead := cli{t: t, server: "127.0.0.1:1"}
 		dead.fails(1, "is raftbusd running?", "queue", "list", "--timeout", "2s")
+	})
+
+	t.Run("TopicsAndSessions", func(t *testing.T) {
+		c := cli{t: t, server: c.server}
+		c.ok("topic", "create", "events")
+		c.ok("subscription", "create", "events", "audit", "--sql", "region = 'eu'")
+		c.ok("rule", "create", "events", "audit", "high", "--sql", "priority > 5")
+		var rules []map[string]any
+		c.json(&rules, "rule", "list", "events", "audit")
+		if len(rules) != 2 {
+			t.Fatalf("rules: %v", rules)
+		}
+		c.ok("send", "events", "for eu", "--property", "region=eu")
+		c.ok("send", "events", "for us", "--property", "region=us")
+		var recv []map[string]any
+		c.json(&recv, "receive", "events/subscriptions/audit", "--wait", "10s", "--max", "10")
+		if len(recv) != 1 || recv[0]["body"] != "for eu" {
+			t.Fatalf("subscription received %v", recv)
+		}
+		c.ok("queue", "create", "orders-by-customer", "--requires-session")
+		c.ok("send", "orders-by-customer", "first", "--session", "c1")
+		c.ok("send", "orders-by-customer", "second", "--session", "c1")
+		c.json(&recv, "receive", "orders-by-customer", "--session", "c1", "--wait", "10s", "--max", "10")
+		if len(recv) != 1 || recv[0]["body"] != "first" {
+			t.Fatalf("session receive: %v (one at a time, in order)", recv)
+		}
 	})
 
 	t.Run("SendCount", func(t *testing.T) {

@@ -1,0 +1,182 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/raftbus/raftbus/client"
+	"github.com/raftbus/raftbus/client/admin"
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+)
+
+func sqlRule(name, expr string) *admin.RuleProperties {
+	return &admin.RuleProperties{Name: name, Filter: &raftbusv1.RuleFilter{Filter: &raftbusv1.RuleFilter_SqlFilter{SqlFilter: &raftbusv1.SqlFilter{SqlExpression: expr}}}}
+}
+
+func (e *env) testTopicsAndRules(t *testing.T) {
+	ctx := ctxT(t, 60*time.Second)
+	if _, err := e.admin.CreateTopic(ctx, "events", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.admin.CreateSubscription(ctx, "events", "all", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.admin.CreateSubscription(ctx, "events", "eu", nil, sqlRule("eu", "region = 'eu'")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.admin.CreateRule(ctx, "events", "eu", sqlRule("broken", "region ="))
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Code != client.CodeInvalidArgument || ce.Retryable {
+		t.Fatalf("malformed filter: %v, want a non-retryable INVALID_ARGUMENT", err)
+	}
+	s := e.sender("events")
+	for i, region := range []string{"eu", "us", "eu"} {
+		m := &client.Message{MessageID: fmt.Sprint(i), Body: []byte(region), ApplicationProperties: map[string]any{"region": region}}
+		if err := s.SendMessage(ctx, m, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := e.c.NewReceiverForSubscription("events", "all", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := receiveN(t, ctx, all, 3); len(got) != 3 {
+		t.Fatalf("all received %d", len(got))
+	}
+	eu, err := e.c.NewReceiverForSubscription("events", "eu", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range receiveN(t, ctx, eu, 2) {
+		if string(m.Body) != "eu" {
+			t.Fatalf("eu subscription got %q", m.Body)
+		}
+		if err := eu.CompleteMessage(ctx, m, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt, err := e.admin.GetTopicRuntimeProperties(ctx, "events")
+	if err != nil || rt.GetSubscriptionCount() != 2 {
+		t.Fatalf("topic runtime %v, %v", rt, err)
+	}
+	rules, err := e.admin.ListRules(ctx, "events", "eu")
+	if err != nil || len(rules) != 1 || rules[0].GetName() != "eu" {
+		t.Fatalf("rules %v, %v", rules, err)
+	}
+}
+
+func (e *env) testSessions(t *testing.T) {
+	ctx := ctxT(t, 60*time.Second)
+	e.createQueue("carts", &admin.QueueProperties{RequiresSession: proto.Bool(true)})
+	s := e.sender("carts")
+	for i := 0; i < 3; i++ {
+		if err := s.SendMessage(ctx, &client.Message{MessageID: fmt.Sprint(i), Body: []byte(fmt.Sprint(i)), SessionID: "cart-1"}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sr, err := e.c.AcceptNextSessionForQueue(ctx, "carts", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sr.SessionID() != "cart-1" || !sr.LockedUntil().After(time.Now()) {
+		t.Fatalf("accepted %q until %v", sr.SessionID(), sr.LockedUntil())
+	}
+	// Retryable, so the client tries until its context ends.
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	_, err = e.c.AcceptSessionForQueue(short, "carts", "cart-1", nil)
+	cancel()
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Code != client.CodeSessionCannotBeLocked {
+		t.Fatalf("second accept of a held session: %v", err)
+	}
+	for i := 0; i < 3; i++ {
+		msgs, err := sr.ReceiveMessages(ctx, 10, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) != 1 || string(msgs[0].Body) != fmt.Sprint(i) {
+			t.Fatalf("receive %d in session order: %v", i, msgs)
+		}
+		if err := sr.CompleteMessage(ctx, msgs[0], nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sr.SetSessionState(ctx, []byte("checked out"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := sr.RenewSessionLock(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := sr.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again, err := e.c.AcceptSessionForQueue(ctx, "carts", "cart-1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if state, err := again.GetSessionState(ctx, nil); err != nil || string(state) != "checked out" {
+		t.Fatalf("state kept after the messages are gone: %q, %v", state, err)
+	}
+	again.Close(ctx)
+}
+
+func (e *env) testSessionProcessor(t *testing.T) {
+	ctx := ctxT(t, 60*time.Second)
+	e.createQueue("session-proc", &admin.QueueProperties{RequiresSession: proto.Bool(true), PartitionCount: proto.Uint32(2)})
+	s := e.sender("session-proc")
+	const sessions, each = 3, 4
+	for i := 0; i < each; i++ {
+		for k := 0; k < sessions; k++ {
+			m := &client.Message{MessageID: fmt.Sprint(k, "-", i), Body: []byte(fmt.Sprint(i)), SessionID: fmt.Sprint("s", k)}
+			if err := s.SendMessage(ctx, m, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var mu sync.Mutex
+	seen := make(map[string][]string)
+	done := make(chan struct{})
+	p, err := e.c.NewSessionProcessorForQueue("session-proc", func(_ context.Context, ev *client.ProcessSessionMessageEvent) error {
+		mu.Lock()
+		defer mu.Unlock()
+		id := ev.Session.SessionID()
+		seen[id] = append(seen[id], string(ev.Message.Body))
+		total := 0
+		for _, v := range seen {
+			total += len(v)
+		}
+		if total == sessions*each {
+			close(done)
+		}
+		return nil
+	}, &client.SessionProcessorOptions{MaxConcurrentSessions: 2, SessionIdleTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- p.Run(context.Background()) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatalf("processed %v", seen)
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-ran; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	for id, bodies := range seen {
+		for i, b := range bodies {
+			if b != fmt.Sprint(i) {
+				t.Fatalf("session %s processed out of order: %v", id, bodies)
+			}
+		}
+	}
+}
