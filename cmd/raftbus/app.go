@@ -41,6 +41,7 @@ Messages:
 
 Cluster:
   status        nodes, partitions, leaders and message counts
+  bench         measure throughput and latency against the cluster
 
 Flags every command takes:
   --server host:port[,host:port]  nodes to connect to (env RAFTBUS_ADDR,
@@ -85,7 +86,7 @@ func commands() map[string]command {
 		"schedule":     {scheduleUsage, runSchedule},
 		"cancel":       {cancelUsage, runCancel},
 		"status":       {statusUsage, runStatus},
-		// A "bench" command slots in here.
+		"bench":        {benchUsage, runBench},
 	}
 }
 

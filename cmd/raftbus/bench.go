@@ -1,0 +1,397 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/raftbus/raftbus/client"
+	"github.com/raftbus/raftbus/client/admin"
+)
+
+const benchUsage = `Usage:
+  raftbus bench [flags]
+
+Runs producers and consumers against a running cluster and reports
+throughput and latency. A fresh queue is created for the run (and deleted
+after it) unless --queue names an existing one.
+
+Flags:
+  --producers n       concurrent senders (default 4)
+  --consumers n       concurrent receivers (default 4)
+  --inflight n        sends in flight across all producers (default 256)
+  --size bytes        message body size (default 1024)
+  --partitions n      partitions of the queue created for the run (default 1)
+  --mode m            peek-lock (receive + complete) or receive-and-delete
+                      (default peek-lock)
+  --sessions n        spread messages over n sessions and receive them
+                      through sessions (default 0: no sessions)
+  --duration d        how long producers send (default 10s)
+  --count n           send this many messages instead of for a duration
+  --batch n           messages per receive (default 100)
+  --queue name        use this queue rather than a new one
+
+Sends carry a MessageId, so the SDK may resend after an unknown outcome.
+Latency figures are send-ack (SendMessage call to return) and end-to-end
+(the broker's enqueue time to receipt by a consumer, on this machine's
+clock).
+
+Examples:
+  raftbus bench --duration 30s
+  raftbus bench --inflight 1 --producers 1 --consumers 1 --duration 10s
+  raftbus bench --partitions 16 --size 65536 --output json
+`
+
+// benchConfig is one run's settings.
+type benchConfig struct {
+	producers, consumers, inflight, size, partitions, sessions, batch int
+	mode                                                              string
+	duration                                                          time.Duration
+	count                                                             int64
+	queue                                                             string
+}
+
+// BenchReport is what a run measured (the --output json form).
+type BenchReport struct {
+	Queue           string        `json:"queue"`
+	Producers       int           `json:"producers"`
+	Consumers       int           `json:"consumers"`
+	InFlight        int           `json:"in_flight"`
+	MessageBytes    int           `json:"message_bytes"`
+	Partitions      int           `json:"partitions"`
+	Sessions        int           `json:"sessions"`
+	ReceiveMode     string        `json:"receive_mode"`
+	Sent            int64         `json:"sent"`
+	SendErrors      int64         `json:"send_errors"`
+	Received        int64         `json:"received"`
+	SendSeconds     float64       `json:"send_seconds"`
+	ReceiveSeconds  float64       `json:"receive_seconds"`
+	SendPerSecond   float64       `json:"send_msgs_per_second"`
+	RecvPerSecond   float64       `json:"receive_settle_msgs_per_second"`
+	SendMBPerSecond float64       `json:"send_mb_per_second"`
+	SendLatency     LatencyReport `json:"send_ack_latency"`
+	EndToEnd        LatencyReport `json:"end_to_end_latency"`
+}
+
+// LatencyReport summarises a latency distribution, in milliseconds.
+type LatencyReport struct {
+	Count int64   `json:"count"`
+	P50   float64 `json:"p50_ms"`
+	P90   float64 `json:"p90_ms"`
+	P99   float64 `json:"p99_ms"`
+	Max   float64 `json:"max_ms"`
+}
+
+func runBench(ctx context.Context, a *app, args []string) error {
+	var cfg benchConfig
+	fs := a.flags("bench")
+	fs.IntVar(&cfg.producers, "producers", 4, "")
+	fs.IntVar(&cfg.consumers, "consumers", 4, "")
+	fs.IntVar(&cfg.inflight, "inflight", 256, "")
+	fs.IntVar(&cfg.size, "size", 1024, "")
+	fs.IntVar(&cfg.partitions, "partitions", 1, "")
+	fs.IntVar(&cfg.sessions, "sessions", 0, "")
+	fs.IntVar(&cfg.batch, "batch", 100, "")
+	fs.StringVar(&cfg.mode, "mode", "peek-lock", "")
+	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "")
+	fs.Int64Var(&cfg.count, "count", 0, "")
+	fs.StringVar(&cfg.queue, "queue", "", "")
+	if _, err := a.parse(fs, args); err != nil {
+		return err
+	}
+	switch {
+	case cfg.producers < 1 || cfg.consumers < 1 || cfg.inflight < 1 || cfg.batch < 1 || cfg.batch > 1000:
+		return usagef("--producers, --consumers and --inflight must be at least 1, --batch 1 to 1000")
+	case cfg.inflight < cfg.producers:
+		return usagef("--inflight (%d) must be at least --producers (%d)", cfg.inflight, cfg.producers)
+	case cfg.mode != "peek-lock" && cfg.mode != "receive-and-delete":
+		return usagef("--mode is peek-lock or receive-and-delete, not %q", cfg.mode)
+	case cfg.size < 0:
+		return usagef("--size must not be negative")
+	}
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	adm := admin.NewFromClient(c)
+	if cfg.queue == "" {
+		cfg.queue = fmt.Sprintf("bench-%d", time.Now().UnixNano()%1e9)
+		cctx, cancel := a.withTimeout(ctx)
+		_, err := adm.CreateQueue(cctx, cfg.queue, &admin.QueueProperties{
+			PartitionCount:  proto.Uint32(uint32(cfg.partitions)),
+			RequiresSession: proto.Bool(cfg.sessions > 0),
+		})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("create queue %s: %w", cfg.queue, err)
+		}
+		defer func() {
+			dctx, cancel := context.WithTimeout(context.Background(), a.timeout)
+			adm.DeleteQueue(dctx, cfg.queue)
+			cancel()
+		}()
+	}
+	rep, err := bench(ctx, c, cfg, a.stderr)
+	if err != nil {
+		return err
+	}
+	if a.output == "json" {
+		return a.printJSON(rep)
+	}
+	printBench(a.stdout, rep)
+	return nil
+}
+
+// bench runs the producers until the duration or count is reached, and
+// the consumers until they have received everything sent (or ctx ends).
+func bench(ctx context.Context, c *client.Client, cfg benchConfig, progress io.Writer) (*BenchReport, error) {
+	rep := &BenchReport{
+		Queue: cfg.queue, Producers: cfg.producers, Consumers: cfg.consumers, InFlight: cfg.inflight,
+		MessageBytes: cfg.size, Partitions: cfg.partitions, Sessions: cfg.sessions, ReceiveMode: cfg.mode,
+	}
+	var sent, sendErrors, received atomic.Int64
+	var sendLat, e2eLat latencies
+	sendDone := make(chan struct{})
+	start := time.Now()
+
+	// Consumers.
+	cctx, stopConsumers := context.WithCancel(ctx)
+	defer stopConsumers()
+	var consumers sync.WaitGroup
+	var recvErr error
+	var recvErrOnce sync.Once
+	var lastReceive atomic.Int64
+	for i := 0; i < cfg.consumers; i++ {
+		consumers.Add(1)
+		go func() {
+			defer consumers.Done()
+			err := consume(cctx, c, cfg, func(msgs []*client.ReceivedMessage) {
+				now := time.Now()
+				for _, m := range msgs {
+					e2eLat.add(now.Sub(m.EnqueuedTime))
+				}
+				received.Add(int64(len(msgs)))
+				lastReceive.Store(int64(now.Sub(start)))
+			})
+			if err != nil && cctx.Err() == nil {
+				recvErrOnce.Do(func() { recvErr = err; stopConsumers() })
+			}
+		}()
+	}
+
+	// Producers: one Sender each, the in-flight send loops spread over
+	// them.
+	senders := make([]*client.Sender, cfg.producers)
+	for i := range senders {
+		s, err := c.NewSender(cfg.queue, nil)
+		if err != nil {
+			return nil, err
+		}
+		senders[i] = s
+	}
+	body := make([]byte, cfg.size)
+	pctx, stopProducers := context.WithCancel(ctx)
+	defer stopProducers()
+	if cfg.count == 0 {
+		pctx, stopProducers = context.WithTimeout(ctx, cfg.duration)
+		defer stopProducers()
+	}
+	var next atomic.Int64
+	var producers sync.WaitGroup
+	for i := 0; i < cfg.inflight; i++ {
+		producers.Add(1)
+		sender := senders[i%len(senders)]
+		go func() {
+			defer producers.Done()
+			for pctx.Err() == nil {
+				n := next.Add(1)
+				if cfg.count > 0 && n > cfg.count {
+					return
+				}
+				m := &client.Message{MessageID: "bench-" + strconv.FormatInt(n, 10), Body: body}
+				if cfg.sessions > 0 {
+					m.SessionID = "s" + strconv.FormatInt(n%int64(cfg.sessions), 10)
+				}
+				t0 := time.Now()
+				if err := sender.SendMessage(pctx, m, nil); err != nil {
+					if pctx.Err() == nil {
+						sendErrors.Add(1)
+					}
+					continue
+				}
+				sendLat.add(time.Since(t0))
+				sent.Add(1)
+			}
+		}()
+	}
+	go func() {
+		producers.Wait()
+		close(sendDone)
+	}()
+
+	// Progress, once a second, until everything sent is received.
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var sendElapsed time.Duration
+	sending := true
+	for {
+		select {
+		case <-sendDone:
+			if sending {
+				sending, sendElapsed = false, time.Since(start)
+			}
+			sendDone = nil
+		case <-tick.C:
+			el := time.Since(start).Seconds()
+			fmt.Fprintf(progress, "\r%5.0fs  sent %9d (%7.0f/s)  received %9d (%7.0f/s)  errors %d ", el,
+				sent.Load(), float64(sent.Load())/el, received.Load(), float64(received.Load())/el, sendErrors.Load())
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if !sending && received.Load() >= sent.Load() {
+			break
+		}
+		if !sending && recvErr != nil {
+			break
+		}
+	}
+	fmt.Fprintln(progress)
+	stopConsumers()
+	consumers.Wait()
+	if recvErr != nil {
+		return nil, fmt.Errorf("receive: %w", recvErr)
+	}
+	rep.Sent, rep.SendErrors, rep.Received = sent.Load(), sendErrors.Load(), received.Load()
+	rep.SendSeconds = sendElapsed.Seconds()
+	rep.ReceiveSeconds = time.Duration(lastReceive.Load()).Seconds()
+	if rep.SendSeconds > 0 {
+		rep.SendPerSecond = float64(rep.Sent) / rep.SendSeconds
+		rep.SendMBPerSecond = rep.SendPerSecond * float64(cfg.size) / 1e6
+	}
+	if rep.ReceiveSeconds > 0 {
+		rep.RecvPerSecond = float64(rep.Received) / rep.ReceiveSeconds
+	}
+	rep.SendLatency, rep.EndToEnd = sendLat.report(), e2eLat.report()
+	return rep, nil
+}
+
+// consume receives (and completes, in peek-lock mode) until ctx ends,
+// calling got for each batch once it is settled.
+func consume(ctx context.Context, c *client.Client, cfg benchConfig, got func([]*client.ReceivedMessage)) error {
+	mode := client.ReceiveModePeekLock
+	if cfg.mode == "receive-and-delete" {
+		mode = client.ReceiveModeReceiveAndDelete
+	}
+	opts := &client.ReceiveMessagesOptions{MaxWaitTime: time.Second}
+	drain := func(r *client.Receiver) (int, error) {
+		msgs, err := r.ReceiveMessages(ctx, cfg.batch, opts)
+		if err != nil {
+			return 0, err
+		}
+		if mode == client.ReceiveModePeekLock {
+			if err := completeAll(ctx, r, msgs); err != nil {
+				return 0, err
+			}
+		}
+		got(msgs)
+		return len(msgs), nil
+	}
+	if cfg.sessions == 0 {
+		r, err := c.NewReceiverForQueue(cfg.queue, &client.ReceiverOptions{ReceiveMode: mode})
+		if err != nil {
+			return err
+		}
+		for ctx.Err() == nil {
+			if _, err := drain(r); err != nil && ctx.Err() == nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for ctx.Err() == nil {
+		actx, cancel := context.WithTimeout(ctx, time.Second)
+		s, err := c.AcceptNextSessionForQueue(actx, cfg.queue, &client.SessionReceiverOptions{ReceiveMode: mode})
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+				continue
+			}
+			return err
+		}
+		for ctx.Err() == nil {
+			n, err := drain(s.Receiver)
+			if err != nil || n == 0 {
+				break
+			}
+		}
+		s.Close(context.Background())
+	}
+	return nil
+}
+
+// completeAll completes a batch concurrently: settlement is one round
+// trip each, and the partition batches them into shared log entries.
+func completeAll(ctx context.Context, r *client.Receiver, msgs []*client.ReceivedMessage) error {
+	errs := make(chan error, len(msgs))
+	for _, m := range msgs {
+		go func() { errs <- r.CompleteMessage(ctx, m, nil) }()
+	}
+	var first error
+	for range msgs {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// latencies collects durations from many goroutines.
+type latencies struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (l *latencies) add(d time.Duration) {
+	l.mu.Lock()
+	l.d = append(l.d, d)
+	l.mu.Unlock()
+}
+
+func (l *latencies) report() LatencyReport {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.d) == 0 {
+		return LatencyReport{}
+	}
+	slices.Sort(l.d)
+	at := func(q float64) float64 {
+		return float64(l.d[min(int(q*float64(len(l.d))), len(l.d)-1)]) / float64(time.Millisecond)
+	}
+	return LatencyReport{Count: int64(len(l.d)), P50: at(0.50), P90: at(0.90), P99: at(0.99), Max: at(1)}
+}
+
+func printBench(w io.Writer, r *BenchReport) {
+	fmt.Fprintf(w, "queue %s: %d partition(s), %d producers, %d consumers, %d in flight, %d-byte messages, %s",
+		r.Queue, r.Partitions, r.Producers, r.Consumers, r.InFlight, r.MessageBytes, r.ReceiveMode)
+	if r.Sessions > 0 {
+		fmt.Fprintf(w, ", %d sessions", r.Sessions)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "send:            %9d msgs in %6.2fs  %9.0f msgs/s  %7.2f MB/s  (%d errors)\n", r.Sent, r.SendSeconds, r.SendPerSecond, r.SendMBPerSecond, r.SendErrors)
+	fmt.Fprintf(w, "receive+settle:  %9d msgs in %6.2fs  %9.0f msgs/s\n", r.Received, r.ReceiveSeconds, r.RecvPerSecond)
+	for _, l := range []struct {
+		name string
+		l    LatencyReport
+	}{{"send-ack", r.SendLatency}, {"end-to-end", r.EndToEnd}} {
+		fmt.Fprintf(w, "%-16s p50 %8.2f ms  p90 %8.2f ms  p99 %8.2f ms  max %8.2f ms\n", l.name+":", l.l.P50, l.l.P90, l.l.P99, l.l.Max)
+	}
+}
