@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/raftbus/raftbus/engine"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
@@ -94,12 +95,12 @@ func (s *adminService) CreateQueue(ctx context.Context, req *raftbusv1.CreateQue
 
 func (s *adminService) UpdateQueue(ctx context.Context, req *raftbusv1.UpdateQueueRequest) (*raftbusv1.UpdateQueueResponse, error) {
 	return atMetaLeader(ctx, s.n, func() (*raftbusv1.UpdateQueueResponse, error) {
-		q := proto.Clone(req.GetQueue()).(*raftbusv1.QueueProperties)
+		q := req.GetQueue()
 		if q == nil {
 			return nil, invalid("queue is required")
 		}
-		if old := s.n.meta.fsm.Entity(q.GetName()); old != nil && q.PartitionCount == nil {
-			q.PartitionCount = proto.Uint32(old.GetQueue().GetPartitionCount())
+		if old := s.n.meta.fsm.Entity(q.GetName()); old.GetQueue() != nil {
+			q = overlay(old.GetQueue(), q)
 		}
 		e, err := s.n.putQueue(ctx, q, false)
 		if err != nil {
@@ -112,6 +113,22 @@ func (s *adminService) UpdateQueue(ctx context.Context, req *raftbusv1.UpdateQue
 	}, func(ctx context.Context, c raftbusv1.AdminServiceClient) (*raftbusv1.UpdateQueueResponse, error) {
 		return c.UpdateQueue(ctx, req)
 	})
+}
+
+// overlay is an update applied to current settings: the fields the update
+// sets replace theirs, unset ones keep their value. The metadata fields
+// are the broker's.
+func overlay[T proto.Message](current, update T) T {
+	out := proto.Clone(current).(T)
+	u := proto.Clone(update)
+	r := u.ProtoReflect()
+	for _, f := range []protoreflect.Name{"created_at", "updated_at"} {
+		if fd := r.Descriptor().Fields().ByName(f); fd != nil {
+			r.Clear(fd)
+		}
+	}
+	proto.Merge(out, u)
+	return out
 }
 
 // putQueue validates and commits a queue definition.

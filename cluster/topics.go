@@ -41,12 +41,12 @@ func (s *adminService) CreateTopic(ctx context.Context, req *raftbusv1.CreateTop
 
 func (s *adminService) UpdateTopic(ctx context.Context, req *raftbusv1.UpdateTopicRequest) (*raftbusv1.UpdateTopicResponse, error) {
 	return atMetaLeader(ctx, s.n, func() (*raftbusv1.UpdateTopicResponse, error) {
-		t := proto.Clone(req.GetTopic()).(*raftbusv1.TopicProperties)
+		t := req.GetTopic()
 		if t == nil {
 			return nil, invalid("topic is required")
 		}
-		if old := s.n.meta.fsm.Entity(t.GetName()); old != nil && t.PartitionCount == nil {
-			t.PartitionCount = proto.Uint32(old.GetTopic().GetPartitionCount())
+		if old := s.n.meta.fsm.Entity(t.GetName()); old.GetTopic() != nil {
+			t = overlay(old.GetTopic(), t)
 		}
 		e, err := s.n.putTopic(ctx, t, false)
 		if err != nil {
@@ -169,7 +169,11 @@ func (s *adminService) CreateSubscription(ctx context.Context, req *raftbusv1.Cr
 
 func (s *adminService) UpdateSubscription(ctx context.Context, req *raftbusv1.UpdateSubscriptionRequest) (*raftbusv1.UpdateSubscriptionResponse, error) {
 	return atMetaLeader(ctx, s.n, func() (*raftbusv1.UpdateSubscriptionResponse, error) {
-		sub, err := s.n.putSubscription(ctx, req.GetSubscription(), nil, false)
+		p := req.GetSubscription()
+		if old := meta.FindSubscription(s.n.meta.fsm.Entity(p.GetTopicName()), p.GetSubscriptionName()); old != nil {
+			p = overlay(old.GetProperties(), p)
+		}
+		sub, err := s.n.putSubscription(ctx, p, nil, false)
 		if err != nil {
 			return nil, err
 		}

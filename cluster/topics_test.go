@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -94,5 +95,36 @@ func TestTopicFansOutToSubscriptionsByRuleAcrossNodes(t *testing.T) {
 	_, err = msg.Send(ctx, &raftbusv1.SendRequest{EntityPath: "events/subscriptions/red", Messages: []*raftbusv1.Message{{Body: []byte("x")}}})
 	if reasonOf(err) != raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT {
 		t.Fatalf("send to a subscription: %v", err)
+	}
+}
+
+func TestUpdateKeepsUnsetSettings(t *testing.T) {
+	c := newTestCluster(t, 1)
+	admin := c.client(0).admin
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	createQueue(t, c.client(0), &raftbusv1.QueueProperties{Name: "q", MaxDeliveryCount: proto.Int32(3), LockDuration: durationpb.New(10 * time.Second)})
+	resp, err := admin.UpdateQueue(ctx, &raftbusv1.UpdateQueueRequest{Queue: &raftbusv1.QueueProperties{Name: "q", MaxDeliveryCount: proto.Int32(5)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := resp.GetQueue()
+	if q.GetMaxDeliveryCount() != 5 || q.GetLockDuration().AsDuration() != 10*time.Second || q.GetCreatedAt() == nil {
+		t.Fatalf("after updating max_delivery_count only: %v", q)
+	}
+	if _, err := admin.CreateTopic(ctx, &raftbusv1.CreateTopicRequest{Topic: &raftbusv1.TopicProperties{Name: "t"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = admin.CreateSubscription(ctx, &raftbusv1.CreateSubscriptionRequest{Subscription: &raftbusv1.SubscriptionProperties{
+		TopicName: "t", SubscriptionName: "s", MaxDeliveryCount: proto.Int32(2), LockDuration: durationpb.New(20 * time.Second),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := admin.UpdateSubscription(ctx, &raftbusv1.UpdateSubscriptionRequest{Subscription: &raftbusv1.SubscriptionProperties{
+		TopicName: "t", SubscriptionName: "s", MaxDeliveryCount: proto.Int32(7),
+	}})
+	if err != nil || sub.GetSubscription().GetLockDuration().AsDuration() != 20*time.Second || sub.GetSubscription().GetMaxDeliveryCount() != 7 {
+		t.Fatalf("subscription after update: %v, %v", sub, err)
 	}
 }
