@@ -9,7 +9,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -74,7 +76,11 @@ type Node struct {
 	mu       sync.RWMutex
 	replicas map[string]*replica // by Raft group name
 
-	rr        roundRobin
+	rr roundRobin
+	// serving is set once the metadata group is open; until then the
+	// public services answer SERVER_BUSY (the Raft transport serves at
+	// once: a joining node is replicated to before Start returns).
+	serving   atomic.Bool
 	stop      chan struct{}
 	closeOnce sync.Once
 	wg        sync.WaitGroup
@@ -132,7 +138,7 @@ func Start(cfg Config) (*Node, error) {
 		stop:     make(chan struct{}),
 	}
 	n.server = grpc.NewServer(
-		grpc.ChainUnaryInterceptor(statusInterceptor(n.log)),
+		grpc.ChainUnaryInterceptor(statusInterceptor(n.log), n.startingInterceptor),
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.MaxSendMsgSize(MaxMessageBytes),
 	)
@@ -155,11 +161,20 @@ func Start(cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
+	n.serving.Store(true)
 	n.wg.Add(2)
 	go n.runMetaLeaderDuties()
 	go n.runReconciler()
 	n.log.Info("node started", "address", addr, "data_dir", cfg.DataDir)
 	return n, nil
+}
+
+// startingInterceptor turns requests away while the node starts.
+func (n *Node) startingInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if !n.serving.Load() && !strings.HasPrefix(info.FullMethod, "/raftbus.raft.") {
+		return nil, busy("node %s is starting", n.cfg.NodeID)
+	}
+	return handler(ctx, req)
 }
 
 // claimDataDir creates the data dir or checks that it belongs to nodeID.

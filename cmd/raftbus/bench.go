@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -72,6 +73,7 @@ type BenchReport struct {
 	Sent            int64         `json:"sent"`
 	SendErrors      int64         `json:"send_errors"`
 	Received        int64         `json:"received"`
+	Redelivered     int64         `json:"redelivered"`
 	SendSeconds     float64       `json:"send_seconds"`
 	ReceiveSeconds  float64       `json:"receive_seconds"`
 	SendPerSecond   float64       `json:"send_msgs_per_second"`
@@ -158,7 +160,11 @@ func bench(ctx context.Context, c *client.Client, cfg benchConfig, progress io.W
 		Queue: cfg.queue, Producers: cfg.producers, Consumers: cfg.consumers, InFlight: cfg.inflight,
 		MessageBytes: cfg.size, Partitions: cfg.partitions, Sessions: cfg.sessions, ReceiveMode: cfg.mode,
 	}
-	var sent, sendErrors, received atomic.Int64
+	var sent, sendErrors, received, redelivered atomic.Int64
+	// seen tells first deliveries from redeliveries (and from copies of a
+	// send the SDK repeated after an unknown outcome).
+	var seenMu sync.Mutex
+	seen := make(map[string]struct{})
 	var sendLat, e2eLat latencies
 	sendDone := make(chan struct{})
 	start := time.Now()
@@ -176,10 +182,18 @@ func bench(ctx context.Context, c *client.Client, cfg benchConfig, progress io.W
 			defer consumers.Done()
 			err := consume(cctx, c, cfg, func(msgs []*client.ReceivedMessage) {
 				now := time.Now()
+				fresh := 0
+				seenMu.Lock()
 				for _, m := range msgs {
-					e2eLat.add(now.Sub(m.EnqueuedTime))
+					if _, dup := seen[m.MessageID]; !dup {
+						seen[m.MessageID] = struct{}{}
+						fresh++
+						e2eLat.add(now.Sub(m.EnqueuedTime))
+					}
 				}
-				received.Add(int64(len(msgs)))
+				seenMu.Unlock()
+				received.Add(int64(fresh))
+				redelivered.Add(int64(len(msgs) - fresh))
 				lastReceive.Store(int64(now.Sub(start)))
 			})
 			if err != nil && cctx.Err() == nil {
@@ -223,7 +237,8 @@ func bench(ctx context.Context, c *client.Client, cfg benchConfig, progress io.W
 				}
 				t0 := time.Now()
 				if err := sender.SendMessage(pctx, m, nil); err != nil {
-					if pctx.Err() == nil {
+					// A send cut off by the end of the run is not a failure.
+					if pctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
 						sendErrors.Add(1)
 					}
 					continue
@@ -238,7 +253,14 @@ func bench(ctx context.Context, c *client.Client, cfg benchConfig, progress io.W
 		close(sendDone)
 	}()
 
-	// Progress, once a second, until everything sent is received.
+	// Progress, once a second, until everything sent is received: one
+	// line rewritten on a terminal, a line a second otherwise.
+	eol := "\n"
+	if f, ok := progress.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			eol = "\r"
+		}
+	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var sendElapsed time.Duration
@@ -252,8 +274,8 @@ func bench(ctx context.Context, c *client.Client, cfg benchConfig, progress io.W
 			sendDone = nil
 		case <-tick.C:
 			el := time.Since(start).Seconds()
-			fmt.Fprintf(progress, "\r%5.0fs  sent %9d (%7.0f/s)  received %9d (%7.0f/s)  errors %d ", el,
-				sent.Load(), float64(sent.Load())/el, received.Load(), float64(received.Load())/el, sendErrors.Load())
+			fmt.Fprintf(progress, "%5.0fs  sent %9d (%7.0f/s)  received %9d (%7.0f/s)  errors %d %s", el,
+				sent.Load(), float64(sent.Load())/el, received.Load(), float64(received.Load())/el, sendErrors.Load(), eol)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -264,13 +286,15 @@ func bench(ctx context.Context, c *client.Client, cfg benchConfig, progress io.W
 			break
 		}
 	}
-	fmt.Fprintln(progress)
+	if eol == "\r" {
+		fmt.Fprintln(progress)
+	}
 	stopConsumers()
 	consumers.Wait()
 	if recvErr != nil {
 		return nil, fmt.Errorf("receive: %w", recvErr)
 	}
-	rep.Sent, rep.SendErrors, rep.Received = sent.Load(), sendErrors.Load(), received.Load()
+	rep.Sent, rep.SendErrors, rep.Received, rep.Redelivered = sent.Load(), sendErrors.Load(), received.Load(), redelivered.Load()
 	rep.SendSeconds = sendElapsed.Seconds()
 	rep.ReceiveSeconds = time.Duration(lastReceive.Load()).Seconds()
 	if rep.SendSeconds > 0 {
@@ -387,7 +411,7 @@ func printBench(w io.Writer, r *BenchReport) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "send:            %9d msgs in %6.2fs  %9.0f msgs/s  %7.2f MB/s  (%d errors)\n", r.Sent, r.SendSeconds, r.SendPerSecond, r.SendMBPerSecond, r.SendErrors)
-	fmt.Fprintf(w, "receive+settle:  %9d msgs in %6.2fs  %9.0f msgs/s\n", r.Received, r.ReceiveSeconds, r.RecvPerSecond)
+	fmt.Fprintf(w, "receive+settle:  %9d msgs in %6.2fs  %9.0f msgs/s  (%d delivered again)\n", r.Received, r.ReceiveSeconds, r.RecvPerSecond, r.Redelivered)
 	for _, l := range []struct {
 		name string
 		l    LatencyReport

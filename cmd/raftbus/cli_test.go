@@ -179,6 +179,27 @@ func TestCommands(t *testing.T) {
 		}
 	})
 
+	t.Run("Bench", func(t *testing.T) {
+		c := cli{t: t, server: c.server}
+		for _, mode := range []string{"peek-lock", "receive-and-delete"} {
+			var rep map[string]any
+			c.json(&rep, "bench", "--count", "300", "--inflight", "16", "--producers", "2", "--consumers", "2", "--partitions", "2", "--mode", mode)
+			if rep["sent"] != 300.0 || rep["received"] != 300.0 || rep["send_msgs_per_second"].(float64) <= 0 {
+				t.Fatalf("bench %s: %v", mode, rep)
+			}
+			lat := rep["send_ack_latency"].(map[string]any)
+			if lat["count"] != 300.0 || lat["p50_ms"].(float64) > lat["p99_ms"].(float64) {
+				t.Fatalf("bench %s latency: %v", mode, lat)
+			}
+		}
+		var sess map[string]any
+		c.json(&sess, "bench", "--count", "100", "--inflight", "8", "--producers", "1", "--consumers", "2", "--sessions", "4")
+		if sess["received"] != 100.0 {
+			t.Fatalf("bench with sessions: %v", sess)
+		}
+		c.fails(2, "--mode", "bench", "--mode", "sideways")
+	})
+
 	t.Run("SendCount", func(t *testing.T) {
 		c := cli{t: t, server: c.server}
 		c.ok("queue", "create", "many", "--partitions", "2")
