@@ -371,7 +371,10 @@ func completeAll(ctx context.Context, r *client.Receiver, msgs []*client.Receive
 	}
 	var first error
 	for range msgs {
-		if err := <-errs; err != nil && first == nil {
+		// A lost lock (its leader changed while the lock was held, or a
+		// settlement repeated after an unknown outcome) means the message
+		// may come again; the run counts that as a redelivery.
+		if err := <-errs; err != nil && first == nil && !errors.Is(err, client.ErrLockLost) {
 			first = err
 		}
 	}
