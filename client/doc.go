@@ -22,7 +22,9 @@
 // outcome is unknown (CodeOutcomeUnknown: the leader was lost or the
 // connection broke after the request left) is repeated only where that is
 // safe: settlement, lock and session renewal, session state, cancelling
-// scheduled messages and PeekLock receives. Sends and schedules are
+// scheduled messages and PeekLock receives (a repeated settlement that
+// finds its lock gone reports the unknown outcome, not a lost lock: the
+// first attempt may have settled it). Sends and schedules are
 // repeated only when every message carries a MessageID, so that duplicate
 // detection on the entity can drop the second copy; without one the
 // caller gets the error and decides. ReceiveAndDelete receives and entity

@@ -59,6 +59,11 @@ func (o RetryOptions) delay(n int) time.Duration {
 func (c *Client) retry(ctx context.Context, unknownIsSafe bool, op func(ctx context.Context, attempt int) error) error {
 	opts := c.opts.RetryOptions
 	redirects := 0
+	// unknown is the last OUTCOME_UNKNOWN seen: a repeated settlement that
+	// then finds its lock gone most likely found it gone because the
+	// first attempt settled it, and the caller is told the truth: the
+	// outcome is unknown, not that the lock was lost.
+	var unknown *Error
 	for attempt, backoffs := 0, 0; ; attempt++ {
 		err := op(ctx, attempt)
 		if err == nil {
@@ -67,6 +72,12 @@ func (c *Client) retry(ctx context.Context, unknownIsSafe bool, op func(ctx cont
 		var e *Error
 		if !errors.As(err, &e) {
 			return err
+		}
+		if e.Code == CodeOutcomeUnknown {
+			unknown = e
+		}
+		if unknown != nil && (e.Code == CodeLockLost || e.Code == CodeSessionLockLost) {
+			return unknown
 		}
 		if ctx.Err() != nil {
 			return &gaveUpError{ctx.Err(), e}

@@ -175,3 +175,26 @@ func TestBackoffGrowsAndIsCapped(t *testing.T) {
 		}
 	}
 }
+
+func TestLockLostAfterAnUnknownOutcomeIsReportedUnknown(t *testing.T) {
+	c := fastClient(t, "127.0.0.1:1")
+	attempts := 0
+	err := c.retry(context.Background(), true, func(context.Context, int) error {
+		attempts++
+		if attempts == 1 {
+			// The settlement may have been applied before the answer was lost.
+			return &Error{Code: CodeOutcomeUnknown, Retryable: true, Message: "leadership changed"}
+		}
+		return &Error{Code: CodeLockLost, Message: "lock token is unknown"}
+	})
+	if !errors.Is(err, ErrOutcomeUnknown) || attempts != 2 {
+		t.Fatalf("after %d attempts: %v, want the unknown outcome of the first", attempts, err)
+	}
+	// Without an unknown outcome before it, a lost lock is what it says.
+	err = c.retry(context.Background(), true, func(context.Context, int) error {
+		return &Error{Code: CodeLockLost, Message: "lock token is unknown"}
+	})
+	if !errors.Is(err, ErrLockLost) {
+		t.Fatalf("plain lost lock: %v", err)
+	}
+}
