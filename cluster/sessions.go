@@ -255,8 +255,7 @@ func (s *messagingService) GetSessionState(ctx context.Context, req *raftbusv1.G
 		var state []byte
 		var serr error
 		if err := r.p.Read(ctx, func(en *engine.Engine) {
-			state, serr = en.GetSessionState(path, sl.GetSessionId(), sl.GetLockToken())
-			state = append([]byte(nil), state...) // the engine's copy may be replaced after the read
+			state, serr = en.GetSessionState(path, sl.GetSessionId(), sl.GetLockToken(), time.Now().UnixMilli())
 		}); err != nil {
 			return nil, err
 		}

@@ -180,9 +180,12 @@ func (e *Engine) receiveSession(now int64, tokens *tokenSource, q *queue, s *ses
 	return out
 }
 
-// GetSessionState returns the state of a session held with lockToken (nil
-// when unset), or a SESSION_LOCK_LOST error.
-func (e *Engine) GetSessionState(entityPath, sessionID string, lockToken []byte) ([]byte, error) {
+// GetSessionState returns a copy of the state of a session held with
+// lockToken (nil when unset), or a SESSION_LOCK_LOST error. It is a read,
+// not a command: the partition leader serves it from its state, checking
+// the lock against its clock (nowMs) since an expiry may be due but not
+// yet applied.
+func (e *Engine) GetSessionState(entityPath, sessionID string, lockToken []byte, nowMs int64) ([]byte, error) {
 	q, err := e.sessions(entityPath)
 	if err != nil {
 		return nil, err
@@ -191,7 +194,12 @@ func (e *Engine) GetSessionState(entityPath, sessionID string, lockToken []byte)
 	if err != nil {
 		return nil, err
 	}
-	return s.state, nil
+	if s.lockedUntil <= nowMs {
+		// Expired, though no command has applied the expiry yet.
+		return nil, errorf(raftbusv1.ErrorReason_ERROR_REASON_SESSION_LOCK_LOST,
+			"the lock on session %q of %q expired; accept the session again", sessionID, entityPath)
+	}
+	return slices.Clone(s.state), nil
 }
 
 // HasAvailableSession reports whether an AcceptSession for the next

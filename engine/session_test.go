@@ -291,7 +291,7 @@ func TestOperationsWithLostSessionLockFailWithSessionLockLost(t *testing.T) {
 			t.Fatalf("%s: the failed command changed the state", name)
 		}
 	}
-	if _, err := h.e.GetSessionState(testQueue, s.id, s.token); err == nil || err.(*Error).Reason != sessionLockLost {
+	if _, err := h.e.GetSessionState(testQueue, s.id, s.token, h.now); err == nil || err.(*Error).Reason != sessionLockLost {
 		t.Fatalf("GetSessionState: %v", err)
 	}
 }
@@ -324,7 +324,7 @@ func TestSessionStateIsKeptAfterMessagesAreGoneUntilSetEmpty(t *testing.T) {
 	h := newSessionHarness(t, nil)
 	h.sendTo("a", "a0")
 	s := h.accept("a")
-	if st, err := h.e.GetSessionState(testQueue, "a", s.token); err != nil || st != nil {
+	if st, err := h.e.GetSessionState(testQueue, "a", s.token, h.now); err != nil || st != nil {
 		t.Fatalf("state %q %v before it was set", st, err)
 	}
 	h.ok(setStateCmd(s, []byte("step 1")))
@@ -335,7 +335,7 @@ func TestSessionStateIsKeptAfterMessagesAreGoneUntilSetEmpty(t *testing.T) {
 		t.Fatalf("session count %d with no messages", c.GetSessionCount())
 	}
 	s = h.accept("a")
-	if st, err := h.e.GetSessionState(testQueue, "a", s.token); err != nil || string(st) != "step 1" {
+	if st, err := h.e.GetSessionState(testQueue, "a", s.token, h.now); err != nil || string(st) != "step 1" {
 		t.Fatalf("state %q %v", st, err)
 	}
 	h.ok(setStateCmd(s, nil))
@@ -355,7 +355,7 @@ func TestSessionStateOverLimitFailsWithMessageSizeExceeded(t *testing.T) {
 	}
 	h.ok(setStateCmd(s, make([]byte, MaxSessionStateBytes)))
 	h.ok(setStateCmd(s, []byte("kept")))
-	if st, _ := h.e.GetSessionState(testQueue, "a", s.token); string(st) != "kept" {
+	if st, _ := h.e.GetSessionState(testQueue, "a", s.token, h.now); string(st) != "kept" {
 		t.Fatalf("state %q", st)
 	}
 }
@@ -367,7 +367,7 @@ func TestSessionStateIsForTheHolderOnly(t *testing.T) {
 	other := heldSessionLock{"a", bytes.Repeat([]byte{1}, 16)}
 	h.fails(setStateCmd(other, []byte("theirs")), sessionLockLost)
 	for _, tok := range [][]byte{other.token, nil, s.token[:8]} {
-		if _, err := h.e.GetSessionState(testQueue, "a", tok); err == nil || err.(*Error).Reason != sessionLockLost {
+		if _, err := h.e.GetSessionState(testQueue, "a", tok, h.now); err == nil || err.(*Error).Reason != sessionLockLost {
 			t.Fatalf("read the state with token %x: %v", tok, err)
 		}
 	}
@@ -487,7 +487,7 @@ func TestSessionsSurviveSnapshotRoundTrip(t *testing.T) {
 	if restored.Digest() != h.e.Digest() {
 		t.Fatal("digest changed across the round trip")
 	}
-	if st, err := restored.GetSessionState(testQueue, "a", a.token); err != nil || string(st) != "state a" {
+	if st, err := restored.GetSessionState(testQueue, "a", a.token, h.now); err != nil || string(st) != "state a" {
 		t.Fatalf("state %q %v", st, err)
 	}
 	if p, _ := restored.RuntimeProperties(testQueue); p.GetSessionCount() != 3 {
@@ -527,5 +527,24 @@ func TestSessionOnlyMetaIsTheProtobufEncoding(t *testing.T) {
 	other, _ := deterministic.Marshal(&raftbusv1.Message{SessionId: "s", Subject: "x"})
 	if _, ok := sessionOnlyID(other); ok {
 		t.Fatal("decoded a meta with more than a session id")
+	}
+}
+
+func TestSessionStateIsRefusedOnceTheLockExpiredEvenBeforeAnyCommand(t *testing.T) {
+	h := newSessionHarness(t, nil)
+	s := h.accept("a")
+	h.ok(setStateCmd(s, []byte("mine")))
+	st, err := h.e.GetSessionState(testQueue, "a", s.token, h.now)
+	if err != nil || string(st) != "mine" {
+		t.Fatalf("state %q %v while held", st, err)
+	}
+	st[0] = 'X' // the caller's copy, not the engine's
+	h.advance(31 * time.Second)
+	if _, err := h.e.GetSessionState(testQueue, "a", s.token, h.now); err == nil || err.(*Error).Reason != sessionLockLost {
+		t.Fatalf("read after the lock expired: %v, want SESSION_LOCK_LOST", err)
+	}
+	t2 := h.accept("a")
+	if st, _ := h.e.GetSessionState(testQueue, "a", t2.token, h.now); string(st) != "mine" {
+		t.Fatalf("state %q: a caller's change to its copy reached the engine", st)
 	}
 }

@@ -68,7 +68,7 @@ func sessionAcceptable(e *engine.Engine, path string) bool {
 	}
 	// With no session named, the state read fails with INVALID_ARGUMENT or
 	// NOT_FOUND only when the entity itself does not take sessions.
-	_, err := e.GetSessionState(path, "", nil)
+	_, err := e.GetSessionState(path, "", nil, 0)
 	var ee *engine.Error
 	return !errors.As(err, &ee) || ee.Reason != raftbusv1.ErrorReason_ERROR_REASON_SESSION_LOCK_LOST
 }
@@ -81,7 +81,7 @@ func lockable(e *engine.Engine, lock *enginev1.Lock) bool {
 	if id == "" {
 		return e.HasAvailable(lock.GetEntityPath(), lock.GetSubQueue())
 	}
-	if _, err := e.GetSessionState(lock.GetEntityPath(), id, lock.GetSessionLockToken()); err != nil {
+	if _, err := e.GetSessionState(lock.GetEntityPath(), id, lock.GetSessionLockToken(), time.Now().UnixMilli()); err != nil {
 		return true
 	}
 	return e.HasAvailableInSession(lock.GetEntityPath(), id)
