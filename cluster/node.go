@@ -267,6 +267,14 @@ func (n *Node) catchUp(ctx context.Context, found func() bool, ask func(context.
 		return nil
 	}
 	if n.meta.isLeader() {
+		// A leader elected a moment ago may not have applied everything
+		// its predecessors committed: make sure before saying no.
+		if err := n.meta.raft.Barrier(catchUpTimeout).Error(); err != nil {
+			return busy("the metadata leader is catching up: %v", err)
+		}
+		if found() {
+			return nil
+		}
 		return notFound("%q does not exist", what)
 	}
 	ctx = internal(ctx)
