@@ -180,3 +180,23 @@ func (e *env) testSessionProcessor(t *testing.T) {
 		}
 	}
 }
+
+func (e *env) testSendResult(t *testing.T) {
+	ctx := ctxT(t, 30*time.Second)
+	e.createQueue("results", &admin.QueueProperties{PartitionCount: proto.Uint32(2), RequiresDuplicateDetection: proto.Bool(true)})
+	s := e.sender("results")
+	var first, again client.SendResult
+	m := &client.Message{MessageID: "once", Body: []byte("x"), PartitionKey: "k"}
+	if err := s.SendMessage(ctx, m, &client.SendMessageOptions{Result: &first}); err != nil {
+		t.Fatal(err)
+	}
+	if first.SequenceNumber == 0 || uint32(uint64(first.SequenceNumber)>>48) != first.PartitionID || first.Duplicate || first.EnqueuedTime.IsZero() {
+		t.Fatalf("result %+v", first)
+	}
+	if err := s.SendMessage(ctx, m, &client.SendMessageOptions{Result: &again}); err != nil {
+		t.Fatal(err)
+	}
+	if !again.Duplicate || again.SequenceNumber != 0 {
+		t.Fatalf("resend within the duplicate window: %+v", again)
+	}
+}

@@ -53,8 +53,27 @@ func (c *Client) NewSender(queueOrTopic string, options *NewSenderOptions) (*Sen
 // Close releases the Sender. Sends in progress finish.
 func (s *Sender) Close(ctx context.Context) error { return nil }
 
-// SendMessageOptions are reserved for future options.
-type SendMessageOptions struct{}
+// SendMessageOptions configure SendMessage.
+type SendMessageOptions struct {
+	// Result, when set, receives what the broker gave the message: its
+	// sequence number, partition and enqueue time (for tests and tools
+	// that check ordering; Service Bus senders do not usually need it).
+	Result *SendResult
+}
+
+// SendResult is what the broker assigned to a sent message.
+type SendResult struct {
+	SequenceNumber int64
+	PartitionID    uint32
+	EnqueuedTime   time.Time
+	// Duplicate: the MessageID was seen within the duplicate detection
+	// window; the message was accepted but not enqueued again
+	// (SequenceNumber is zero).
+	Duplicate bool
+	// Scheduled: the message was scheduled; SequenceNumber is its
+	// schedule number.
+	Scheduled bool
+}
 
 // SendMessage sends one message and returns once the broker has committed
 // it on a quorum of replicas.
@@ -63,8 +82,18 @@ func (s *Sender) SendMessage(ctx context.Context, message *Message, options *Sen
 	if err != nil {
 		return err
 	}
-	_, err = s.send(ctx, []*raftbusv1.Message{pm})
-	return err
+	resp, err := s.send(ctx, []*raftbusv1.Message{pm})
+	if err != nil {
+		return err
+	}
+	if options != nil && options.Result != nil && len(resp.GetResults()) == 1 {
+		r := resp.GetResults()[0]
+		*options.Result = SendResult{
+			SequenceNumber: r.GetSequenceNumber(), PartitionID: r.GetPartitionId(), EnqueuedTime: timeOf(r.GetEnqueuedTime()),
+			Duplicate: r.GetDuplicate(), Scheduled: r.GetScheduled(),
+		}
+	}
+	return nil
 }
 
 // SendMessages sends each message on its own, pipelined: up to the
