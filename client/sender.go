@@ -259,7 +259,8 @@ func (s *Sender) withSlot(ctx context.Context, f func() error) error {
 }
 
 // partition picks the partition of a message: its session id's or
-// partition key's, else the next in turn.
+// partition key's, else its MessageId's (as Service Bus does), else the
+// next in turn.
 func (s *Sender) partition(ctx context.Context, m *raftbusv1.Message) (uint32, error) {
 	parts, err := s.c.routes.partitions(ctx, s.path)
 	if err != nil {
@@ -270,6 +271,11 @@ func (s *Sender) partition(ctx context.Context, m *raftbusv1.Message) (uint32, e
 	}
 	if key := keyOf(m); key != "" {
 		return partitionForKey(key, parts), nil
+	}
+	// Duplicate detection is kept per partition: a message sent again
+	// after an unknown outcome must go where the first attempt went.
+	if id := m.GetMessageId(); id != "" {
+		return partitionForKey(id, parts), nil
 	}
 	return s.rr.Add(1) % parts, nil
 }

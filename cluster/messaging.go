@@ -78,8 +78,8 @@ func (s *messagingService) Schedule(ctx context.Context, req *raftbusv1.Schedule
 }
 
 // sendTarget validates a send and picks its partition: the request's, else
-// the one of the messages' session id or partition key, else the next in
-// turn.
+// the one of the messages' session id or partition key, else (one message)
+// its MessageId's, else the next in turn.
 func (n *Node) sendTarget(ctx context.Context, path string, msgs []*raftbusv1.Message, requested *uint32) (e *clusterv1.Entity, id uint32, err error) {
 	if len(msgs) == 0 || len(msgs) > maxBatch {
 		return nil, 0, invalid("a send carries 1 to %d messages, not %d", maxBatch, len(msgs))
@@ -110,6 +110,10 @@ func (n *Node) sendTarget(ctx context.Context, path string, msgs []*raftbusv1.Me
 		}
 	case key != "":
 		id = PartitionForKey(key, parts)
+	case len(msgs) == 1 && msgs[0].GetMessageId() != "":
+		// Duplicate detection is kept per partition: the same message sent
+		// again must meet its first copy.
+		id = PartitionForKey(msgs[0].GetMessageId(), parts)
 	default:
 		id = n.rr.pick(parts)
 	}

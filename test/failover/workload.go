@@ -224,6 +224,17 @@ func deliveries(msgs []*client.ReceivedMessage) []history.Delivery {
 	return out
 }
 
+// deadLettered records dead-lettered messages by the number they were
+// acknowledged with: the broker gives a message a new sequence number in
+// the dead-letter sub-queue and keeps the first as EnqueuedSequenceNumber.
+func deadLettered(msgs []*client.ReceivedMessage) []history.Delivery {
+	out := deliveries(msgs)
+	for i, m := range msgs {
+		out[i].Seq = m.EnqueuedSequenceNumber
+	}
+	return out
+}
+
 // Drain records what is left in path (main queue, or its dead-letter
 // sub-queue) after the run, by peeking every message: active, locked,
 // scheduled and deferred alike.
@@ -245,7 +256,11 @@ func (w *Workload) Drain(ctx context.Context, path string, dlq bool) error {
 		if len(msgs) == 0 {
 			break
 		}
-		op.Messages = append(op.Messages, deliveries(msgs)...)
+		if dlq {
+			op.Messages = append(op.Messages, deadLettered(msgs)...)
+		} else {
+			op.Messages = append(op.Messages, deliveries(msgs)...)
+		}
 	}
 	op.End = w.History.Now()
 	w.History.Record(op)
