@@ -2,7 +2,6 @@ package client_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -15,22 +14,7 @@ import (
 // raftbusd is the server binary the tests run, built once.
 var raftbusd string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "raftbus-client-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	raftbusd, err = procs.Build(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(procs.RunTests(m, &raftbusd)) }
 
 // env is a running cluster with a client and an admin client on it.
 type env struct {

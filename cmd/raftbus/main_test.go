@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -14,22 +13,7 @@ import (
 
 var raftbusd string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "raftbus-cli-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	raftbusd, err = procs.Build(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(procs.RunTests(m, &raftbusd)) }
 
 // cli runs the command line in-process against server.
 type cli struct {

@@ -26,22 +26,7 @@ import (
 
 var raftbusd string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "raftbus-failover-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	raftbusd, err = procs.Build(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(procs.RunTests(m, &raftbusd)) }
 
 // settings of a run, from the environment: RAFTBUS_FAILOVER_DURATION (of
 // the faults; default 45s), RAFTBUS_FAILOVER_SEED (default: from the

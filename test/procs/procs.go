@@ -34,6 +34,23 @@ func Build(dir string) (string, error) {
 	return bin, nil
 }
 
+// RunTests is the TestMain of a package that starts raftbusd: it builds
+// the binary into a temporary directory, sets *bin to it, runs the tests
+// and removes the directory, returning the exit code.
+func RunTests(m *testing.M, bin *string) int {
+	dir, err := os.MkdirTemp("", "raftbusd-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if *bin, err = Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
 // Node is one raftbusd process (or the place of one that is not running).
 type Node struct {
 	ID      string
