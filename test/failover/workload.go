@@ -250,6 +250,12 @@ func (w *Workload) Drain(ctx context.Context, path string, dlq bool) error {
 	op := history.Op{Kind: history.Drain, Entity: path, DLQ: dlq, Start: w.History.Now()}
 	for {
 		msgs, err := r.PeekMessages(ctx, 500, nil)
+		var ce *client.Error
+		if errors.As(err, &ce) && ce.Retryable && ctx.Err() == nil {
+			// A node is still coming back: the cluster is healed, not idle.
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("drain %s: %w", path, err)
 		}
