@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/raftbus/raftbus/engine"
+	"github.com/raftbus/raftbus/internal/rpcreach"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -54,15 +55,16 @@ func atMetaLeader[Resp any](ctx context.Context, n *Node,
 		if addr == "" {
 			return zero, busy("the metadata group has no leader yet")
 		}
-		conn, err := n.peers.get(addr)
+		cc, err := n.peers.get(addr)
 		if err != nil {
 			return zero, err
 		}
+		conn := rpcreach.Wrap(cc)
 		resp, err := remote(fctx, raftbusv1.NewAdminServiceClient(conn))
 		if err == nil {
 			return resp, nil
 		}
-		e := asAPIError(err)
+		e := asAPIError(forwardError(err, addr, conn.MaybeSent()))
 		if e.reason != raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER || e.leader.GetAddress() == "" {
 			return zero, e
 		}
@@ -321,14 +323,14 @@ func (n *Node) queue(ctx context.Context, name string) (*clusterv1.Entity, error
 
 // partitionRuntime reads one partition's counts from its leader.
 func (n *Node) partitionRuntime(ctx context.Context, e *clusterv1.Entity, path string, id uint32) (*raftbusv1.PartitionRuntimeProperties, error) {
-	return route(ctx, n, e, id, func(r *replica) (*raftbusv1.PartitionRuntimeProperties, error) {
+	return route(ctx, n, e, id, idempotent, func(r *replica) (*raftbusv1.PartitionRuntimeProperties, error) {
 		var props *raftbusv1.PartitionRuntimeProperties
 		var rerr error
 		if err := r.p.Read(ctx, func(en *engine.Engine) { props, rerr = en.RuntimeProperties(path) }); err != nil {
 			return nil, err
 		}
 		return props, rerr
-	}, func(ctx context.Context, conn *grpc.ClientConn) (*raftbusv1.PartitionRuntimeProperties, error) {
+	}, func(ctx context.Context, conn grpc.ClientConnInterface) (*raftbusv1.PartitionRuntimeProperties, error) {
 		resp, err := clusterv1.NewNodeServiceClient(conn).PartitionRuntime(ctx, &clusterv1.PartitionRuntimeRequest{EntityPath: path, PartitionId: id})
 		return resp.GetProperties(), err
 	})
