@@ -73,6 +73,22 @@ func atMetaLeader[Resp any](ctx context.Context, n *Node,
 	return zero, busy("the metadata leader moved while the request was forwarded")
 }
 
+// readAtMetaLeader is atMetaLeader for reads of the metadata: the leader
+// first confirms that it still leads and is current, so that a deposed
+// leader that has not noticed yet never answers from stale state.
+func readAtMetaLeader[Resp any](ctx context.Context, n *Node,
+	local func() (Resp, error),
+	remote func(ctx context.Context, c raftbusv1.AdminServiceClient) (Resp, error),
+) (Resp, error) {
+	return atMetaLeader(ctx, n, func() (Resp, error) {
+		if err := n.meta.confirmLeadership(ctx); err != nil {
+			var zero Resp
+			return zero, err
+		}
+		return local()
+	}, remote)
+}
+
 func (s *adminService) CreateQueue(ctx context.Context, req *raftbusv1.CreateQueueRequest) (*raftbusv1.CreateQueueResponse, error) {
 	return atMetaLeader(ctx, s.n, func() (*raftbusv1.CreateQueueResponse, error) {
 		q := proto.Clone(req.GetQueue()).(*raftbusv1.QueueProperties)
@@ -198,7 +214,7 @@ func (n *Node) awaitReady(ctx context.Context, e *clusterv1.Entity) error {
 }
 
 func (s *adminService) GetQueue(ctx context.Context, req *raftbusv1.GetQueueRequest) (*raftbusv1.GetQueueResponse, error) {
-	return atMetaLeader(ctx, s.n, func() (*raftbusv1.GetQueueResponse, error) {
+	return readAtMetaLeader(ctx, s.n, func() (*raftbusv1.GetQueueResponse, error) {
 		e, err := s.n.queue(ctx, req.GetName())
 		if err != nil {
 			return nil, err
@@ -225,7 +241,7 @@ func (s *adminService) DeleteQueue(ctx context.Context, req *raftbusv1.DeleteQue
 }
 
 func (s *adminService) ListQueues(ctx context.Context, req *raftbusv1.ListQueuesRequest) (*raftbusv1.ListQueuesResponse, error) {
-	return atMetaLeader(ctx, s.n, func() (*raftbusv1.ListQueuesResponse, error) {
+	return readAtMetaLeader(ctx, s.n, func() (*raftbusv1.ListQueuesResponse, error) {
 		size, err := pageSize(req.GetPageSize())
 		if err != nil {
 			return nil, err
