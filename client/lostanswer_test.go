@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/raftbus/raftbus/client"
 	"github.com/raftbus/raftbus/client/admin"
@@ -35,6 +36,7 @@ func TestLostAnswers(t *testing.T) {
 	t.Run("PeekLockReceive", l.testPeekLockReceive)
 	t.Run("ReceiveAndDelete", l.testReceiveAndDelete)
 	t.Run("ReceiveAcrossPartitions", l.testReceiveAcrossPartitions)
+	t.Run("Session", l.testSession)
 }
 
 type lossyEnv struct {
@@ -178,5 +180,38 @@ func (l *lossyEnv) testReceiveAcrossPartitions(t *testing.T) {
 	}
 	if n, _ := l.active(t, "lost-parts"); n != 0 {
 		t.Fatalf("%d messages left", n)
+	}
+}
+
+func (l *lossyEnv) testSession(t *testing.T) {
+	l.createQueue("lost-session", &admin.QueueProperties{RequiresSession: proto.Bool(true), LockDuration: durationpb.New(2 * time.Second)})
+	s := l.sender("lost-session")
+	for _, id := range []string{"first", "second"} {
+		if err := s.SendMessage(ctxT(t, 10*time.Second), &client.Message{MessageID: id, SessionID: "s", Body: []byte(id)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.warm(t, "lost-session")
+	// Accepting a named session whose answer was lost: a repeat would find
+	// the session locked (by this very caller), so the caller is told the
+	// outcome is unknown.
+	l.p.DropResponses(1)
+	if _, err := l.c.AcceptSessionForQueue(ctxT(t, 10*time.Second), "lost-session", "s", nil); !errors.Is(err, client.ErrOutcomeUnknown) {
+		t.Fatalf("accept whose answer was lost: %v, want the unknown outcome", err)
+	}
+	// The session lock the lost answer carried expires; then the session
+	// is accepted again and received from, an answer lost once more.
+	var sr *client.SessionReceiver
+	for sr == nil {
+		var err error
+		sr, err = l.c.AcceptSessionForQueue(ctxT(t, 10*time.Second), "lost-session", "s", nil)
+		if err != nil && !errors.Is(err, client.ErrSessionCannotBeLocked) {
+			t.Fatal(err)
+		}
+	}
+	l.p.DropResponses(1)
+	got, err := sr.ReceiveMessages(ctxT(t, 10*time.Second), 1, nil)
+	if err != nil || len(got) != 1 || got[0].MessageID != "first" || got[0].DeliveryCount != 1 {
+		t.Fatalf("session receive whose answer was lost: %v, %v; want first, delivered once", got, err)
 	}
 }
