@@ -383,6 +383,12 @@ func (e *Engine) NextDeadline() (unixMs int64, ok bool) {
 			unixMs, ok = t, true
 		}
 	}
+	// Receipts only hold memory once expired (a lookup checks the time), so
+	// the deadline is when the newest ends and one Tick frees them all:
+	// under traffic it keeps moving and commands prune them as they go.
+	if t, has := e.receipts.last(); has && (!ok || t < unixMs) {
+		unixMs, ok = t, true
+	}
 	return unixMs, ok
 }
 

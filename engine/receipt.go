@@ -130,6 +130,14 @@ func (t *receiptTable) pop() {
 	t.bytes -= r.bytes
 }
 
+// last is when the newest receipt expires, if any is kept.
+func (t *receiptTable) last() (int64, bool) {
+	if n := len(t.fifo); n > t.head {
+		return t.fifo[n-1].expiresMs, true
+	}
+	return 0, false
+}
+
 // live returns the receipts kept, oldest first.
 func (t *receiptTable) live() []*receipt { return t.fifo[t.head:] }
 

@@ -252,3 +252,23 @@ func TestOldestReceiptsAreForgottenBeyondTheBounds(t *testing.T) {
 		t.Fatal("the oldest receipt is still kept")
 	}
 }
+
+func TestIdleEngineFreesReceiptsAtTheNextDeadline(t *testing.T) {
+	h := newHarness(t, &raftbusv1.QueueProperties{LockDuration: dur(time.Minute)})
+	h.sendN(2)
+	h.ok(receiveWithID("r1", receiveDel, 1))
+	h.advance(time.Second)
+	h.ok(receiveWithID("r2", receiveDel, 1))
+	due, ok := h.e.NextDeadline()
+	if want := h.now + time.Minute.Milliseconds(); !ok || due != want {
+		t.Fatalf("next deadline %d (%v), want %d: when the newest receipt ends", due, ok, want)
+	}
+	h.now = due
+	h.ok(&enginev1.Command{Body: &enginev1.Command_Tick{Tick: &enginev1.Tick{}}})
+	if n := len(h.e.receipts.live()); n != 0 || h.e.receipts.bytes != 0 {
+		t.Fatalf("%d receipts (%d bytes) kept after the Tick", n, h.e.receipts.bytes)
+	}
+	if _, ok := h.e.NextDeadline(); ok {
+		t.Fatal("a deadline is left with nothing to do")
+	}
+}
