@@ -33,6 +33,11 @@
 // and apply to messages sent afterwards; a filter or action that fails to
 // evaluate dead-letters the copy unless the subscription turned that off.
 //
+// Configuration commands (ConfigureEntity, AddRule, RemoveRule) carry the
+// metadata generation of the entity definition they were made from; the
+// engine refuses those older than one it applied, so a leader with an
+// outdated view of the metadata cannot undo a newer definition (fence.go).
+//
 // The commands and results are the protobuf messages of
 // proto/raftbus/engine/v1; Snapshot writes the state as a stream of
 // snapshot records (also there), which Digest hashes.
