@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"context"
 	"crypto/rand"
 	"fmt"
 	"time"
@@ -106,7 +107,8 @@ func (p *Partition) runResponder() {
 		case <-p.stop:
 			return
 		}
-		if err := in.future.Error(); err != nil {
+		// Not in.future.Error(): Raft may never answer it at shutdown.
+		if err := p.await(context.Background(), in.future); err != nil {
 			respondAll(in.batch, proposalResult{err: p.proposalError(err)})
 			continue
 		}
@@ -134,7 +136,7 @@ func (p *Partition) failPending() {
 	for {
 		select {
 		case pr := <-p.proposals:
-			pr.done <- proposalResult{err: p.notLeader()}
+			pr.done <- proposalResult{err: p.closing()}
 		case in := <-p.inflight:
 			respondAll(in.batch, proposalResult{err: p.proposalError(raft.ErrRaftShutdown)})
 		default:
