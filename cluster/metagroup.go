@@ -31,11 +31,12 @@ const joinTimeout = 30 * time.Second
 
 // metaGroup is this node's member of the metadata Raft group.
 type metaGroup struct {
-	n     *Node
-	fsm   *meta.FSM
-	raft  *raft.Raft
-	store *raftboltdb.BoltStore
-	snaps raft.SnapshotStore
+	n         *Node
+	fsm       *meta.FSM
+	raft      *raft.Raft
+	store     *raftboltdb.BoltStore
+	snaps     raft.SnapshotStore
+	transport raft.WithClose
 }
 
 func openMetaGroup(n *Node) (*metaGroup, error) {
@@ -67,7 +68,7 @@ func openMetaGroup(n *Node) (*metaGroup, error) {
 	rc.ElectionTimeout = n.raftTimes(partition.DefaultElectionTimeout)
 	rc.LeaderLeaseTimeout = n.raftTimes(partition.DefaultLeaderLeaseTimeout)
 	rc.Logger = logger
-	g := &metaGroup{n: n, fsm: meta.NewFSM(), store: store, snaps: snaps}
+	g := &metaGroup{n: n, fsm: meta.NewFSM(), store: store, snaps: snaps, transport: transport}
 	g.raft, err = raft.NewRaft(rc, g.fsm, store, store, snaps, transport)
 	if err != nil {
 		store.Close()
@@ -76,11 +77,29 @@ func openMetaGroup(n *Node) (*metaGroup, error) {
 	return g, nil
 }
 
+// metaShutdownTimeout bounds how long a node waits for the metadata
+// group's Raft to stop.
+const metaShutdownTimeout = 10 * time.Second
+
+// close stops the metadata group. Like partition.Close it closes the
+// transport first, so that Raft waits out no RPC, and bounds the wait for
+// Raft; the log stays open when Raft has not stopped by then.
 func (g *metaGroup) close() {
-	if err := g.raft.Shutdown().Error(); err != nil {
-		g.n.log.Warn("metadata group shutdown", "err", err)
+	shutdown := g.raft.Shutdown()
+	g.transport.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), metaShutdownTimeout)
+	defer cancel()
+	if err := partition.Await(ctx, nil, shutdown); err != nil {
+		g.n.log.Warn("metadata group did not shut down; its log stays open", "within", metaShutdownTimeout, "err", err)
+		return
 	}
 	g.store.Close()
+}
+
+// await waits for a Raft future of the node's groups (see
+// partition.Await), giving up when ctx ends or the node stops.
+func (n *Node) await(ctx context.Context, f raft.Future) error {
+	return partition.Await(ctx, n.stop, f)
 }
 
 // joinOrBootstrap makes a node with no metadata state a member: it forms a
@@ -109,7 +128,9 @@ func (g *metaGroup) joinOrBootstrap() error {
 	for id, addr := range peers {
 		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(addr)})
 	}
-	err = g.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error()
+	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
+	defer cancel()
+	err = g.n.await(ctx, g.raft.BootstrapCluster(raft.Configuration{Servers: servers}))
 	if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 		return fmt.Errorf("cluster: bootstrap: %w", err)
 	}
@@ -165,7 +186,7 @@ func (g *metaGroup) propose(ctx context.Context, cmd *clusterv1.MetaCommand) (*c
 		timeout = time.Until(d)
 	}
 	f := g.raft.Apply(b, timeout)
-	if err := f.Error(); err != nil {
+	if err := g.n.await(ctx, f); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) {
 			return nil, g.notLeader()
 		}
@@ -209,7 +230,7 @@ func (g *metaGroup) ensureMembers(ctx context.Context) error {
 		}
 	}
 	f := g.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
+	if err := g.n.await(ctx, f); err != nil {
 		return fmt.Errorf("cluster: metadata configuration: %w", err)
 	}
 	for _, s := range f.Configuration().Servers {
@@ -228,7 +249,7 @@ func (g *metaGroup) ensureMembers(ctx context.Context) error {
 
 // addMember makes a node a voter and a member (Join on the leader).
 func (g *metaGroup) addMember(ctx context.Context, id, addr string) error {
-	if err := g.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 10*time.Second).Error(); err != nil {
+	if err := g.n.await(ctx, g.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 10*time.Second)); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) {
 			return g.notLeader()
 		}

@@ -269,7 +269,7 @@ func (n *Node) catchUp(ctx context.Context, found func() bool, ask func(context.
 	if n.meta.isLeader() {
 		// A leader elected a moment ago may not have applied everything
 		// its predecessors committed: make sure before saying no.
-		if err := n.meta.raft.Barrier(catchUpTimeout).Error(); err != nil {
+		if err := n.await(ctx, n.meta.raft.Barrier(catchUpTimeout)); err != nil {
 			return busy("the metadata leader is catching up: %v", err)
 		}
 		if found() {

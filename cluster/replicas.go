@@ -184,8 +184,12 @@ func (n *Node) reconcile() {
 }
 
 // transferInterval spaces the attempts to hand a partition to its
-// preferred leader, so that a preferred node that is down costs little.
-const transferInterval = 5 * time.Second
+// preferred leader, so that a preferred node that is down costs little;
+// transferTimeout bounds one attempt.
+const (
+	transferInterval = 5 * time.Second
+	transferTimeout  = 10 * time.Second
+)
 
 // handOver gives leadership of r to its preferred node when another node
 // leads it. Placement starts each partition's replica list at a different
@@ -211,7 +215,11 @@ func (n *Node) handOver(r *replica, peers []raft.Server) {
 	go func() {
 		defer n.wg.Done()
 		defer r.transferring.Store(false)
-		if err := r.p.Raft().LeadershipTransferToServer(target.ID, target.Address).Error(); err != nil {
+		// Raft bounds a transfer by an election timeout, but may leave the
+		// future unanswered when the replica closes meanwhile.
+		ctx, cancel := context.WithTimeout(context.Background(), transferTimeout)
+		defer cancel()
+		if err := n.await(ctx, r.p.Raft().LeadershipTransferToServer(target.ID, target.Address)); err != nil {
 			n.log.Debug("leadership transfer", "group", r.group, "to", target.ID, "err", err)
 			return
 		}
