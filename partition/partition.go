@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/raftbus/raftbus/engine"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
@@ -150,13 +151,20 @@ func (p *Partition) Leader() (address, id string) { return p.leader() }
 
 // Apply replicates cmd and returns the engine's result once the command is
 // committed on a quorum and applied. Rejections by the engine come back as
-// *Error with the engine's reason; so do NOT_LEADER (nothing was proposed)
-// and OUTCOME_UNKNOWN (the command may or may not take effect).
+// *Error with the engine's reason; so do NOT_LEADER (nothing was proposed),
+// MESSAGE_SIZE_EXCEEDED (a command larger than MaxCommandBytes, not
+// proposed) and OUTCOME_UNKNOWN (the command may or may not take effect).
 func (p *Partition) Apply(ctx context.Context, cmd *enginev1.Command) (*enginev1.Result, error) {
+	size := proto.Size(cmd)
+	if size > MaxCommandBytes {
+		return nil, newError(raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_SIZE_EXCEEDED,
+			"partition %s: the request is %d bytes; raftbus replicates at most %d bytes of messages per request (%d KiB per message): send smaller messages, or fewer at once",
+			p.name, size, MaxCommandBytes, engine.MaxMaxMessageSizeInKilobytes)
+	}
 	if p.raft.State() != raft.Leader {
 		return nil, p.notLeader()
 	}
-	pr := &proposal{cmd: cmd, done: make(chan proposalResult, 1)}
+	pr := &proposal{cmd: cmd, size: size + commandFraming, done: make(chan proposalResult, 1)}
 	select {
 	case p.proposals <- pr:
 	case <-ctx.Done():
