@@ -29,6 +29,25 @@ const metaGroupName = "meta"
 // joinTimeout bounds how long a new node keeps asking to be let in.
 const joinTimeout = 30 * time.Second
 
+// Byte limits of the metadata group, as partition/limits.go sets them for
+// partitions: a metadata command (one entity change) is at most
+// maxMetaCommandBytes, and an AppendEntries request carries at most
+// metaMaxAppendEntries of them, with what the transport adds, well under
+// MaxMessageBytes.
+const (
+	maxMetaCommandBytes       = 256 << 10
+	metaMaxAppendEntries      = 64
+	maxMetaAppendEntriesBytes = metaMaxAppendEntries*(maxMetaCommandBytes+64) + 4<<10
+)
+
+// The AppendEntries requests of partitions and of the metadata group fit
+// in a gRPC message between nodes: these do not compile (they overflow
+// uint) otherwise.
+const (
+	_ = uint(MaxMessageBytes - partition.MaxAppendEntriesBytes)
+	_ = uint(MaxMessageBytes - maxMetaAppendEntriesBytes)
+)
+
 // metaGroup is this node's member of the metadata Raft group.
 type metaGroup struct {
 	n         *Node
@@ -67,6 +86,7 @@ func openMetaGroup(n *Node) (*metaGroup, error) {
 	rc.HeartbeatTimeout = n.raftTimes(partition.DefaultHeartbeatTimeout)
 	rc.ElectionTimeout = n.raftTimes(partition.DefaultElectionTimeout)
 	rc.LeaderLeaseTimeout = n.raftTimes(partition.DefaultLeaderLeaseTimeout)
+	rc.MaxAppendEntries = metaMaxAppendEntries
 	rc.Logger = logger
 	g := &metaGroup{n: n, fsm: meta.NewFSM(), store: store, snaps: snaps, transport: transport}
 	g.raft, err = raft.NewRaft(rc, g.fsm, store, store, snaps, transport)
@@ -180,6 +200,10 @@ func (g *metaGroup) propose(ctx context.Context, cmd *clusterv1.MetaCommand) (*c
 	b, err := proto.Marshal(cmd)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: encode metadata command: %w", err)
+	}
+	if len(b) > maxMetaCommandBytes {
+		return nil, errorf(raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_SIZE_EXCEEDED,
+			"the definition is %d bytes encoded; a metadata change may be at most %d", len(b), maxMetaCommandBytes)
 	}
 	timeout := 10 * time.Second
 	if d, ok := ctx.Deadline(); ok {
