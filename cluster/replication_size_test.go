@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -97,5 +98,43 @@ func TestLargeMessagesReachALaggingFollower(t *testing.T) {
 	})
 	if follower.p.Digest() != leader.p.Digest() {
 		t.Fatal("the caught-up follower's state differs from the leader's")
+	}
+}
+
+// TestMessagesTooLargeToReplicateAreRefusedAtTheDoor checks the limits a
+// user meets: an entity cannot be given a message size raftbus cannot
+// replicate, and a message or batch too large to replicate is refused with
+// MESSAGE_SIZE_EXCEEDED, not retryable, leaving the entity as it was.
+func TestMessagesTooLargeToReplicateAreRefusedAtTheDoor(t *testing.T) {
+	c := newTestCluster(t, 1)
+	cl := c.client(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	createQueue(t, cl, &raftbusv1.QueueProperties{Name: "q", MaxMessageSizeInKilobytes: proto.Int64(1024)})
+	sendOne(t, cl, "q", "kept")
+	_, err := cl.admin.CreateQueue(ctx, &raftbusv1.CreateQueueRequest{Queue: &raftbusv1.QueueProperties{Name: "huge", MaxMessageSizeInKilobytes: proto.Int64(2048)}})
+	if info := errorInfo(t, err); info.Reason != raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT || !strings.Contains(info.Message, "1 MiB") {
+		t.Fatalf("a queue of 2048 KB messages: %v, want INVALID_ARGUMENT saying why", info)
+	}
+	_, err = cl.admin.UpdateQueue(ctx, &raftbusv1.UpdateQueueRequest{Queue: &raftbusv1.QueueProperties{Name: "q", MaxMessageSizeInKilobytes: proto.Int64(4096)}})
+	if reasonOf(err) != raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT {
+		t.Fatalf("raising a queue's message size over 1024 KB: %v, want INVALID_ARGUMENT", err)
+	}
+
+	for name, msgs := range map[string][]*raftbusv1.Message{
+		"a 2 MB message": {{Body: make([]byte, 2_000_000)}},
+		"5 messages of 300 KB at once": {
+			{Body: make([]byte, 300_000)}, {Body: make([]byte, 300_000)}, {Body: make([]byte, 300_000)},
+			{Body: make([]byte, 300_000)}, {Body: make([]byte, 300_000)},
+		},
+	} {
+		_, err := cl.msg.Send(ctx, &raftbusv1.SendRequest{EntityPath: "q", Messages: msgs})
+		if info := errorInfo(t, err); info.Reason != raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_SIZE_EXCEEDED || info.Retryable {
+			t.Fatalf("%s: %v, want MESSAGE_SIZE_EXCEEDED, not retryable", name, info)
+		}
+	}
+	rt, err := cl.admin.GetQueueRuntimeProperties(ctx, &raftbusv1.GetQueueRuntimePropertiesRequest{Name: "q"})
+	if err != nil || rt.GetProperties().GetTotalMessageCount() != 1 {
+		t.Fatalf("queue after refused sends: %v, %v; want the one message sent before", rt, err)
 	}
 }
