@@ -33,7 +33,7 @@ func newTestCluster(t testing.TB, n int) *testCluster {
 	t.Cleanup(func() {
 		for _, nd := range c.nodes {
 			if nd != nil {
-				nd.Close()
+				closeWithin(t, nd, closeBound)
 			}
 		}
 	})
@@ -41,6 +41,25 @@ func newTestCluster(t testing.TB, n int) *testCluster {
 		c.start(i, "")
 	}
 	return c
+}
+
+// closeBound is how long closing a node may take in tests.
+const closeBound = 30 * time.Second
+
+// closeWithin closes nd, failing the test rather than hanging it when that
+// takes longer than d.
+func closeWithin(t testing.TB, nd *Node, d time.Duration) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		nd.Close()
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Errorf("node %s did not close within %v", nd.ID(), d)
+	}
 }
 
 func (c *testCluster) nodeID(i int) string { return fmt.Sprintf("n%d", i+1) }

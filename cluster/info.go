@@ -129,7 +129,7 @@ func (s *adminService) GetClusterInfo(ctx context.Context, _ *raftbusv1.GetClust
 		}
 	})
 	voters := make(map[string]bool)
-	if f := n.meta.raft.GetConfiguration(); f.Error() == nil {
+	if f := n.meta.raft.GetConfiguration(); n.await(ctx, f) == nil {
 		for _, srv := range f.Configuration().Servers {
 			voters[string(srv.ID)] = srv.Suffrage == raft.Voter
 		}

@@ -30,6 +30,25 @@ const metaGroupName = "meta"
 // joinTimeout bounds how long a new node keeps asking to be let in.
 const joinTimeout = 30 * time.Second
 
+// Byte limits of the metadata group, as partition/limits.go sets them for
+// partitions: a metadata command (one entity change) is at most
+// maxMetaCommandBytes, and an AppendEntries request carries at most
+// metaMaxAppendEntries of them, with what the transport adds, well under
+// MaxMessageBytes.
+const (
+	maxMetaCommandBytes       = 256 << 10
+	metaMaxAppendEntries      = 64
+	maxMetaAppendEntriesBytes = metaMaxAppendEntries*(maxMetaCommandBytes+64) + 4<<10
+)
+
+// The AppendEntries requests of partitions and of the metadata group fit
+// in a gRPC message between nodes: these do not compile (they overflow
+// uint) otherwise.
+const (
+	_ = uint(MaxMessageBytes - partition.MaxAppendEntriesBytes)
+	_ = uint(MaxMessageBytes - maxMetaAppendEntriesBytes)
+)
+
 // metaGroup is this node's member of the metadata Raft group.
 type metaGroup struct {
 	n     *Node
@@ -37,6 +56,8 @@ type metaGroup struct {
 	raft  *raft.Raft
 	store *raftboltdb.BoltStore
 	snaps raft.SnapshotStore
+	// transport is closed after Raft shuts down, so no RPC is waited out.
+	transport raft.WithClose
 	// readyTerm is the term in which this node, as leader, has applied
 	// every entry committed before its election (see confirmLeadership).
 	readyTerm atomic.Uint64
@@ -70,8 +91,9 @@ func openMetaGroup(n *Node) (*metaGroup, error) {
 	rc.HeartbeatTimeout = n.raftTimes(partition.DefaultHeartbeatTimeout)
 	rc.ElectionTimeout = n.raftTimes(partition.DefaultElectionTimeout)
 	rc.LeaderLeaseTimeout = n.raftTimes(partition.DefaultLeaderLeaseTimeout)
+	rc.MaxAppendEntries = metaMaxAppendEntries
 	rc.Logger = logger
-	g := &metaGroup{n: n, fsm: meta.NewFSM(), store: store, snaps: snaps}
+	g := &metaGroup{n: n, fsm: meta.NewFSM(), store: store, snaps: snaps, transport: transport}
 	g.raft, err = raft.NewRaft(rc, g.fsm, store, store, snaps, transport)
 	if err != nil {
 		store.Close()
@@ -80,11 +102,29 @@ func openMetaGroup(n *Node) (*metaGroup, error) {
 	return g, nil
 }
 
+// metaShutdownTimeout bounds how long a node waits for the metadata
+// group's Raft to stop.
+const metaShutdownTimeout = 10 * time.Second
+
+// close stops the metadata group. Like partition.Close it closes the
+// transport first, so that Raft waits out no RPC, and bounds the wait for
+// Raft; the log stays open when Raft has not stopped by then.
 func (g *metaGroup) close() {
-	if err := g.raft.Shutdown().Error(); err != nil {
-		g.n.log.Warn("metadata group shutdown", "err", err)
+	shutdown := g.raft.Shutdown()
+	g.transport.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), metaShutdownTimeout)
+	defer cancel()
+	if err := partition.Await(ctx, nil, shutdown); err != nil {
+		g.n.log.Warn("metadata group did not shut down; its log stays open", "within", metaShutdownTimeout, "err", err)
+		return
 	}
 	g.store.Close()
+}
+
+// await waits for a Raft future of the node's groups (see
+// partition.Await), giving up when ctx ends or the node stops.
+func (n *Node) await(ctx context.Context, f raft.Future) error {
+	return partition.Await(ctx, n.stop, f)
 }
 
 // joinOrBootstrap makes a node with no metadata state a member: it forms a
@@ -113,7 +153,9 @@ func (g *metaGroup) joinOrBootstrap() error {
 	for id, addr := range peers {
 		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(addr)})
 	}
-	err = g.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error()
+	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
+	defer cancel()
+	err = g.n.await(ctx, g.raft.BootstrapCluster(raft.Configuration{Servers: servers}))
 	if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 		return fmt.Errorf("cluster: bootstrap: %w", err)
 	}
@@ -164,12 +206,16 @@ func (g *metaGroup) propose(ctx context.Context, cmd *clusterv1.MetaCommand) (*c
 	if err != nil {
 		return nil, fmt.Errorf("cluster: encode metadata command: %w", err)
 	}
+	if len(b) > maxMetaCommandBytes {
+		return nil, errorf(raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_SIZE_EXCEEDED,
+			"the definition is %d bytes encoded; a metadata change may be at most %d", len(b), maxMetaCommandBytes)
+	}
 	timeout := 10 * time.Second
 	if d, ok := ctx.Deadline(); ok {
 		timeout = time.Until(d)
 	}
 	f := g.raft.Apply(b, timeout)
-	if err := f.Error(); err != nil {
+	if err := g.n.await(ctx, f); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) {
 			return nil, g.notLeader()
 		}
@@ -272,7 +318,7 @@ func (g *metaGroup) ensureMembers(ctx context.Context) error {
 		}
 	}
 	f := g.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
+	if err := g.n.await(ctx, f); err != nil {
 		return fmt.Errorf("cluster: metadata configuration: %w", err)
 	}
 	for _, s := range f.Configuration().Servers {
@@ -291,7 +337,7 @@ func (g *metaGroup) ensureMembers(ctx context.Context) error {
 
 // addMember makes a node a voter and a member (Join on the leader).
 func (g *metaGroup) addMember(ctx context.Context, id, addr string) error {
-	if err := g.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 10*time.Second).Error(); err != nil {
+	if err := g.n.await(ctx, g.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 10*time.Second)); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) {
 			return g.notLeader()
 		}

@@ -23,8 +23,10 @@ import (
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
-// MaxMessageBytes bounds one gRPC message in either direction: a send of
-// the largest message an entity may accept (100 MiB) plus its envelope.
+// MaxMessageBytes bounds one gRPC message in either direction, the Raft
+// transport's included: partitions and the metadata group keep their
+// AppendEntries requests well under it (partition.MaxAppendEntriesBytes,
+// maxMetaAppendEntriesBytes).
 const MaxMessageBytes = 110 << 20
 
 // catchUpTimeout bounds how long a node waits to apply a metadata change
@@ -121,7 +123,7 @@ func Start(cfg Config) (*Node, error) {
 	if addr == "" {
 		addr = lis.Addr().String()
 	}
-	mux, err := raftgrpc.NewMux(raftgrpc.Config{LocalAddr: raft.ServerAddress(addr)})
+	mux, err := raftgrpc.NewMux(raftgrpc.Config{LocalAddr: raft.ServerAddress(addr), MaxMessageBytes: MaxMessageBytes})
 	if err != nil {
 		lis.Close()
 		return nil, fmt.Errorf("cluster: %w", err)
@@ -269,7 +271,7 @@ func (n *Node) catchUp(ctx context.Context, found func() bool, ask func(context.
 	if n.meta.isLeader() {
 		// A leader elected a moment ago may not have applied everything
 		// its predecessors committed: make sure before saying no.
-		if err := n.meta.raft.Barrier(catchUpTimeout).Error(); err != nil {
+		if err := n.await(ctx, n.meta.raft.Barrier(catchUpTimeout)); err != nil {
 			return busy("the metadata leader is catching up: %v", err)
 		}
 		if found() {

@@ -128,7 +128,8 @@ func (c *Config) raftConfig() *raft.Config {
 	// when the node shuts down is never answered, which would leave a
 	// caller waiting forever. Batching comes from the proposer instead:
 	// commands that arrive while one entry is being written share the next.
-	rc.MaxAppendEntries = 256
+	// Bounds the bytes of an AppendEntries request (see limits.go).
+	rc.MaxAppendEntries = MaxAppendEntries
 	rc.Logger = RaftLogger(c.Logger, c.Name)
 	return rc
 }

@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"context"
 	"crypto/rand"
 	"fmt"
 	"time"
@@ -17,7 +18,10 @@ import (
 const tokenSeedSize = 16
 
 type proposal struct {
-	cmd  *enginev1.Command
+	cmd *enginev1.Command
+	// size is what the command adds to an entry (at most
+	// MaxCommandBytes + commandFraming).
+	size int
 	done chan proposalResult // buffered: the responder never blocks
 }
 
@@ -34,28 +38,24 @@ type inflightEntry struct {
 }
 
 // runProposer collects whatever proposals are waiting (up to
-// MaxCommandsPerEntry), stamps them with the leader's time and token seeds
-// and proposes them as one log entry. Under load many callers share one
-// entry and, through Raft's batched apply channel, one disk write.
+// MaxCommandsPerEntry, and MaxEntryBytes), stamps them with the leader's
+// time and token seeds and proposes them as one log entry. Under load many
+// callers share one entry and, through Raft's batched apply channel, one
+// disk write.
 func (p *Partition) runProposer() {
 	defer p.wg.Done()
+	var next *proposal // taken from the queue but left for the next entry
 	for {
-		var first *proposal
-		select {
-		case first = <-p.proposals:
-		case <-p.stop:
-			return
-		}
-		batch := []*proposal{first}
-	collect:
-		for len(batch) < p.cfg.MaxCommandsPerEntry {
+		first := next
+		if first == nil {
 			select {
-			case pr := <-p.proposals:
-				batch = append(batch, pr)
-			default:
-				break collect
+			case first = <-p.proposals:
+			case <-p.stop:
+				return
 			}
 		}
+		var batch []*proposal
+		batch, next = p.collect(first)
 		entry, err := stamp(batch, time.Now())
 		if err != nil {
 			respondAll(batch, proposalResult{err: err})
@@ -73,9 +73,33 @@ func (p *Partition) runProposer() {
 			// Raft is shut down; the entry was handed over (or failed)
 			// with an unknown outcome.
 			respondAll(batch, proposalResult{err: p.proposalError(raft.ErrRaftShutdown)})
+			if next != nil {
+				next.done <- proposalResult{err: p.closing()}
+			}
 			return
 		}
 	}
+}
+
+// collect makes the batch of one entry: first and the proposals waiting
+// after it, as long as they fit in MaxEntryBytes and MaxCommandsPerEntry.
+// It returns the proposal that would not fit, if it took one.
+func (p *Partition) collect(first *proposal) (batch []*proposal, next *proposal) {
+	batch = []*proposal{first}
+	size := first.size
+	for len(batch) < p.cfg.MaxCommandsPerEntry {
+		select {
+		case pr := <-p.proposals:
+			if size+pr.size > MaxEntryBytes {
+				return batch, pr
+			}
+			batch = append(batch, pr)
+			size += pr.size
+		default:
+			return batch, nil
+		}
+	}
+	return batch, nil
 }
 
 // stamp fills in what only the leader may decide: the time and lock token
@@ -106,7 +130,8 @@ func (p *Partition) runResponder() {
 		case <-p.stop:
 			return
 		}
-		if err := in.future.Error(); err != nil {
+		// Not in.future.Error(): Raft may never answer it at shutdown.
+		if err := p.await(context.Background(), in.future); err != nil {
 			respondAll(in.batch, proposalResult{err: p.proposalError(err)})
 			continue
 		}
@@ -134,7 +159,7 @@ func (p *Partition) failPending() {
 	for {
 		select {
 		case pr := <-p.proposals:
-			pr.done <- proposalResult{err: p.notLeader()}
+			pr.done <- proposalResult{err: p.closing()}
 		case in := <-p.inflight:
 			respondAll(in.batch, proposalResult{err: p.proposalError(raft.ErrRaftShutdown)})
 		default:

@@ -146,3 +146,54 @@ func TestQueueRulesEnforcedByTheStateMachine(t *testing.T) {
 		t.Fatalf("entity after one update: %v", e)
 	}
 }
+
+// TestEveryChangeToATopicRaisesItsGeneration checks what partitions rely on
+// to refuse outdated configurations: a topic's generation grows with every
+// change to it, its subscriptions or their rules, refused changes leave it
+// alone, and a topic deleted and created again is a new incarnation.
+func TestEveryChangeToATopicRaisesItsGeneration(t *testing.T) {
+	sub := &raftbusv1.SubscriptionProperties{TopicName: "t", SubscriptionName: "s"}
+	rule := &raftbusv1.RuleProperties{Name: "r"}
+	topic := func(create bool) *clusterv1.MetaCommand {
+		return &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_PutTopic{PutTopic: &clusterv1.PutTopic{
+			Topic: &raftbusv1.TopicProperties{Name: "t", PartitionCount: proto.Uint32(1)}, Create: create,
+		}}}
+	}
+	changes := []struct {
+		name string
+		cmd  *clusterv1.MetaCommand
+		ok   bool
+	}{
+		{"create subscription", &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_PutSubscription{PutSubscription: &clusterv1.PutSubscription{Subscription: sub, Create: true}}}, true},
+		{"create it again", &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_PutSubscription{PutSubscription: &clusterv1.PutSubscription{Subscription: sub, Create: true}}}, false},
+		{"update subscription", &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_PutSubscription{PutSubscription: &clusterv1.PutSubscription{Subscription: sub}}}, true},
+		{"create rule", &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_PutRule{PutRule: &clusterv1.PutRule{TopicName: "t", SubscriptionName: "s", Rule: rule, Create: true}}}, true},
+		{"update rule", &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_PutRule{PutRule: &clusterv1.PutRule{TopicName: "t", SubscriptionName: "s", Rule: rule}}}, true},
+		{"delete rule", &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_DeleteRule{DeleteRule: &clusterv1.DeleteRule{TopicName: "t", SubscriptionName: "s", RuleName: "r"}}}, true},
+		{"delete missing rule", &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_DeleteRule{DeleteRule: &clusterv1.DeleteRule{TopicName: "t", SubscriptionName: "s", RuleName: "r"}}}, false},
+		{"update topic", topic(false), true},
+		{"delete subscription", &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_DeleteSubscription{DeleteSubscription: &clusterv1.DeleteSubscription{TopicName: "t", SubscriptionName: "s"}}}, true},
+	}
+	f := NewFSM()
+	applyAll(t, f, addNode("n1"), topic(true))
+	index := uint64(3)
+	gen := f.Entity("t").GetGeneration()
+	for _, c := range changes {
+		res := f.Apply(entry(t, index, c.cmd)).(*clusterv1.MetaResult)
+		index++
+		if ok := res.GetErrorReason() == raftbusv1.ErrorReason_ERROR_REASON_UNSPECIFIED; ok != c.ok {
+			t.Fatalf("%s: %v", c.name, res)
+		}
+		next := f.Entity("t").GetGeneration()
+		if c.ok && next <= gen || !c.ok && next != gen {
+			t.Fatalf("%s: generation %d -> %d", c.name, gen, next)
+		}
+		gen = next
+	}
+	incarnation := f.Entity("t").GetIncarnation()
+	f.Apply(entry(t, index, &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_DeleteEntity{DeleteEntity: &clusterv1.DeleteEntity{Name: "t"}}}))
+	f.Apply(entry(t, index+1, topic(true)))
+	if e := f.Entity("t"); e.GetIncarnation() == incarnation {
+		t.Fatalf("a topic created again kept incarnation %d: its partitions would meet the old ones' generations", incarnation)
+	}
+}
