@@ -40,15 +40,15 @@ type appendPipeline struct {
 }
 
 // AppendEntriesPipeline opens a pipeline of AppendEntries requests to target.
-func (t *GroupTransport) AppendEntriesPipeline(_ raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
-	p, err := t.openPipeline(target)
+func (t *GroupTransport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+	p, err := t.openPipeline(id, target)
 	if err != nil {
 		return nil, fmt.Errorf("raftgrpc: open append pipeline to %s (group %s): %w", target, t.group, err)
 	}
 	return p, nil
 }
 
-func (t *GroupTransport) openPipeline(target raft.ServerAddress) (*appendPipeline, error) {
+func (t *GroupTransport) openPipeline(id raft.ServerID, target raft.ServerAddress) (*appendPipeline, error) {
 	if t.ctx.Err() != nil {
 		return nil, ErrClosed
 	}
@@ -59,7 +59,7 @@ func (t *GroupTransport) openPipeline(target raft.ServerAddress) (*appendPipelin
 	ctx, cancel := context.WithCancel(t.ctx)
 	// Opening the stream waits for the connection; bound that wait too.
 	watchdog := time.AfterFunc(t.mux.timeout, cancel)
-	stream, err := c.AppendEntriesPipeline(ctx)
+	stream, err := c.AppendEntriesPipeline(t.mux.withIdentity(ctx, id))
 	if !watchdog.Stop() && err == nil {
 		err = fmt.Errorf("open stream: no connection after %s", t.mux.timeout)
 	}
