@@ -185,7 +185,9 @@ func (n *Node) handOver(r *replica, peers []raft.Server) {
 			target = s
 		}
 	}
-	if target.Address == "" {
+	// Never to a node whose clock is not known to be good: it would refuse
+	// to serve and hand the partition back.
+	if target.Address == "" || !n.clocks.goodLeader(r.preferred) {
 		return
 	}
 	r.lastTransfer = time.Now()
@@ -214,6 +216,7 @@ func (n *Node) openReplica(name string, e *clusterv1.Entity, id uint32, peers []
 		NodeID:             n.cfg.NodeID,
 		Dir:                n.replicaDir(name),
 		Transport:          transport,
+		Clock:              n.clocks.bounded,
 		Bootstrap:          peers,
 		HeartbeatTimeout:   n.raftTimes(partition.DefaultHeartbeatTimeout),
 		ElectionTimeout:    n.raftTimes(partition.DefaultElectionTimeout),
