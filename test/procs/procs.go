@@ -57,8 +57,12 @@ type Node struct {
 	Addr    string
 	DataDir string
 	LogPath string
-	cmd     *exec.Cmd
-	exited  chan struct{}
+	// Env is added to the environment of the node's process from its next
+	// (re)start, e.g. "RAFTBUS_FAULT_CLOCK_OFFSET=11m" to skew its clock;
+	// set it to nil to heal.
+	Env    []string
+	cmd    *exec.Cmd
+	exited chan struct{}
 }
 
 // PID is the running process's id, 0 when it is not running.
@@ -154,6 +158,9 @@ func (c *Cluster) Restart(i int) {
 		cmd = c.hosts[i].Command(c.bin, args...)
 	}
 	cmd.Stdout, cmd.Stderr = log, log
+	if len(n.Env) > 0 {
+		cmd.Env = append(os.Environ(), n.Env...)
+	}
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("start %s: %v", n.ID, err)
 	}
@@ -179,6 +186,23 @@ func (c *Cluster) Kill(i int) {
 	n.cmd.Process.Kill()
 	<-n.exited
 	n.cmd = nil
+}
+
+// WaitExit waits up to timeout for node i's process to exit on its own
+// and reports whether it did. A node that exited can be restarted.
+func (c *Cluster) WaitExit(i int, timeout time.Duration) bool {
+	c.t.Helper()
+	n := c.Nodes[i]
+	if n.cmd == nil {
+		return true
+	}
+	select {
+	case <-n.exited:
+		n.cmd = nil
+		return true
+	case <-time.After(timeout):
+		return false
+	}
 }
 
 // Pause stops node i with SIGSTOP: alive to the kernel, silent to the
