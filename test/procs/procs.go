@@ -96,8 +96,10 @@ func StartOn(t testing.TB, bin string, hosts []*netns.Host) *Cluster {
 func start(t testing.TB, bin string, n int, hosts []*netns.Host) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t, bin: bin, hosts: hosts}
-	t.Cleanup(c.killAll)
 	dir := t.TempDir()
+	// Cleanups run last first: the processes must be gone before their
+	// directory is removed, or they write into it while it goes.
+	t.Cleanup(c.killAll)
 	for i := 0; i < n; i++ {
 		addr := ""
 		if hosts != nil {
