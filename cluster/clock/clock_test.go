@@ -154,7 +154,7 @@ func TestVerdictSaysWhichWayTheClockIsOff(t *testing.T) {
 	m.Record("n2", Measurement{Offset: -11 * time.Minute, At: time.Second})
 	m.Record("n3", Measurement{Offset: -11 * time.Minute, At: time.Second})
 	got := m.Verdict("n1", []string{"n1", "n2", "n3"}, time.Second).String()
-	for _, want := range []string{"skewed", "1 of 3", "n2 11m0s ahead of", "n3 11m0s ahead of"} {
+	for _, want := range []string{"skewed", "1 of 3", "11m0s ahead of n2", "11m0s ahead of n3"} {
 		if !strings.Contains(got, want) {
 			t.Fatalf("%q does not say %q", got, want)
 		}

@@ -86,7 +86,7 @@ func (v Verdict) String() string {
 	if len(v.Far) > 0 {
 		var far []string
 		for _, p := range v.Far {
-			far = append(far, fmt.Sprintf("%s %s", p.NodeID, describe(-p.Offset)))
+			far = append(far, fmt.Sprintf("%s %s", describe(-p.Offset), p.NodeID))
 		}
 		fmt.Fprintf(&b, "; this node's clock is %s", strings.Join(far, ", "))
 	}
