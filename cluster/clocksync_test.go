@@ -67,7 +67,7 @@ func TestASkewedNodeHandsOverAndItsClockNeverReachesTheLog(t *testing.T) {
 	c.clocks[victim].SetOffset(11 * time.Minute)
 	skewed := time.Now()
 	nd := c.nodes[victim]
-	waitFor(t, 10*time.Second, "the skewed node to hand over every group", func() bool {
+	waitFor(t, 20*time.Second, "the skewed node to hand over every group", func() bool {
 		return nd.clocks.state() == raftbusv1.ClockState_CLOCK_STATE_SKEWED && !nd.meta.isLeader() && len(leading(nd)) == 0
 	})
 	t.Logf("n%d handed over every group %v after its clock jumped", victim+1, time.Since(skewed).Round(time.Millisecond))
