@@ -99,18 +99,25 @@ func (cs *clockSync) goodLeader(peer string) bool {
 }
 
 // runClockSync pings every other member once per pingInterval and judges
-// this node's clock after each round.
+// this node's clock after each round; four times as often while the clock
+// is not healthy, so that a node coming back (or a cluster restarting)
+// serves again soon after a majority of its peers answer.
 func (n *Node) runClockSync() {
 	defer n.wg.Done()
-	tick := time.NewTicker(pingInterval)
-	defer tick.Stop()
+	timer := time.NewTimer(pingInterval)
+	defer timer.Stop()
 	for {
 		select {
 		case <-n.stop:
 			return
-		case <-tick.C:
+		case <-timer.C:
 		}
 		n.checkClock()
+		next := pingInterval
+		if n.clocks.state() != raftbusv1.ClockState_CLOCK_STATE_HEALTHY {
+			next = pingInterval / 4
+		}
+		timer.Reset(next)
 	}
 }
 
