@@ -2,7 +2,9 @@ package raftgrpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -109,6 +111,19 @@ func (p *appendPipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *ra
 	watchdog := time.AfterFunc(p.timeout, p.cancel)
 	err := p.stream.Send(msg)
 	watchdog.Stop()
+	if errors.Is(err, io.EOF) {
+		// The stream ended (the peer refused it, or went away): its status
+		// comes from the receiving side, which answers the queued future
+		// with it. Report that, not a bare EOF.
+		select {
+		case <-future.done:
+			if future.err != nil {
+				p.cancel()
+				return nil, future.err
+			}
+		case <-p.shutdownCh:
+		}
+	}
 	if err != nil {
 		// The queued future fails on the receiver's side as the stream is
 		// aborted; raft stops using this pipeline on this error.
