@@ -91,11 +91,18 @@ func (cs *clockSync) peerState(id string) raftbusv1.ClockState {
 	return cs.reported[id]
 }
 
-// goodLeader reports whether leadership may be handed to peer: its clock
-// was measured recently within the maximum offset of this one, and it
-// found its own clock healthy.
-func (cs *clockSync) goodLeader(peer string) bool {
-	return cs.monitor.Agrees(peer, cs.src.Monotonic()) && cs.peerState(peer) == raftbusv1.ClockState_CLOCK_STATE_HEALTHY
+// mayLead reports whether leadership may be handed to peer: unless it was
+// heard from recently with a clock beyond the maximum offset of this one,
+// or saying its own clock is not healthy. A peer not heard from recently
+// (just restarted) is given the benefit of the doubt: a node whose clock
+// is not trusted stamps nothing, and one that is skewed hands over at
+// once.
+func (cs *clockSync) mayLead(peer string) bool {
+	now := cs.src.Monotonic()
+	if _, ok := cs.monitor.Latest(peer, now); !ok {
+		return true
+	}
+	return cs.monitor.Agrees(peer, now) && cs.peerState(peer) == raftbusv1.ClockState_CLOCK_STATE_HEALTHY
 }
 
 // runClockSync pings every other member once per pingInterval and judges

@@ -185,9 +185,9 @@ func (n *Node) handOver(r *replica, peers []raft.Server) {
 			target = s
 		}
 	}
-	// Never to a node whose clock is not known to be good: it would refuse
-	// to serve and hand the partition back.
-	if target.Address == "" || !n.clocks.goodLeader(r.preferred) {
+	// Never to a node whose clock is known to be off: it would refuse to
+	// serve and hand the partition back.
+	if target.Address == "" || !n.clocks.mayLead(r.preferred) {
 		return
 	}
 	r.lastTransfer = time.Now()
