@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/raftbus/raftbus/cluster/clock"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
@@ -23,6 +24,9 @@ type testCluster struct {
 	t     testing.TB
 	dir   string
 	nodes []*Node // nil where stopped
+	// clocks are the nodes' clocks, kept across restarts; a test skews a
+	// node with SetOffset.
+	clocks []*clock.System
 }
 
 // newTestCluster starts n nodes: the first forms the cluster, the others
@@ -79,6 +83,10 @@ func (c *testCluster) start(i int, addr string) *Node {
 	if addr != "" {
 		cfg.ListenAddr = addr
 	}
+	for len(c.clocks) <= i {
+		c.clocks = append(c.clocks, clock.NewSystem(0))
+	}
+	cfg.Clock = c.clocks[i]
 	if i > 0 && addr == "" {
 		cfg.Join = c.nodes[0].Addr()
 	}

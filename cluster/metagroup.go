@@ -2,8 +2,6 @@ package cluster
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -18,6 +16,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/raftbus/raftbus/cluster/identity"
 	"github.com/raftbus/raftbus/cluster/meta"
 	"github.com/raftbus/raftbus/partition"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
@@ -165,7 +164,8 @@ func (g *metaGroup) joinOrBootstrap() error {
 func (g *metaGroup) join(addr string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
 	defer cancel()
-	req := &clusterv1.JoinRequest{NodeId: g.n.cfg.NodeID, Address: g.n.addr}
+	rec := g.n.ident.record()
+	req := &clusterv1.JoinRequest{NodeId: g.n.cfg.NodeID, Address: g.n.addr, Incarnation: rec.Incarnation, ClusterId: rec.ClusterID}
 	var lastErr error
 	for attempt := 0; ; attempt++ {
 		conn, err := g.n.peers.get(addr)
@@ -201,7 +201,7 @@ func (g *metaGroup) leaderAddr() string {
 
 // propose commits one metadata command; only on the leader.
 func (g *metaGroup) propose(ctx context.Context, cmd *clusterv1.MetaCommand) (*clusterv1.MetaResult, error) {
-	cmd.NowUnixMs = time.Now().UnixMilli()
+	cmd.NowUnixMs = g.n.cfg.Clock.Now().UnixMilli()
 	b, err := proto.Marshal(cmd)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: encode metadata command: %w", err)
@@ -310,9 +310,7 @@ func (g *metaGroup) ensureMembers(ctx context.Context) error {
 		}
 	})
 	if clusterID == "" {
-		var b [8]byte
-		rand.Read(b[:])
-		cmd := &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_SetClusterId{SetClusterId: &clusterv1.SetClusterID{ClusterId: hex.EncodeToString(b[:])}}}
+		cmd := &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_SetClusterId{SetClusterId: &clusterv1.SetClusterID{ClusterId: identity.NewUUID()}}}
 		if _, err := g.propose(ctx, cmd); err != nil {
 			return err
 		}
@@ -335,13 +333,55 @@ func (g *metaGroup) ensureMembers(ctx context.Context) error {
 	return nil
 }
 
-// addMember makes a node a voter and a member (Join on the leader).
-func (g *metaGroup) addMember(ctx context.Context, id, addr string) error {
-	if err := g.n.await(ctx, g.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 10*time.Second)); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) {
-			return g.notLeader()
+// addMember makes a node a voter and a member, with its incarnation (Join
+// on the leader). A node id the membership knows by another incarnation
+// is refused before anything changes: that node's data dir was wiped, and
+// it must not vote under the old id. Joining again as the same voter at
+// the same address changes nothing but a missing incarnation.
+func (g *metaGroup) addMember(ctx context.Context, req *clusterv1.JoinRequest) error {
+	id, addr := req.GetNodeId(), req.GetAddress()
+	var clusterID string
+	var known *clusterv1.Node
+	g.fsm.View(func(s *clusterv1.MetaSnapshot) {
+		clusterID = s.ClusterId
+		for _, m := range s.Nodes {
+			if m.NodeId == id {
+				known = proto.Clone(m).(*clusterv1.Node)
+			}
 		}
-		return busy("add %s to the metadata group: %v", id, err)
+	})
+	if c := req.GetClusterId(); c != "" && clusterID != "" && c != clusterID {
+		msg := fmt.Sprintf("node %s belongs to cluster %s, not to this cluster %s: it cannot join; start it with an empty data dir to join under a new id", id, c, clusterID)
+		g.n.log.Error("refused a join: "+msg, "peer", id)
+		return invalid("%s", msg)
+	}
+	if inc := known.GetIncarnation(); inc != "" && req.GetIncarnation() != "" && inc != req.GetIncarnation() {
+		g.n.log.Error("refused a join: "+identity.StaleMessage(id, inc, req.GetIncarnation()), "peer", id)
+		return invalid("%s", identity.StaleMessage(id, inc, req.GetIncarnation()))
+	}
+	f := g.raft.GetConfiguration()
+	if err := g.n.await(ctx, f); err != nil {
+		return busy("metadata configuration: %v", err)
+	}
+	voter := false
+	for _, s := range f.Configuration().Servers {
+		voter = voter || s.ID == raft.ServerID(id) && s.Address == raft.ServerAddress(addr) && s.Suffrage == raft.Voter
+	}
+	if !voter {
+		if err := g.n.await(ctx, g.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 10*time.Second)); err != nil {
+			if errors.Is(err, raft.ErrNotLeader) {
+				return g.notLeader()
+			}
+			return busy("add %s to the metadata group: %v", id, err)
+		}
+	}
+	if known.GetAddress() != addr || known.GetIncarnation() == "" && req.GetIncarnation() != "" {
+		cmd := &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_AddNode{AddNode: &clusterv1.AddNode{
+			Node: &clusterv1.Node{NodeId: id, Address: addr, Incarnation: req.GetIncarnation()},
+		}}}
+		if _, err := g.propose(ctx, cmd); err != nil {
+			return err
+		}
 	}
 	return g.ensureMembers(ctx)
 }

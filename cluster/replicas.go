@@ -206,7 +206,9 @@ func (n *Node) handOver(r *replica, peers []raft.Server) {
 			target = s
 		}
 	}
-	if target.Address == "" {
+	// Never to a node whose clock is known to be off: it would refuse to
+	// serve and hand the partition back.
+	if target.Address == "" || !n.clocks.mayLead(r.preferred) {
 		return
 	}
 	r.lastTransfer = time.Now()
@@ -239,6 +241,7 @@ func (n *Node) openReplica(name string, e *clusterv1.Entity, id uint32, peers []
 		NodeID:             n.cfg.NodeID,
 		Dir:                n.replicaDir(name),
 		Transport:          transport,
+		Clock:              n.clocks.bounded,
 		Bootstrap:          peers,
 		HeartbeatTimeout:   n.raftTimes(partition.DefaultHeartbeatTimeout),
 		ElectionTimeout:    n.raftTimes(partition.DefaultElectionTimeout),

@@ -38,6 +38,9 @@ type Partition struct {
 	// readyTerm is the term in which this replica, as leader, has applied
 	// every entry committed before its election; reads are served only then.
 	readyTerm atomic.Uint64
+	// lastStamp is the time (Unix ms) of the last entry this replica
+	// proposed: stamps never go below it.
+	lastStamp atomic.Int64
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -163,6 +166,11 @@ func (p *Partition) Apply(ctx context.Context, cmd *enginev1.Command) (*enginev1
 	}
 	if p.raft.State() != raft.Leader {
 		return nil, p.notLeader()
+	}
+	// Fail fast while the clock is not trusted; the proposer checks again
+	// when it stamps.
+	if _, err := p.Now(); err != nil {
+		return nil, err
 	}
 	pr := &proposal{cmd: cmd, size: size + commandFraming, done: make(chan proposalResult, 1)}
 	select {

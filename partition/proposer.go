@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"time"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
@@ -56,7 +55,12 @@ func (p *Partition) runProposer() {
 		}
 		var batch []*proposal
 		batch, next = p.collect(first)
-		entry, err := stamp(batch, time.Now())
+		now, err := p.stampTime()
+		if err != nil {
+			respondAll(batch, proposalResult{err: err})
+			continue
+		}
+		entry, err := stamp(batch, now)
 		if err != nil {
 			respondAll(batch, proposalResult{err: err})
 			continue
@@ -102,15 +106,42 @@ func (p *Partition) collect(first *proposal) (batch []*proposal, next *proposal)
 	return batch, nil
 }
 
+// stampTime is the time of the next entry, in Unix milliseconds: the
+// node's clock (bounded by what its monotonic clock has seen since peers
+// last vouched for it), and never before the last time this replica
+// stamped, so stamps do not go back when the wall clock does. Only the
+// proposer calls it. While the node's clock is not trusted it fails with
+// SERVER_BUSY and nothing is proposed.
+func (p *Partition) stampTime() (int64, error) {
+	ms, err := p.Now()
+	if err != nil {
+		return 0, err
+	}
+	p.lastStamp.Store(ms)
+	return ms, nil
+}
+
+// Now is the time this replica stamps into a command proposed now, in
+// Unix milliseconds, for decisions a leader makes on its own state (is a
+// lock still held?). It fails with SERVER_BUSY while the node's clock is
+// not trusted.
+func (p *Partition) Now() (int64, error) {
+	t, err := p.cfg.Clock.Now()
+	if err != nil {
+		return 0, newError(raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY,
+			"partition %s: %v; the operation was not applied", p.name, err)
+	}
+	return max(t.UnixMilli(), p.lastStamp.Load()), nil
+}
+
 // stamp fills in what only the leader may decide: the time and lock token
 // seeds of each command. Followers apply the stamped values as they are.
-func stamp(batch []*proposal, now time.Time) (*enginev1.Entry, error) {
+func stamp(batch []*proposal, ms int64) (*enginev1.Entry, error) {
 	seeds := make([]byte, tokenSeedSize*len(batch))
 	if _, err := rand.Read(seeds); err != nil {
 		return nil, fmt.Errorf("draw lock token seeds: %w", err)
 	}
 	entry := &enginev1.Entry{Commands: make([]*enginev1.Command, len(batch))}
-	ms := now.UnixMilli()
 	for i, pr := range batch {
 		pr.cmd.NowUnixMs = ms
 		pr.cmd.TokenSeed = seeds[i*tokenSeedSize : (i+1)*tokenSeedSize]

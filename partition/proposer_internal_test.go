@@ -34,7 +34,7 @@ func entries(t *testing.T, p *Partition) (sizes []int, ids [][]string) {
 		}
 		var batch []*proposal
 		batch, next = p.collect(first)
-		entry, err := stamp(batch, time.Now())
+		entry, err := stamp(batch, time.Now().UnixMilli())
 		if err != nil {
 			t.Fatal(err)
 		}

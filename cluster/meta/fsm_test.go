@@ -197,3 +197,29 @@ func TestEveryChangeToATopicRaisesItsGeneration(t *testing.T) {
 		t.Fatalf("a topic created again kept incarnation %d: its partitions would meet the old ones' generations", incarnation)
 	}
 }
+
+func TestAMembersIncarnationIsRecordedOnceAndKept(t *testing.T) {
+	incarnated := func(id, inc string) *clusterv1.MetaCommand {
+		return &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_AddNode{AddNode: &clusterv1.AddNode{
+			Node: &clusterv1.Node{NodeId: id, Address: id + ":7400", Incarnation: inc}}}}
+	}
+	f := NewFSM()
+	res := applyAll(t, f,
+		addNode("n1"),           // recorded from the Raft configuration, no incarnation yet
+		incarnated("n1", "i1"),  // adopted
+		addNode("n1"),           // an address update keeps it
+		incarnated("n1", "i2"),  // a wiped data dir: refused
+		incarnated("n2", "i20"), // a new member with its incarnation
+	)
+	want := []raftbusv1.ErrorReason{0, 0, 0, raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, 0}
+	for i, r := range res {
+		if r.ErrorReason != want[i] {
+			t.Errorf("command %d: %v, want %v", i, r, want[i])
+		}
+	}
+	f.View(func(s *clusterv1.MetaSnapshot) {
+		if len(s.Nodes) != 2 || s.Nodes[0].Incarnation != "i1" || s.Nodes[1].Incarnation != "i20" {
+			t.Fatalf("members %v, want n1 as i1 and n2 as i20", s.Nodes)
+		}
+	})
+}

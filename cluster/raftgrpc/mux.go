@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	raftv1 "github.com/raftbus/raftbus/proto/raftbus/raft/v1"
 )
@@ -58,6 +59,14 @@ type Config struct {
 	// DialOptions replace the default options of the connections to peers
 	// (insecure transport credentials, reconnect backoff capped at 1 s).
 	DialOptions []grpc.DialOption
+	// Outgoing, when set, gives the gRPC metadata sent with every RPC to
+	// the server target: who calls, for the receiving node to check.
+	Outgoing func(target raft.ServerID) metadata.MD
+	// Admit, when set, vets every incoming RPC before raft sees it (ctx
+	// carries the caller's metadata). An error refuses the RPC and is what
+	// the caller gets: a gRPC status as it is, anything else as
+	// PERMISSION_DENIED.
+	Admit func(ctx context.Context) error
 }
 
 // defaultDialOptions are the options of the connections to peers unless
@@ -89,6 +98,8 @@ type Mux struct {
 	maxInFlight      int
 	maxInFlightBytes int
 	dialOptions      []grpc.DialOption
+	outgoing         func(raft.ServerID) metadata.MD
+	admit            func(context.Context) error
 
 	// ctx is cancelled by Close; every outgoing RPC runs under it.
 	ctx    context.Context
@@ -140,6 +151,8 @@ func NewMux(cfg Config) (*Mux, error) {
 		maxInFlight:      cfg.MaxInFlight,
 		maxInFlightBytes: cfg.MaxInFlightBytes,
 		dialOptions:      cfg.DialOptions,
+		outgoing:         cfg.Outgoing,
+		admit:            cfg.Admit,
 		ctx:              ctx,
 		cancel:           cancel,
 		conns:            make(map[raft.ServerAddress]*grpc.ClientConn),
@@ -241,6 +254,14 @@ func (m *Mux) client(addr raft.ServerAddress) (raftv1.RaftTransportServiceClient
 		m.mu.Unlock()
 	}
 	return raftv1.NewRaftTransportServiceClient(cc), nil
+}
+
+// withIdentity adds the metadata of a call to target to ctx.
+func (m *Mux) withIdentity(ctx context.Context, target raft.ServerID) context.Context {
+	if m.outgoing == nil {
+		return ctx
+	}
+	return metadata.NewOutgoingContext(ctx, m.outgoing(target))
 }
 
 // group returns the open transport of group, or nil.

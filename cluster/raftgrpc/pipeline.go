@@ -2,7 +2,9 @@ package raftgrpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -45,15 +47,15 @@ type appendPipeline struct {
 }
 
 // AppendEntriesPipeline opens a pipeline of AppendEntries requests to target.
-func (t *GroupTransport) AppendEntriesPipeline(_ raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
-	p, err := t.openPipeline(target)
+func (t *GroupTransport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+	p, err := t.openPipeline(id, target)
 	if err != nil {
 		return nil, fmt.Errorf("raftgrpc: open append pipeline to %s (group %s): %w", target, t.group, err)
 	}
 	return p, nil
 }
 
-func (t *GroupTransport) openPipeline(target raft.ServerAddress) (*appendPipeline, error) {
+func (t *GroupTransport) openPipeline(id raft.ServerID, target raft.ServerAddress) (*appendPipeline, error) {
 	if t.ctx.Err() != nil {
 		return nil, ErrClosed
 	}
@@ -64,7 +66,7 @@ func (t *GroupTransport) openPipeline(target raft.ServerAddress) (*appendPipelin
 	ctx, cancel := context.WithCancel(t.ctx)
 	// Opening the stream waits for the connection; bound that wait too.
 	watchdog := time.AfterFunc(t.mux.timeout, cancel)
-	stream, err := c.AppendEntriesPipeline(ctx)
+	stream, err := c.AppendEntriesPipeline(t.mux.withIdentity(ctx, id))
 	if !watchdog.Stop() && err == nil {
 		err = fmt.Errorf("open stream: no connection after %s", t.mux.timeout)
 	}
@@ -120,6 +122,19 @@ func (p *appendPipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *ra
 	watchdog := time.AfterFunc(p.timeout, p.cancel)
 	err := p.stream.Send(msg)
 	watchdog.Stop()
+	if errors.Is(err, io.EOF) {
+		// The stream ended (the peer refused it, or went away): its status
+		// comes from the receiving side, which answers the queued future
+		// with it. Report that, not a bare EOF.
+		select {
+		case <-future.done:
+			if future.err != nil {
+				p.cancel()
+				return nil, future.err
+			}
+		case <-p.shutdownCh:
+		}
+	}
 	if err != nil {
 		// The queued future fails on the receiver's side as the stream is
 		// aborted; raft stops using this pipeline on this error.

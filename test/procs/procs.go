@@ -57,8 +57,12 @@ type Node struct {
 	Addr    string
 	DataDir string
 	LogPath string
-	cmd     *exec.Cmd
-	exited  chan struct{}
+	// Env is added to the environment of the node's process from its next
+	// (re)start, e.g. "RAFTBUS_FAULT_CLOCK_OFFSET=11m" to skew its clock;
+	// set it to nil to heal.
+	Env    []string
+	cmd    *exec.Cmd
+	exited chan struct{}
 }
 
 // PID is the running process's id, 0 when it is not running.
@@ -92,8 +96,10 @@ func StartOn(t testing.TB, bin string, hosts []*netns.Host) *Cluster {
 func start(t testing.TB, bin string, n int, hosts []*netns.Host) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t, bin: bin, hosts: hosts}
-	t.Cleanup(c.killAll)
 	dir := t.TempDir()
+	// Cleanups run last first: the processes must be gone before their
+	// directory is removed, or they write into it while it goes.
+	t.Cleanup(c.killAll)
 	for i := 0; i < n; i++ {
 		addr := ""
 		if hosts != nil {
@@ -154,6 +160,9 @@ func (c *Cluster) Restart(i int) {
 		cmd = c.hosts[i].Command(c.bin, args...)
 	}
 	cmd.Stdout, cmd.Stderr = log, log
+	if len(n.Env) > 0 {
+		cmd.Env = append(os.Environ(), n.Env...)
+	}
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("start %s: %v", n.ID, err)
 	}
@@ -179,6 +188,23 @@ func (c *Cluster) Kill(i int) {
 	n.cmd.Process.Kill()
 	<-n.exited
 	n.cmd = nil
+}
+
+// WaitExit waits up to timeout for node i's process to exit on its own
+// and reports whether it did. A node that exited can be restarted.
+func (c *Cluster) WaitExit(i int, timeout time.Duration) bool {
+	c.t.Helper()
+	n := c.Nodes[i]
+	if n.cmd == nil {
+		return true
+	}
+	select {
+	case <-n.exited:
+		n.cmd = nil
+		return true
+	case <-time.After(timeout):
+		return false
+	}
 }
 
 // Pause stops node i with SIGSTOP: alive to the kernel, silent to the
