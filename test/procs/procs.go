@@ -57,8 +57,11 @@ type Node struct {
 	Addr    string
 	DataDir string
 	LogPath string
-	cmd     *exec.Cmd
-	exited  chan struct{}
+	// Env is added to the environment of the node's next starts (e.g. a
+	// fault to inject, such as RAFTBUS_FAULT_CLOCK_OFFSET=11m).
+	Env    []string
+	cmd    *exec.Cmd
+	exited chan struct{}
 }
 
 // PID is the running process's id, 0 when it is not running.
@@ -154,6 +157,7 @@ func (c *Cluster) Restart(i int) {
 		cmd = c.hosts[i].Command(c.bin, args...)
 	}
 	cmd.Stdout, cmd.Stderr = log, log
+	cmd.Env = append(os.Environ(), n.Env...)
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("start %s: %v", n.ID, err)
 	}
@@ -179,6 +183,31 @@ func (c *Cluster) Kill(i int) {
 	n.cmd.Process.Kill()
 	<-n.exited
 	n.cmd = nil
+}
+
+// Terminate sends SIGTERM to node i, as an operator stopping it would, and
+// waits up to timeout for it to exit. A node still running then is killed
+// and the error says so: a graceful stop must end.
+func (c *Cluster) Terminate(i int, timeout time.Duration) error {
+	c.t.Helper()
+	n := c.Nodes[i]
+	if n.cmd == nil {
+		return nil
+	}
+	n.cmd.Process.Signal(syscall.SIGCONT) // a paused process could not stop
+	if err := n.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return fmt.Errorf("SIGTERM %s: %w", n.ID, err)
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-n.exited:
+		n.cmd = nil
+		return nil
+	case <-timer.C:
+	}
+	c.Kill(i)
+	return fmt.Errorf("%s still running %v after SIGTERM; killed", n.ID, timeout)
 }
 
 // Pause stops node i with SIGSTOP: alive to the kernel, silent to the
