@@ -4,7 +4,6 @@ import (
 	"context"
 	"math/rand/v2"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -35,8 +34,11 @@ func TestNemesisHealsWhatItBreaks(t *testing.T) {
 	}
 	n := &nemesis.Nemesis{Cluster: c, Entity: "q", Kinds: nemesis.ProcessKinds, Rand: rand.New(rand.NewPCG(1, 2)), History: rec, Log: t.Logf}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
-	faults := n.Run(ctx, 200*time.Millisecond, time.Second)
+	faults, err := n.Run(ctx, 200*time.Millisecond, time.Second)
 	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := rec.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +54,10 @@ func TestNemesisHealsWhatItBreaks(t *testing.T) {
 		if op.Kind != history.Fault {
 			t.Fatalf("nemesis recorded a %s op", op.Kind)
 		}
-		if strings.HasPrefix(op.Fault, "restart") || strings.HasPrefix(op.Fault, "resume") {
+		if op.Outcome != history.OK {
+			t.Errorf("fault %q: %s", op.Fault, op.Error)
+		}
+		if op.Heal {
 			healed++
 		} else {
 			injected++

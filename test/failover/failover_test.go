@@ -159,7 +159,10 @@ func TestFailover(t *testing.T) {
 
 	n := &nemesis.Nemesis{Cluster: cluster, Network: network, Entity: "work", Kinds: kinds,
 		Rand: rand.New(rand.NewPCG(seed, seed>>1)), History: rec, Log: t.Logf}
-	faults := n.Run(run, 3*time.Second, 2*time.Second)
+	faults, err := n.Run(run, 3*time.Second, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
 	wg.Wait()
 
 	// Healed: every node up and answering before the drain.

@@ -95,8 +95,10 @@ func StartOn(t testing.TB, bin string, hosts []*netns.Host) *Cluster {
 func start(t testing.TB, bin string, n int, hosts []*netns.Host) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t, bin: bin, hosts: hosts}
-	t.Cleanup(c.killAll)
+	// Cleanups run last first: the processes stop before their data dirs
+	// are removed.
 	dir := t.TempDir()
+	t.Cleanup(c.killAll)
 	for i := 0; i < n; i++ {
 		addr := ""
 		if hosts != nil {
