@@ -83,6 +83,10 @@ type Report struct {
 	// ReplicaViolations: replicas of one partition that applied the same
 	// log but hold different states, or never caught up.
 	ReplicaViolations []string
+	// EntityViolations: entities that vanished: a delete of an entity
+	// whose creation was acknowledged, and that nothing had deleted yet,
+	// found it gone.
+	EntityViolations []string
 	// FaultViolations: faults the cluster did not take as it must, e.g. a
 	// node that did not stop on SIGTERM.
 	FaultViolations []string
@@ -126,6 +130,7 @@ func (r *Report) rules() []struct {
 		{"schedule", r.ScheduleViolations},
 		{"session state", r.SessionStateViolations},
 		{"replicas", r.ReplicaViolations},
+		{"entity", r.EntityViolations},
 		{"fault", r.FaultViolations},
 	}
 }
@@ -241,6 +246,7 @@ func Check(ops []history.Op, opt Options) *Report {
 	r.ScheduleViolations = c.schedules(int64(opt.ScheduleTolerance))
 	r.SessionStateViolations = c.sessionStates()
 	r.ReplicaViolations = c.replicas()
+	r.EntityViolations = c.vanishedEntities()
 	r.FaultViolations = c.faultFailures()
 	r.MaxUnavailable, r.Windows = c.availability()
 	return r

@@ -36,6 +36,8 @@ type entity struct {
 	created      int64
 	createKnown  bool
 	deleted      bool // a delete that may have happened
+	// vanished: a delete found it gone though nothing had deleted it.
+	vanished *history.Op
 	rulesChanged bool
 	subs         []string // a topic's subscriptions
 }
@@ -101,6 +103,9 @@ type hold struct {
 	renews []*history.Op
 	closes []*history.Op
 }
+
+// codeNotFound is the broker's reason for an entity that does not exist.
+const codeNotFound = "NOT_FOUND"
 
 // run indexes a history.
 type run struct {
@@ -240,10 +245,18 @@ func (c *run) hold(id string) *hold {
 
 // change records what an entity change may have done.
 func (c *run) change(op *history.Op) {
+	e := c.entity(op.Entity)
+	if op.Change == history.DeleteEntity && op.Outcome == history.Fail && op.Code == codeNotFound {
+		// Gone, whatever the answer says of who removed it.
+		if !e.deleted && e.createKnown {
+			e.vanished = op
+		}
+		e.deleted = true
+		return
+	}
 	if op.Outcome == history.Fail {
 		return
 	}
-	e := c.entity(op.Entity)
 	switch op.Change {
 	case history.CreateEntity, history.UpdateEntity:
 		if op.Settings != nil {

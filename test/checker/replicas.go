@@ -67,3 +67,18 @@ func (c *run) faultFailures() []string {
 	}
 	return out
 }
+
+// vanishedEntities lists entities whose creation was acknowledged and that
+// a delete found gone though no delete had been attempted before: the
+// broker removed them, or took a delete that happened for one that did
+// not (with the messages they held).
+func (c *run) vanishedEntities() []string {
+	var out []string
+	for _, e := range c.entities {
+		if op := e.vanished; op != nil {
+			out = append(out, fmt.Sprintf("%s, created at %v, did not exist when deleted at %v-%v: %s", e.path, at(e.created), at(op.Start), at(op.End), op.Error))
+		}
+	}
+	sort.Strings(out)
+	return out
+}

@@ -368,6 +368,15 @@ func TestTimeRules(t *testing.T) {
 	}})
 }
 
+func TestScheduleNeedsANumber(t *testing.T) {
+	runRuleCases(t, []ruleCase{{
+		name: "scheduled without a number",
+		ops: []history.Op{{Kind: history.Schedule, Entity: "q", MessageID: "m", Start: sec, End: 2 * sec, ScheduledFor: 3 * sec, Outcome: history.OK},
+			drainAt("q", false, history.Delivery{MessageID: "m", Seq: 7})},
+		field: func(r *Report) []string { return r.ScheduleViolations }, want: "m scheduled at 2s without a sequence number to cancel it by",
+	}})
+}
+
 func TestSessionStateRule(t *testing.T) {
 	state := func(kind history.Kind, v string, start int64, o history.Outcome) history.Op {
 		return history.Op{Kind: kind, Entity: "s", SessionID: "k", State: v, Start: start, End: start + sec/2, Outcome: o}
@@ -389,6 +398,29 @@ func TestSessionStateRule(t *testing.T) {
 		name:  "a value nobody wrote",
 		ops:   []history.Op{state(history.SetState, "5", 2*sec, history.Fail), state(history.GetState, "5", 4*sec, history.OK)},
 		field: rule, want: `read "5" at 4.5s, which nobody wrote`,
+	}})
+}
+
+func TestVanishedEntityRule(t *testing.T) {
+	sub := history.Settings{Topic: "t", Filter: &history.Filter{Rules: []history.Rule{{}}}}
+	created := func(more ...history.Op) []history.Op {
+		return append([]history.Op{{Kind: history.Change, Change: history.CreateEntity, Entity: "t/subscriptions/s", Settings: &sub, Start: sec, End: 2 * sec, Outcome: history.OK},
+			sendAt("t", "m", 1, 3*sec, 4*sec, history.OK)}, more...)
+	}
+	deleteAt := func(start int64, o history.Outcome, code string) history.Op {
+		return history.Op{Kind: history.Change, Change: history.DeleteEntity, Entity: "t/subscriptions/s", Start: start, End: start + sec, Outcome: o, Code: code}
+	}
+	runRuleCases(t, []ruleCase{{
+		name:  "a delete finds it gone: it vanished, with its messages",
+		ops:   created(deleteAt(5*sec, history.Fail, "NOT_FOUND")),
+		field: func(r *Report) []string { return r.EntityViolations }, want: "t/subscriptions/s, created at 2s, did not exist when deleted at 5s-6s",
+	}, {
+		name: "a second delete after one that may have happened finds it gone",
+		ops:  created(deleteAt(5*sec, history.Unknown, ""), deleteAt(7*sec, history.Fail, "NOT_FOUND")),
+	}, {
+		name:  "a delete that failed otherwise leaves it, and its messages, there",
+		ops:   created(deleteAt(5*sec, history.Fail, "SERVER_BUSY")),
+		field: lost, want: "m in t/subscriptions/s: send acknowledged at 4s, never delivered nor found",
 	}})
 }
 

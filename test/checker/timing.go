@@ -209,7 +209,8 @@ func (c *run) unlockedBy(cp *copyOf, seq, t int64) bool {
 	return true
 }
 
-// schedules checks that scheduled messages appear no earlier than their
+// schedules checks that a scheduled message's schedule is acknowledged
+// with the number that cancels it, that it appears no earlier than its
 // time, and that a cancel acknowledged before that time holds.
 func (c *run) schedules(tolerance int64) []string {
 	var out []string
@@ -217,6 +218,9 @@ func (c *run) schedules(tolerance int64) []string {
 		op := m.acked()
 		if op == nil || op.Kind != history.Schedule {
 			continue
+		}
+		if op.Seq == 0 {
+			out = append(out, fmt.Sprintf("%s scheduled at %v without a sequence number to cancel it by", m.id, at(op.End)))
 		}
 		cp := c.copies[copyKey{m.entity, m.id}]
 		if cp == nil {

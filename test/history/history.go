@@ -181,6 +181,8 @@ type Op struct {
 	End     int64   `json:"end"`
 	Outcome Outcome `json:"outcome"`
 	Error   string  `json:"error,omitempty"`
+	// Code is the broker's reason for a failure (e.g. "NOT_FOUND").
+	Code string `json:"code,omitempty"`
 
 	// Send, Schedule, Cancel, settlements: the message.
 	MessageID string `json:"id,omitempty"`

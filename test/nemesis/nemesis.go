@@ -75,6 +75,10 @@ type Nemesis struct {
 // harness itself failed (the cluster is healed as far as possible).
 func (n *Nemesis) Run(ctx context.Context, interval, hold time.Duration) (int, error) {
 	count := 0
+	if len(n.Kinds) == 0 {
+		<-ctx.Done()
+		return 0, nil
+	}
 	for n.err == nil {
 		select {
 		case <-ctx.Done():
