@@ -33,11 +33,11 @@ type entity struct {
 	settings []history.Settings
 	// created is when its creation was acknowledged (0: it was there from
 	// the start, or its creation is not known to have happened).
-	created      int64
-	createKnown  bool
-	deleted      bool // a delete that may have happened
+	created     int64
+	createKnown bool
+	deleted     bool // a delete that may have happened
 	// vanished: a delete found it gone though nothing had deleted it.
-	vanished *history.Op
+	vanished     *history.Op
 	rulesChanged bool
 	subs         []string // a topic's subscriptions
 }
