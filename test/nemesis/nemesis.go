@@ -86,22 +86,36 @@ func (n *Nemesis) Run(ctx context.Context, interval, hold time.Duration) (int, e
 		case <-time.After(interval):
 		}
 		k := n.Kinds[n.Rand.IntN(len(n.Kinds))]
-		inject, ok := injectors[k]
-		if !ok {
-			return count, fmt.Errorf("nemesis: unknown fault kind %q", k)
+		applied, err := n.Once(ctx, k, hold/2+time.Duration(n.Rand.Int64N(int64(hold)+1)))
+		if err != nil {
+			return count, err
 		}
-		heal := inject(n)
-		if heal == nil {
-			continue
+		if applied {
+			count++
 		}
-		count++
-		select {
-		case <-ctx.Done():
-		case <-time.After(hold/2 + time.Duration(n.Rand.Int64N(int64(hold)+1))):
-		}
-		heal()
 	}
 	return count, n.err
+}
+
+// Once injects one fault of kind k, holds it for hold (or until ctx
+// ends) and heals it. It reports whether the fault could be applied now.
+func (n *Nemesis) Once(ctx context.Context, k Kind, hold time.Duration) (bool, error) {
+	inject, ok := injectors[k]
+	if !ok {
+		return false, fmt.Errorf("nemesis: unknown fault kind %q", k)
+	}
+	heal := inject(n)
+	if heal == nil {
+		return false, n.err
+	}
+	t := time.NewTimer(hold)
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	t.Stop()
+	heal()
+	return true, n.err
 }
 
 // record applies a fault (or, with heal, its healing) and writes it to the
