@@ -1,8 +1,7 @@
 // Package failover runs client workloads against a raftbus cluster while
 // faults are injected, recording every operation and its outcome in a
 // history (test/history) for the checker (test/checker). The workloads use
-// the Go SDK as applications would, one feature each (see Feature):
-// producers with unique MessageIds that resend after an unknown outcome,
+// the Go SDK as applications would: producers with unique MessageIds that resend after an unknown outcome,
 // producers without MessageIds on an entity without duplicate detection,
 // peek-lock consumers that complete, abandon, defer, dead-letter, renew or
 // let locks expire, ReceiveAndDelete consumers, session workers that keep
@@ -38,8 +37,8 @@ type Workload struct {
 	Seed      uint64
 
 	procs atomic.Int32
-	// subs are the topic's subscriptions (static and made by Change) and
-	// queues the queues, for the drain; the changer adds and removes.
+	// entities are the queues and subscriptions that may exist, for the
+	// drain: ChangeEntities adds and removes.
 	entities entitySet
 }
 
