@@ -1,8 +1,9 @@
 // Package failover runs client workloads against a raftbus cluster while
 // faults are injected, recording every operation and its outcome in a
 // history (test/history) for the checker (test/checker). The workloads use
-// the Go SDK as applications would: producers with unique MessageIds that resend after an unknown outcome,
-// producers without MessageIds on an entity without duplicate detection,
+// the Go SDK as applications would: producers with unique MessageIds that
+// resend after an unknown outcome, producers without MessageIds on an
+// entity without duplicate detection,
 // peek-lock consumers that complete, abandon, defer, dead-letter, renew or
 // let locks expire, ReceiveAndDelete consumers, session workers that keep
 // their place in the session state, scheduled messages (some cancelled),
