@@ -48,11 +48,14 @@ func (w *Workload) ChangeEntities(ctx context.Context, kinds []string, interval 
 		case ChangeSubscriptions:
 			if len(tmpSubs) >= 2 || (len(tmpSubs) > 0 && rng.IntN(2) == 0) {
 				name := tmpSubs[0]
-				tmpSubs = tmpSubs[1:]
-				w.change(ctx, p, history.DeleteEntity, subPath(name), nil, func(ctx context.Context) error {
+				// One that failed to go stays, to be drained at the end
+				// or deleted later.
+				if w.remove(ctx, p, subPath(name), func(ctx context.Context) error {
 					return w.Admin.DeleteSubscription(ctx, Topic, name)
-				})
-				w.entities.remove("", name)
+				}) {
+					tmpSubs = tmpSubs[1:]
+					w.entities.remove("", name)
+				}
 				continue
 			}
 			s := subscription{name: fmt.Sprintf("tmp-%d-%d", p, n), filter: tmpFilter}
@@ -94,9 +97,10 @@ func (w *Workload) ChangeEntities(ctx context.Context, kinds []string, interval 
 		case ChangeQueues:
 			if len(tmpQueues) > 0 {
 				name := tmpQueues[0]
-				tmpQueues = tmpQueues[1:]
-				w.change(ctx, p, history.DeleteEntity, name, nil, func(ctx context.Context) error { return w.Admin.DeleteQueue(ctx, name) })
-				w.entities.remove(name, "")
+				if w.remove(ctx, p, name, func(ctx context.Context) error { return w.Admin.DeleteQueue(ctx, name) }) {
+					tmpQueues = tmpQueues[1:]
+					w.entities.remove(name, "")
+				}
 				continue
 			}
 			name := fmt.Sprintf("tmpq-%d-%d", p, n)
@@ -117,6 +121,17 @@ func (w *Workload) ChangeEntities(ctx context.Context, kinds []string, interval 
 			}
 		}
 	}
+}
+
+// remove records the deletion of an entity and reports whether it may be
+// gone: the delete may have happened, or found nothing to delete.
+func (w *Workload) remove(ctx context.Context, p int, path string, f func(ctx context.Context) error) bool {
+	var err error
+	o := w.change(ctx, p, history.DeleteEntity, path, nil, func(ctx context.Context) error {
+		err = f(ctx)
+		return err
+	})
+	return o != history.Fail || notFound(err)
 }
 
 // change records one entity change.

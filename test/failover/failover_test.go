@@ -35,6 +35,11 @@ type mix struct {
 	// features of the workload (see start).
 	features []string
 	changes  []string
+	// retries is the SDK's RetryOptions.MaxRetries: how often it repeats
+	// a call that failed retryably (or, where that is safe, with an
+	// unknown outcome) before it gives the caller the error; negative:
+	// never, the workload sees every failure.
+	retries int
 }
 
 // The workload's features.
@@ -59,6 +64,7 @@ var ciMix = mix{
 	interval:      3 * time.Second, hold: 2 * time.Second,
 	features: allFeatures,
 	changes:  []string{ChangeSubscriptions, ChangeRules, ChangeSettings, ChangeQueues},
+	retries:  -1,
 }
 
 // soakMix is scripts/failover.sh: everything, more often, held longer
@@ -70,6 +76,7 @@ var soakMix = mix{
 	interval:      2 * time.Second, hold: 4 * time.Second,
 	features: allFeatures,
 	changes:  []string{ChangeSubscriptions, ChangeRules, ChangeSettings, ChangeQueues},
+	retries:  3,
 }
 
 // settings of a run, from the environment: RAFTBUS_FAILOVER_DURATION (of
@@ -173,7 +180,7 @@ func TestFailover(t *testing.T) {
 		cluster = procs.Start(t, raftbusd, nodes)
 	}
 
-	c, err := client.New(cluster.Addrs(), &client.ClientOptions{RetryOptions: client.RetryOptions{MaxRetries: 3, RetryDelay: 20 * time.Millisecond, MaxRetryDelay: 200 * time.Millisecond}})
+	c, err := client.New(cluster.Addrs(), &client.ClientOptions{RetryOptions: client.RetryOptions{MaxRetries: m.retries, RetryDelay: 20 * time.Millisecond, MaxRetryDelay: 200 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,6 +81,11 @@ func (w *Workload) record(ctx context.Context, p int, op history.Op, f func(ctx 
 		op.Code = ce.Code.String()
 	}
 	w.History.Record(op)
+	if op.Outcome != history.OK {
+		// A process that retries at once would spin on a node that is
+		// down; an application backs off.
+		pause(ctx, 50*time.Millisecond)
+	}
 	return op.Outcome
 }
 
