@@ -3,13 +3,12 @@
 // history (test/history) for the checker (test/checker). The workloads use
 // the Go SDK as applications would: producers with unique MessageIds that
 // resend after an unknown outcome, producers without MessageIds on an
-// entity without duplicate detection,
-// peek-lock consumers that complete, abandon, defer, dead-letter, renew or
-// let locks expire, ReceiveAndDelete consumers, session workers that keep
-// their place in the session state, scheduled messages (some cancelled),
-// messages with a time to live, a topic whose subscriptions filter with
-// SQL and correlation rules, and entity and rule changes made during the
-// faults.
+// entity without duplicate detection, peek-lock consumers that complete,
+// abandon, defer, dead-letter, renew or let locks expire, ReceiveAndDelete
+// consumers, session workers that keep their place in the session state,
+// scheduled messages (some cancelled), messages with a time to live, a
+// topic whose subscriptions filter with SQL and correlation rules, and
+// entity and rule changes made during the faults.
 package failover
 
 import (
