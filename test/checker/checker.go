@@ -83,9 +83,8 @@ type Report struct {
 	// ReplicaViolations: replicas of one partition that applied the same
 	// log but hold different states, or never caught up.
 	ReplicaViolations []string
-	// EntityViolations: entities that vanished: a delete of an entity
-	// whose creation was acknowledged, and that nothing had deleted yet,
-	// found it gone.
+	// EntityViolations: entities that vanished: known to exist and not
+	// deleted by anyone, yet found gone by a delete or the final drain.
 	EntityViolations []string
 	// FaultViolations: faults the cluster did not take as it must, e.g. a
 	// node that did not stop on SIGTERM.

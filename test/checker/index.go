@@ -36,8 +36,9 @@ type entity struct {
 	created     int64
 	createKnown bool
 	deleted     bool // a delete that may have happened
-	// vanished: a delete found it gone though nothing had deleted it.
-	vanished     *history.Op
+	// notFound: a delete or the final drain found it gone though nothing
+	// may have deleted it before.
+	notFound     *history.Op
 	rulesChanged bool
 	subs         []string // a topic's subscriptions
 }
@@ -153,6 +154,10 @@ func newRun(ops []history.Op, opt Options) *run {
 			}
 			continue
 		case history.Drain:
+			if op.Outcome == history.Fail && op.Code == codeNotFound {
+				c.gone(op)
+				continue
+			}
 			for _, d := range op.Messages {
 				c.deliver(op, d, true)
 			}
@@ -247,11 +252,7 @@ func (c *run) hold(id string) *hold {
 func (c *run) change(op *history.Op) {
 	e := c.entity(op.Entity)
 	if op.Change == history.DeleteEntity && op.Outcome == history.Fail && op.Code == codeNotFound {
-		// Gone, whatever the answer says of who removed it.
-		if !e.deleted && e.createKnown {
-			e.vanished = op
-		}
-		e.deleted = true
+		c.gone(op)
 		return
 	}
 	if op.Outcome == history.Fail {
@@ -275,6 +276,16 @@ func (c *run) change(op *history.Op) {
 	}
 }
 
+// gone notes an entity found not to exist: gone, whatever the answer
+// says of who removed it.
+func (c *run) gone(op *history.Op) {
+	e := c.entity(op.Entity)
+	if !e.deleted {
+		e.notFound = op
+	}
+	e.deleted = true
+}
+
 func (c *run) entity(path string) *entity {
 	e := c.entities[path]
 	if e == nil {
@@ -292,14 +303,14 @@ func (c *run) topicOf(path string) string {
 	return ""
 }
 
-// gone reports whether path, or the topic it belongs to, may have been
+// removed reports whether path, or the topic it belongs to, may have been
 // deleted.
-func (c *run) gone(path string) bool {
+func (c *run) removed(path string) bool {
 	if e := c.entities[path]; e != nil && e.deleted {
 		return true
 	}
 	if t := c.topicOf(path); t != "" {
-		return c.gone(t)
+		return c.removed(t)
 	}
 	return false
 }

@@ -127,7 +127,7 @@ func (c *run) accountedFor(cp *copyOf, seq int64) bool {
 // excused says why copy k of m may be gone, or "" when nothing excuses
 // its absence.
 func (c *run) excused(k copyKey, m *message) string {
-	if c.gone(k.entity) {
+	if c.removed(k.entity) {
 		return "its entity was deleted"
 	}
 	if m.scheduled() && c.cancelAttempted(m.id) {

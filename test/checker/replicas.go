@@ -68,16 +68,29 @@ func (c *run) faultFailures() []string {
 	return out
 }
 
-// vanishedEntities lists entities whose creation was acknowledged and that
-// a delete found gone though no delete had been attempted before: the
-// broker removed them, or took a delete that happened for one that did
-// not (with the messages they held).
+// vanishedEntities lists entities that a delete or the final drain found
+// gone though no delete had been attempted before, while they were known to
+// exist (their creation was acknowledged, or they delivered messages): the
+// broker removed them, or reported a delete that happened as failed (with
+// the messages they held).
 func (c *run) vanishedEntities() []string {
+	delivered := make(map[string]bool)
+	for k, cp := range c.copies {
+		if len(cp.deliveries) > 0 {
+			delivered[k.entity] = true
+		}
+	}
 	var out []string
 	for _, e := range c.entities {
-		if op := e.vanished; op != nil {
-			out = append(out, fmt.Sprintf("%s, created at %v, did not exist when deleted at %v-%v: %s", e.path, at(e.created), at(op.Start), at(op.End), op.Error))
+		op := e.notFound
+		if op == nil || (!e.createKnown && !delivered[e.path]) {
+			continue
 		}
+		what := "a delete"
+		if op.Kind == history.Drain {
+			what = "the final drain"
+		}
+		out = append(out, fmt.Sprintf("%s, known to exist, was gone when %s reached it at %v-%v: %s", e.path, what, at(op.Start), at(op.End), op.Error))
 	}
 	sort.Strings(out)
 	return out

@@ -413,7 +413,12 @@ func TestVanishedEntityRule(t *testing.T) {
 	runRuleCases(t, []ruleCase{{
 		name:  "a delete finds it gone: it vanished, with its messages",
 		ops:   created(deleteAt(5*sec, history.Fail, "NOT_FOUND")),
-		field: func(r *Report) []string { return r.EntityViolations }, want: "t/subscriptions/s, created at 2s, did not exist when deleted at 5s-6s",
+		field: func(r *Report) []string { return r.EntityViolations }, want: "t/subscriptions/s, known to exist, was gone when a delete reached it at 5s-6s",
+	}, {
+		name: "the final drain finds it gone",
+		ops: created(history.Op{Kind: history.Drain, Entity: "t/subscriptions/s", Start: 50 * sec, End: 50 * sec, Outcome: history.Fail, Code: "NOT_FOUND",
+			Error: "raftbus: NOT_FOUND: gone"}),
+		field: func(r *Report) []string { return r.EntityViolations }, want: "t/subscriptions/s, known to exist, was gone when the final drain reached it at 50s-50s: raftbus: NOT_FOUND: gone",
 	}, {
 		name: "a second delete after one that may have happened finds it gone",
 		ops:  created(deleteAt(5*sec, history.Unknown, ""), deleteAt(7*sec, history.Fail, "NOT_FOUND")),

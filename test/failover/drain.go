@@ -103,6 +103,8 @@ func (w *Workload) subNames() []string {
 	return names
 }
 
+const codeNotFound = "NOT_FOUND"
+
 func notFound(err error) bool {
 	var ce *client.Error
 	return errors.As(err, &ce) && ce.Code == client.CodeNotFound
@@ -121,6 +123,10 @@ func (w *Workload) drain(ctx context.Context, r *client.Receiver, path string, d
 			return err
 		})
 		if notFound(err) {
+			// Recorded: an entity the checker expects may have vanished.
+			op.End, op.Outcome, op.Error, op.Code = w.History.Now(), history.Fail, err.Error(), codeNotFound
+			op.Messages = nil
+			w.History.Record(op)
 			return nil
 		}
 		if err != nil {
