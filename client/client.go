@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/raftbus/raftbus/internal/rpcreach"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
@@ -125,7 +126,8 @@ func (c *Client) AdminConn() grpc.ClientConnInterface { return anyNodeConn{c} }
 
 // anyNodeConn sends each call to a node of the cluster (forwarding
 // allowed). Reads are retried on any retryable failure; changes only when
-// the server says they did not happen (NOT_LEADER, SERVER_BUSY).
+// they did not happen (NOT_LEADER, SERVER_BUSY, a node that could not be
+// reached).
 type anyNodeConn struct{ c *Client }
 
 var _ grpc.ClientConnInterface = onceConn{}
@@ -133,11 +135,12 @@ var _ grpc.ClientConnInterface = onceConn{}
 func (a anyNodeConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
 	safe := isReadMethod(method)
 	return a.c.retry(ctx, safe, func(ctx context.Context, attempt int) error {
-		conn, err := a.c.conn(a.c.seed())
+		cc, err := a.c.conn(a.c.seed())
 		if err != nil {
 			return err
 		}
-		return asError(conn.Invoke(ctx, method, args, reply, opts...))
+		conn := rpcreach.Wrap(cc)
+		return callError(conn.Invoke(ctx, method, args, reply, opts...), conn)
 	})
 }
 
@@ -171,9 +174,10 @@ func (c *Client) adminOnce() raftbusv1.AdminServiceClient {
 type onceConn struct{ anyNodeConn }
 
 func (o onceConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
-	conn, err := o.c.conn(o.c.seed())
+	cc, err := o.c.conn(o.c.seed())
 	if err != nil {
 		return err
 	}
-	return asError(conn.Invoke(ctx, method, args, reply, opts...))
+	conn := rpcreach.Wrap(cc)
+	return callError(conn.Invoke(ctx, method, args, reply, opts...), conn)
 }

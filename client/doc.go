@@ -18,16 +18,24 @@
 //
 // Failures the server marks retryable (no leader yet, a leader change, a
 // busy node, an unreachable node) are retried with exponential backoff and
-// jitter, bounded by RetryOptions and the caller's context. A change whose
-// outcome is unknown (CodeOutcomeUnknown: the leader was lost or the
-// connection broke after the request left) is repeated only where that is
-// safe: settlement, lock and session renewal, session state, cancelling
-// scheduled messages and PeekLock receives (a repeated settlement that
-// finds its lock gone reports the unknown outcome, not a lost lock: the
-// first attempt may have settled it). Sends and schedules are
-// repeated only when every message carries a MessageID, so that duplicate
-// detection on the entity can drop the second copy; without one the
-// caller gets the error and decides. ReceiveAndDelete receives and entity
+// jitter, bounded by RetryOptions and the caller's context. A call that
+// failed before it reached a node (no connection could be made, told by
+// gRPC's Peer call option, see internal/rpcreach) did nothing and is sent
+// again. A change whose outcome is unknown (CodeOutcomeUnknown: the leader
+// was lost or the connection broke after the request left) is repeated
+// only where that is safe: settlement, lock and session renewal, session
+// state, cancelling scheduled messages, accepting the next available
+// session, and receives (a repeated settlement that finds its lock gone
+// reports the unknown outcome, not a lost lock: the first attempt may have
+// settled it). Every receive carries a receive id, kept by its repeats: the
+// broker answers a repeat with what the first attempt received (the
+// messages still locked, delivery counts not raised again, or in
+// ReceiveAndDelete mode the messages it removed) instead of receiving
+// more; across partitions the client then asks every partition for what
+// it received under the id (a replay). Sends and schedules are repeated
+// only when the entity detects duplicates and every message carries a
+// MessageID, so that the broker drops the second copy; otherwise the
+// caller gets the error and decides. Accepting a named session and entity
 // changes (client/admin) are never repeated after an unknown outcome.
 //
 // # Errors

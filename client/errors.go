@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/raftbus/raftbus/internal/rpcreach"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
@@ -125,14 +125,9 @@ func asError(err error) error {
 	e = &Error{Code: CodeUnspecified, Message: st.Message(), Status: st.Code()}
 	switch st.Code() {
 	case codes.Unavailable:
-		e.Retryable = true
-		if neverSent(st.Message()) {
-			// No connection could be made: the request did not leave.
-			e.Code, e.Message = CodeServerBusy, "node unreachable: "+st.Message()
-		} else {
-			// The connection broke: the request may have reached the server.
-			e.Code, e.Message = CodeOutcomeUnknown, "connection failed: "+st.Message()
-		}
+		// The connection failed; unless the caller knows the request never
+		// left (see callError), it may have reached the server.
+		e.Code, e.Message, e.Retryable = CodeOutcomeUnknown, "connection failed: "+st.Message()+"; the call may or may not have taken effect", true
 	case codes.DeadlineExceeded, codes.Canceled:
 		e.Code = CodeOutcomeUnknown
 	case codes.NotFound:
@@ -143,11 +138,19 @@ func asError(err error) error {
 	return e
 }
 
-// neverSent recognises the gRPC failures of a connection that could not be
-// made, where the request was never written.
-func neverSent(msg string) bool {
-	for _, s := range []string{"connection refused", "connect: ", "dial tcp", "no such host", "produced zero addresses"} {
-		if strings.Contains(msg, s) {
+// callError is asError for a call made through conn: a connection
+// failure of a call that never got as far as a connection to the server
+// (see package rpcreach) did nothing, and may be sent anywhere again.
+func callError(err error, conn *rpcreach.Conn) error {
+	if st, ok := status.FromError(err); ok && err != nil && st.Code() == codes.Unavailable && !conn.MaybeSent() && !hasErrorInfo(st) {
+		return &Error{Code: CodeServerBusy, Message: "node unreachable: " + st.Message(), Retryable: true, Status: codes.Unavailable}
+	}
+	return asError(err)
+}
+
+func hasErrorInfo(st *status.Status) bool {
+	for _, d := range st.Details() {
+		if _, ok := d.(*raftbusv1.ErrorInfo); ok {
 			return true
 		}
 	}

@@ -2,9 +2,12 @@ package client
 
 import (
 	"context"
+	"crypto/rand"
+	"errors"
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -134,19 +137,21 @@ func (r *Receiver) ReceiveMessages(ctx context.Context, maxMessages int, options
 }
 
 func (r *Receiver) receiveOnce(ctx context.Context, maxMessages int, wait time.Duration) ([]*ReceivedMessage, error) {
+	// The receive id makes the request safe to repeat after an unknown
+	// outcome: a partition that received for it answers a repeat with the
+	// same messages (still locked, or the ones it removed) instead of more.
 	req := &raftbusv1.ReceiveRequest{
 		EntityPath: r.path, SubQueue: r.sub, ReceiveMode: r.mode,
 		MaxMessages: int32(maxMessages), MaxWait: durationpb.New(wait), Session: r.session,
+		ReceiveId: newReceiveID(),
 	}
-	// A lost answer to a PeekLock receive leaves messages locked until
-	// their locks expire, then they come back: safe to retry. A lost
-	// ReceiveAndDelete answer would lose the messages, so it is not.
-	safe := r.mode != raftbusv1.ReceiveMode_RECEIVE_MODE_RECEIVE_AND_DELETE
 	var resp *raftbusv1.ReceiveResponse
-	call := func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
-		var err error
-		resp, err = ms.Receive(ctx, req)
-		return err
+	call := func(req *raftbusv1.ReceiveRequest) func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
+		return func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
+			var err error
+			resp, err = ms.Receive(ctx, req)
+			return err
+		}
 	}
 	id, one, err := r.partitionOfReceive(ctx)
 	if err != nil {
@@ -154,14 +159,31 @@ func (r *Receiver) receiveOnce(ctx context.Context, maxMessages int, wait time.D
 	}
 	if one {
 		req.PartitionId = &id
-		err = r.c.onPartition(ctx, r.path, id, safe, call)
+		err = r.c.onPartition(ctx, r.path, id, true, call(req))
 	} else {
-		err = r.c.onAnyNode(ctx, safe, call)
+		// Across partitions a repeat could start at another partition and
+		// receive there, leaving the first attempt's messages unseen. So
+		// after an unknown outcome the client asks every partition only
+		// for what it received under this id (a replay, which also keeps
+		// the first attempt from receiving if it is still under way).
+		err = r.c.onAnyNode(ctx, false, call(req))
+		if errors.Is(err, ErrOutcomeUnknown) {
+			replay := proto.Clone(req).(*raftbusv1.ReceiveRequest)
+			replay.Replay, replay.MaxWait = true, nil
+			err = r.c.onAnyNode(ctx, true, call(replay))
+		}
 	}
 	if err != nil {
 		return nil, err
 	}
 	return fromProtoReceivedList(resp.GetMessages(), r.path, r.sub, r.session), nil
+}
+
+// newReceiveID is a receive id for one receive request and its repeats.
+func newReceiveID() []byte {
+	id := make([]byte, 16)
+	rand.Read(id)
+	return id
 }
 
 // partitionOfReceive tells whether the receive goes to one partition (the
@@ -239,12 +261,13 @@ func (r *Receiver) ReceiveDeferredMessages(ctx context.Context, sequenceNumbers 
 		}
 		byPartition[id] = append(byPartition[id], seq)
 	}
-	safe := r.mode != raftbusv1.ReceiveMode_RECEIVE_MODE_RECEIVE_AND_DELETE
 	var out []*ReceivedMessage
 	for _, id := range order {
-		req := &raftbusv1.ReceiveDeferredRequest{EntityPath: r.path, SubQueue: r.sub, ReceiveMode: r.mode, SequenceNumbers: byPartition[id], Session: r.session}
+		// Safe to repeat with its receive id, as a receive is.
+		req := &raftbusv1.ReceiveDeferredRequest{EntityPath: r.path, SubQueue: r.sub, ReceiveMode: r.mode, SequenceNumbers: byPartition[id], Session: r.session,
+			ReceiveId: newReceiveID()}
 		var resp *raftbusv1.ReceiveDeferredResponse
-		err := r.c.onPartition(ctx, r.path, id, safe, func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
+		err := r.c.onPartition(ctx, r.path, id, true, func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
 			var err error
 			resp, err = ms.ReceiveDeferred(ctx, req)
 			return err

@@ -25,11 +25,13 @@ type fakeNode struct {
 	leader   func() string
 	failures []error
 	sends    atomic.Int32
+	// duplicateDetection is what the routing table says of every entity.
+	duplicateDetection bool
 }
 
 func (f *fakeNode) GetRoutingTable(ctx context.Context, req *raftbusv1.GetRoutingTableRequest) (*raftbusv1.GetRoutingTableResponse, error) {
 	return &raftbusv1.GetRoutingTableResponse{Entities: []*raftbusv1.EntityRoute{{
-		EntityPath: req.GetEntityPath(), PartitionCount: 1,
+		EntityPath: req.GetEntityPath(), PartitionCount: 1, RequiresDuplicateDetection: f.duplicateDetection,
 		Partitions: []*raftbusv1.PartitionRoute{{PartitionId: 0, LeaderAddress: f.leader()}},
 	}}}, nil
 }
@@ -76,31 +78,39 @@ func fastClient(t *testing.T, addr string) *Client {
 	return c
 }
 
-func TestSendOfUnknownOutcomeIsRetriedOnlyWithMessageIDs(t *testing.T) {
+func TestSendOfUnknownOutcomeIsRetriedOnlyWithMessageIDsAndDuplicateDetection(t *testing.T) {
 	unknown := failure(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN, true, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-
-	f := &fakeNode{failures: []error{unknown}}
-	startFake(t, f)
-	s, _ := fastClient(t, f.addr).NewSender("q", nil)
-	err := s.SendMessage(ctx, &Message{Body: []byte("no id")}, nil)
-	var e *Error
-	if !errors.As(err, &e) || e.Code != CodeOutcomeUnknown || e.TrackingID != "t-1" || !errors.Is(err, ErrOutcomeUnknown) {
-		t.Fatalf("send without an id: %v, want the outcome-unknown error", err)
-	}
-	if f.sends.Load() != 1 {
-		t.Fatalf("a send without a message id was repeated: %d calls", f.sends.Load())
-	}
-
-	f2 := &fakeNode{failures: []error{unknown}}
-	startFake(t, f2)
-	s2, _ := fastClient(t, f2.addr).NewSender("q", nil)
-	if err := s2.SendMessage(ctx, &Message{MessageID: "m1", Body: []byte("with id")}, nil); err != nil {
-		t.Fatalf("send with an id: %v", err)
-	}
-	if f2.sends.Load() != 2 {
-		t.Fatalf("send with an id: %d calls, want a retry", f2.sends.Load())
+	for _, tc := range []struct {
+		name               string
+		id                 string
+		duplicateDetection bool
+		repeated           bool
+	}{
+		{"no id", "", true, false},
+		{"id without duplicate detection", "m1", false, false},
+		{"id with duplicate detection", "m1", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeNode{failures: []error{unknown}, duplicateDetection: tc.duplicateDetection}
+			startFake(t, f)
+			s, _ := fastClient(t, f.addr).NewSender("q", nil)
+			err := s.SendMessage(ctx, &Message{MessageID: tc.id, Body: []byte("x")}, nil)
+			if tc.repeated {
+				if err != nil || f.sends.Load() != 2 {
+					t.Fatalf("send: %v after %d calls, want success after a repeat", err, f.sends.Load())
+				}
+				return
+			}
+			var e *Error
+			if !errors.As(err, &e) || e.Code != CodeOutcomeUnknown || e.TrackingID != "t-1" || !errors.Is(err, ErrOutcomeUnknown) {
+				t.Fatalf("send: %v, want the outcome-unknown error", err)
+			}
+			if f.sends.Load() != 1 {
+				t.Fatalf("the send was repeated: %d calls", f.sends.Load())
+			}
+		})
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
+	"github.com/raftbus/raftbus/internal/rpcreach"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
@@ -34,23 +35,33 @@ func partitionOfSequence(seq int64) uint32 { return uint32(uint64(seq) >> 48) }
 type routingTable struct {
 	c  *Client
 	mu sync.Mutex
-	// entities maps an entity path to the leader address of each
-	// partition ("" when unknown).
-	entities map[string][]string
+	// entities maps an entity path to its route. A route is never changed
+	// once cached, only replaced.
+	entities map[string]*entityRoute
+}
+
+// entityRoute is what the client knows of where an entity is served.
+type entityRoute struct {
+	// leaders is the leader address of each partition ("" when unknown).
+	leaders []string
+	// duplicateDetection: the entity detects duplicates (fixed when it is
+	// created), so a send whose messages all have a MessageId may be
+	// repeated after an unknown outcome.
+	duplicateDetection bool
 }
 
 func newRoutingTable(c *Client) *routingTable {
-	return &routingTable{c: c, entities: make(map[string][]string)}
+	return &routingTable{c: c, entities: make(map[string]*entityRoute)}
 }
 
-// lookup returns the leader addresses of path's partitions, asking the
-// cluster when they are not cached.
-func (r *routingTable) lookup(ctx context.Context, path string) ([]string, error) {
+// lookup returns the route of path, asking the cluster when it is not
+// cached.
+func (r *routingTable) lookup(ctx context.Context, path string) (*entityRoute, error) {
 	r.mu.Lock()
-	leaders, ok := r.entities[path]
+	cached, ok := r.entities[path]
 	r.mu.Unlock()
 	if ok {
-		return leaders, nil
+		return cached, nil
 	}
 	resp, err := r.c.adminOnce().GetRoutingTable(ctx, &raftbusv1.GetRoutingTableRequest{EntityPath: path})
 	if err != nil {
@@ -60,36 +71,46 @@ func (r *routingTable) lookup(ctx context.Context, path string) ([]string, error
 		return nil, &Error{Code: CodeNotFound, Message: "no route for " + path}
 	}
 	route := resp.GetEntities()[0]
-	leaders = make([]string, route.GetPartitionCount())
+	rt := &entityRoute{leaders: make([]string, route.GetPartitionCount()), duplicateDetection: route.GetRequiresDuplicateDetection()}
 	for _, p := range route.GetPartitions() {
-		if p.GetPartitionId() < uint32(len(leaders)) {
-			leaders[p.GetPartitionId()] = p.GetLeaderAddress()
+		if p.GetPartitionId() < uint32(len(rt.leaders)) {
+			rt.leaders[p.GetPartitionId()] = p.GetLeaderAddress()
 		}
 	}
 	r.mu.Lock()
-	r.entities[path] = leaders
+	r.entities[path] = rt
 	r.mu.Unlock()
-	return leaders, nil
+	return rt, nil
+}
+
+// route is path's route, asking the cluster (with retries) when it is not
+// cached.
+func (r *routingTable) route(ctx context.Context, path string) (*entityRoute, error) {
+	var rt *entityRoute
+	err := r.c.retry(ctx, true, func(ctx context.Context, attempt int) error {
+		var err error
+		rt, err = r.lookup(ctx, path)
+		return err
+	})
+	return rt, err
 }
 
 // partitions is path's partition count, asking the cluster (with
 // retries) when it is not cached.
 func (r *routingTable) partitions(ctx context.Context, path string) (uint32, error) {
-	var n uint32
-	err := r.c.retry(ctx, true, func(ctx context.Context, attempt int) error {
-		leaders, err := r.lookup(ctx, path)
-		n = uint32(len(leaders))
-		return err
-	})
-	return n, err
+	rt, err := r.route(ctx, path)
+	if err != nil {
+		return 0, err
+	}
+	return uint32(len(rt.leaders)), nil
 }
 
 func (r *routingTable) setLeader(path string, id uint32, addr string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if leaders, ok := r.entities[path]; ok && id < uint32(len(leaders)) {
-		next := append([]string(nil), leaders...)
-		next[id] = addr
+	if rt, ok := r.entities[path]; ok && id < uint32(len(rt.leaders)) {
+		next := &entityRoute{leaders: append([]string(nil), rt.leaders...), duplicateDetection: rt.duplicateDetection}
+		next.leaders[id] = addr
 		r.entities[path] = next
 	}
 }
@@ -118,13 +139,13 @@ func (c *Client) onPartition(ctx context.Context, path string, id uint32, unknow
 	call func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error) error {
 	key := routeKey(path)
 	return c.retry(ctx, unknownIsSafe, func(ctx context.Context, attempt int) error {
-		leaders, err := c.routes.lookup(ctx, key)
+		rt, err := c.routes.lookup(ctx, key)
 		if err != nil {
 			return err
 		}
 		addr := ""
-		if id < uint32(len(leaders)) {
-			addr = leaders[id]
+		if id < uint32(len(rt.leaders)) {
+			addr = rt.leaders[id]
 		}
 		callCtx := ctx
 		if addr == "" {
@@ -133,11 +154,12 @@ func (c *Client) onPartition(ctx context.Context, path string, id uint32, unknow
 		} else {
 			callCtx = metadata.AppendToOutgoingContext(ctx, forwardKey, "never")
 		}
-		conn, err := c.conn(addr)
+		cc, err := c.conn(addr)
 		if err != nil {
 			return err
 		}
-		err = asError(call(callCtx, raftbusv1.NewMessagingServiceClient(conn)))
+		conn := rpcreach.Wrap(cc)
+		err = callError(call(callCtx, raftbusv1.NewMessagingServiceClient(conn)), conn)
 		var e *Error
 		if errors.As(err, &e) {
 			switch {
@@ -156,10 +178,11 @@ func (c *Client) onPartition(ctx context.Context, path string, id uint32, unknow
 func (c *Client) onAnyNode(ctx context.Context, unknownIsSafe bool,
 	call func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error) error {
 	return c.retry(ctx, unknownIsSafe, func(ctx context.Context, attempt int) error {
-		conn, err := c.conn(c.seed())
+		cc, err := c.conn(c.seed())
 		if err != nil {
 			return err
 		}
-		return asError(call(ctx, raftbusv1.NewMessagingServiceClient(conn)))
+		conn := rpcreach.Wrap(cc)
+		return callError(call(ctx, raftbusv1.NewMessagingServiceClient(conn)), conn)
 	})
 }

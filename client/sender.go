@@ -26,11 +26,11 @@ type NewSenderOptions struct {
 //
 // Retries: a send that failed because no leader was reachable is retried
 // with backoff. A send whose outcome is unknown (the leader changed or the
-// connection broke after the request left) is retried only when every
-// message in it has a MessageID: with duplicate detection on the entity,
-// the broker then accepts the resend without enqueueing a second copy.
-// Without a MessageID the *Error with CodeOutcomeUnknown goes to the
-// caller, who decides whether a duplicate is acceptable.
+// connection broke after the request left) is retried only when the entity
+// detects duplicates and every message in it has a MessageID: the broker
+// then accepts the resend without enqueueing a second copy. Otherwise the
+// *Error with CodeOutcomeUnknown goes to the caller, who decides whether a
+// duplicate is acceptable.
 type Sender struct {
 	c        *Client
 	path     string
@@ -174,9 +174,13 @@ func (s *Sender) ScheduleMessages(ctx context.Context, messages []*Message, sche
 		if err != nil {
 			return nil, err
 		}
+		safe, err := s.repeatable(ctx, g.msgs)
+		if err != nil {
+			return nil, err
+		}
 		var resp *raftbusv1.ScheduleResponse
 		err = s.withSlot(ctx, func() error {
-			return s.c.onPartition(ctx, s.path, id, allHaveIDs(g.msgs), func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
+			return s.c.onPartition(ctx, s.path, id, safe, func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
 				var err error
 				resp, err = ms.Schedule(ctx, &raftbusv1.ScheduleRequest{EntityPath: s.path, Messages: g.msgs, PartitionId: &id})
 				return err
@@ -236,9 +240,13 @@ func (s *Sender) send(ctx context.Context, msgs []*raftbusv1.Message) (*raftbusv
 	if err != nil {
 		return nil, err
 	}
+	safe, err := s.repeatable(ctx, msgs)
+	if err != nil {
+		return nil, err
+	}
 	var resp *raftbusv1.SendResponse
 	err = s.withSlot(ctx, func() error {
-		return s.c.onPartition(ctx, s.path, id, allHaveIDs(msgs), func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
+		return s.c.onPartition(ctx, s.path, id, safe, func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
 			var err error
 			resp, err = ms.Send(ctx, &raftbusv1.SendRequest{EntityPath: s.path, Messages: msgs, PartitionId: &id})
 			return err
@@ -287,8 +295,21 @@ func keyOf(m *raftbusv1.Message) string {
 	return m.GetPartitionKey()
 }
 
-// allHaveIDs tells whether a resend of msgs after an unknown outcome can
-// be recognised as a duplicate.
+// repeatable tells whether a send of msgs may be repeated after an unknown
+// outcome: only when the entity detects duplicates and every message has a
+// MessageID, so that the broker drops the repeat of one that took effect.
+func (s *Sender) repeatable(ctx context.Context, msgs []*raftbusv1.Message) (bool, error) {
+	if !allHaveIDs(msgs) {
+		return false, nil
+	}
+	rt, err := s.c.routes.route(ctx, s.path)
+	if err != nil {
+		return false, err
+	}
+	return rt.duplicateDetection, nil
+}
+
+// allHaveIDs tells whether every message of msgs has a MessageID.
 func allHaveIDs(msgs []*raftbusv1.Message) bool {
 	for _, m := range msgs {
 		if m.GetMessageId() == "" {

@@ -74,11 +74,15 @@ func (c *Client) acceptSession(ctx context.Context, path, sessionID string, opti
 			resp, err = ms.AcceptSession(ctx, req)
 			return err
 		}
-		// A lost answer leaves the session locked until its lock expires:
-		// a retry may then see CodeSessionCannotBeLocked, never a wrong
-		// session.
+		// A lost answer leaves the session locked, unheld, until its lock
+		// expires (its messages wait; their delivery counts do not
+		// change). Accepting the next available session again is then
+		// harmless: it gets another session. Accepting a named session
+		// again would find it locked and say CodeSessionCannotBeLocked,
+		// which is not the truth, so that outcome goes to the caller as
+		// CodeOutcomeUnknown.
 		if sessionID != "" && parts > 0 {
-			err = c.onPartition(ctx, path, partitionForKey(sessionID, parts), true, call)
+			err = c.onPartition(ctx, path, partitionForKey(sessionID, parts), false, call)
 		} else {
 			err = c.onAnyNode(ctx, true, call)
 		}

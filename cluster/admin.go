@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/raftbus/raftbus/engine"
+	"github.com/raftbus/raftbus/internal/rpcreach"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -54,21 +55,38 @@ func atMetaLeader[Resp any](ctx context.Context, n *Node,
 		if addr == "" {
 			return zero, busy("the metadata group has no leader yet")
 		}
-		conn, err := n.peers.get(addr)
+		cc, err := n.peers.get(addr)
 		if err != nil {
 			return zero, err
 		}
+		conn := rpcreach.Wrap(cc)
 		resp, err := remote(fctx, raftbusv1.NewAdminServiceClient(conn))
 		if err == nil {
 			return resp, nil
 		}
-		e := asAPIError(err)
+		e := asAPIError(forwardError(err, addr, conn.MaybeSent()))
 		if e.reason != raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER || e.leader.GetAddress() == "" {
 			return zero, e
 		}
 		addr = e.leader.GetAddress()
 	}
 	return zero, busy("the metadata leader moved while the request was forwarded")
+}
+
+// readAtMetaLeader is atMetaLeader for reads of the metadata: the leader
+// first confirms that it still leads and is current, so that a deposed
+// leader that has not noticed yet never answers from stale state.
+func readAtMetaLeader[Resp any](ctx context.Context, n *Node,
+	local func() (Resp, error),
+	remote func(ctx context.Context, c raftbusv1.AdminServiceClient) (Resp, error),
+) (Resp, error) {
+	return atMetaLeader(ctx, n, func() (Resp, error) {
+		if err := n.meta.confirmLeadership(ctx); err != nil {
+			var zero Resp
+			return zero, err
+		}
+		return local()
+	}, remote)
 }
 
 func (s *adminService) CreateQueue(ctx context.Context, req *raftbusv1.CreateQueueRequest) (*raftbusv1.CreateQueueResponse, error) {
@@ -196,7 +214,7 @@ func (n *Node) awaitReady(ctx context.Context, e *clusterv1.Entity) error {
 }
 
 func (s *adminService) GetQueue(ctx context.Context, req *raftbusv1.GetQueueRequest) (*raftbusv1.GetQueueResponse, error) {
-	return atMetaLeader(ctx, s.n, func() (*raftbusv1.GetQueueResponse, error) {
+	return readAtMetaLeader(ctx, s.n, func() (*raftbusv1.GetQueueResponse, error) {
 		e, err := s.n.queue(ctx, req.GetName())
 		if err != nil {
 			return nil, err
@@ -223,7 +241,7 @@ func (s *adminService) DeleteQueue(ctx context.Context, req *raftbusv1.DeleteQue
 }
 
 func (s *adminService) ListQueues(ctx context.Context, req *raftbusv1.ListQueuesRequest) (*raftbusv1.ListQueuesResponse, error) {
-	return atMetaLeader(ctx, s.n, func() (*raftbusv1.ListQueuesResponse, error) {
+	return readAtMetaLeader(ctx, s.n, func() (*raftbusv1.ListQueuesResponse, error) {
 		size, err := pageSize(req.GetPageSize())
 		if err != nil {
 			return nil, err
@@ -321,14 +339,14 @@ func (n *Node) queue(ctx context.Context, name string) (*clusterv1.Entity, error
 
 // partitionRuntime reads one partition's counts from its leader.
 func (n *Node) partitionRuntime(ctx context.Context, e *clusterv1.Entity, path string, id uint32) (*raftbusv1.PartitionRuntimeProperties, error) {
-	return route(ctx, n, e, id, func(r *replica) (*raftbusv1.PartitionRuntimeProperties, error) {
+	return route(ctx, n, e, id, idempotent, func(r *replica) (*raftbusv1.PartitionRuntimeProperties, error) {
 		var props *raftbusv1.PartitionRuntimeProperties
 		var rerr error
 		if err := r.p.Read(ctx, func(en *engine.Engine) { props, rerr = en.RuntimeProperties(path) }); err != nil {
 			return nil, err
 		}
 		return props, rerr
-	}, func(ctx context.Context, conn *grpc.ClientConn) (*raftbusv1.PartitionRuntimeProperties, error) {
+	}, func(ctx context.Context, conn grpc.ClientConnInterface) (*raftbusv1.PartitionRuntimeProperties, error) {
 		resp, err := clusterv1.NewNodeServiceClient(conn).PartitionRuntime(ctx, &clusterv1.PartitionRuntimeRequest{EntityPath: path, PartitionId: id})
 		return resp.GetProperties(), err
 	})

@@ -110,7 +110,9 @@ func asAPIError(err error) *apiError {
 		case codes.DeadlineExceeded, codes.Canceled:
 			return errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN, "%s", st.Message())
 		case codes.Unavailable:
-			return busy("%s", st.Message())
+			// The transport failed. Unless the caller knows the request
+			// never left (see forwardError), it may have been applied.
+			return errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN, "%s; it may or may not have taken effect", st.Message())
 		}
 		return &apiError{reason: raftbusv1.ErrorReason_ERROR_REASON_UNSPECIFIED, msg: st.Message()}
 	}

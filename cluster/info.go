@@ -100,7 +100,8 @@ func (s *adminService) GetRoutingTable(ctx context.Context, req *raftbusv1.GetRo
 	addrs := s.n.nodeAddrs()
 	resp := &raftbusv1.GetRoutingTableResponse{}
 	for _, e := range entities {
-		route := &raftbusv1.EntityRoute{EntityPath: e.GetName(), PartitionCount: uint32(len(e.GetPartitions()))}
+		route := &raftbusv1.EntityRoute{EntityPath: e.GetName(), PartitionCount: uint32(len(e.GetPartitions())),
+			RequiresDuplicateDetection: e.GetQueue().GetRequiresDuplicateDetection() || e.GetTopic().GetRequiresDuplicateDetection()}
 		for id, v := range s.n.viewPartitions(ctx, e) {
 			pr := &raftbusv1.PartitionRoute{PartitionId: uint32(id), LeaderNodeId: v.leaderID, LeaderAddress: v.leaderAddr}
 			for _, nid := range e.GetPartitions()[id].GetNodeIds() {

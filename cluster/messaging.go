@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
 	"time"
 
 	"google.golang.org/grpc"
@@ -19,6 +20,8 @@ const (
 	maxBatch = 1000
 	// maxWait bounds a receive's long poll.
 	maxWait = 5 * time.Minute
+	// maxReceiveID bounds a receive id (the engine's limit).
+	maxReceiveID = 64
 	// pollSlice is how long a receive across partitions waits on one
 	// partition before it looks at the next.
 	pollSlice = 50 * time.Millisecond
@@ -37,13 +40,13 @@ func (s *messagingService) Send(ctx context.Context, req *raftbusv1.SendRequest)
 	if err != nil {
 		return nil, err
 	}
-	return route(ctx, s.n, e, id, func(r *replica) (*raftbusv1.SendResponse, error) {
+	return route(ctx, s.n, e, id, sendRepeat(e, req.GetMessages()), func(r *replica) (*raftbusv1.SendResponse, error) {
 		res, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_Send{Send: &enginev1.Send{EntityPath: e.GetName(), Messages: req.GetMessages()}}})
 		if err != nil {
 			return nil, err
 		}
 		return &raftbusv1.SendResponse{Results: res.GetSend().GetMessages()}, nil
-	}, func(ctx context.Context, conn *grpc.ClientConn) (*raftbusv1.SendResponse, error) {
+	}, func(ctx context.Context, conn grpc.ClientConnInterface) (*raftbusv1.SendResponse, error) {
 		fwd := proto.Clone(req).(*raftbusv1.SendRequest)
 		fwd.PartitionId = &id
 		return raftbusv1.NewMessagingServiceClient(conn).Send(ctx, fwd)
@@ -60,7 +63,7 @@ func (s *messagingService) Schedule(ctx context.Context, req *raftbusv1.Schedule
 	if err != nil {
 		return nil, err
 	}
-	return route(ctx, s.n, e, id, func(r *replica) (*raftbusv1.ScheduleResponse, error) {
+	return route(ctx, s.n, e, id, sendRepeat(e, req.GetMessages()), func(r *replica) (*raftbusv1.ScheduleResponse, error) {
 		res, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_Schedule{Schedule: &enginev1.Schedule{EntityPath: e.GetName(), Messages: req.GetMessages()}}})
 		if err != nil {
 			return nil, err
@@ -70,11 +73,27 @@ func (s *messagingService) Schedule(ctx context.Context, req *raftbusv1.Schedule
 			resp.SequenceNumbers = append(resp.SequenceNumbers, m.GetSequenceNumber())
 		}
 		return resp, nil
-	}, func(ctx context.Context, conn *grpc.ClientConn) (*raftbusv1.ScheduleResponse, error) {
+	}, func(ctx context.Context, conn grpc.ClientConnInterface) (*raftbusv1.ScheduleResponse, error) {
 		fwd := proto.Clone(req).(*raftbusv1.ScheduleRequest)
 		fwd.PartitionId = &id
 		return raftbusv1.NewMessagingServiceClient(conn).Schedule(ctx, fwd)
 	})
+}
+
+// sendRepeat says whether a send may be repeated after an unknown outcome:
+// when every message has a MessageId and the entity detects duplicates, a
+// repeat of one that took effect is accepted as a duplicate and stores
+// nothing.
+func sendRepeat(e *clusterv1.Entity, msgs []*raftbusv1.Message) repeat {
+	if !(e.GetQueue().GetRequiresDuplicateDetection() || e.GetTopic().GetRequiresDuplicateDetection()) {
+		return once
+	}
+	for _, m := range msgs {
+		if m.GetMessageId() == "" {
+			return once
+		}
+	}
+	return idempotent
 }
 
 // sendTarget validates a send and picks its partition: the request's, else
@@ -128,10 +147,10 @@ func (s *messagingService) CancelScheduled(ctx context.Context, req *raftbusv1.C
 	groups := bySequencePartition(e, req.GetSequenceNumbers())
 	for _, id := range sortedKeys(groups) {
 		seqs := groups[id]
-		_, err := route(ctx, s.n, e, id, func(r *replica) (*raftbusv1.CancelScheduledResponse, error) {
+		_, err := route(ctx, s.n, e, id, idempotent, func(r *replica) (*raftbusv1.CancelScheduledResponse, error) {
 			_, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_CancelScheduled{CancelScheduled: &enginev1.CancelScheduled{EntityPath: e.GetName(), SequenceNumbers: seqs}}})
 			return &raftbusv1.CancelScheduledResponse{}, err
-		}, func(ctx context.Context, conn *grpc.ClientConn) (*raftbusv1.CancelScheduledResponse, error) {
+		}, func(ctx context.Context, conn grpc.ClientConnInterface) (*raftbusv1.CancelScheduledResponse, error) {
 			return raftbusv1.NewMessagingServiceClient(conn).CancelScheduled(ctx, &raftbusv1.CancelScheduledRequest{EntityPath: e.GetName(), SequenceNumbers: seqs})
 		})
 		if err != nil {
@@ -158,8 +177,12 @@ func bySequencePartition(e *clusterv1.Entity, seqs []int64) map[uint32][]int64 {
 }
 
 func (s *messagingService) Receive(ctx context.Context, req *raftbusv1.ReceiveRequest) (*raftbusv1.ReceiveResponse, error) {
+	receiveID, err := receiveIDOf(req.GetReceiveId(), req.GetReplay())
+	if err != nil {
+		return nil, err
+	}
 	if req.GetSession() != nil {
-		return s.receiveSession(ctx, req)
+		return s.receiveSession(ctx, req, receiveID)
 	}
 	t, err := s.n.resolve(ctx, req.GetEntityPath())
 	if err != nil {
@@ -177,7 +200,11 @@ func (s *messagingService) Receive(ctx context.Context, req *raftbusv1.ReceiveRe
 	if err != nil {
 		return nil, err
 	}
-	lock := &enginev1.Lock{EntityPath: t.path, SubQueue: req.GetSubQueue(), ReceiveMode: req.GetReceiveMode(), MaxMessages: batch}
+	lock := &enginev1.Lock{EntityPath: t.path, SubQueue: req.GetSubQueue(), ReceiveMode: req.GetReceiveMode(), MaxMessages: batch,
+		ReceiveId: receiveID, Replay: req.GetReplay()}
+	if req.GetReplay() {
+		return s.n.replay(ctx, e, lock, req.PartitionId)
+	}
 	if req.PartitionId != nil {
 		msgs, err := s.n.receiveFrom(ctx, e, req.GetPartitionId(), lock, wait)
 		return &raftbusv1.ReceiveResponse{Messages: msgs}, err
@@ -212,11 +239,47 @@ func (s *messagingService) Receive(ctx context.Context, req *raftbusv1.ReceiveRe
 	}
 }
 
+// receiveIDOf is the receive id a request carries, checked, or a new one
+// for this node's own repeats of the request (see route).
+func receiveIDOf(id []byte, replay bool) ([]byte, error) {
+	switch {
+	case len(id) > maxReceiveID:
+		return nil, invalid("receive_id must be at most %d bytes, not %d", maxReceiveID, len(id))
+	case len(id) > 0:
+		return id, nil
+	case replay:
+		return nil, invalid("replay needs the receive_id of the receive to replay")
+	}
+	id = make([]byte, 16)
+	rand.Read(id)
+	return id, nil
+}
+
+// replay collects what earlier receives with lock's receive id received,
+// from partition only, or from every partition of e. Each partition that
+// received nothing for the id keeps an empty receipt, so that such a
+// receive still under way receives nothing when it is applied.
+func (n *Node) replay(ctx context.Context, e *clusterv1.Entity, lock *enginev1.Lock, only *uint32) (*raftbusv1.ReceiveResponse, error) {
+	first, last := uint32(0), uint32(len(e.GetPartitions()))
+	if only != nil {
+		first, last = *only, *only+1
+	}
+	resp := &raftbusv1.ReceiveResponse{}
+	for id := first; id < last; id++ {
+		msgs, err := n.receiveFrom(ctx, e, id, lock, 0)
+		if err != nil {
+			return nil, err
+		}
+		resp.Messages = append(resp.Messages, msgs...)
+	}
+	return resp, nil
+}
+
 // receiveFrom receives from one partition, waiting up to wait.
 func (n *Node) receiveFrom(ctx context.Context, e *clusterv1.Entity, id uint32, lock *enginev1.Lock, wait time.Duration) ([]*raftbusv1.ReceivedMessage, error) {
-	return route(ctx, n, e, id, func(r *replica) ([]*raftbusv1.ReceivedMessage, error) {
+	return route(ctx, n, e, id, idempotent, func(r *replica) ([]*raftbusv1.ReceivedMessage, error) {
 		return r.p.Receive(ctx, lock, wait)
-	}, func(ctx context.Context, conn *grpc.ClientConn) ([]*raftbusv1.ReceivedMessage, error) {
+	}, func(ctx context.Context, conn grpc.ClientConnInterface) ([]*raftbusv1.ReceivedMessage, error) {
 		resp, err := raftbusv1.NewMessagingServiceClient(conn).Receive(ctx, &raftbusv1.ReceiveRequest{
 			EntityPath:  lock.GetEntityPath(),
 			SubQueue:    lock.GetSubQueue(),
@@ -225,6 +288,8 @@ func (n *Node) receiveFrom(ctx context.Context, e *clusterv1.Entity, id uint32, 
 			MaxWait:     durationpb.New(wait),
 			PartitionId: &id,
 			Session:     sessionLockOf(lock),
+			ReceiveId:   lock.GetReceiveId(),
+			Replay:      lock.GetReplay(),
 		})
 		return resp.GetMessages(), err
 	})

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -36,6 +37,9 @@ type metaGroup struct {
 	raft  *raft.Raft
 	store *raftboltdb.BoltStore
 	snaps raft.SnapshotStore
+	// readyTerm is the term in which this node, as leader, has applied
+	// every entry committed before its election (see confirmLeadership).
+	readyTerm atomic.Uint64
 }
 
 func openMetaGroup(n *Node) (*metaGroup, error) {
@@ -176,6 +180,65 @@ func (g *metaGroup) propose(ctx context.Context, cmd *clusterv1.MetaCommand) (*c
 		return nil, errorf(res.GetErrorReason(), "%s", res.GetErrorMessage())
 	}
 	return res, nil
+}
+
+// confirmLeadership makes a read of this node's metadata linearizable: it
+// confirms, after the read began, that this node still leads the metadata
+// group with every acknowledged change applied. A leader that has been
+// deposed without noticing yet (paused, or cut off with its Raft loop
+// stuck) cannot confirm, so it answers NOT_LEADER or SERVER_BUSY instead
+// of stale state.
+//
+// It is the read-index protocol as hashicorp/raft allows it. Once per term
+// a barrier (an entry of this term) is applied: then every entry committed
+// by earlier leaders is applied too. Then VerifyLeader asks a quorum
+// whether this node still leads. Every change this leader acknowledged was
+// applied to its state before it was acknowledged (propose waits for the
+// FSM), so a state read after both holds every change acknowledged before
+// the read began. (Waiting for raft's AppliedIndex to reach the commit
+// index would add nothing: raft advances it when it hands entries to the
+// FSM, not when the FSM has applied them.)
+func (g *metaGroup) confirmLeadership(ctx context.Context) error {
+	if !g.isLeader() {
+		return g.notLeader()
+	}
+	ctx, cancel := context.WithTimeout(ctx, catchUpTimeout)
+	defer cancel()
+	term := g.raft.CurrentTerm()
+	if g.readyTerm.Load() != term {
+		if err := g.await(ctx, func() raft.Future { return g.raft.Barrier(catchUpTimeout) }); err != nil {
+			return g.unconfirmed(err)
+		}
+		g.readyTerm.Store(term)
+	}
+	if err := g.await(ctx, g.raft.VerifyLeader); err != nil {
+		return g.unconfirmed(err)
+	}
+	return nil
+}
+
+// await waits for the future start returns, giving up when ctx ends.
+// start runs on its own goroutine: raft hands a future to its main loop
+// through an unbuffered channel, so even asking can block while that loop
+// is stuck (a stalled disk); the goroutine ends when raft answers or
+// shuts down.
+func (g *metaGroup) await(ctx context.Context, start func() raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- start().Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// unconfirmed is the answer to a read whose leadership check failed.
+func (g *metaGroup) unconfirmed(err error) *apiError {
+	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || !g.isLeader() {
+		return g.notLeader()
+	}
+	return busy("this node could not confirm that it still leads the metadata group: %v", err)
 }
 
 func (g *metaGroup) notLeader() *apiError {

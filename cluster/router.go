@@ -9,9 +9,12 @@ import (
 
 	"google.golang.org/grpc"
 	grpcbackoff "google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
+	"github.com/raftbus/raftbus/internal/rpcreach"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -159,12 +162,35 @@ func (n *Node) locate(ctx context.Context, e *clusterv1.Entity, id uint32) (targ
 	return target{addrs: addrs}, nil
 }
 
+// repeat says what route may do once a forwarded call's outcome is
+// unknown (the connection to the leader broke after the request left, or
+// the leader lost leadership while replicating it): whether the request
+// may be sent again.
+type repeat int
+
+const (
+	// once: a change that must not be applied twice (a send without
+	// duplicate detection, accepting a session). An unknown outcome goes
+	// to the caller, who decides.
+	once repeat = iota
+	// idempotent: a read, or a change whose repeat changes nothing more
+	// than the first (a receive with its receive id, cancelling scheduled
+	// messages, a send that duplicate detection makes harmless).
+	idempotent
+	// byLock: a change by lock token (settlement, renewal, closing a
+	// session). A repeat of one that took effect finds the lock gone; then
+	// the caller is told the truth, that the outcome is unknown.
+	byLock
+)
+
 // route serves a request for one partition: locally when this node leads
 // it, else at the leader, following NOT_LEADER hints and skipping nodes
-// that are down, at most maxRouteAttempts times.
-func route[Resp any](ctx context.Context, n *Node, e *clusterv1.Entity, id uint32,
+// that are down, at most maxRouteAttempts times. A request is sent again
+// only when it certainly did not take effect (the node could not be
+// reached or said it did not lead), or when rep says a repeat is safe.
+func route[Resp any](ctx context.Context, n *Node, e *clusterv1.Entity, id uint32, rep repeat,
 	local func(r *replica) (Resp, error),
-	remote func(ctx context.Context, conn *grpc.ClientConn) (Resp, error),
+	remote func(ctx context.Context, conn grpc.ClientConnInterface) (Resp, error),
 ) (Resp, error) {
 	var zero Resp
 	t, err := n.locate(ctx, e, id)
@@ -180,19 +206,21 @@ func route[Resp any](ctx context.Context, n *Node, e *clusterv1.Entity, id uint3
 	}
 	group := groupName(e, id)
 	fctx := metadata.AppendToOutgoingContext(ctx, ForwardKey, NeverForward)
-	var lastErr *apiError
+	var lastErr, unknown *apiError
 	queue := t.addrs
 	for attempt := 0; attempt < maxRouteAttempts && len(queue) > 0; attempt++ {
 		addr := queue[0]
 		queue = queue[1:]
-		conn, err := n.peers.get(addr)
+		cc, err := n.peers.get(addr)
 		if err == nil {
+			conn := rpcreach.Wrap(cc)
 			var resp Resp
 			resp, err = remote(fctx, conn)
 			if err == nil {
 				n.routing.set(group, addr)
 				return resp, nil
 			}
+			err = forwardError(err, addr, conn.MaybeSent())
 		}
 		lastErr = asAPIError(err)
 		switch lastErr.reason {
@@ -202,14 +230,47 @@ func route[Resp any](ctx context.Context, n *Node, e *clusterv1.Entity, id uint3
 				queue = append([]string{h}, queue...)
 			}
 		case raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY:
-			// The node is down or has no leader: try another replica.
+			// The node is down or has no leader: nothing was done; try
+			// another replica.
+		case raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN:
+			unknown = lastErr
+			if rep == once || ctx.Err() != nil {
+				return zero, lastErr
+			}
+			// Safe to repeat: ask the same node again first (the
+			// connection may just have broken), then the others.
+			queue = append([]string{addr}, queue...)
+		case raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST, raftbusv1.ErrorReason_ERROR_REASON_SESSION_LOCK_LOST:
+			if unknown != nil && rep == byLock {
+				return zero, unknown
+			}
+			return zero, lastErr
 		default:
 			return zero, lastErr
 		}
 	}
 	n.routing.set(group, "")
+	if unknown != nil {
+		// An earlier attempt may have taken effect.
+		return zero, unknown
+	}
 	if lastErr == nil {
 		lastErr = busy("partition %s has no reachable leader", group)
 	}
 	return zero, lastErr
+}
+
+// forwardError classifies a failed forwarded call that the node called
+// did not answer itself (a gRPC status without ErrorInfo): a call that
+// never reached it did nothing, one that may have is of unknown outcome.
+func forwardError(err error, addr string, maybeSent bool) error {
+	st, ok := status.FromError(err)
+	if !ok || hasErrorInfo(st) || st.Code() != codes.Unavailable {
+		return err
+	}
+	if !maybeSent {
+		return busy("node %s is unreachable: %s", addr, st.Message())
+	}
+	return errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN,
+		"the connection to node %s broke after the request was sent (%s); it may or may not have taken effect", addr, st.Message())
 }

@@ -112,7 +112,7 @@ func (s *messagingService) AcceptSession(ctx context.Context, req *raftbusv1.Acc
 // acceptFrom accepts a session of partition id: the named one, or the
 // next available waiting up to wait.
 func (n *Node) acceptFrom(ctx context.Context, t resolved, id uint32, sessionID string, wait time.Duration) (*raftbusv1.AcceptSessionResponse, error) {
-	return route(ctx, n, t.entity, id, func(r *replica) (*raftbusv1.AcceptSessionResponse, error) {
+	return route(ctx, n, t.entity, id, once, func(r *replica) (*raftbusv1.AcceptSessionResponse, error) {
 		res, err := r.p.AcceptSession(ctx, &enginev1.AcceptSession{EntityPath: t.path, SessionId: sessionID}, wait)
 		if err != nil {
 			return nil, err
@@ -122,7 +122,7 @@ func (n *Node) acceptFrom(ctx context.Context, t resolved, id uint32, sessionID 
 			resp.LockToken, resp.LockedUntil, resp.PartitionId = res.GetLockToken(), res.GetLockedUntil(), id
 		}
 		return resp, nil
-	}, func(ctx context.Context, conn *grpc.ClientConn) (*raftbusv1.AcceptSessionResponse, error) {
+	}, func(ctx context.Context, conn grpc.ClientConnInterface) (*raftbusv1.AcceptSessionResponse, error) {
 		return raftbusv1.NewMessagingServiceClient(conn).AcceptSession(ctx, &raftbusv1.AcceptSessionRequest{
 			EntityPath: t.path, SessionId: sessionID, MaxWait: durationpb.New(wait), PartitionId: &id,
 		})
@@ -130,7 +130,7 @@ func (n *Node) acceptFrom(ctx context.Context, t resolved, id uint32, sessionID 
 }
 
 // receiveSession receives from a held session, at its partition.
-func (s *messagingService) receiveSession(ctx context.Context, req *raftbusv1.ReceiveRequest) (*raftbusv1.ReceiveResponse, error) {
+func (s *messagingService) receiveSession(ctx context.Context, req *raftbusv1.ReceiveRequest, receiveID []byte) (*raftbusv1.ReceiveResponse, error) {
 	t, err := s.n.sessionEntity(ctx, req.GetEntityPath())
 	if err != nil {
 		return nil, err
@@ -157,6 +157,10 @@ func (s *messagingService) receiveSession(ctx context.Context, req *raftbusv1.Re
 	lock := &enginev1.Lock{
 		EntityPath: t.path, ReceiveMode: req.GetReceiveMode(), MaxMessages: batch,
 		SessionId: req.GetSession().GetSessionId(), SessionLockToken: req.GetSession().GetLockToken(),
+		ReceiveId: receiveID, Replay: req.GetReplay(),
+	}
+	if req.GetReplay() {
+		return s.n.replay(ctx, e, lock, &id)
 	}
 	msgs, err := s.n.receiveFrom(ctx, e, id, lock, wait)
 	if err != nil {
@@ -196,14 +200,14 @@ func (s *messagingService) peekSession(ctx context.Context, t resolved, req *raf
 		return &raftbusv1.PeekResponse{}, nil
 	}
 	from := req.GetFromSequenceNumber()
-	return route(ctx, s.n, e, id, func(r *replica) (*raftbusv1.PeekResponse, error) {
+	return route(ctx, s.n, e, id, idempotent, func(r *replica) (*raftbusv1.PeekResponse, error) {
 		var out []*raftbusv1.ReceivedMessage
 		var perr error
 		if err := r.p.Read(ctx, func(en *engine.Engine) { out, perr = en.PeekSession(t.path, sid, from, int(batch)) }); err != nil {
 			return nil, err
 		}
 		return &raftbusv1.PeekResponse{Messages: out}, engineError(perr)
-	}, func(ctx context.Context, conn *grpc.ClientConn) (*raftbusv1.PeekResponse, error) {
+	}, func(ctx context.Context, conn grpc.ClientConnInterface) (*raftbusv1.PeekResponse, error) {
 		return raftbusv1.NewMessagingServiceClient(conn).Peek(ctx, &raftbusv1.PeekRequest{
 			EntityPath: t.path, FromSequenceNumber: from, MaxMessages: batch, PartitionId: &id, SessionId: sid,
 		})
@@ -211,8 +215,9 @@ func (s *messagingService) peekSession(ctx context.Context, t resolved, req *raf
 }
 
 // atSession serves a request about a held session at its partition's
-// leader; forward re-sends the request there.
-func atSession[Resp any](ctx context.Context, s *messagingService, path string, sl *raftbusv1.SessionLock,
+// leader; forward re-sends the request there, again after an unknown
+// outcome as rep allows.
+func atSession[Resp any](ctx context.Context, s *messagingService, path string, sl *raftbusv1.SessionLock, rep repeat,
 	local func(r *replica, path string) (Resp, error),
 	forward func(ctx context.Context, c raftbusv1.MessagingServiceClient) (Resp, error),
 ) (Resp, error) {
@@ -225,16 +230,16 @@ func atSession[Resp any](ctx context.Context, s *messagingService, path string, 
 	if err != nil {
 		return zero, err
 	}
-	return route(ctx, s.n, t.entity, id, func(r *replica) (Resp, error) {
+	return route(ctx, s.n, t.entity, id, rep, func(r *replica) (Resp, error) {
 		return local(r, t.path)
-	}, func(ctx context.Context, conn *grpc.ClientConn) (Resp, error) {
+	}, func(ctx context.Context, conn grpc.ClientConnInterface) (Resp, error) {
 		return forward(ctx, raftbusv1.NewMessagingServiceClient(conn))
 	})
 }
 
 func (s *messagingService) RenewSessionLock(ctx context.Context, req *raftbusv1.RenewSessionLockRequest) (*raftbusv1.RenewSessionLockResponse, error) {
 	sl := req.GetSession()
-	return atSession(ctx, s, req.GetEntityPath(), sl, func(r *replica, path string) (*raftbusv1.RenewSessionLockResponse, error) {
+	return atSession(ctx, s, req.GetEntityPath(), sl, idempotent, func(r *replica, path string) (*raftbusv1.RenewSessionLockResponse, error) {
 		res, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_RenewSessionLock{RenewSessionLock: &enginev1.RenewSessionLock{
 			EntityPath: path, SessionId: sl.GetSessionId(), LockToken: sl.GetLockToken(),
 		}}})
@@ -251,7 +256,7 @@ func (s *messagingService) RenewSessionLock(ctx context.Context, req *raftbusv1.
 // holder sees its own last SetSessionState.
 func (s *messagingService) GetSessionState(ctx context.Context, req *raftbusv1.GetSessionStateRequest) (*raftbusv1.GetSessionStateResponse, error) {
 	sl := req.GetSession()
-	return atSession(ctx, s, req.GetEntityPath(), sl, func(r *replica, path string) (*raftbusv1.GetSessionStateResponse, error) {
+	return atSession(ctx, s, req.GetEntityPath(), sl, idempotent, func(r *replica, path string) (*raftbusv1.GetSessionStateResponse, error) {
 		var state []byte
 		var serr error
 		if err := r.p.Read(ctx, func(en *engine.Engine) {
@@ -270,7 +275,7 @@ func (s *messagingService) GetSessionState(ctx context.Context, req *raftbusv1.G
 
 func (s *messagingService) SetSessionState(ctx context.Context, req *raftbusv1.SetSessionStateRequest) (*raftbusv1.SetSessionStateResponse, error) {
 	sl := req.GetSession()
-	return atSession(ctx, s, req.GetEntityPath(), sl, func(r *replica, path string) (*raftbusv1.SetSessionStateResponse, error) {
+	return atSession(ctx, s, req.GetEntityPath(), sl, idempotent, func(r *replica, path string) (*raftbusv1.SetSessionStateResponse, error) {
 		_, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_SetSessionState{SetSessionState: &enginev1.SetSessionState{
 			EntityPath: path, SessionId: sl.GetSessionId(), LockToken: sl.GetLockToken(), State: req.GetState(),
 		}}})
@@ -285,7 +290,7 @@ func (s *messagingService) SetSessionState(ctx context.Context, req *raftbusv1.S
 
 func (s *messagingService) CloseSession(ctx context.Context, req *raftbusv1.CloseSessionRequest) (*raftbusv1.CloseSessionResponse, error) {
 	sl := req.GetSession()
-	return atSession(ctx, s, req.GetEntityPath(), sl, func(r *replica, path string) (*raftbusv1.CloseSessionResponse, error) {
+	return atSession(ctx, s, req.GetEntityPath(), sl, byLock, func(r *replica, path string) (*raftbusv1.CloseSessionResponse, error) {
 		_, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_ReleaseSession{ReleaseSession: &enginev1.ReleaseSession{
 			EntityPath: path, SessionId: sl.GetSessionId(), LockToken: sl.GetLockToken(),
 		}}})

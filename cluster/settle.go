@@ -25,10 +25,10 @@ func (s *messagingService) settle(ctx context.Context, lock *raftbusv1.MessageLo
 	}
 	e := t.entity
 	cmd.EntityPath, cmd.SubQueue, cmd.LockToken = t.path, lock.GetSubQueue(), lock.GetLockToken()
-	_, err = route(ctx, s.n, e, lock.GetPartitionId(), func(r *replica) (struct{}, error) {
+	_, err = route(ctx, s.n, e, lock.GetPartitionId(), byLock, func(r *replica) (struct{}, error) {
 		_, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_Settle{Settle: cmd}})
 		return struct{}{}, err
-	}, func(ctx context.Context, conn *grpc.ClientConn) (struct{}, error) {
+	}, func(ctx context.Context, conn grpc.ClientConnInterface) (struct{}, error) {
 		return struct{}{}, forward(ctx, raftbusv1.NewMessagingServiceClient(conn))
 	})
 	return err
@@ -96,7 +96,7 @@ func (s *messagingService) RenewLock(ctx context.Context, req *raftbusv1.RenewLo
 		return nil, err
 	}
 	e := t.entity
-	return route(ctx, s.n, e, lock.GetPartitionId(), func(r *replica) (*raftbusv1.RenewLockResponse, error) {
+	return route(ctx, s.n, e, lock.GetPartitionId(), byLock, func(r *replica) (*raftbusv1.RenewLockResponse, error) {
 		res, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_RenewLock{RenewLock: &enginev1.RenewLock{
 			EntityPath: t.path, SubQueue: lock.GetSubQueue(), LockToken: lock.GetLockToken(),
 		}}})
@@ -104,7 +104,7 @@ func (s *messagingService) RenewLock(ctx context.Context, req *raftbusv1.RenewLo
 			return nil, err
 		}
 		return &raftbusv1.RenewLockResponse{LockedUntil: res.GetRenewLock().GetLockedUntil()}, nil
-	}, func(ctx context.Context, conn *grpc.ClientConn) (*raftbusv1.RenewLockResponse, error) {
+	}, func(ctx context.Context, conn grpc.ClientConnInterface) (*raftbusv1.RenewLockResponse, error) {
 		return raftbusv1.NewMessagingServiceClient(conn).RenewLock(ctx, req)
 	})
 }
@@ -118,6 +118,10 @@ func (s *messagingService) ReceiveDeferred(ctx context.Context, req *raftbusv1.R
 	if n := len(req.GetSequenceNumbers()); n == 0 || n > maxBatch {
 		return nil, invalid("sequence_numbers must name 1 to %d messages, not %d", maxBatch, n)
 	}
+	receiveID, err := receiveIDOf(req.GetReceiveId(), false)
+	if err != nil {
+		return nil, err
+	}
 	resp := &raftbusv1.ReceiveDeferredResponse{}
 	groups := bySequencePartition(e, req.GetSequenceNumbers())
 	sl := req.GetSession()
@@ -126,15 +130,16 @@ func (s *messagingService) ReceiveDeferred(ctx context.Context, req *raftbusv1.R
 	}
 	for _, id := range sortedKeys(groups) {
 		seqs := groups[id]
-		msgs, err := route(ctx, s.n, e, id, func(r *replica) ([]*raftbusv1.ReceivedMessage, error) {
+		msgs, err := route(ctx, s.n, e, id, idempotent, func(r *replica) ([]*raftbusv1.ReceivedMessage, error) {
 			res, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_ReceiveDeferred{ReceiveDeferred: &enginev1.ReceiveDeferred{
 				EntityPath: t.path, SubQueue: req.GetSubQueue(), ReceiveMode: req.GetReceiveMode(), SequenceNumbers: seqs,
-				SessionId: sl.GetSessionId(), SessionLockToken: sl.GetLockToken(),
+				SessionId: sl.GetSessionId(), SessionLockToken: sl.GetLockToken(), ReceiveId: receiveID,
 			}}})
 			return res.GetReceiveDeferred().GetMessages(), err
-		}, func(ctx context.Context, conn *grpc.ClientConn) ([]*raftbusv1.ReceivedMessage, error) {
+		}, func(ctx context.Context, conn grpc.ClientConnInterface) ([]*raftbusv1.ReceivedMessage, error) {
 			resp, err := raftbusv1.NewMessagingServiceClient(conn).ReceiveDeferred(ctx, &raftbusv1.ReceiveDeferredRequest{
 				EntityPath: t.path, SubQueue: req.GetSubQueue(), ReceiveMode: req.GetReceiveMode(), SequenceNumbers: seqs, Session: sl,
+				ReceiveId: receiveID,
 			})
 			return resp.GetMessages(), err
 		})
@@ -176,14 +181,14 @@ func (s *messagingService) Peek(ctx context.Context, req *raftbusv1.PeekRequest)
 			from = int64(uint64(id) << 48)
 		}
 		want := int(batch) - len(resp.Messages)
-		msgs, err := route(ctx, s.n, e, id, func(r *replica) ([]*raftbusv1.ReceivedMessage, error) {
+		msgs, err := route(ctx, s.n, e, id, idempotent, func(r *replica) ([]*raftbusv1.ReceivedMessage, error) {
 			var out []*raftbusv1.ReceivedMessage
 			var perr error
 			if err := r.p.Read(ctx, func(en *engine.Engine) { out, perr = en.Peek(t.path, req.GetSubQueue(), from, want) }); err != nil {
 				return nil, err
 			}
 			return out, perr
-		}, func(ctx context.Context, conn *grpc.ClientConn) ([]*raftbusv1.ReceivedMessage, error) {
+		}, func(ctx context.Context, conn grpc.ClientConnInterface) ([]*raftbusv1.ReceivedMessage, error) {
 			resp, err := raftbusv1.NewMessagingServiceClient(conn).Peek(ctx, &raftbusv1.PeekRequest{
 				EntityPath: t.path, SubQueue: req.GetSubQueue(), FromSequenceNumber: from, MaxMessages: int32(want), PartitionId: &id,
 			})

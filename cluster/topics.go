@@ -83,7 +83,7 @@ func (n *Node) putTopic(ctx context.Context, t *raftbusv1.TopicProperties, creat
 }
 
 func (s *adminService) GetTopic(ctx context.Context, req *raftbusv1.GetTopicRequest) (*raftbusv1.GetTopicResponse, error) {
-	return atMetaLeader(ctx, s.n, func() (*raftbusv1.GetTopicResponse, error) {
+	return readAtMetaLeader(ctx, s.n, func() (*raftbusv1.GetTopicResponse, error) {
 		e, err := s.n.topic(ctx, req.GetName())
 		if err != nil {
 			return nil, err
@@ -110,7 +110,7 @@ func (s *adminService) DeleteTopic(ctx context.Context, req *raftbusv1.DeleteTop
 }
 
 func (s *adminService) ListTopics(ctx context.Context, req *raftbusv1.ListTopicsRequest) (*raftbusv1.ListTopicsResponse, error) {
-	return atMetaLeader(ctx, s.n, func() (*raftbusv1.ListTopicsResponse, error) {
+	return readAtMetaLeader(ctx, s.n, func() (*raftbusv1.ListTopicsResponse, error) {
 		size, err := pageSize(req.GetPageSize())
 		if err != nil {
 			return nil, err
@@ -201,7 +201,7 @@ func (n *Node) putSubscription(ctx context.Context, p *raftbusv1.SubscriptionPro
 }
 
 func (s *adminService) GetSubscription(ctx context.Context, req *raftbusv1.GetSubscriptionRequest) (*raftbusv1.GetSubscriptionResponse, error) {
-	return atMetaLeader(ctx, s.n, func() (*raftbusv1.GetSubscriptionResponse, error) {
+	return readAtMetaLeader(ctx, s.n, func() (*raftbusv1.GetSubscriptionResponse, error) {
 		_, sub, err := s.n.subscription(ctx, req.GetTopicName(), req.GetSubscriptionName())
 		if err != nil {
 			return nil, err
@@ -227,7 +227,7 @@ func (s *adminService) DeleteSubscription(ctx context.Context, req *raftbusv1.De
 }
 
 func (s *adminService) ListSubscriptions(ctx context.Context, req *raftbusv1.ListSubscriptionsRequest) (*raftbusv1.ListSubscriptionsResponse, error) {
-	return atMetaLeader(ctx, s.n, func() (*raftbusv1.ListSubscriptionsResponse, error) {
+	return readAtMetaLeader(ctx, s.n, func() (*raftbusv1.ListSubscriptionsResponse, error) {
 		size, err := pageSize(req.GetPageSize())
 		if err != nil {
 			return nil, err
@@ -309,7 +309,7 @@ func (n *Node) putRule(ctx context.Context, topic, sub string, r *raftbusv1.Rule
 }
 
 func (s *adminService) GetRule(ctx context.Context, req *raftbusv1.GetRuleRequest) (*raftbusv1.GetRuleResponse, error) {
-	return atMetaLeader(ctx, s.n, func() (*raftbusv1.GetRuleResponse, error) {
+	return readAtMetaLeader(ctx, s.n, func() (*raftbusv1.GetRuleResponse, error) {
 		_, sub, err := s.n.subscription(ctx, req.GetTopicName(), req.GetSubscriptionName())
 		if err != nil {
 			return nil, err
@@ -340,7 +340,7 @@ func (s *adminService) DeleteRule(ctx context.Context, req *raftbusv1.DeleteRule
 }
 
 func (s *adminService) ListRules(ctx context.Context, req *raftbusv1.ListRulesRequest) (*raftbusv1.ListRulesResponse, error) {
-	return atMetaLeader(ctx, s.n, func() (*raftbusv1.ListRulesResponse, error) {
+	return readAtMetaLeader(ctx, s.n, func() (*raftbusv1.ListRulesResponse, error) {
 		size, err := pageSize(req.GetPageSize())
 		if err != nil {
 			return nil, err

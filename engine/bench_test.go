@@ -57,6 +57,55 @@ func BenchmarkSendLockComplete(b *testing.B) {
 	b.ReportMetric(msgs/b.Elapsed().Seconds(), "msgs/s")
 }
 
+// BenchmarkReceiveWithReceiveID measures what receipts cost: one message
+// through send and receive (PeekLock, then complete; or ReceiveAndDelete),
+// 1 KiB bodies in batches of 100, with and without a receive id.
+func BenchmarkReceiveWithReceiveID(b *testing.B) {
+	for _, mode := range []raftbusv1.ReceiveMode{peekLock, receiveDel} {
+		for _, withID := range []bool{false, true} {
+			b.Run(fmt.Sprintf("mode=%s/receive_id=%v", mode, withID), func(b *testing.B) {
+				e := New(0, 1)
+				now := startMs
+				e.Apply(&enginev1.Command{NowUnixMs: now, Body: &enginev1.Command_ConfigureEntity{ConfigureEntity: &enginev1.ConfigureEntity{EntityPath: testQueue}}})
+				send := &enginev1.Command{Body: &enginev1.Command_Send{Send: &enginev1.Send{EntityPath: testQueue, Messages: benchMessages(benchBatch, 1024)}}}
+				l := &enginev1.Lock{EntityPath: testQueue, MaxMessages: benchBatch, ReceiveMode: mode}
+				lock := &enginev1.Command{TokenSeed: make([]byte, 16), Body: &enginev1.Command_Lock{Lock: l}}
+				settle := &enginev1.Settle{EntityPath: testQueue, Disposition: enginev1.Disposition_DISPOSITION_COMPLETE}
+				complete := &enginev1.Command{Body: &enginev1.Command_Settle{Settle: settle}}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for n := 0; n < b.N; n += benchBatch {
+					now++
+					send.NowUnixMs, lock.NowUnixMs, complete.NowUnixMs = now, now, now
+					binary.BigEndian.PutUint64(lock.TokenSeed, uint64(n))
+					if withID {
+						l.ReceiveId = binary.BigEndian.AppendUint64(l.ReceiveId[:0], uint64(n))
+					}
+					if r := e.Apply(send); r.GetError() != nil {
+						b.Fatal(r.GetError())
+					}
+					got := e.Apply(lock).GetLock().GetMessages()
+					if len(got) != benchBatch {
+						b.Fatalf("received %d", len(got))
+					}
+					if mode == receiveDel {
+						continue
+					}
+					for _, m := range got {
+						settle.LockToken = m.GetLockToken()
+						if r := e.Apply(complete); r.GetError() != nil {
+							b.Fatal(r.GetError())
+						}
+					}
+				}
+				b.StopTimer()
+				msgs := float64((b.N + benchBatch - 1) / benchBatch * benchBatch)
+				b.ReportMetric(msgs/b.Elapsed().Seconds(), "msgs/s")
+			})
+		}
+	}
+}
+
 // BenchmarkStoredMessageMemory measures the heap held per stored message
 // beyond its body (bodies are shared, ids are 36 characters).
 func BenchmarkStoredMessageMemory(b *testing.B) {

@@ -28,6 +28,10 @@ type workload struct {
 	ids    int
 	// held are the sessions of entity c accepted so far (some lost since).
 	held []heldSessionLock
+	// receives are recent receives with a receive id, to repeat.
+	receives   []*enginev1.Command
+	receiveIDs int
+	repeated   bool // the last command is a repeat
 }
 
 type heldLock struct {
@@ -118,6 +122,13 @@ func (w *workload) next() *enginev1.Command {
 		seed[i] = byte(w.rng.Uint32())
 	}
 	cmd := &enginev1.Command{NowUnixMs: w.now, TokenSeed: seed}
+	w.repeated = len(w.receives) > 0 && w.rng.IntN(20) == 0
+	if w.repeated {
+		// A receive repeated after its answer was lost.
+		cmd.Body = proto.Clone(w.receives[w.rng.IntN(len(w.receives))]).(*enginev1.Command).Body
+		return cmd
+	}
+	defer w.withReceiveID(cmd)
 	ent := workloadEntities[w.rng.IntN(len(workloadEntities))]
 	sender, receiver := ent, ent
 	if w.rng.IntN(3) == 0 {
@@ -214,6 +225,32 @@ func (w *workload) ruleChange(cmd *enginev1.Command) {
 		cmd.Body = &enginev1.Command_AddRule{AddRule: &enginev1.AddRule{EntityPath: sub, Rule: withAction(sqlRule(rule, fmt.Sprintf("k %% 3 = %d OR k = 'x'", w.rng.IntN(3))), "SET r = '"+rule+"'")}}
 	default:
 		cmd.Body = &enginev1.Command_RemoveRule{RemoveRule: &enginev1.RemoveRule{EntityPath: sub, RuleName: rule}}
+	}
+}
+
+// withReceiveID gives half the receives a receive id (some of the Locks
+// as replays) and remembers them for repeating.
+func (w *workload) withReceiveID(cmd *enginev1.Command) {
+	var id *[]byte
+	switch b := cmd.GetBody().(type) {
+	case *enginev1.Command_Lock:
+		id = &b.Lock.ReceiveId
+	case *enginev1.Command_ReceiveDeferred:
+		id = &b.ReceiveDeferred.ReceiveId
+	default:
+		return
+	}
+	if w.rng.IntN(2) == 0 {
+		return
+	}
+	if l := cmd.GetLock(); l != nil {
+		l.Replay = w.rng.IntN(10) == 0
+	}
+	w.receiveIDs++
+	*id = []byte(fmt.Sprintf("r%d", w.receiveIDs))
+	w.receives = append(w.receives, &enginev1.Command{Body: proto.Clone(cmd).(*enginev1.Command).Body})
+	if len(w.receives) > 20 {
+		w.receives = w.receives[1:]
 	}
 }
 
@@ -319,7 +356,7 @@ func TestSeededWorkloadIsDeterministicAcrossSnapshotAndTicks(t *testing.T) {
 		}
 	}
 	w := newWorkload(42)
-	var failures, deliveries, copies, sessionDeliveries int
+	var failures, deliveries, copies, sessionDeliveries, repeats int
 	reasons := map[raftbusv1.ErrorReason]int{}
 	for i := range n {
 		if i == n/2 {
@@ -353,6 +390,9 @@ func TestSeededWorkloadIsDeterministicAcrossSnapshotAndTicks(t *testing.T) {
 		if cmd.GetLock().GetSessionId() != "" {
 			sessionDeliveries += len(want.GetLock().GetMessages())
 		}
+		if w.repeated && len(want.GetLock().GetMessages())+len(want.GetReceiveDeferred().GetMessages()) > 0 {
+			repeats++
+		}
 		w.observe(cmd, want)
 		if i%5000 == 0 {
 			checkInvariants(t, ref)
@@ -374,10 +414,12 @@ func TestSeededWorkloadIsDeterministicAcrossSnapshotAndTicks(t *testing.T) {
 	if ref.Digest() != restored.Digest() || ref.Digest() != tickless.Digest() {
 		t.Fatal("final state digests differ")
 	}
-	if deliveries < n/5 || copies < n/20 || sessionDeliveries < n/50 || failures > n/2 {
-		t.Fatalf("the workload is too idle: %d deliveries (%d from subscriptions, %d in sessions), %d failures of %d: %v", deliveries, copies, sessionDeliveries, failures, n, reasons)
+	if deliveries < n/5 || copies < n/20 || sessionDeliveries < n/50 || repeats < n/200 || failures > n/2 {
+		t.Fatalf("the workload is too idle: %d deliveries (%d from subscriptions, %d in sessions, %d repeats answered), %d failures of %d: %v",
+			deliveries, copies, sessionDeliveries, repeats, failures, n, reasons)
 	}
-	t.Logf("%d commands, %d deliveries (%d from subscriptions, %d in sessions), %d failed commands %v", n, deliveries, copies, sessionDeliveries, failures, reasons)
+	t.Logf("%d commands, %d deliveries (%d from subscriptions, %d in sessions, %d repeats answered), %d failed commands %v",
+		n, deliveries, copies, sessionDeliveries, repeats, failures, reasons)
 }
 
 // brief is a result without message bodies, for failure output.

@@ -33,6 +33,12 @@
 // and apply to messages sent afterwards; a filter or action that fails to
 // evaluate dead-letters the copy unless the subscription turned that off.
 //
+// A receive may carry a receive id chosen by the receiver. The engine keeps
+// a receipt of what it received (receipt.go) for the entity's lock
+// duration, at least 30 seconds, within bounds of count and size, so that
+// a receive repeated after its answer was lost gets the same messages back
+// (still locked, or the ones it removed) instead of new ones.
+//
 // The commands and results are the protobuf messages of
 // proto/raftbus/engine/v1; Snapshot writes the state as a stream of
 // snapshot records (also there), which Digest hashes.

@@ -31,6 +31,8 @@ type Engine struct {
 	now      int64
 	entities map[string]*entity
 	sorted   []*entity // by path: the order of time effects and snapshots
+	// receipts remember what recent receives received (see receipt.go).
+	receipts receiptTable
 }
 
 // New returns the empty state of partition partitionID of partitionCount.
@@ -42,6 +44,7 @@ func New(partitionID uint32, partitionCount uint32) *Engine {
 		partitionCount: max(partitionCount, 1),
 		nextOrder:      1,
 		entities:       make(map[string]*entity),
+		receipts:       newReceiptTable(),
 	}
 }
 
@@ -336,7 +339,7 @@ func (e *Engine) configure(c *enginev1.ConfigureEntity) *Error {
 
 // advance applies, in time order, every time effect due at or before now:
 // lock expiries, scheduled activations, expiries by time to live and the
-// end of duplicate detection windows. Each effect happens at its own due
+// end of duplicate detection windows and of receipts. Each effect happens at its own due
 // time, so results do not depend on whether a Tick ran in between.
 func (e *Engine) advance(now int64) {
 	for {
@@ -349,6 +352,7 @@ func (e *Engine) advance(now int64) {
 	for _, ent := range e.sorted {
 		ent.duplicates.prune(now)
 	}
+	e.receipts.prune(now)
 	e.now = now
 }
 
@@ -378,6 +382,12 @@ func (e *Engine) NextDeadline() (unixMs int64, ok bool) {
 		if t, has := ent.duplicates.next(); has && (!ok || t < unixMs) {
 			unixMs, ok = t, true
 		}
+	}
+	// Receipts only hold memory once expired (a lookup checks the time), so
+	// the deadline is when the newest ends and one Tick frees them all:
+	// under traffic it keeps moving and commands prune them as they go.
+	if t, has := e.receipts.last(); has && (!ok || t < unixMs) {
+		unixMs, ok = t, true
 	}
 	return unixMs, ok
 }

@@ -48,6 +48,19 @@ func FuzzApply(f *testing.F) {
 		}
 		f.Add(b)
 	}
+	for _, mode := range []raftbusv1.ReceiveMode{peekLock, receiveDel} {
+		// A receive, its repeat, a replay fencing another and that other.
+		lock := func(id string, replay bool) *enginev1.Command {
+			return &enginev1.Command{TokenSeed: make([]byte, 16), Body: &enginev1.Command_Lock{Lock: &enginev1.Lock{
+				EntityPath: workloadEntities[0], ReceiveMode: mode, MaxMessages: 2, ReceiveId: []byte(id), Replay: replay}}}
+		}
+		send := &enginev1.Command{Body: &enginev1.Command_Send{Send: &enginev1.Send{EntityPath: workloadEntities[0], Messages: []*raftbusv1.Message{w.message(), w.message()}}}}
+		b, err := proto.Marshal(&enginev1.Entry{Commands: []*enginev1.Command{send, lock("f", false), lock("f", false), lock("g", true), lock("g", false)}})
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
 	one, _ := proto.Marshal(w.next())
 	f.Add(one)
 	f.Add([]byte{})

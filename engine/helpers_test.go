@@ -171,6 +171,7 @@ func checkInvariants(t testing.TB, e *Engine) {
 		t.Fatalf("%d sorted entities, %d in the map", len(e.sorted), len(e.entities))
 	}
 	checkTopicInvariants(t, e)
+	checkReceiptInvariants(t, e)
 	for i, ent := range e.sorted {
 		if i > 0 && e.sorted[i-1].path >= ent.path {
 			t.Fatalf("entities out of order at %q", ent.path)
@@ -225,5 +226,34 @@ func checkInvariants(t testing.TB, e *Engine) {
 				t.Fatalf("%s (dead-letter %v): event due at %d not applied by %d:%s", ent.path, q.deadLetter, t0, e.now, desc)
 			}
 		}
+	}
+}
+
+// checkReceiptInvariants verifies that the receipts kept are all live, in
+// non-decreasing expiry order, indexed once each, and counted right.
+func checkReceiptInvariants(t testing.TB, e *Engine) {
+	t.Helper()
+	live := e.receipts.live()
+	var weight int
+	var bytes int64
+	for i, r := range live {
+		if r.expiresMs <= e.now {
+			t.Fatalf("receipt %x of %q expired at %d, kept at %d", r.id, r.path, r.expiresMs, e.now)
+		}
+		if i > 0 && live[i-1].expiresMs > r.expiresMs {
+			t.Fatalf("receipts out of expiry order at %d", i)
+		}
+		if e.receipts.byKey[r.key] != r {
+			t.Fatalf("receipt %x of %q not indexed", r.id, r.path)
+		}
+		weight += r.weight()
+		bytes += r.bytes
+	}
+	if len(e.receipts.byKey) != len(live) || weight != e.receipts.weight || bytes != e.receipts.bytes {
+		t.Fatalf("receipts: %d indexed, %d live; weight %d counted %d; bytes %d counted %d",
+			len(e.receipts.byKey), len(live), weight, e.receipts.weight, bytes, e.receipts.bytes)
+	}
+	if len(live) > 1 && (weight > maxReceiptWeight || bytes > maxReceiptBytes) {
+		t.Fatalf("receipts over their bounds: weight %d, bytes %d", weight, bytes)
 	}
 }

@@ -25,21 +25,40 @@ func (e *Engine) receiveQueue(path string, sq raftbusv1.SubQueue) (*queue, *Erro
 }
 
 // receive locks (PeekLock) or removes (ReceiveAndDelete) up to max_messages
-// available messages, lowest order first.
+// available messages, lowest order first; a repeat of a receive id with a
+// receipt gets what the receipt holds instead (see receipt.go).
 func (e *Engine) receive(now int64, tokens *tokenSource, c *enginev1.Lock) ([]*raftbusv1.ReceivedMessage, *Error) {
 	q, err := e.receiveQueue(c.GetEntityPath(), c.GetSubQueue())
 	if err != nil {
 		return nil, err
 	}
+	deleteMode := c.GetReceiveMode() == raftbusv1.ReceiveMode_RECEIVE_MODE_RECEIVE_AND_DELETE
+	req := receiveRequest{path: c.GetEntityPath(), id: c.GetReceiveId(), sub: c.GetSubQueue(), deleted: deleteMode, sessionID: c.GetSessionId()}
+	if out, repeated, err := e.repeat(now, q, req, c.GetSessionLockToken()); repeated {
+		return out, err
+	}
 	s, err := sessionOf(q, c.GetSessionId(), c.GetSessionLockToken(), true)
 	if err != nil {
 		return nil, err
 	}
-	deleteMode := c.GetReceiveMode() == raftbusv1.ReceiveMode_RECEIVE_MODE_RECEIVE_AND_DELETE
-	if s != nil {
-		return e.receiveSession(now, tokens, q, s, int(max(c.GetMaxMessages(), 1)), deleteMode), nil
+	if c.GetReplay() {
+		e.remember(now, q, req, nil)
+		return nil, nil
 	}
-	n := int64(max(c.GetMaxMessages(), 1))
+	var out []*raftbusv1.ReceivedMessage
+	if s != nil {
+		out = e.receiveSession(now, tokens, q, s, int(max(c.GetMaxMessages(), 1)), deleteMode)
+	} else {
+		out = e.receiveAvailable(now, tokens, q, int64(max(c.GetMaxMessages(), 1)), deleteMode)
+	}
+	if len(out) > 0 {
+		e.remember(now, q, req, out)
+	}
+	return out, nil
+}
+
+// receiveAvailable locks or removes up to n available messages of q.
+func (e *Engine) receiveAvailable(now int64, tokens *tokenSource, q *queue, n int64, deleteMode bool) []*raftbusv1.ReceivedMessage {
 	out := make([]*raftbusv1.ReceivedMessage, 0, min(n, q.availableCount))
 	var blocks blockAllocator
 	lockedUntil := addMs(now, q.entity.settings.lockDurationMs)
@@ -55,7 +74,7 @@ func (e *Engine) receive(now int64, tokens *tokenSource, c *enginev1.Lock) ([]*r
 		}
 		out = append(out, e.take(q, m, tokens, lockedUntil, deleteMode, blocks.next(cap(out)-len(out))))
 	}
-	return out, nil
+	return out
 }
 
 // take hands m to a receiver: locked, or removed in ReceiveAndDelete mode.
@@ -77,6 +96,11 @@ func (e *Engine) receiveDeferred(now int64, tokens *tokenSource, c *enginev1.Rec
 	if err != nil {
 		return nil, err
 	}
+	deleteMode := c.GetReceiveMode() == raftbusv1.ReceiveMode_RECEIVE_MODE_RECEIVE_AND_DELETE
+	req := receiveRequest{path: c.GetEntityPath(), id: c.GetReceiveId(), sub: c.GetSubQueue(), deleted: deleteMode, deferred: true, sessionID: c.GetSessionId()}
+	if out, repeated, err := e.repeat(now, q, req, c.GetSessionLockToken()); repeated {
+		return out, err
+	}
 	s, err := sessionOf(q, c.GetSessionId(), c.GetSessionLockToken(), true)
 	if err != nil {
 		return nil, err
@@ -93,12 +117,14 @@ func (e *Engine) receiveDeferred(now int64, tokens *tokenSource, c *enginev1.Rec
 			picked = append(picked, m)
 		}
 	}
-	deleteMode := c.GetReceiveMode() == raftbusv1.ReceiveMode_RECEIVE_MODE_RECEIVE_AND_DELETE
 	lockedUntil := addMs(now, q.entity.settings.lockDurationMs)
 	out := make([]*raftbusv1.ReceivedMessage, len(picked))
 	var blocks blockAllocator
 	for i, m := range picked {
 		out[i] = e.take(q, m, tokens, lockedUntil, deleteMode, blocks.next(len(picked)-i))
+	}
+	if len(out) > 0 {
+		e.remember(now, q, req, out)
 	}
 	return out, nil
 }

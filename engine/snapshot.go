@@ -69,6 +69,11 @@ func (e *Engine) Snapshot(w io.Writer) error {
 			}
 		}
 	}
+	for _, r := range e.receipts.live() {
+		if err == nil {
+			err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Receipt{Receipt: storedReceipt(r)}})
+		}
+	}
 	if err == nil {
 		err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Trailer{Trailer: &enginev1.SnapshotTrailer{
 			EntityCount: entities, MessageCount: messages,
@@ -207,6 +212,10 @@ func restore(r *bufio.Reader) (*Engine, error) {
 			}
 			if err := e.restoreSession(ent, x.Session); err != nil {
 				return nil, fmt.Errorf("entity %q, session %q: %w", ent.path, x.Session.GetSessionId(), err)
+			}
+		case *enginev1.SnapshotRecord_Receipt:
+			if err := e.restoreReceipt(x.Receipt); err != nil {
+				return nil, fmt.Errorf("receipt of %q: %w", x.Receipt.GetEntityPath(), err)
 			}
 		case *enginev1.SnapshotRecord_Trailer:
 			if x.Trailer.GetEntityCount() != entities || x.Trailer.GetMessageCount() != messages {

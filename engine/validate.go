@@ -39,10 +39,19 @@ func validate(cmd *enginev1.Command) *Error {
 		if err := checkReceive(cmd, c.GetEntityPath(), c.GetSubQueue(), c.GetReceiveMode()); err != nil {
 			return err
 		}
+		if err := checkReceiveID(c.GetReceiveId()); err != nil {
+			return err
+		}
+		if c.GetReplay() && len(c.GetReceiveId()) == 0 {
+			return invalidf("replay needs a receive_id")
+		}
 		return checkOptionalSession(c.GetSessionId(), c.GetSessionLockToken())
 	case *enginev1.Command_ReceiveDeferred:
 		c := b.ReceiveDeferred
 		if err := checkReceive(cmd, c.GetEntityPath(), c.GetSubQueue(), c.GetReceiveMode()); err != nil {
+			return err
+		}
+		if err := checkReceiveID(c.GetReceiveId()); err != nil {
 			return err
 		}
 		return checkOptionalSession(c.GetSessionId(), c.GetSessionLockToken())
@@ -109,6 +118,13 @@ func validate(cmd *enginev1.Command) *Error {
 		return checkPath(b.RemoveRule.GetEntityPath())
 	default:
 		return invalidf("unknown command %T", b)
+	}
+	return nil
+}
+
+func checkReceiveID(id []byte) *Error {
+	if len(id) > maxReceiveIDSize {
+		return invalidf("receive_id must be at most %d bytes, not %d", maxReceiveIDSize, len(id))
 	}
 	return nil
 }

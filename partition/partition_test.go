@@ -281,3 +281,36 @@ func TestLeaderCrashLosesNothingAcknowledged(t *testing.T) {
 	t.Logf("acked %d sends, completed %d, %d held after failover", len(h.acked), len(h.completed), len(present))
 	c.converged()
 }
+
+// TestRepeatedReceiveIsAnsweredAtOnceFromItsReceipt repeats a receive that
+// took every available message: the repeat must not wait for new messages
+// (there are none to see) but return the first receive's messages at once.
+func TestRepeatedReceiveIsAnsweredAtOnceFromItsReceipt(t *testing.T) {
+	c := newTestCluster(t, 1, nil)
+	p := c.replicas[c.leader()]
+	configure(t, p, nil)
+	ctx := context.Background()
+	if _, err := p.Apply(ctx, sendCmd(&raftbusv1.Message{MessageId: "a", Body: []byte("a")})); err != nil {
+		t.Fatal(err)
+	}
+	lock := lockCmd(5)
+	lock.ReceiveId = []byte("receive-1")
+	first, err := p.Receive(ctx, lock, 0)
+	if err != nil || len(first) != 1 {
+		t.Fatalf("receive: %v, %v", first, err)
+	}
+	start := time.Now()
+	again, err := p.Receive(ctx, lock, time.Minute)
+	if err != nil || len(again) != 1 || string(again[0].GetLockToken()) != string(first[0].GetLockToken()) {
+		t.Fatalf("repeat: %v, %v; want the first receive's message", again, err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("the repeat waited %v", d)
+	}
+	// A replay of an id that received nothing returns at once, empty.
+	replay := lockCmd(5)
+	replay.ReceiveId, replay.Replay = []byte("receive-2"), true
+	if got, err := p.Receive(ctx, replay, time.Minute); err != nil || len(got) != 0 {
+		t.Fatalf("replay: %v, %v", got, err)
+	}
+}

@@ -16,7 +16,10 @@ import (
 // state shows a message available, so idle receivers cost no log entries,
 // and it wakes on every applied batch (a send, an abandon, an expired lock
 // or an activated schedule can each make one available). Under a session
-// only that session's messages count, in processing order.
+// only that session's messages count, in processing order. A receive
+// whose id has a receipt (a repeat), and a replay, are proposed at once
+// and answered with what the command returns, even nothing: a receipt's
+// answer is final.
 func (p *Partition) Receive(ctx context.Context, lock *enginev1.Lock, maxWait time.Duration) ([]*raftbusv1.ReceivedMessage, error) {
 	deadline := time.Now().Add(maxWait)
 	timer := time.NewTimer(maxWait)
@@ -30,20 +33,22 @@ func (p *Partition) Receive(ctx context.Context, lock *enginev1.Lock, maxWait ti
 		// check: the Lock command itself goes through the log, so a stale
 		// view costs at most one empty proposal. An unknown entity is
 		// proposed too, so that NOT_FOUND comes from committed state.
-		propose := true
+		propose, final := true, lock.GetReplay()
 		p.fsm.read(func(e *engine.Engine) {
-			if _, err := e.RuntimeProperties(lock.EntityPath); err == nil {
+			if e.HasReceipt(lock.GetEntityPath(), lock.GetReceiveId()) {
+				final = true
+			} else if _, err := e.RuntimeProperties(lock.EntityPath); err == nil {
 				propose = lockable(e, lock)
 			}
 		})
-		if propose {
+		if propose || final {
 			res, err := p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_Lock{Lock: lock}})
 			if err != nil {
 				return nil, err
 			}
 			// Another receiver may have taken what was available; then
 			// keep waiting.
-			if msgs := res.GetLock().GetMessages(); len(msgs) > 0 {
+			if msgs := res.GetLock().GetMessages(); len(msgs) > 0 || final {
 				return msgs, nil
 			}
 		}

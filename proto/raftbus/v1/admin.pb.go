@@ -2751,9 +2751,13 @@ type EntityRoute struct {
 	EntityPath     string `protobuf:"bytes,1,opt,name=entity_path,json=entityPath,proto3" json:"entity_path,omitempty"`
 	PartitionCount uint32 `protobuf:"varint,2,opt,name=partition_count,json=partitionCount,proto3" json:"partition_count,omitempty"`
 	// Indexed by partition id.
-	Partitions    []*PartitionRoute `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Partitions []*PartitionRoute `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// The queue or topic detects duplicates (fixed at creation): a send
+	// whose messages all have a MessageId can be repeated after an unknown
+	// outcome without storing a message twice.
+	RequiresDuplicateDetection bool `protobuf:"varint,4,opt,name=requires_duplicate_detection,json=requiresDuplicateDetection,proto3" json:"requires_duplicate_detection,omitempty"`
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
 }
 
 func (x *EntityRoute) Reset() {
@@ -2805,6 +2809,13 @@ func (x *EntityRoute) GetPartitions() []*PartitionRoute {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *EntityRoute) GetRequiresDuplicateDetection() bool {
+	if x != nil {
+		return x.RequiresDuplicateDetection
+	}
+	return false
 }
 
 // PartitionRoute names a partition's leader.
@@ -3126,14 +3137,15 @@ const file_raftbus_v1_admin_proto_rawDesc = "" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\"N\n" +
 	"\x17GetRoutingTableResponse\x123\n" +
-	"\bentities\x18\x01 \x03(\v2\x17.raftbus.v1.EntityRouteR\bentities\"\x93\x01\n" +
+	"\bentities\x18\x01 \x03(\v2\x17.raftbus.v1.EntityRouteR\bentities\"\xd5\x01\n" +
 	"\vEntityRoute\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x12'\n" +
 	"\x0fpartition_count\x18\x02 \x01(\rR\x0epartitionCount\x12:\n" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2\x1a.raftbus.v1.PartitionRouteR\n" +
-	"partitions\"\xad\x01\n" +
+	"partitions\x12@\n" +
+	"\x1crequires_duplicate_detection\x18\x04 \x01(\bR\x1arequiresDuplicateDetection\"\xad\x01\n" +
 	"\x0ePartitionRoute\x12!\n" +
 	"\fpartition_id\x18\x01 \x01(\rR\vpartitionId\x12$\n" +
 	"\x0eleader_node_id\x18\x02 \x01(\tR\fleaderNodeId\x12%\n" +

@@ -57,6 +57,14 @@ const (
 // places are started on their nodes shortly after (a Send may briefly fail
 // with SERVER_BUSY until the new partitions elect leaders).
 //
+// Reads of definitions (Get*, List*) are answered by the metadata leader
+// once it has confirmed that it still leads (a quorum answered after the
+// read began), so they see every change acknowledged before them; a
+// leader that cannot confirm answers NOT_LEADER or SERVER_BUSY.
+// GetClusterInfo and GetRoutingTable are answered by any node from its own
+// view, which may lag the leader's by a moment: they are for routing and
+// operators, and every call they lead to is checked by the node serving it.
+//
 // Errors: NOT_FOUND (unknown entity or rule), ALREADY_EXISTS (create of an
 // existing name), INVALID_ARGUMENT (bad name, setting out of range, change
 // of a setting fixed at creation, malformed filter), SERVER_BUSY (no
@@ -401,6 +409,14 @@ func (c *adminServiceClient) RemoveNode(ctx context.Context, in *RemoveNodeReque
 // update or delete is answered once committed there, and the partitions it
 // places are started on their nodes shortly after (a Send may briefly fail
 // with SERVER_BUSY until the new partitions elect leaders).
+//
+// Reads of definitions (Get*, List*) are answered by the metadata leader
+// once it has confirmed that it still leads (a quorum answered after the
+// read began), so they see every change acknowledged before them; a
+// leader that cannot confirm answers NOT_LEADER or SERVER_BUSY.
+// GetClusterInfo and GetRoutingTable are answered by any node from its own
+// view, which may lag the leader's by a moment: they are for routing and
+// operators, and every call they lead to is checked by the node serving it.
 //
 // Errors: NOT_FOUND (unknown entity or rule), ALREADY_EXISTS (create of an
 // existing name), INVALID_ARGUMENT (bad name, setting out of range, change

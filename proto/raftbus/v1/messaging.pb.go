@@ -525,7 +525,20 @@ type ReceiveRequest struct {
 	// Receive from this partition only; unset: from all partitions, fairly.
 	PartitionId *uint32 `protobuf:"varint,6,opt,name=partition_id,json=partitionId,proto3,oneof" json:"partition_id,omitempty"`
 	// Receive from this held session (required on session entities).
-	Session       *SessionLock `protobuf:"bytes,7,opt,name=session,proto3" json:"session,omitempty"`
+	Session *SessionLock `protobuf:"bytes,7,opt,name=session,proto3" json:"session,omitempty"`
+	// Chosen by the client for this request (16 random bytes; at most 64)
+	// and sent again unchanged when the request is repeated after an unknown
+	// outcome: a partition that already received for this id answers with
+	// the same messages (still locked, delivery count not raised again; or,
+	// in ReceiveAndDelete mode, the messages it removed) instead of
+	// receiving more. Remembered for the entity's lock duration, at least 30
+	// seconds. Unset: the server picks one for its own retries.
+	ReceiveId []byte `protobuf:"bytes,8,opt,name=receive_id,json=receiveId,proto3" json:"receive_id,omitempty"`
+	// Return only what earlier requests with receive_id received, from
+	// every partition (or partition_id), waiting for nothing and receiving
+	// nothing new: how a client recovers the answer of a receive across
+	// partitions whose outcome is unknown. Requires receive_id.
+	Replay        bool `protobuf:"varint,9,opt,name=replay,proto3" json:"replay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -607,6 +620,20 @@ func (x *ReceiveRequest) GetSession() *SessionLock {
 		return x.Session
 	}
 	return nil
+}
+
+func (x *ReceiveRequest) GetReceiveId() []byte {
+	if x != nil {
+		return x.ReceiveId
+	}
+	return nil
+}
+
+func (x *ReceiveRequest) GetReplay() bool {
+	if x != nil {
+		return x.Replay
+	}
+	return false
 }
 
 type ReceiveResponse struct {
@@ -1181,7 +1208,9 @@ type ReceiveDeferredRequest struct {
 	// For a partitioned entity the top 16 bits name the partition.
 	SequenceNumbers []int64 `protobuf:"varint,4,rep,packed,name=sequence_numbers,json=sequenceNumbers,proto3" json:"sequence_numbers,omitempty"`
 	// Required on session entities: deferred messages of that session only.
-	Session       *SessionLock `protobuf:"bytes,5,opt,name=session,proto3" json:"session,omitempty"`
+	Session *SessionLock `protobuf:"bytes,5,opt,name=session,proto3" json:"session,omitempty"`
+	// As ReceiveRequest.receive_id.
+	ReceiveId     []byte `protobuf:"bytes,6,opt,name=receive_id,json=receiveId,proto3" json:"receive_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1247,6 +1276,13 @@ func (x *ReceiveDeferredRequest) GetSequenceNumbers() []int64 {
 func (x *ReceiveDeferredRequest) GetSession() *SessionLock {
 	if x != nil {
 		return x.Session
+	}
+	return nil
+}
+
+func (x *ReceiveDeferredRequest) GetReceiveId() []byte {
+	if x != nil {
+		return x.ReceiveId
 	}
 	return nil
 }
@@ -1984,7 +2020,7 @@ const file_raftbus_v1_messaging_proto_rawDesc = "" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x12)\n" +
 	"\x10sequence_numbers\x18\x02 \x03(\x03R\x0fsequenceNumbers\"\x19\n" +
-	"\x17CancelScheduledResponse\"\xe5\x02\n" +
+	"\x17CancelScheduledResponse\"\x9c\x03\n" +
 	"\x0eReceiveRequest\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x121\n" +
@@ -1993,7 +2029,10 @@ const file_raftbus_v1_messaging_proto_rawDesc = "" +
 	"\fmax_messages\x18\x04 \x01(\x05R\vmaxMessages\x124\n" +
 	"\bmax_wait\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\amaxWait\x12&\n" +
 	"\fpartition_id\x18\x06 \x01(\rH\x00R\vpartitionId\x88\x01\x01\x121\n" +
-	"\asession\x18\a \x01(\v2\x17.raftbus.v1.SessionLockR\asessionB\x0f\n" +
+	"\asession\x18\a \x01(\v2\x17.raftbus.v1.SessionLockR\asession\x12\x1d\n" +
+	"\n" +
+	"receive_id\x18\b \x01(\fR\treceiveId\x12\x16\n" +
+	"\x06replay\x18\t \x01(\bR\x06replayB\x0f\n" +
 	"\r_partition_id\"J\n" +
 	"\x0fReceiveResponse\x127\n" +
 	"\bmessages\x18\x01 \x03(\v2\x1b.raftbus.v1.ReceivedMessageR\bmessages\"\xa3\x01\n" +
@@ -2033,14 +2072,16 @@ const file_raftbus_v1_messaging_proto_rawDesc = "" +
 	"\x10RenewLockRequest\x12+\n" +
 	"\x04lock\x18\x01 \x01(\v2\x17.raftbus.v1.MessageLockR\x04lock\"R\n" +
 	"\x11RenewLockResponse\x12=\n" +
-	"\flocked_until\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\vlockedUntil\"\x86\x02\n" +
+	"\flocked_until\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\vlockedUntil\"\xa5\x02\n" +
 	"\x16ReceiveDeferredRequest\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x121\n" +
 	"\tsub_queue\x18\x02 \x01(\x0e2\x14.raftbus.v1.SubQueueR\bsubQueue\x12:\n" +
 	"\freceive_mode\x18\x03 \x01(\x0e2\x17.raftbus.v1.ReceiveModeR\vreceiveMode\x12)\n" +
 	"\x10sequence_numbers\x18\x04 \x03(\x03R\x0fsequenceNumbers\x121\n" +
-	"\asession\x18\x05 \x01(\v2\x17.raftbus.v1.SessionLockR\asession\"R\n" +
+	"\asession\x18\x05 \x01(\v2\x17.raftbus.v1.SessionLockR\asession\x12\x1d\n" +
+	"\n" +
+	"receive_id\x18\x06 \x01(\fR\treceiveId\"R\n" +
 	"\x17ReceiveDeferredResponse\x127\n" +
 	"\bmessages\x18\x01 \x03(\v2\x1b.raftbus.v1.ReceivedMessageR\bmessages\"\x8e\x02\n" +
 	"\vPeekRequest\x12\x1f\n" +

@@ -54,9 +54,15 @@ const (
 //
 // Errors: every failure carries an ErrorInfo (see errors.proto). Any call can
 // fail with NOT_FOUND (unknown entity), INVALID_ARGUMENT (malformed request),
-// NOT_LEADER, SERVER_BUSY (no leader yet; retry) and OUTCOME_UNKNOWN
-// (leadership lost mid-call; the change may or may not have happened). The
-// comments below list the reasons specific to each call.
+// NOT_LEADER, SERVER_BUSY (no leader yet, or the leader could not be
+// reached: nothing was done; retry) and OUTCOME_UNKNOWN (leadership lost
+// mid-call, or the connection to the leader broke after the request was
+// forwarded: the change may or may not have happened). A node forwarding a
+// call repeats it after an unknown outcome only when a repeat is harmless
+// (reads, receives with their receive_id, settlement, a send whose
+// messages all have a MessageId on an entity with duplicate detection);
+// otherwise OUTCOME_UNKNOWN reaches the caller, who decides. The comments
+// below list the reasons specific to each call.
 type MessagingServiceClient interface {
 	// Send accepts a batch of messages into one partition of a queue or topic,
 	// all or nothing. Each message gets a sequence number and EnqueuedTime;
@@ -77,6 +83,8 @@ type MessagingServiceClient interface {
 	// (settle with their lock token before LockedUntil); ReceiveAndDelete
 	// removes them. With a session (see AcceptSession) only that session's
 	// messages are received. Returns an empty list when none arrived in time.
+	// A request repeated with the same receive_id (after an unknown outcome)
+	// gets the messages the first one received instead of new ones.
 	// Fails with SESSION_LOCK_LOST, or INVALID_ARGUMENT on a session entity
 	// without a session.
 	Receive(ctx context.Context, in *ReceiveRequest, opts ...grpc.CallOption) (*ReceiveResponse, error)
@@ -312,9 +320,15 @@ func (c *messagingServiceClient) CloseSession(ctx context.Context, in *CloseSess
 //
 // Errors: every failure carries an ErrorInfo (see errors.proto). Any call can
 // fail with NOT_FOUND (unknown entity), INVALID_ARGUMENT (malformed request),
-// NOT_LEADER, SERVER_BUSY (no leader yet; retry) and OUTCOME_UNKNOWN
-// (leadership lost mid-call; the change may or may not have happened). The
-// comments below list the reasons specific to each call.
+// NOT_LEADER, SERVER_BUSY (no leader yet, or the leader could not be
+// reached: nothing was done; retry) and OUTCOME_UNKNOWN (leadership lost
+// mid-call, or the connection to the leader broke after the request was
+// forwarded: the change may or may not have happened). A node forwarding a
+// call repeats it after an unknown outcome only when a repeat is harmless
+// (reads, receives with their receive_id, settlement, a send whose
+// messages all have a MessageId on an entity with duplicate detection);
+// otherwise OUTCOME_UNKNOWN reaches the caller, who decides. The comments
+// below list the reasons specific to each call.
 type MessagingServiceServer interface {
 	// Send accepts a batch of messages into one partition of a queue or topic,
 	// all or nothing. Each message gets a sequence number and EnqueuedTime;
@@ -335,6 +349,8 @@ type MessagingServiceServer interface {
 	// (settle with their lock token before LockedUntil); ReceiveAndDelete
 	// removes them. With a session (see AcceptSession) only that session's
 	// messages are received. Returns an empty list when none arrived in time.
+	// A request repeated with the same receive_id (after an unknown outcome)
+	// gets the messages the first one received instead of new ones.
 	// Fails with SESSION_LOCK_LOST, or INVALID_ARGUMENT on a session entity
 	// without a session.
 	Receive(context.Context, *ReceiveRequest) (*ReceiveResponse, error)

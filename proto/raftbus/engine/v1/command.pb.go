@@ -726,8 +726,21 @@ type Lock struct {
 	// the main queue of an entity that requires sessions).
 	SessionId        string `protobuf:"bytes,5,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	SessionLockToken []byte `protobuf:"bytes,6,opt,name=session_lock_token,json=sessionLockToken,proto3" json:"session_lock_token,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Chosen by the receiver for one receive request and kept by its
+	// repeats (1 to 64 bytes; empty: nothing is remembered). A Lock whose
+	// receive_id an earlier Lock of the same entity used within the receipt
+	// window (the entity's lock duration, at least 30 seconds) receives
+	// nothing new: it returns what the earlier one received, the messages
+	// still locked under its tokens (PeekLock, delivery count not raised
+	// again) or the messages it removed (ReceiveAndDelete).
+	ReceiveId []byte `protobuf:"bytes,7,opt,name=receive_id,json=receiveId,proto3" json:"receive_id,omitempty"`
+	// Only return what an earlier Lock with receive_id received; receive
+	// nothing new. Without such a Lock an empty receipt is kept, so that one
+	// applied later (a request still under way when its repeat was sent)
+	// receives nothing either.
+	Replay        bool `protobuf:"varint,8,opt,name=replay,proto3" json:"replay,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Lock) Reset() {
@@ -800,6 +813,20 @@ func (x *Lock) GetSessionLockToken() []byte {
 		return x.SessionLockToken
 	}
 	return nil
+}
+
+func (x *Lock) GetReceiveId() []byte {
+	if x != nil {
+		return x.ReceiveId
+	}
+	return nil
+}
+
+func (x *Lock) GetReplay() bool {
+	if x != nil {
+		return x.Replay
+	}
+	return false
 }
 
 // Settle ends the lock on one message.
@@ -1005,8 +1032,10 @@ type ReceiveDeferred struct {
 	// main queue of an entity that requires sessions).
 	SessionId        string `protobuf:"bytes,8,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	SessionLockToken []byte `protobuf:"bytes,9,opt,name=session_lock_token,json=sessionLockToken,proto3" json:"session_lock_token,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// As Lock.receive_id: a repeat returns what the first received.
+	ReceiveId     []byte `protobuf:"bytes,10,opt,name=receive_id,json=receiveId,proto3" json:"receive_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReceiveDeferred) Reset() {
@@ -1077,6 +1106,13 @@ func (x *ReceiveDeferred) GetSessionId() string {
 func (x *ReceiveDeferred) GetSessionLockToken() []byte {
 	if x != nil {
 		return x.SessionLockToken
+	}
+	return nil
+}
+
+func (x *ReceiveDeferred) GetReceiveId() []byte {
+	if x != nil {
+		return x.ReceiveId
 	}
 	return nil
 }
@@ -1867,7 +1903,7 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\x0fCancelScheduled\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x12)\n" +
-	"\x10sequence_numbers\x18\x02 \x03(\x03R\x0fsequenceNumbers\"\x86\x02\n" +
+	"\x10sequence_numbers\x18\x02 \x03(\x03R\x0fsequenceNumbers\"\xbd\x02\n" +
 	"\x04Lock\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x121\n" +
@@ -1876,7 +1912,10 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\fmax_messages\x18\x04 \x01(\x05R\vmaxMessages\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x05 \x01(\tR\tsessionId\x12,\n" +
-	"\x12session_lock_token\x18\x06 \x01(\fR\x10sessionLockToken\"\xc2\x04\n" +
+	"\x12session_lock_token\x18\x06 \x01(\fR\x10sessionLockToken\x12\x1d\n" +
+	"\n" +
+	"receive_id\x18\a \x01(\fR\treceiveId\x12\x16\n" +
+	"\x06replay\x18\b \x01(\bR\x06replay\"\xc2\x04\n" +
 	"\x06Settle\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x121\n" +
@@ -1901,7 +1940,7 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"lock_token\x18\x03 \x01(\fR\tlockToken\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\b \x01(\tR\tsessionId\x12,\n" +
-	"\x12session_lock_token\x18\t \x01(\fR\x10sessionLockToken\"\x99\x02\n" +
+	"\x12session_lock_token\x18\t \x01(\fR\x10sessionLockToken\"\xb8\x02\n" +
 	"\x0fReceiveDeferred\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x121\n" +
@@ -1910,7 +1949,10 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\x10sequence_numbers\x18\x04 \x03(\x03R\x0fsequenceNumbers\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\b \x01(\tR\tsessionId\x12,\n" +
-	"\x12session_lock_token\x18\t \x01(\fR\x10sessionLockToken\"\x06\n" +
+	"\x12session_lock_token\x18\t \x01(\fR\x10sessionLockToken\x12\x1d\n" +
+	"\n" +
+	"receive_id\x18\n" +
+	" \x01(\fR\treceiveId\"\x06\n" +
 	"\x04Tick\"\xfd\b\n" +
 	"\x06Result\x120\n" +
 	"\x05error\x18\x01 \x01(\v2\x18.raftbus.engine.v1.ErrorH\x00R\x05error\x12U\n" +

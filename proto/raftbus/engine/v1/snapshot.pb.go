@@ -82,7 +82,8 @@ func (StoredState) EnumDescriptor() ([]byte, []int) {
 // of length-delimited records: one header; per entity, in name order, its
 // entity record, its messages (main queue then dead-letter sub-queue, each
 // in sequence order), its remembered message ids and its held or stateful
-// sessions in id order; then one trailer.
+// sessions in id order; then the receipts of recent receives, oldest first;
+// then one trailer.
 type SnapshotRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Record:
@@ -93,6 +94,7 @@ type SnapshotRecord struct {
 	//	*SnapshotRecord_DuplicateId
 	//	*SnapshotRecord_Trailer
 	//	*SnapshotRecord_Session
+	//	*SnapshotRecord_Receipt
 	Record        isSnapshotRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -189,6 +191,15 @@ func (x *SnapshotRecord) GetSession() *StoredSession {
 	return nil
 }
 
+func (x *SnapshotRecord) GetReceipt() *Receipt {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_Receipt); ok {
+			return x.Receipt
+		}
+	}
+	return nil
+}
+
 type isSnapshotRecord_Record interface {
 	isSnapshotRecord_Record()
 }
@@ -217,6 +228,10 @@ type SnapshotRecord_Session struct {
 	Session *StoredSession `protobuf:"bytes,6,opt,name=session,proto3,oneof"`
 }
 
+type SnapshotRecord_Receipt struct {
+	Receipt *Receipt `protobuf:"bytes,7,opt,name=receipt,proto3,oneof"`
+}
+
 func (*SnapshotRecord_Header) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Entity) isSnapshotRecord_Record() {}
@@ -228,6 +243,8 @@ func (*SnapshotRecord_DuplicateId) isSnapshotRecord_Record() {}
 func (*SnapshotRecord_Trailer) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Session) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_Receipt) isSnapshotRecord_Record() {}
 
 // SnapshotHeader is the partition-wide state.
 type SnapshotHeader struct {
@@ -608,6 +625,129 @@ func (x *DuplicateId) GetExpiresUnixMs() int64 {
 	return 0
 }
 
+// Receipt is what one receive with a receive id received (see
+// Lock.receive_id), kept until expires_unix_ms.
+type Receipt struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	EntityPath    string                 `protobuf:"bytes,1,opt,name=entity_path,json=entityPath,proto3" json:"entity_path,omitempty"`
+	ReceiveId     []byte                 `protobuf:"bytes,2,opt,name=receive_id,json=receiveId,proto3" json:"receive_id,omitempty"`
+	ExpiresUnixMs int64                  `protobuf:"varint,3,opt,name=expires_unix_ms,json=expiresUnixMs,proto3" json:"expires_unix_ms,omitempty"`
+	SubQueue      v1.SubQueue            `protobuf:"varint,4,opt,name=sub_queue,json=subQueue,proto3,enum=raftbus.v1.SubQueue" json:"sub_queue,omitempty"`
+	ReceiveMode   v1.ReceiveMode         `protobuf:"varint,5,opt,name=receive_mode,json=receiveMode,proto3,enum=raftbus.v1.ReceiveMode" json:"receive_mode,omitempty"`
+	// Set for a ReceiveDeferred's receipt.
+	Deferred bool `protobuf:"varint,6,opt,name=deferred,proto3" json:"deferred,omitempty"`
+	// The session received from, if any.
+	SessionId string `protobuf:"bytes,7,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// PeekLock: the messages locked, as pairs of sequence number and lock
+	// token, in the order they were handed out.
+	SequenceNumbers []int64  `protobuf:"varint,8,rep,packed,name=sequence_numbers,json=sequenceNumbers,proto3" json:"sequence_numbers,omitempty"`
+	LockTokens      [][]byte `protobuf:"bytes,9,rep,name=lock_tokens,json=lockTokens,proto3" json:"lock_tokens,omitempty"`
+	// ReceiveAndDelete: the messages removed, as they were handed out.
+	Removed       []*v1.ReceivedMessage `protobuf:"bytes,10,rep,name=removed,proto3" json:"removed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Receipt) Reset() {
+	*x = Receipt{}
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Receipt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Receipt) ProtoMessage() {}
+
+func (x *Receipt) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
+func (*Receipt) Descriptor() ([]byte, []int) {
+	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Receipt) GetEntityPath() string {
+	if x != nil {
+		return x.EntityPath
+	}
+	return ""
+}
+
+func (x *Receipt) GetReceiveId() []byte {
+	if x != nil {
+		return x.ReceiveId
+	}
+	return nil
+}
+
+func (x *Receipt) GetExpiresUnixMs() int64 {
+	if x != nil {
+		return x.ExpiresUnixMs
+	}
+	return 0
+}
+
+func (x *Receipt) GetSubQueue() v1.SubQueue {
+	if x != nil {
+		return x.SubQueue
+	}
+	return v1.SubQueue(0)
+}
+
+func (x *Receipt) GetReceiveMode() v1.ReceiveMode {
+	if x != nil {
+		return x.ReceiveMode
+	}
+	return v1.ReceiveMode(0)
+}
+
+func (x *Receipt) GetDeferred() bool {
+	if x != nil {
+		return x.Deferred
+	}
+	return false
+}
+
+func (x *Receipt) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *Receipt) GetSequenceNumbers() []int64 {
+	if x != nil {
+		return x.SequenceNumbers
+	}
+	return nil
+}
+
+func (x *Receipt) GetLockTokens() [][]byte {
+	if x != nil {
+		return x.LockTokens
+	}
+	return nil
+}
+
+func (x *Receipt) GetRemoved() []*v1.ReceivedMessage {
+	if x != nil {
+		return x.Removed
+	}
+	return nil
+}
+
 // SnapshotTrailer ends a snapshot; its counts guard against truncation.
 type SnapshotTrailer struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -619,7 +759,7 @@ type SnapshotTrailer struct {
 
 func (x *SnapshotTrailer) Reset() {
 	*x = SnapshotTrailer{}
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[5]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -631,7 +771,7 @@ func (x *SnapshotTrailer) String() string {
 func (*SnapshotTrailer) ProtoMessage() {}
 
 func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[5]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -644,7 +784,7 @@ func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotTrailer.ProtoReflect.Descriptor instead.
 func (*SnapshotTrailer) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{5}
+	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SnapshotTrailer) GetEntityCount() uint64 {
@@ -665,14 +805,15 @@ var File_raftbus_engine_v1_snapshot_proto protoreflect.FileDescriptor
 
 const file_raftbus_engine_v1_snapshot_proto_rawDesc = "" +
 	"\n" +
-	" raftbus/engine/v1/snapshot.proto\x12\x11raftbus.engine.v1\x1a\x1fraftbus/engine/v1/command.proto\x1a\x1fraftbus/engine/v1/session.proto\x1a\x18raftbus/v1/message.proto\"\x95\x03\n" +
+	" raftbus/engine/v1/snapshot.proto\x12\x11raftbus.engine.v1\x1a\x1fraftbus/engine/v1/command.proto\x1a\x1fraftbus/engine/v1/session.proto\x1a\x18raftbus/v1/message.proto\x1a\x1araftbus/v1/messaging.proto\"\xcd\x03\n" +
 	"\x0eSnapshotRecord\x12;\n" +
 	"\x06header\x18\x01 \x01(\v2!.raftbus.engine.v1.SnapshotHeaderH\x00R\x06header\x12;\n" +
 	"\x06entity\x18\x02 \x01(\v2!.raftbus.engine.v1.SnapshotEntityH\x00R\x06entity\x12<\n" +
 	"\amessage\x18\x03 \x01(\v2 .raftbus.engine.v1.StoredMessageH\x00R\amessage\x12C\n" +
 	"\fduplicate_id\x18\x04 \x01(\v2\x1e.raftbus.engine.v1.DuplicateIdH\x00R\vduplicateId\x12>\n" +
 	"\atrailer\x18\x05 \x01(\v2\".raftbus.engine.v1.SnapshotTrailerH\x00R\atrailer\x12<\n" +
-	"\asession\x18\x06 \x01(\v2 .raftbus.engine.v1.StoredSessionH\x00R\asessionB\b\n" +
+	"\asession\x18\x06 \x01(\v2 .raftbus.engine.v1.StoredSessionH\x00R\asession\x126\n" +
+	"\areceipt\x18\a \x01(\v2\x1a.raftbus.engine.v1.ReceiptH\x00R\areceiptB\b\n" +
 	"\x06record\"\xb5\x01\n" +
 	"\x0eSnapshotHeader\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12!\n" +
@@ -709,7 +850,23 @@ const file_raftbus_engine_v1_snapshot_proto_rawDesc = "" +
 	"\vDuplicateId\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12&\n" +
-	"\x0fexpires_unix_ms\x18\x02 \x01(\x03R\rexpiresUnixMs\"Y\n" +
+	"\x0fexpires_unix_ms\x18\x02 \x01(\x03R\rexpiresUnixMs\"\x9e\x03\n" +
+	"\aReceipt\x12\x1f\n" +
+	"\ventity_path\x18\x01 \x01(\tR\n" +
+	"entityPath\x12\x1d\n" +
+	"\n" +
+	"receive_id\x18\x02 \x01(\fR\treceiveId\x12&\n" +
+	"\x0fexpires_unix_ms\x18\x03 \x01(\x03R\rexpiresUnixMs\x121\n" +
+	"\tsub_queue\x18\x04 \x01(\x0e2\x14.raftbus.v1.SubQueueR\bsubQueue\x12:\n" +
+	"\freceive_mode\x18\x05 \x01(\x0e2\x17.raftbus.v1.ReceiveModeR\vreceiveMode\x12\x1a\n" +
+	"\bdeferred\x18\x06 \x01(\bR\bdeferred\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\a \x01(\tR\tsessionId\x12)\n" +
+	"\x10sequence_numbers\x18\b \x03(\x03R\x0fsequenceNumbers\x12\x1f\n" +
+	"\vlock_tokens\x18\t \x03(\fR\n" +
+	"lockTokens\x125\n" +
+	"\aremoved\x18\n" +
+	" \x03(\v2\x1b.raftbus.v1.ReceivedMessageR\aremoved\"Y\n" +
 	"\x0fSnapshotTrailer\x12!\n" +
 	"\fentity_count\x18\x01 \x01(\x04R\ventityCount\x12#\n" +
 	"\rmessage_count\x18\x02 \x01(\x04R\fmessageCount*\x97\x01\n" +
@@ -733,34 +890,41 @@ func file_raftbus_engine_v1_snapshot_proto_rawDescGZIP() []byte {
 }
 
 var file_raftbus_engine_v1_snapshot_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_raftbus_engine_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_raftbus_engine_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_raftbus_engine_v1_snapshot_proto_goTypes = []any{
-	(StoredState)(0),        // 0: raftbus.engine.v1.StoredState
-	(*SnapshotRecord)(nil),  // 1: raftbus.engine.v1.SnapshotRecord
-	(*SnapshotHeader)(nil),  // 2: raftbus.engine.v1.SnapshotHeader
-	(*SnapshotEntity)(nil),  // 3: raftbus.engine.v1.SnapshotEntity
-	(*StoredMessage)(nil),   // 4: raftbus.engine.v1.StoredMessage
-	(*DuplicateId)(nil),     // 5: raftbus.engine.v1.DuplicateId
-	(*SnapshotTrailer)(nil), // 6: raftbus.engine.v1.SnapshotTrailer
-	(*StoredSession)(nil),   // 7: raftbus.engine.v1.StoredSession
-	(*ConfigureEntity)(nil), // 8: raftbus.engine.v1.ConfigureEntity
-	(v1.SubQueue)(0),        // 9: raftbus.v1.SubQueue
+	(StoredState)(0),           // 0: raftbus.engine.v1.StoredState
+	(*SnapshotRecord)(nil),     // 1: raftbus.engine.v1.SnapshotRecord
+	(*SnapshotHeader)(nil),     // 2: raftbus.engine.v1.SnapshotHeader
+	(*SnapshotEntity)(nil),     // 3: raftbus.engine.v1.SnapshotEntity
+	(*StoredMessage)(nil),      // 4: raftbus.engine.v1.StoredMessage
+	(*DuplicateId)(nil),        // 5: raftbus.engine.v1.DuplicateId
+	(*Receipt)(nil),            // 6: raftbus.engine.v1.Receipt
+	(*SnapshotTrailer)(nil),    // 7: raftbus.engine.v1.SnapshotTrailer
+	(*StoredSession)(nil),      // 8: raftbus.engine.v1.StoredSession
+	(*ConfigureEntity)(nil),    // 9: raftbus.engine.v1.ConfigureEntity
+	(v1.SubQueue)(0),           // 10: raftbus.v1.SubQueue
+	(v1.ReceiveMode)(0),        // 11: raftbus.v1.ReceiveMode
+	(*v1.ReceivedMessage)(nil), // 12: raftbus.v1.ReceivedMessage
 }
 var file_raftbus_engine_v1_snapshot_proto_depIdxs = []int32{
-	2, // 0: raftbus.engine.v1.SnapshotRecord.header:type_name -> raftbus.engine.v1.SnapshotHeader
-	3, // 1: raftbus.engine.v1.SnapshotRecord.entity:type_name -> raftbus.engine.v1.SnapshotEntity
-	4, // 2: raftbus.engine.v1.SnapshotRecord.message:type_name -> raftbus.engine.v1.StoredMessage
-	5, // 3: raftbus.engine.v1.SnapshotRecord.duplicate_id:type_name -> raftbus.engine.v1.DuplicateId
-	6, // 4: raftbus.engine.v1.SnapshotRecord.trailer:type_name -> raftbus.engine.v1.SnapshotTrailer
-	7, // 5: raftbus.engine.v1.SnapshotRecord.session:type_name -> raftbus.engine.v1.StoredSession
-	8, // 6: raftbus.engine.v1.SnapshotEntity.configuration:type_name -> raftbus.engine.v1.ConfigureEntity
-	9, // 7: raftbus.engine.v1.StoredMessage.sub_queue:type_name -> raftbus.v1.SubQueue
-	0, // 8: raftbus.engine.v1.StoredMessage.state:type_name -> raftbus.engine.v1.StoredState
-	9, // [9:9] is the sub-list for method output_type
-	9, // [9:9] is the sub-list for method input_type
-	9, // [9:9] is the sub-list for extension type_name
-	9, // [9:9] is the sub-list for extension extendee
-	0, // [0:9] is the sub-list for field type_name
+	2,  // 0: raftbus.engine.v1.SnapshotRecord.header:type_name -> raftbus.engine.v1.SnapshotHeader
+	3,  // 1: raftbus.engine.v1.SnapshotRecord.entity:type_name -> raftbus.engine.v1.SnapshotEntity
+	4,  // 2: raftbus.engine.v1.SnapshotRecord.message:type_name -> raftbus.engine.v1.StoredMessage
+	5,  // 3: raftbus.engine.v1.SnapshotRecord.duplicate_id:type_name -> raftbus.engine.v1.DuplicateId
+	7,  // 4: raftbus.engine.v1.SnapshotRecord.trailer:type_name -> raftbus.engine.v1.SnapshotTrailer
+	8,  // 5: raftbus.engine.v1.SnapshotRecord.session:type_name -> raftbus.engine.v1.StoredSession
+	6,  // 6: raftbus.engine.v1.SnapshotRecord.receipt:type_name -> raftbus.engine.v1.Receipt
+	9,  // 7: raftbus.engine.v1.SnapshotEntity.configuration:type_name -> raftbus.engine.v1.ConfigureEntity
+	10, // 8: raftbus.engine.v1.StoredMessage.sub_queue:type_name -> raftbus.v1.SubQueue
+	0,  // 9: raftbus.engine.v1.StoredMessage.state:type_name -> raftbus.engine.v1.StoredState
+	10, // 10: raftbus.engine.v1.Receipt.sub_queue:type_name -> raftbus.v1.SubQueue
+	11, // 11: raftbus.engine.v1.Receipt.receive_mode:type_name -> raftbus.v1.ReceiveMode
+	12, // 12: raftbus.engine.v1.Receipt.removed:type_name -> raftbus.v1.ReceivedMessage
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_engine_v1_snapshot_proto_init() }
@@ -777,6 +941,7 @@ func file_raftbus_engine_v1_snapshot_proto_init() {
 		(*SnapshotRecord_DuplicateId)(nil),
 		(*SnapshotRecord_Trailer)(nil),
 		(*SnapshotRecord_Session)(nil),
+		(*SnapshotRecord_Receipt)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -784,7 +949,7 @@ func file_raftbus_engine_v1_snapshot_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftbus_engine_v1_snapshot_proto_rawDesc), len(file_raftbus_engine_v1_snapshot_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

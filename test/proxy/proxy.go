@@ -1,0 +1,159 @@
+// Package proxy is a TCP proxy for tests that loses the answer to a gRPC
+// call: it passes a connection's bytes both ways, and once armed it cuts
+// the connection that carries the next response, after the server handled
+// the request and before the client reads the answer. That is the fault
+// whose outcome a client cannot know: the request took effect, the
+// connection broke ("error reading from server: EOF").
+package proxy
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// Proxy forwards the connections made to Addr to a target address.
+type Proxy struct {
+	// Addr is where the proxy listens (127.0.0.1).
+	Addr   string
+	target string
+	lis    net.Listener
+	armed  atomic.Int32
+	cuts   atomic.Int32
+
+	mu     sync.Mutex
+	conns  map[net.Conn]bool
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// Start starts a proxy to target, stopped when the test ends.
+func Start(t testing.TB, target string) *Proxy {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{Addr: lis.Addr().String(), target: target, lis: lis, conns: make(map[net.Conn]bool)}
+	p.wg.Add(1)
+	go p.serve()
+	t.Cleanup(p.close)
+	return p
+}
+
+// DropResponses arms the proxy: the next n responses (gRPC response
+// headers, on any connection) are not delivered; the connection carrying
+// each is closed at once instead.
+func (p *Proxy) DropResponses(n int) { p.armed.Store(int32(n)) }
+
+// Dropped is how many responses the proxy has dropped.
+func (p *Proxy) Dropped() int { return int(p.cuts.Load()) }
+
+// Dialer dials the proxy whatever address is asked for, for
+// grpc.WithContextDialer: a client connection made with it reaches the
+// target through the proxy.
+func (p *Proxy) Dialer() func(ctx context.Context, addr string) (net.Conn, error) {
+	return func(ctx context.Context, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", p.Addr)
+	}
+}
+
+func (p *Proxy) serve() {
+	defer p.wg.Done()
+	for {
+		client, err := p.lis.Accept()
+		if err != nil {
+			return
+		}
+		server, err := net.Dial("tcp", p.target)
+		if err != nil {
+			client.Close()
+			continue
+		}
+		if !p.track(client, server) {
+			return
+		}
+		p.wg.Add(2)
+		go func() {
+			defer p.wg.Done()
+			io.Copy(server, client)
+			server.Close()
+			client.Close()
+		}()
+		go func() {
+			defer p.wg.Done()
+			p.copyResponses(client, server)
+			server.Close()
+			client.Close()
+		}()
+	}
+}
+
+func (p *Proxy) track(conns ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		for _, c := range conns {
+			c.Close()
+		}
+		return false
+	}
+	for _, c := range conns {
+		p.conns[c] = true
+	}
+	return true
+}
+
+// copyResponses copies the server's HTTP/2 frames to the client, one at a
+// time, until the proxy is armed and a HEADERS frame on a stream (the
+// start of a response) comes: then it returns without forwarding it.
+func (p *Proxy) copyResponses(client, server net.Conn) {
+	var header [9]byte
+	for {
+		if _, err := io.ReadFull(server, header[:]); err != nil {
+			return
+		}
+		length := int(header[0])<<16 | int(header[1])<<8 | int(header[2])
+		frameType, stream := header[3], binary.BigEndian.Uint32(header[5:])&0x7fffffff
+		payload := make([]byte, length)
+		if _, err := io.ReadFull(server, payload); err != nil {
+			return
+		}
+		const headersFrame = 0x1
+		if frameType == headersFrame && stream != 0 && p.disarm() {
+			p.cuts.Add(1)
+			return
+		}
+		if _, err := client.Write(append(header[:], payload...)); err != nil {
+			return
+		}
+	}
+}
+
+func (p *Proxy) disarm() bool {
+	for {
+		n := p.armed.Load()
+		if n <= 0 {
+			return false
+		}
+		if p.armed.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
+}
+
+func (p *Proxy) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.lis.Close()
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
