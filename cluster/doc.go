@@ -2,4 +2,7 @@
 // metadata Raft group (entity definitions, partition placement, membership),
 // the partitions placed on this node, request routing to partition leaders,
 // the public gRPC services and the gRPC Raft transport shared by all groups.
+// It pings its peers to judge its own clock (cluster/clock) and keeps nodes
+// of another cluster, or a wiped node under an old id, out of its Raft
+// groups (cluster/identity).
 package cluster

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/raftbus/raftbus/cluster/clock"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
@@ -23,6 +24,9 @@ type testCluster struct {
 	t     testing.TB
 	dir   string
 	nodes []*Node // nil where stopped
+	// clocks are the nodes' clocks, kept across restarts; a test skews a
+	// node with SetOffset.
+	clocks []*clock.System
 }
 
 // newTestCluster starts n nodes: the first forms the cluster, the others
@@ -33,7 +37,7 @@ func newTestCluster(t testing.TB, n int) *testCluster {
 	t.Cleanup(func() {
 		for _, nd := range c.nodes {
 			if nd != nil {
-				nd.Close()
+				closeWithin(t, nd, closeBound)
 			}
 		}
 	})
@@ -41,6 +45,25 @@ func newTestCluster(t testing.TB, n int) *testCluster {
 		c.start(i, "")
 	}
 	return c
+}
+
+// closeBound is how long closing a node may take in tests.
+const closeBound = 30 * time.Second
+
+// closeWithin closes nd, failing the test rather than hanging it when that
+// takes longer than d.
+func closeWithin(t testing.TB, nd *Node, d time.Duration) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		nd.Close()
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Errorf("node %s did not close within %v", nd.ID(), d)
+	}
 }
 
 func (c *testCluster) nodeID(i int) string { return fmt.Sprintf("n%d", i+1) }
@@ -60,6 +83,10 @@ func (c *testCluster) start(i int, addr string) *Node {
 	if addr != "" {
 		cfg.ListenAddr = addr
 	}
+	for len(c.clocks) <= i {
+		c.clocks = append(c.clocks, clock.NewSystem(0))
+	}
+	cfg.Clock = c.clocks[i]
 	if i > 0 && addr == "" {
 		cfg.Join = c.nodes[0].Addr()
 	}

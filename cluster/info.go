@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -129,20 +130,29 @@ func (s *adminService) GetClusterInfo(ctx context.Context, _ *raftbusv1.GetClust
 		}
 	})
 	voters := make(map[string]bool)
-	if f := n.meta.raft.GetConfiguration(); f.Error() == nil {
+	if f := n.meta.raft.GetConfiguration(); n.await(ctx, f) == nil {
 		for _, srv := range f.Configuration().Servers {
 			voters[string(srv.ID)] = srv.Suffrage == raft.Voter
 		}
 	}
 	_, leaderID := n.meta.raft.LeaderWithID()
+	resp.MaxClockOffset = durationpb.New(n.clocks.monitor.MaxOffset())
 	for _, m := range members {
-		resp.Nodes = append(resp.Nodes, &raftbusv1.NodeInfo{
+		ni := &raftbusv1.NodeInfo{
 			NodeId:         m.NodeId,
 			Address:        m.Address,
 			State:          n.nodeState(ctx, m),
 			MetadataVoter:  voters[m.NodeId],
 			MetadataLeader: string(leaderID) == m.NodeId,
-		})
+			Incarnation:    m.Incarnation,
+			ClockState:     n.clocks.peerState(m.NodeId),
+		}
+		if m.NodeId == n.cfg.NodeID {
+			ni.ClockState = n.clocks.state()
+		} else if meas, ok := n.clocks.monitor.Latest(m.NodeId, n.clocks.src.Monotonic()); ok {
+			ni.ClockOffset = durationpb.New(meas.Offset)
+		}
+		resp.Nodes = append(resp.Nodes, ni)
 	}
 	for _, e := range entities {
 		for id, v := range n.viewPartitions(ctx, e) {

@@ -2,8 +2,6 @@ package cluster
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -18,6 +16,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/raftbus/raftbus/cluster/identity"
 	"github.com/raftbus/raftbus/cluster/meta"
 	"github.com/raftbus/raftbus/partition"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
@@ -30,6 +29,25 @@ const metaGroupName = "meta"
 // joinTimeout bounds how long a new node keeps asking to be let in.
 const joinTimeout = 30 * time.Second
 
+// Byte limits of the metadata group, as partition/limits.go sets them for
+// partitions: a metadata command (one entity change) is at most
+// maxMetaCommandBytes, and an AppendEntries request carries at most
+// metaMaxAppendEntries of them, with what the transport adds, well under
+// MaxMessageBytes.
+const (
+	maxMetaCommandBytes       = 256 << 10
+	metaMaxAppendEntries      = 64
+	maxMetaAppendEntriesBytes = metaMaxAppendEntries*(maxMetaCommandBytes+64) + 4<<10
+)
+
+// The AppendEntries requests of partitions and of the metadata group fit
+// in a gRPC message between nodes: these do not compile (they overflow
+// uint) otherwise.
+const (
+	_ = uint(MaxMessageBytes - partition.MaxAppendEntriesBytes)
+	_ = uint(MaxMessageBytes - maxMetaAppendEntriesBytes)
+)
+
 // metaGroup is this node's member of the metadata Raft group.
 type metaGroup struct {
 	n     *Node
@@ -37,6 +55,8 @@ type metaGroup struct {
 	raft  *raft.Raft
 	store *raftboltdb.BoltStore
 	snaps raft.SnapshotStore
+	// transport is closed after Raft shuts down, so no RPC is waited out.
+	transport raft.WithClose
 	// readyTerm is the term in which this node, as leader, has applied
 	// every entry committed before its election (see confirmLeadership).
 	readyTerm atomic.Uint64
@@ -70,8 +90,9 @@ func openMetaGroup(n *Node) (*metaGroup, error) {
 	rc.HeartbeatTimeout = n.raftTimes(partition.DefaultHeartbeatTimeout)
 	rc.ElectionTimeout = n.raftTimes(partition.DefaultElectionTimeout)
 	rc.LeaderLeaseTimeout = n.raftTimes(partition.DefaultLeaderLeaseTimeout)
+	rc.MaxAppendEntries = metaMaxAppendEntries
 	rc.Logger = logger
-	g := &metaGroup{n: n, fsm: meta.NewFSM(), store: store, snaps: snaps}
+	g := &metaGroup{n: n, fsm: meta.NewFSM(), store: store, snaps: snaps, transport: transport}
 	g.raft, err = raft.NewRaft(rc, g.fsm, store, store, snaps, transport)
 	if err != nil {
 		store.Close()
@@ -80,11 +101,29 @@ func openMetaGroup(n *Node) (*metaGroup, error) {
 	return g, nil
 }
 
+// metaShutdownTimeout bounds how long a node waits for the metadata
+// group's Raft to stop.
+const metaShutdownTimeout = 10 * time.Second
+
+// close stops the metadata group. Like partition.Close it closes the
+// transport first, so that Raft waits out no RPC, and bounds the wait for
+// Raft; the log stays open when Raft has not stopped by then.
 func (g *metaGroup) close() {
-	if err := g.raft.Shutdown().Error(); err != nil {
-		g.n.log.Warn("metadata group shutdown", "err", err)
+	shutdown := g.raft.Shutdown()
+	g.transport.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), metaShutdownTimeout)
+	defer cancel()
+	if err := partition.Await(ctx, nil, shutdown); err != nil {
+		g.n.log.Warn("metadata group did not shut down; its log stays open", "within", metaShutdownTimeout, "err", err)
+		return
 	}
 	g.store.Close()
+}
+
+// await waits for a Raft future of the node's groups (see
+// partition.Await), giving up when ctx ends or the node stops.
+func (n *Node) await(ctx context.Context, f raft.Future) error {
+	return partition.Await(ctx, n.stop, f)
 }
 
 // joinOrBootstrap makes a node with no metadata state a member: it forms a
@@ -113,7 +152,9 @@ func (g *metaGroup) joinOrBootstrap() error {
 	for id, addr := range peers {
 		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(addr)})
 	}
-	err = g.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error()
+	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
+	defer cancel()
+	err = g.n.await(ctx, g.raft.BootstrapCluster(raft.Configuration{Servers: servers}))
 	if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 		return fmt.Errorf("cluster: bootstrap: %w", err)
 	}
@@ -123,7 +164,8 @@ func (g *metaGroup) joinOrBootstrap() error {
 func (g *metaGroup) join(addr string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
 	defer cancel()
-	req := &clusterv1.JoinRequest{NodeId: g.n.cfg.NodeID, Address: g.n.addr}
+	rec := g.n.ident.record()
+	req := &clusterv1.JoinRequest{NodeId: g.n.cfg.NodeID, Address: g.n.addr, Incarnation: rec.Incarnation, ClusterId: rec.ClusterID}
 	var lastErr error
 	for attempt := 0; ; attempt++ {
 		conn, err := g.n.peers.get(addr)
@@ -159,17 +201,21 @@ func (g *metaGroup) leaderAddr() string {
 
 // propose commits one metadata command; only on the leader.
 func (g *metaGroup) propose(ctx context.Context, cmd *clusterv1.MetaCommand) (*clusterv1.MetaResult, error) {
-	cmd.NowUnixMs = time.Now().UnixMilli()
+	cmd.NowUnixMs = g.n.cfg.Clock.Now().UnixMilli()
 	b, err := proto.Marshal(cmd)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: encode metadata command: %w", err)
+	}
+	if len(b) > maxMetaCommandBytes {
+		return nil, errorf(raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_SIZE_EXCEEDED,
+			"the definition is %d bytes encoded; a metadata change may be at most %d", len(b), maxMetaCommandBytes)
 	}
 	timeout := 10 * time.Second
 	if d, ok := ctx.Deadline(); ok {
 		timeout = time.Until(d)
 	}
 	f := g.raft.Apply(b, timeout)
-	if err := f.Error(); err != nil {
+	if err := g.n.await(ctx, f); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) {
 			return nil, g.notLeader()
 		}
@@ -264,15 +310,13 @@ func (g *metaGroup) ensureMembers(ctx context.Context) error {
 		}
 	})
 	if clusterID == "" {
-		var b [8]byte
-		rand.Read(b[:])
-		cmd := &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_SetClusterId{SetClusterId: &clusterv1.SetClusterID{ClusterId: hex.EncodeToString(b[:])}}}
+		cmd := &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_SetClusterId{SetClusterId: &clusterv1.SetClusterID{ClusterId: identity.NewUUID()}}}
 		if _, err := g.propose(ctx, cmd); err != nil {
 			return err
 		}
 	}
 	f := g.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
+	if err := g.n.await(ctx, f); err != nil {
 		return fmt.Errorf("cluster: metadata configuration: %w", err)
 	}
 	for _, s := range f.Configuration().Servers {
@@ -289,13 +333,55 @@ func (g *metaGroup) ensureMembers(ctx context.Context) error {
 	return nil
 }
 
-// addMember makes a node a voter and a member (Join on the leader).
-func (g *metaGroup) addMember(ctx context.Context, id, addr string) error {
-	if err := g.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 10*time.Second).Error(); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) {
-			return g.notLeader()
+// addMember makes a node a voter and a member, with its incarnation (Join
+// on the leader). A node id the membership knows by another incarnation
+// is refused before anything changes: that node's data dir was wiped, and
+// it must not vote under the old id. Joining again as the same voter at
+// the same address changes nothing but a missing incarnation.
+func (g *metaGroup) addMember(ctx context.Context, req *clusterv1.JoinRequest) error {
+	id, addr := req.GetNodeId(), req.GetAddress()
+	var clusterID string
+	var known *clusterv1.Node
+	g.fsm.View(func(s *clusterv1.MetaSnapshot) {
+		clusterID = s.ClusterId
+		for _, m := range s.Nodes {
+			if m.NodeId == id {
+				known = proto.Clone(m).(*clusterv1.Node)
+			}
 		}
-		return busy("add %s to the metadata group: %v", id, err)
+	})
+	if c := req.GetClusterId(); c != "" && clusterID != "" && c != clusterID {
+		msg := fmt.Sprintf("node %s belongs to cluster %s, not to this cluster %s: it cannot join; start it with an empty data dir to join under a new id", id, c, clusterID)
+		g.n.log.Error("refused a join: "+msg, "peer", id)
+		return invalid("%s", msg)
+	}
+	if inc := known.GetIncarnation(); inc != "" && req.GetIncarnation() != "" && inc != req.GetIncarnation() {
+		g.n.log.Error("refused a join: "+identity.StaleMessage(id, inc, req.GetIncarnation()), "peer", id)
+		return invalid("%s", identity.StaleMessage(id, inc, req.GetIncarnation()))
+	}
+	f := g.raft.GetConfiguration()
+	if err := g.n.await(ctx, f); err != nil {
+		return busy("metadata configuration: %v", err)
+	}
+	voter := false
+	for _, s := range f.Configuration().Servers {
+		voter = voter || s.ID == raft.ServerID(id) && s.Address == raft.ServerAddress(addr) && s.Suffrage == raft.Voter
+	}
+	if !voter {
+		if err := g.n.await(ctx, g.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 10*time.Second)); err != nil {
+			if errors.Is(err, raft.ErrNotLeader) {
+				return g.notLeader()
+			}
+			return busy("add %s to the metadata group: %v", id, err)
+		}
+	}
+	if known.GetAddress() != addr || known.GetIncarnation() == "" && req.GetIncarnation() != "" {
+		cmd := &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_AddNode{AddNode: &clusterv1.AddNode{
+			Node: &clusterv1.Node{NodeId: id, Address: addr, Incarnation: req.GetIncarnation()},
+		}}}
+		if _, err := g.propose(ctx, cmd); err != nil {
+			return err
+		}
 	}
 	return g.ensureMembers(ctx)
 }

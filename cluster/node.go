@@ -2,13 +2,10 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,13 +15,17 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 
+	"github.com/raftbus/raftbus/cluster/clock"
+	"github.com/raftbus/raftbus/cluster/identity"
 	"github.com/raftbus/raftbus/cluster/raftgrpc"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
-// MaxMessageBytes bounds one gRPC message in either direction: a send of
-// the largest message an entity may accept (100 MiB) plus its envelope.
+// MaxMessageBytes bounds one gRPC message in either direction, the Raft
+// transport's included: partitions and the metadata group keep their
+// AppendEntries requests well under it (partition.MaxAppendEntriesBytes,
+// maxMetaAppendEntriesBytes).
 const MaxMessageBytes = 110 << 20
 
 // catchUpTimeout bounds how long a node waits to apply a metadata change
@@ -59,6 +60,14 @@ type Config struct {
 	// RaftTimeScale multiplies the Raft timeouts of every group (1 when
 	// zero). Tests on loaded machines may slow them down.
 	RaftTimeScale float64
+	// MaxClockOffset is how far this node's clock may be from a majority
+	// of the cluster's clocks before it refuses to lead
+	// (DefaultMaxClockOffset when zero). Every node should have the same.
+	MaxClockOffset time.Duration
+	// Clock is every wall-clock reading the node makes; nil is the
+	// machine's clock. Tests and fault injection give a clock.System with
+	// an offset to skew the node.
+	Clock clock.Source
 }
 
 // Node is one running member of a cluster.
@@ -76,6 +85,20 @@ type Node struct {
 	mu       sync.RWMutex
 	replicas map[string]*replica // by Raft group name
 
+	// ident is this node's data dir identity; members what the committed
+	// membership records (see incarnation.go).
+	ident   nodeIdentity
+	members atomic.Pointer[map[string]*clusterv1.Node]
+	// clocks measures and judges this node's clock (see clocksync.go).
+	clocks *clockSync
+	// metaTransferring is set while this node hands the metadata group
+	// over.
+	metaTransferring atomic.Bool
+	// failed receives the reason this node must stop (its data dir is not
+	// the one its cluster knows); failOnce guards it.
+	failed   chan error
+	failOnce sync.Once
+
 	rr roundRobin
 	// serving is set once the metadata group is open; until then the
 	// public services answer SERVER_BUSY (the Raft transport serves at
@@ -84,11 +107,6 @@ type Node struct {
 	stop      chan struct{}
 	closeOnce sync.Once
 	wg        sync.WaitGroup
-}
-
-// identity is what a data dir records about the node that owns it.
-type identity struct {
-	NodeID string `json:"node_id"`
 }
 
 // Start starts a node: it opens the data dir, listens, joins or forms the
@@ -103,12 +121,19 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.RaftTimeScale == 0 {
 		cfg.RaftTimeScale = 1
 	}
+	if cfg.MaxClockOffset == 0 {
+		cfg.MaxClockOffset = DefaultMaxClockOffset
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.NewSystem(0)
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if err := claimDataDir(cfg.DataDir, cfg.NodeID); err != nil {
-		return nil, err
+	rec, _, err := identity.Claim(cfg.DataDir, cfg.NodeID)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	lis, err := net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
@@ -121,28 +146,36 @@ func Start(cfg Config) (*Node, error) {
 	if addr == "" {
 		addr = lis.Addr().String()
 	}
-	mux, err := raftgrpc.NewMux(raftgrpc.Config{LocalAddr: raft.ServerAddress(addr)})
-	if err != nil {
-		lis.Close()
-		return nil, fmt.Errorf("cluster: %w", err)
-	}
 	n := &Node{
 		cfg:      cfg,
 		log:      log.With("node", cfg.NodeID),
 		addr:     addr,
 		lis:      lis,
-		mux:      mux,
 		peers:    newPeerConns(),
 		routing:  newLeaderCache(),
 		replicas: make(map[string]*replica),
+		ident:    nodeIdentity{dir: cfg.DataDir, rec: rec},
+		clocks:   newClockSync(cfg.Clock, cfg.MaxClockOffset),
+		failed:   make(chan error, 1),
 		stop:     make(chan struct{}),
+	}
+	n.members.Store(&map[string]*clusterv1.Node{})
+	n.mux, err = raftgrpc.NewMux(raftgrpc.Config{
+		LocalAddr:       raft.ServerAddress(addr),
+		MaxMessageBytes: MaxMessageBytes,
+		Outgoing:        n.outgoingIdentity,
+		Admit:           n.admit,
+	})
+	if err != nil {
+		lis.Close()
+		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	n.server = grpc.NewServer(
 		grpc.ChainUnaryInterceptor(statusInterceptor(n.log), n.startingInterceptor),
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.MaxSendMsgSize(MaxMessageBytes),
 	)
-	mux.Register(n.server)
+	n.mux.Register(n.server)
 	raftbusv1.RegisterAdminServiceServer(n.server, &adminService{n: n})
 	raftbusv1.RegisterMessagingServiceServer(n.server, &messagingService{n: n})
 	clusterv1.RegisterNodeServiceServer(n.server, &nodeService{n: n})
@@ -152,60 +185,81 @@ func Start(cfg Config) (*Node, error) {
 		n.server.Serve(lis)
 	}()
 
+	// abort stops a node that failed to start. When the node stopped
+	// itself (a peer knows its id by another incarnation), that is the
+	// reason to report, not what it broke on the way.
+	abort := func(err error) (*Node, error) {
+		n.Close()
+		select {
+		case ferr := <-n.failed:
+			return nil, ferr
+		default:
+			return nil, err
+		}
+	}
+	// A node whose data dir was wiped, or belongs to another cluster, must
+	// not bootstrap, vote or join: ask the nodes it was told of first.
+	if err := n.vetAgainstPeers(); err != nil {
+		return abort(err)
+	}
 	n.meta, err = openMetaGroup(n)
 	if err != nil {
-		n.Close()
-		return nil, err
+		return abort(err)
 	}
 	if err := n.meta.joinOrBootstrap(); err != nil {
-		n.Close()
-		return nil, err
+		return abort(err)
 	}
-	n.serving.Store(true)
-	n.wg.Add(2)
+	n.syncIdentity()
+	// Judge the clock before serving, so that a node that comes up skewed
+	// never stamps a command.
+	n.checkClock()
+	n.wg.Add(4)
 	go n.runMetaLeaderDuties()
 	go n.runReconciler()
+	go n.runIdentity()
+	go n.runClockSync()
+	// From here on a node that must stop closes itself (see fail); until
+	// here it is Start that gives up.
+	n.serving.Store(true)
+	select {
+	case err := <-n.failed:
+		n.Close()
+		return nil, err
+	default:
+	}
 	n.log.Info("node started", "address", addr, "data_dir", cfg.DataDir)
 	return n, nil
 }
 
 // startingInterceptor turns requests away while the node starts.
 func (n *Node) startingInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if !n.serving.Load() && !strings.HasPrefix(info.FullMethod, "/raftbus.raft.") {
+	if !n.serving.Load() && !strings.HasPrefix(info.FullMethod, "/raftbus.raft.") && info.FullMethod != clusterv1.NodeService_Ping_FullMethodName {
 		return nil, busy("node %s is starting", n.cfg.NodeID)
 	}
 	return handler(ctx, req)
 }
 
-// claimDataDir creates the data dir or checks that it belongs to nodeID.
-func claimDataDir(dir, nodeID string) error {
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return fmt.Errorf("cluster: create data dir: %w", err)
-	}
-	path := filepath.Join(dir, "node.json")
-	b, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		b, _ := json.Marshal(identity{NodeID: nodeID})
-		if err := os.WriteFile(path, b, 0o640); err != nil {
-			return fmt.Errorf("cluster: write %s: %w", path, err)
-		}
-		return nil
-	case err != nil:
-		return fmt.Errorf("cluster: read %s: %w", path, err)
-	}
-	var id identity
-	if err := json.Unmarshal(b, &id); err != nil {
-		return fmt.Errorf("cluster: %s is not a raftbus node identity: %w", path, err)
-	}
-	if id.NodeID != nodeID {
-		return fmt.Errorf("cluster: data dir %s belongs to node %q, not %q: use that node id or another data dir", dir, id.NodeID, nodeID)
-	}
-	return nil
-}
-
 // ID is the node's id.
 func (n *Node) ID() string { return n.cfg.NodeID }
+
+// Failed delivers the reason the node stopped on its own: its data dir is
+// not the one its cluster knows (it was wiped or replaced). The node has
+// closed itself, or is closing; the process should exit.
+func (n *Node) Failed() <-chan error { return n.failed }
+
+// fail stops the node for good on its own: it must take no further part
+// in any Raft group.
+func (n *Node) fail(err error) {
+	n.failOnce.Do(func() {
+		n.log.Error("node stops: "+err.Error(), "err", err)
+		n.failed <- err
+		// A node still starting is stopped by Start. Close waits for the
+		// node's goroutines, one of which may be the caller.
+		if n.serving.Load() {
+			go n.Close()
+		}
+	})
+}
 
 // Addr is the node's advertised gRPC address.
 func (n *Node) Addr() string { return n.addr }
@@ -229,7 +283,9 @@ func (n *Node) Close() error {
 		if n.meta != nil {
 			n.meta.close()
 		}
-		n.mux.Close()
+		if n.mux != nil {
+			n.mux.Close()
+		}
 		n.peers.close()
 		n.wg.Wait()
 	})
@@ -269,7 +325,7 @@ func (n *Node) catchUp(ctx context.Context, found func() bool, ask func(context.
 	if n.meta.isLeader() {
 		// A leader elected a moment ago may not have applied everything
 		// its predecessors committed: make sure before saying no.
-		if err := n.meta.raft.Barrier(catchUpTimeout).Error(); err != nil {
+		if err := n.await(ctx, n.meta.raft.Barrier(catchUpTimeout)); err != nil {
 			return busy("the metadata leader is catching up: %v", err)
 		}
 		if found() {

@@ -39,7 +39,7 @@ func (s *nodeService) Join(ctx context.Context, req *clusterv1.JoinRequest) (*cl
 	if addrs := n.nodeAddrs(); addrs[req.GetNodeId()] != "" && addrs[req.GetNodeId()] != req.GetAddress() {
 		n.log.Info("member changes address", "member", req.GetNodeId(), "from", addrs[req.GetNodeId()], "to", req.GetAddress())
 	}
-	if err := n.meta.addMember(ctx, req.GetNodeId(), req.GetAddress()); err != nil {
+	if err := n.meta.addMember(ctx, req); err != nil {
 		return nil, err
 	}
 	var id string

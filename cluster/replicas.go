@@ -56,6 +56,15 @@ func (r *replica) ready() bool {
 	return r.hasEntity.Load()
 }
 
+// appliedGeneration is the metadata generation the partition's engine was
+// last configured from, by whichever leader, as far as this replica has
+// applied.
+func (r *replica) appliedGeneration() uint64 {
+	var g uint64
+	r.p.ReadApplied(func(e *engine.Engine) { g = e.Generation(r.entity) })
+	return g
+}
+
 // groupName is the Raft group id of a partition: entity, incarnation and
 // partition id, so that a queue deleted and created again never meets the
 // replicas of the old one.
@@ -156,7 +165,15 @@ func (n *Node) reconcile() {
 		if e == nil {
 			continue
 		}
-		if r.configured.Load() != e.GetGeneration() {
+		if gen := e.GetGeneration(); r.configured.Load() < gen {
+			if applied := r.appliedGeneration(); applied > gen {
+				// An earlier leader configured the partition from a newer
+				// view of the metadata than this node has: the engine
+				// would refuse commands made from this one. Wait for the
+				// view to catch up.
+				n.log.Debug("metadata view behind the partition's configuration", "group", r.group, "view", gen, "applied", applied)
+				continue
+			}
 			if err := n.configure(r, e); err != nil {
 				n.log.Debug("configure partition", "group", r.group, "err", err)
 			}
@@ -167,8 +184,12 @@ func (n *Node) reconcile() {
 }
 
 // transferInterval spaces the attempts to hand a partition to its
-// preferred leader, so that a preferred node that is down costs little.
-const transferInterval = 5 * time.Second
+// preferred leader, so that a preferred node that is down costs little;
+// transferTimeout bounds one attempt.
+const (
+	transferInterval = 5 * time.Second
+	transferTimeout  = 10 * time.Second
+)
 
 // handOver gives leadership of r to its preferred node when another node
 // leads it. Placement starts each partition's replica list at a different
@@ -185,7 +206,9 @@ func (n *Node) handOver(r *replica, peers []raft.Server) {
 			target = s
 		}
 	}
-	if target.Address == "" {
+	// Never to a node whose clock is known to be off: it would refuse to
+	// serve and hand the partition back.
+	if target.Address == "" || !n.clocks.mayLead(r.preferred) {
 		return
 	}
 	r.lastTransfer = time.Now()
@@ -194,7 +217,11 @@ func (n *Node) handOver(r *replica, peers []raft.Server) {
 	go func() {
 		defer n.wg.Done()
 		defer r.transferring.Store(false)
-		if err := r.p.Raft().LeadershipTransferToServer(target.ID, target.Address).Error(); err != nil {
+		// Raft bounds a transfer by an election timeout, but may leave the
+		// future unanswered when the replica closes meanwhile.
+		ctx, cancel := context.WithTimeout(context.Background(), transferTimeout)
+		defer cancel()
+		if err := n.await(ctx, r.p.Raft().LeadershipTransferToServer(target.ID, target.Address)); err != nil {
 			n.log.Debug("leadership transfer", "group", r.group, "to", target.ID, "err", err)
 			return
 		}
@@ -214,6 +241,7 @@ func (n *Node) openReplica(name string, e *clusterv1.Entity, id uint32, peers []
 		NodeID:             n.cfg.NodeID,
 		Dir:                n.replicaDir(name),
 		Transport:          transport,
+		Clock:              n.clocks.bounded,
 		Bootstrap:          peers,
 		HeartbeatTimeout:   n.raftTimes(partition.DefaultHeartbeatTimeout),
 		ElectionTimeout:    n.raftTimes(partition.DefaultElectionTimeout),
@@ -259,7 +287,10 @@ func (n *Node) closeReplica(r *replica, remove bool) {
 }
 
 // configure commits the entity's settings to the partition's engine: a
-// queue's, or a topic's with its subscriptions and their rules.
+// queue's, or a topic's with its subscriptions and their rules. Every
+// command carries e's generation, so the engine refuses them when a newer
+// definition was applied already (this node's view of the metadata may be
+// behind that of the partition's previous leader).
 func (n *Node) configure(r *replica, e *clusterv1.Entity) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -273,6 +304,7 @@ func (n *Node) configure(r *replica, e *clusterv1.Entity) error {
 			EntityPath:   e.GetName(),
 			Properties:   q,
 			MaxSizeBytes: q.GetMaxSizeInMegabytes() << 20 / int64(len(e.GetPartitions())),
+			Generation:   e.GetGeneration(),
 		})
 	}
 	if err != nil {
@@ -293,11 +325,12 @@ func apply(ctx context.Context, r *replica, c *enginev1.ConfigureEntity) error {
 // changed rule is removed and added again). Every step is idempotent, so a
 // new leader simply runs it again.
 func (n *Node) configureTopic(ctx context.Context, r *replica, e *clusterv1.Entity) error {
-	t := e.GetTopic()
+	t, gen := e.GetTopic(), e.GetGeneration()
 	err := apply(ctx, r, &enginev1.ConfigureEntity{
 		EntityPath:   e.GetName(),
 		Topic:        t,
 		MaxSizeBytes: t.GetMaxSizeInMegabytes() << 20 / int64(len(e.GetPartitions())),
+		Generation:   gen,
 	})
 	if err != nil {
 		return err
@@ -314,20 +347,20 @@ func (n *Node) configureTopic(ctx context.Context, r *replica, e *clusterv1.Enti
 	for _, sub := range e.GetSubscriptions() {
 		path := meta.SubscriptionPath(e.GetName(), sub.GetProperties().GetSubscriptionName())
 		want[path] = true
-		cfg := &enginev1.ConfigureEntity{EntityPath: path, Subscription: sub.GetProperties()}
+		cfg := &enginev1.ConfigureEntity{EntityPath: path, Subscription: sub.GetProperties(), Generation: gen}
 		if _, exists := rules[path]; !exists {
 			cfg.Rules = sub.GetRules()
 		}
 		if err := apply(ctx, r, cfg); err != nil {
 			return err
 		}
-		if err := n.syncRules(ctx, r, path, rules[path], sub.GetRules()); err != nil {
+		if err := n.syncRules(ctx, r, gen, path, rules[path], sub.GetRules()); err != nil {
 			return err
 		}
 	}
 	for _, path := range have {
 		if !want[path] {
-			if err := apply(ctx, r, &enginev1.ConfigureEntity{EntityPath: path, Delete: true}); err != nil {
+			if err := apply(ctx, r, &enginev1.ConfigureEntity{EntityPath: path, Delete: true, Generation: gen}); err != nil {
 				return err
 			}
 		}
@@ -336,8 +369,9 @@ func (n *Node) configureTopic(ctx context.Context, r *replica, e *clusterv1.Enti
 }
 
 // syncRules turns a subscription's rules in the engine (have, nil for a
-// subscription just created with want) into want.
-func (n *Node) syncRules(ctx context.Context, r *replica, path string, have, want []*raftbusv1.RuleProperties) error {
+// subscription just created with want) into want, the rules of metadata
+// generation gen.
+func (n *Node) syncRules(ctx context.Context, r *replica, gen uint64, path string, have, want []*raftbusv1.RuleProperties) error {
 	if have == nil {
 		return nil
 	}
@@ -352,7 +386,7 @@ func (n *Node) syncRules(ctx context.Context, r *replica, path string, have, wan
 			present[h.GetName()] = true
 			continue
 		}
-		_, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_RemoveRule{RemoveRule: &enginev1.RemoveRule{EntityPath: path, RuleName: h.GetName()}}})
+		_, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_RemoveRule{RemoveRule: &enginev1.RemoveRule{EntityPath: path, RuleName: h.GetName(), Generation: gen}}})
 		if err != nil {
 			return err
 		}
@@ -361,7 +395,7 @@ func (n *Node) syncRules(ctx context.Context, r *replica, path string, have, wan
 		if present[w.GetName()] {
 			continue
 		}
-		_, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_AddRule{AddRule: &enginev1.AddRule{EntityPath: path, Rule: w}}})
+		_, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_AddRule{AddRule: &enginev1.AddRule{EntityPath: path, Rule: w, Generation: gen}}})
 		if err != nil {
 			return err
 		}

@@ -259,8 +259,12 @@ func (s *messagingService) GetSessionState(ctx context.Context, req *raftbusv1.G
 	return atSession(ctx, s, req.GetEntityPath(), sl, idempotent, func(r *replica, path string) (*raftbusv1.GetSessionStateResponse, error) {
 		var state []byte
 		var serr error
+		now, err := r.p.Now()
+		if err != nil {
+			return nil, err
+		}
 		if err := r.p.Read(ctx, func(en *engine.Engine) {
-			state, serr = en.GetSessionState(path, sl.GetSessionId(), sl.GetLockToken(), time.Now().UnixMilli())
+			state, serr = en.GetSessionState(path, sl.GetSessionId(), sl.GetLockToken(), now)
 		}); err != nil {
 			return nil, err
 		}

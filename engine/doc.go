@@ -39,6 +39,11 @@
 // a receive repeated after its answer was lost gets the same messages back
 // (still locked, or the ones it removed) instead of new ones.
 //
+// Configuration commands (ConfigureEntity, AddRule, RemoveRule) carry the
+// metadata generation of the entity definition they were made from; the
+// engine refuses those older than one it applied, so a leader with an
+// outdated view of the metadata cannot undo a newer definition (fence.go).
+//
 // The commands and results are the protobuf messages of
 // proto/raftbus/engine/v1; Snapshot writes the state as a stream of
 // snapshot records (also there), which Digest hashes.

@@ -33,6 +33,9 @@ type Engine struct {
 	sorted   []*entity // by path: the order of time effects and snapshots
 	// receipts remember what recent receives received (see receipt.go).
 	receipts receiptTable
+	// generations is the highest metadata generation applied per entity
+	// (see fence.go).
+	generations map[string]uint64
 }
 
 // New returns the empty state of partition partitionID of partitionCount.
@@ -45,6 +48,7 @@ func New(partitionID uint32, partitionCount uint32) *Engine {
 		nextOrder:      1,
 		entities:       make(map[string]*entity),
 		receipts:       newReceiptTable(),
+		generations:    make(map[string]uint64),
 	}
 }
 
@@ -60,11 +64,18 @@ func DecodeCommand(b []byte) (*enginev1.Command, error) {
 // Apply applies one command and returns its result. It first applies the
 // time effects due at the command's time (clamped so that time never goes
 // backwards). A failed command has no effect of its own and yields an Error
-// result; a malformed one (INVALID_ARGUMENT before any lookup) does not even
-// advance the clock. Apply never panics on any input.
+// result; a malformed one (INVALID_ARGUMENT before any lookup) and one made
+// from an outdated entity definition (see fence.go) do not even advance the
+// clock. Apply never panics on any input.
 func (e *Engine) Apply(cmd *enginev1.Command) *enginev1.Result {
 	if err := validate(cmd); err != nil {
 		return errorResult(err)
+	}
+	fencedPath, generation, fenced := fenceOf(cmd)
+	if fenced {
+		if err := e.checkGeneration(fencedPath, generation); err != nil {
+			return errorResult(err)
+		}
 	}
 	e.advance(max(cmd.GetNowUnixMs(), e.now))
 	now := e.now
@@ -154,6 +165,9 @@ func (e *Engine) Apply(cmd *enginev1.Command) *enginev1.Result {
 	}
 	if err != nil {
 		return errorResult(err)
+	}
+	if fenced {
+		e.recordGeneration(fencedPath, generation)
 	}
 	return res
 }

@@ -24,7 +24,6 @@ const (
 	MaxDuplicateDetectionWindow       = 7 * 24 * time.Hour
 	DefaultMaxSizeInMegabytes         = 1024
 	DefaultMaxMessageSizeInKilobytes  = 256
-	MaxMaxMessageSizeInKilobytes      = 102400
 	DefaultPartitionCount             = 1
 	maxMessageIDLength                = 128
 	reasonMaxDeliveryCountExceeded    = "MaxDeliveryCountExceeded"
@@ -34,10 +33,30 @@ const (
 	deadLetterFromDeadLetterQueueText = "a message cannot be dead-lettered from the dead-letter sub-queue"
 )
 
+// Limits of the message size setting.
+const (
+	// MaxMaxMessageSizeInKilobytes is the largest message size an entity
+	// may be given: the largest message raftbus replicates (see
+	// partition/limits.go). Service Bus accepts up to 256 KB in its
+	// standard tier and 1 MB by default in premium.
+	MaxMaxMessageSizeInKilobytes = 1024
+	// legacyMaxMessageSizeInKilobytes is the limit entities could be
+	// created with before; the engine still applies such settings (stored
+	// definitions, log entries, snapshots), and partitions refuse the
+	// messages too large to replicate before they reach it.
+	legacyMaxMessageSizeInKilobytes = 102400
+)
+
 // NormalizeQueueProperties returns a copy of p with every unset setting at
 // its default, or an INVALID_ARGUMENT error naming the first setting out of
 // range. The name and metadata fields are copied as they are.
 func NormalizeQueueProperties(p *raftbusv1.QueueProperties) (*raftbusv1.QueueProperties, error) {
+	return normalizeQueueProperties(p, MaxMaxMessageSizeInKilobytes)
+}
+
+// normalizeQueueProperties is NormalizeQueueProperties with maxMessageKB
+// as the limit of max_message_size_in_kilobytes.
+func normalizeQueueProperties(p *raftbusv1.QueueProperties, maxMessageKB int64) (*raftbusv1.QueueProperties, error) {
 	if p == nil {
 		p = &raftbusv1.QueueProperties{}
 	}
@@ -74,8 +93,12 @@ func NormalizeQueueProperties(p *raftbusv1.QueueProperties) (*raftbusv1.QueuePro
 	}
 	if n.MaxMessageSizeInKilobytes == nil {
 		n.MaxMessageSizeInKilobytes = proto.Int64(DefaultMaxMessageSizeInKilobytes)
-	} else if v := n.GetMaxMessageSizeInKilobytes(); v < 1 || v > MaxMaxMessageSizeInKilobytes {
-		return nil, invalidf("max_message_size_in_kilobytes must be between 1 and %d, not %d", MaxMaxMessageSizeInKilobytes, v)
+	} else if v := n.GetMaxMessageSizeInKilobytes(); v < 1 || v > maxMessageKB {
+		why := ""
+		if maxMessageKB == MaxMaxMessageSizeInKilobytes {
+			why = ": raftbus replicates messages of at most 1 MiB"
+		}
+		return nil, invalidf("max_message_size_in_kilobytes must be between 1 and %d, not %d%s", maxMessageKB, v, why)
 	}
 	if n.EnableBatchedOperations == nil {
 		n.EnableBatchedOperations = proto.Bool(true)
@@ -125,7 +148,7 @@ func newSettings(c *enginev1.ConfigureEntity) (settings, *Error) {
 	if c.GetTopic() != nil || c.GetSubscription() != nil {
 		return pubSubSettings(c)
 	}
-	p, err := NormalizeQueueProperties(c.GetProperties())
+	p, err := normalizeQueueProperties(c.GetProperties(), legacyMaxMessageSizeInKilobytes)
 	if err != nil {
 		return settings{}, err.(*Error)
 	}

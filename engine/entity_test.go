@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -28,7 +29,7 @@ func TestNormalizeQueuePropertiesRejectsOutOfRange(t *testing.T) {
 		"no deliveries":      {MaxDeliveryCount: ptr[int32](0)},
 		"window too short":   {DuplicateDetectionHistoryTimeWindow: dur(time.Second)},
 		"size zero":          {MaxSizeInMegabytes: ptr[int64](0)},
-		"message size large": {MaxMessageSizeInKilobytes: ptr[int64](102401)},
+		"message size large": {MaxMessageSizeInKilobytes: ptr[int64](MaxMaxMessageSizeInKilobytes + 1)},
 		"ttl negative":       {DefaultMessageTimeToLive: dur(-time.Second)},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -38,6 +39,36 @@ func TestNormalizeQueuePropertiesRejectsOutOfRange(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMessageSizeOverTheReplicatedLimitIsRefusedButStillApplied checks the
+// two sides of the limit on message sizes: a new setting over the largest
+// message raftbus replicates is refused, with the reason in the message,
+// while a larger one stored before the limit existed still configures the
+// entity (refusing it would lose the entity on replay or restore).
+func TestMessageSizeOverTheReplicatedLimitIsRefusedButStillApplied(t *testing.T) {
+	for _, normalize := range []func(int64) error{
+		func(kb int64) error {
+			_, err := NormalizeQueueProperties(&raftbusv1.QueueProperties{MaxMessageSizeInKilobytes: &kb})
+			return err
+		},
+		func(kb int64) error {
+			_, err := NormalizeTopicProperties(&raftbusv1.TopicProperties{MaxMessageSizeInKilobytes: &kb})
+			return err
+		},
+	} {
+		if err := normalize(MaxMaxMessageSizeInKilobytes); err != nil {
+			t.Fatalf("the largest size refused: %v", err)
+		}
+		err := normalize(2048)
+		if e, ok := err.(*Error); !ok || e.Reason != raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT || !strings.Contains(e.Message, "at most 1 MiB") {
+			t.Fatalf("2048 KB: %v, want INVALID_ARGUMENT saying why", err)
+		}
+	}
+	h := newHarness(t, &raftbusv1.QueueProperties{MaxMessageSizeInKilobytes: ptr[int64](102400)})
+	h.ok(&enginev1.Command{Body: &enginev1.Command_ConfigureEntity{ConfigureEntity: &enginev1.ConfigureEntity{
+		EntityPath: testTopic, Topic: &raftbusv1.TopicProperties{MaxMessageSizeInKilobytes: ptr[int64](102400)},
+	}}})
 }
 
 func TestConfigureEntityUpdatesAndDeletes(t *testing.T) {

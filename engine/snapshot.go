@@ -37,7 +37,7 @@ func (e *Engine) Snapshot(w io.Writer) error {
 	}
 	err := put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Header{Header: &enginev1.SnapshotHeader{
 		Version: snapshotVersion, PartitionId: e.partitionID, PartitionCount: e.partitionCount,
-		NextOrder: e.nextOrder, NowUnixMs: e.now,
+		NextOrder: e.nextOrder, NowUnixMs: e.now, Generations: e.snapshotGenerations(),
 	}}})
 	for _, ent := range e.sorted {
 		if err != nil {
@@ -172,6 +172,9 @@ func restore(r *bufio.Reader) (*Engine, error) {
 	}
 	e := New(h.GetPartitionId(), h.GetPartitionCount())
 	e.nextOrder, e.now = h.GetNextOrder(), h.GetNowUnixMs()
+	if err := e.restoreGenerations(h.GetGenerations()); err != nil {
+		return nil, err
+	}
 	var ent *entity
 	var entities, messages uint64
 	bodies := sharedBodies{}

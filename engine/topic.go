@@ -32,12 +32,18 @@ const (
 // its default, or an INVALID_ARGUMENT error naming the first setting out of
 // range. The name and metadata fields are copied as they are.
 func NormalizeTopicProperties(p *raftbusv1.TopicProperties) (*raftbusv1.TopicProperties, error) {
+	return normalizeTopicProperties(p, MaxMaxMessageSizeInKilobytes)
+}
+
+// normalizeTopicProperties is NormalizeTopicProperties with maxMessageKB
+// as the limit of max_message_size_in_kilobytes.
+func normalizeTopicProperties(p *raftbusv1.TopicProperties, maxMessageKB int64) (*raftbusv1.TopicProperties, error) {
 	if p == nil {
 		p = &raftbusv1.TopicProperties{}
 	}
 	// The settings a topic shares with a queue have the same defaults and
 	// limits; normalizing them as a queue keeps the two in step.
-	q, err := NormalizeQueueProperties(&raftbusv1.QueueProperties{
+	q, err := normalizeQueueProperties(&raftbusv1.QueueProperties{
 		DefaultMessageTimeToLive:            p.GetDefaultMessageTimeToLive(),
 		RequiresDuplicateDetection:          p.RequiresDuplicateDetection,
 		DuplicateDetectionHistoryTimeWindow: p.GetDuplicateDetectionHistoryTimeWindow(),
@@ -45,7 +51,7 @@ func NormalizeTopicProperties(p *raftbusv1.TopicProperties) (*raftbusv1.TopicPro
 		MaxMessageSizeInKilobytes:           p.MaxMessageSizeInKilobytes,
 		EnableBatchedOperations:             p.EnableBatchedOperations,
 		PartitionCount:                      p.PartitionCount,
-	})
+	}, maxMessageKB)
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +226,7 @@ func pubSubSettings(c *enginev1.ConfigureEntity) (settings, *Error) {
 		return settings{}, invalidf("an entity is a topic or a subscription, not both")
 	}
 	if c.GetTopic() != nil {
-		p, err := NormalizeTopicProperties(c.GetTopic())
+		p, err := normalizeTopicProperties(c.GetTopic(), legacyMaxMessageSizeInKilobytes)
 		if err != nil {
 			return settings{}, err.(*Error)
 		}

@@ -24,6 +24,9 @@ type Config struct {
 	Dir string
 	// Transport carries this group's Raft RPCs.
 	Transport raft.Transport
+	// Clock is where the leader reads the time it stamps into commands;
+	// nil is the machine's wall clock, always trusted.
+	Clock Clock
 	// Bootstrap, when set and the replica has no state on disk, makes it
 	// start the group with these voters. Every initial replica may be given
 	// the same list; Raft tolerates repeated bootstraps of one configuration.
@@ -50,6 +53,19 @@ type Config struct {
 	// Logger receives this replica's logs; nil discards them.
 	Logger *slog.Logger
 }
+
+// Clock is the time a leader stamps into the commands it proposes. A node
+// whose clock its peers do not vouch for (skewed, or not yet compared)
+// answers with an error, and the leader then proposes nothing.
+type Clock interface {
+	Now() (time.Time, error)
+}
+
+// systemClock is the machine's wall clock, for a replica with no node
+// around it to check its clock.
+type systemClock struct{}
+
+func (systemClock) Now() (time.Time, error) { return time.Now(), nil }
 
 // Defaults tuned for failover within about two seconds on a LAN or
 // loopback: a leader is suspected after 500 ms without contact, and an
@@ -94,6 +110,9 @@ func (c *Config) withDefaults() Config {
 	if out.Logger == nil {
 		out.Logger = slog.New(slog.DiscardHandler)
 	}
+	if out.Clock == nil {
+		out.Clock = systemClock{}
+	}
 	return out
 }
 
@@ -128,7 +147,8 @@ func (c *Config) raftConfig() *raft.Config {
 	// when the node shuts down is never answered, which would leave a
 	// caller waiting forever. Batching comes from the proposer instead:
 	// commands that arrive while one entry is being written share the next.
-	rc.MaxAppendEntries = 256
+	// Bounds the bytes of an AppendEntries request (see limits.go).
+	rc.MaxAppendEntries = MaxAppendEntries
 	rc.Logger = RaftLogger(c.Logger, c.Name)
 	return rc
 }

@@ -93,6 +93,13 @@ func (p *Partition) notLeader() *Error {
 	return &Error{Reason: reason, Message: msg, Retryable: true, LeaderID: id, LeaderAddress: addr}
 }
 
+// closing is the error for an operation that reached a replica as it
+// closes, before it was handed to Raft.
+func (p *Partition) closing() *Error {
+	return newError(raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY,
+		"partition %s: the replica is closing; the operation was not applied", p.name)
+}
+
 func (p *Partition) leader() (addr, id string) {
 	a, i := p.raft.LeaderWithID()
 	return string(a), string(i)

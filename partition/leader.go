@@ -15,6 +15,10 @@ import (
 // if it does, this bounds the cost).
 const minTickSpacing = 5 * time.Millisecond
 
+// clockRetry is how soon a leader whose clock is not trusted looks again
+// at time-driven work.
+const clockRetry = 250 * time.Millisecond
+
 // runLeaderDuties does what only the leader does on its own initiative:
 // when elected, it waits until everything committed before its election is
 // applied (so reads are current), and while leading it proposes a Tick
@@ -42,7 +46,12 @@ func (p *Partition) runLeaderDuties() {
 			var ok bool
 			p.fsm.read(func(e *engine.Engine) { due, ok = e.NextDeadline() })
 			if ok {
-				wait = time.Until(time.UnixMilli(due))
+				// Due by the clock the leader stamps with; while that is not
+				// trusted a Tick would be refused, so look again later.
+				wait = clockRetry
+				if now, err := p.Now(); err == nil {
+					wait = time.Duration(due-now) * time.Millisecond
+				}
 				if since := time.Since(lastTick); wait < minTickSpacing-since {
 					wait = minTickSpacing - since
 				}

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/raftbus/raftbus/engine"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
@@ -37,6 +38,9 @@ type Partition struct {
 	// readyTerm is the term in which this replica, as leader, has applied
 	// every entry committed before its election; reads are served only then.
 	readyTerm atomic.Uint64
+	// lastStamp is the time (Unix ms) of the last entry this replica
+	// proposed: stamps never go below it.
+	lastStamp atomic.Int64
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -81,7 +85,9 @@ func Open(cfg Config) (*Partition, error) {
 		return nil, fmt.Errorf("partition %s: start raft: %w", cfg.Name, err)
 	}
 	if len(cfg.Bootstrap) > 0 {
-		err := p.raft.BootstrapCluster(raft.Configuration{Servers: cfg.Bootstrap}).Error()
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.ApplyTimeout)
+		err := Await(ctx, nil, p.raft.BootstrapCluster(raft.Configuration{Servers: cfg.Bootstrap}))
+		cancel()
 		if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 			p.Close()
 			return nil, fmt.Errorf("partition %s: bootstrap: %w", cfg.Name, err)
@@ -94,18 +100,38 @@ func Open(cfg Config) (*Partition, error) {
 	return p, nil
 }
 
-// Close stops the replica: pending operations fail, Raft shuts down, files
-// are closed. State on disk is kept for the next Open.
+// shutdownTimeout bounds how long Close waits for Raft's goroutines to end.
+// With its transport closed, none of them waits on the network; what is
+// left is a state machine batch or a snapshot being written.
+const shutdownTimeout = 10 * time.Second
+
+// Close stops the replica: pending operations fail (with OUTCOME_UNKNOWN
+// for those already handed to Raft), Raft shuts down, files are closed.
+// State on disk is kept for the next Open. Close returns within about
+// shutdownTimeout whatever Raft does; when Raft has not stopped by then it
+// reports an error and leaves the log open, for Raft may still write it.
 func (p *Partition) Close() error {
 	var err error
 	p.stopOnce.Do(func() {
-		err = p.raft.Shutdown().Error()
+		// The replica's goroutines and callers stop waiting on Raft first:
+		// Raft may never answer some futures once it shuts down.
 		close(p.stop)
+		shutdown := p.raft.Shutdown()
+		// Abort the RPCs in flight too, so that Raft's goroutines need not
+		// wait out their timeouts (Raft closes the transport itself, but
+		// only after they ended).
+		if t, ok := p.cfg.Transport.(raft.WithClose); ok {
+			t.Close()
+		}
 		p.wg.Wait()
 		p.failPending()
-		if cerr := p.store.Close(); cerr != nil && err == nil {
-			err = cerr
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		if err = Await(ctx, nil, shutdown); err != nil {
+			err = fmt.Errorf("raft did not shut down within %v, its log stays open: %w", shutdownTimeout, err)
+			return
 		}
+		err = p.store.Close()
 	})
 	if err != nil {
 		return fmt.Errorf("partition %s: close: %w", p.name, err)
@@ -128,19 +154,31 @@ func (p *Partition) Leader() (address, id string) { return p.leader() }
 
 // Apply replicates cmd and returns the engine's result once the command is
 // committed on a quorum and applied. Rejections by the engine come back as
-// *Error with the engine's reason; so do NOT_LEADER (nothing was proposed)
-// and OUTCOME_UNKNOWN (the command may or may not take effect).
+// *Error with the engine's reason; so do NOT_LEADER (nothing was proposed),
+// MESSAGE_SIZE_EXCEEDED (a command larger than MaxCommandBytes, not
+// proposed) and OUTCOME_UNKNOWN (the command may or may not take effect).
 func (p *Partition) Apply(ctx context.Context, cmd *enginev1.Command) (*enginev1.Result, error) {
+	size := proto.Size(cmd)
+	if size > MaxCommandBytes {
+		return nil, newError(raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_SIZE_EXCEEDED,
+			"partition %s: the request is %d bytes; raftbus replicates at most %d bytes of messages per request (%d KiB per message): send smaller messages, or fewer at once",
+			p.name, size, MaxCommandBytes, engine.MaxMaxMessageSizeInKilobytes)
+	}
 	if p.raft.State() != raft.Leader {
 		return nil, p.notLeader()
 	}
-	pr := &proposal{cmd: cmd, done: make(chan proposalResult, 1)}
+	// Fail fast while the clock is not trusted; the proposer checks again
+	// when it stamps.
+	if _, err := p.Now(); err != nil {
+		return nil, err
+	}
+	pr := &proposal{cmd: cmd, size: size + commandFraming, done: make(chan proposalResult, 1)}
 	select {
 	case p.proposals <- pr:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-p.stop:
-		return nil, p.notLeader()
+		return nil, p.closing()
 	}
 	select {
 	case r := <-pr.done:
@@ -196,11 +234,14 @@ func (p *Partition) Read(ctx context.Context, fn func(e *engine.Engine)) error {
 // configured.
 func (p *Partition) ReadApplied(fn func(e *engine.Engine)) { p.fsm.read(fn) }
 
-// await waits for a Raft future, giving up when ctx ends or the replica
-// stops. Raft leaves a future unanswered when it shuts down while the
-// future sits in one of its channels; the goroutine waiting on such a
-// future ends only with the process, the caller does not wait for it.
-func (p *Partition) await(ctx context.Context, f raft.Future) error {
+// Await waits for a Raft future and returns its error, giving up when ctx
+// ends (ctx.Err()) or stop is closed (raft.ErrRaftShutdown; a nil stop is
+// never closed). Every wait on a Raft future needs such a way out: Raft
+// leaves some futures unanswered when it shuts down, such as those of
+// committed entries still queued for the state machine
+// (hashicorp/raft#498). The goroutine that waits on a future nobody
+// answers ends only with the process; the caller does not wait for it.
+func Await(ctx context.Context, stop <-chan struct{}, f raft.Future) error {
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
 	select {
@@ -208,9 +249,15 @@ func (p *Partition) await(ctx context.Context, f raft.Future) error {
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-p.stop:
+	case <-stop:
 		return raft.ErrRaftShutdown
 	}
+}
+
+// await waits for a Raft future of this replica (see Await), giving up
+// when ctx ends or the replica stops.
+func (p *Partition) await(ctx context.Context, f raft.Future) error {
+	return Await(ctx, p.stop, f)
 }
 
 // Digest is a hash of the replica's state: replicas that applied the same

@@ -1,9 +1,9 @@
 package partition
 
 import (
+	"context"
 	"crypto/rand"
 	"fmt"
-	"time"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
@@ -17,7 +17,10 @@ import (
 const tokenSeedSize = 16
 
 type proposal struct {
-	cmd  *enginev1.Command
+	cmd *enginev1.Command
+	// size is what the command adds to an entry (at most
+	// MaxCommandBytes + commandFraming).
+	size int
 	done chan proposalResult // buffered: the responder never blocks
 }
 
@@ -34,29 +37,30 @@ type inflightEntry struct {
 }
 
 // runProposer collects whatever proposals are waiting (up to
-// MaxCommandsPerEntry), stamps them with the leader's time and token seeds
-// and proposes them as one log entry. Under load many callers share one
-// entry and, through Raft's batched apply channel, one disk write.
+// MaxCommandsPerEntry, and MaxEntryBytes), stamps them with the leader's
+// time and token seeds and proposes them as one log entry. Under load many
+// callers share one entry and, through Raft's batched apply channel, one
+// disk write.
 func (p *Partition) runProposer() {
 	defer p.wg.Done()
+	var next *proposal // taken from the queue but left for the next entry
 	for {
-		var first *proposal
-		select {
-		case first = <-p.proposals:
-		case <-p.stop:
-			return
-		}
-		batch := []*proposal{first}
-	collect:
-		for len(batch) < p.cfg.MaxCommandsPerEntry {
+		first := next
+		if first == nil {
 			select {
-			case pr := <-p.proposals:
-				batch = append(batch, pr)
-			default:
-				break collect
+			case first = <-p.proposals:
+			case <-p.stop:
+				return
 			}
 		}
-		entry, err := stamp(batch, time.Now())
+		var batch []*proposal
+		batch, next = p.collect(first)
+		now, err := p.stampTime()
+		if err != nil {
+			respondAll(batch, proposalResult{err: err})
+			continue
+		}
+		entry, err := stamp(batch, now)
 		if err != nil {
 			respondAll(batch, proposalResult{err: err})
 			continue
@@ -73,20 +77,71 @@ func (p *Partition) runProposer() {
 			// Raft is shut down; the entry was handed over (or failed)
 			// with an unknown outcome.
 			respondAll(batch, proposalResult{err: p.proposalError(raft.ErrRaftShutdown)})
+			if next != nil {
+				next.done <- proposalResult{err: p.closing()}
+			}
 			return
 		}
 	}
 }
 
+// collect makes the batch of one entry: first and the proposals waiting
+// after it, as long as they fit in MaxEntryBytes and MaxCommandsPerEntry.
+// It returns the proposal that would not fit, if it took one.
+func (p *Partition) collect(first *proposal) (batch []*proposal, next *proposal) {
+	batch = []*proposal{first}
+	size := first.size
+	for len(batch) < p.cfg.MaxCommandsPerEntry {
+		select {
+		case pr := <-p.proposals:
+			if size+pr.size > MaxEntryBytes {
+				return batch, pr
+			}
+			batch = append(batch, pr)
+			size += pr.size
+		default:
+			return batch, nil
+		}
+	}
+	return batch, nil
+}
+
+// stampTime is the time of the next entry, in Unix milliseconds: the
+// node's clock (bounded by what its monotonic clock has seen since peers
+// last vouched for it), and never before the last time this replica
+// stamped, so stamps do not go back when the wall clock does. Only the
+// proposer calls it. While the node's clock is not trusted it fails with
+// SERVER_BUSY and nothing is proposed.
+func (p *Partition) stampTime() (int64, error) {
+	ms, err := p.Now()
+	if err != nil {
+		return 0, err
+	}
+	p.lastStamp.Store(ms)
+	return ms, nil
+}
+
+// Now is the time this replica stamps into a command proposed now, in
+// Unix milliseconds, for decisions a leader makes on its own state (is a
+// lock still held?). It fails with SERVER_BUSY while the node's clock is
+// not trusted.
+func (p *Partition) Now() (int64, error) {
+	t, err := p.cfg.Clock.Now()
+	if err != nil {
+		return 0, newError(raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY,
+			"partition %s: %v; the operation was not applied", p.name, err)
+	}
+	return max(t.UnixMilli(), p.lastStamp.Load()), nil
+}
+
 // stamp fills in what only the leader may decide: the time and lock token
 // seeds of each command. Followers apply the stamped values as they are.
-func stamp(batch []*proposal, now time.Time) (*enginev1.Entry, error) {
+func stamp(batch []*proposal, ms int64) (*enginev1.Entry, error) {
 	seeds := make([]byte, tokenSeedSize*len(batch))
 	if _, err := rand.Read(seeds); err != nil {
 		return nil, fmt.Errorf("draw lock token seeds: %w", err)
 	}
 	entry := &enginev1.Entry{Commands: make([]*enginev1.Command, len(batch))}
-	ms := now.UnixMilli()
 	for i, pr := range batch {
 		pr.cmd.NowUnixMs = ms
 		pr.cmd.TokenSeed = seeds[i*tokenSeedSize : (i+1)*tokenSeedSize]
@@ -106,7 +161,8 @@ func (p *Partition) runResponder() {
 		case <-p.stop:
 			return
 		}
-		if err := in.future.Error(); err != nil {
+		// Not in.future.Error(): Raft may never answer it at shutdown.
+		if err := p.await(context.Background(), in.future); err != nil {
 			respondAll(in.batch, proposalResult{err: p.proposalError(err)})
 			continue
 		}
@@ -134,7 +190,7 @@ func (p *Partition) failPending() {
 	for {
 		select {
 		case pr := <-p.proposals:
-			pr.done <- proposalResult{err: p.notLeader()}
+			pr.done <- proposalResult{err: p.closing()}
 		case in := <-p.inflight:
 			respondAll(in.batch, proposalResult{err: p.proposalError(raft.ErrRaftShutdown)})
 		default:

@@ -33,12 +33,16 @@ func (p *Partition) Receive(ctx context.Context, lock *enginev1.Lock, maxWait ti
 		// check: the Lock command itself goes through the log, so a stale
 		// view costs at most one empty proposal. An unknown entity is
 		// proposed too, so that NOT_FOUND comes from committed state.
+		now, err := p.Now()
+		if err != nil {
+			return nil, err
+		}
 		propose, final := true, lock.GetReplay()
 		p.fsm.read(func(e *engine.Engine) {
 			if e.HasReceipt(lock.GetEntityPath(), lock.GetReceiveId()) {
 				final = true
 			} else if _, err := e.RuntimeProperties(lock.EntityPath); err == nil {
-				propose = lockable(e, lock)
+				propose = lockable(e, lock, now)
 			}
 		})
 		if propose || final {

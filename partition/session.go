@@ -74,14 +74,14 @@ func sessionAcceptable(e *engine.Engine, path string) bool {
 }
 
 // lockable tells whether a Lock is worth proposing: a message is
-// available to it, or, under a session, the session lock is lost (so that
-// SESSION_LOCK_LOST comes from committed state).
-func lockable(e *engine.Engine, lock *enginev1.Lock) bool {
+// available to it, or, under a session, the session lock is lost at now
+// (so that SESSION_LOCK_LOST comes from committed state).
+func lockable(e *engine.Engine, lock *enginev1.Lock, now int64) bool {
 	id := lock.GetSessionId()
 	if id == "" {
 		return e.HasAvailable(lock.GetEntityPath(), lock.GetSubQueue())
 	}
-	if _, err := e.GetSessionState(lock.GetEntityPath(), id, lock.GetSessionLockToken(), time.Now().UnixMilli()); err != nil {
+	if _, err := e.GetSessionState(lock.GetEntityPath(), id, lock.GetSessionLockToken(), now); err != nil {
 		return true
 	}
 	return e.HasAvailableInSession(lock.GetEntityPath(), id)

@@ -99,7 +99,18 @@ func apply(s *clusterv1.MetaSnapshot, cmd *clusterv1.MetaCommand, index uint64) 
 		}
 		i, found := slices.BinarySearchFunc(s.Nodes, n.GetNodeId(), func(x *clusterv1.Node, id string) int { return strings.Compare(x.NodeId, id) })
 		if found {
-			s.Nodes[i].Address = n.GetAddress()
+			m := s.Nodes[i]
+			// An incarnation is recorded once: a member that comes back
+			// with another has a new data dir and must not be let in
+			// under its old id.
+			if inc := n.GetIncarnation(); inc != "" && m.Incarnation != "" && inc != m.Incarnation {
+				return failure(raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT,
+					"node %s is a member with data dir incarnation %s, not %s", m.NodeId, m.Incarnation, inc)
+			}
+			m.Address = n.GetAddress()
+			if m.Incarnation == "" {
+				m.Incarnation = n.GetIncarnation()
+			}
 		} else {
 			s.Nodes = slices.Insert(s.Nodes, i, proto.Clone(n).(*clusterv1.Node))
 		}

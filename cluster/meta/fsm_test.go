@@ -146,3 +146,80 @@ func TestQueueRulesEnforcedByTheStateMachine(t *testing.T) {
 		t.Fatalf("entity after one update: %v", e)
 	}
 }
+
+// TestEveryChangeToATopicRaisesItsGeneration checks what partitions rely on
+// to refuse outdated configurations: a topic's generation grows with every
+// change to it, its subscriptions or their rules, refused changes leave it
+// alone, and a topic deleted and created again is a new incarnation.
+func TestEveryChangeToATopicRaisesItsGeneration(t *testing.T) {
+	sub := &raftbusv1.SubscriptionProperties{TopicName: "t", SubscriptionName: "s"}
+	rule := &raftbusv1.RuleProperties{Name: "r"}
+	topic := func(create bool) *clusterv1.MetaCommand {
+		return &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_PutTopic{PutTopic: &clusterv1.PutTopic{
+			Topic: &raftbusv1.TopicProperties{Name: "t", PartitionCount: proto.Uint32(1)}, Create: create,
+		}}}
+	}
+	changes := []struct {
+		name string
+		cmd  *clusterv1.MetaCommand
+		ok   bool
+	}{
+		{"create subscription", &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_PutSubscription{PutSubscription: &clusterv1.PutSubscription{Subscription: sub, Create: true}}}, true},
+		{"create it again", &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_PutSubscription{PutSubscription: &clusterv1.PutSubscription{Subscription: sub, Create: true}}}, false},
+		{"update subscription", &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_PutSubscription{PutSubscription: &clusterv1.PutSubscription{Subscription: sub}}}, true},
+		{"create rule", &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_PutRule{PutRule: &clusterv1.PutRule{TopicName: "t", SubscriptionName: "s", Rule: rule, Create: true}}}, true},
+		{"update rule", &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_PutRule{PutRule: &clusterv1.PutRule{TopicName: "t", SubscriptionName: "s", Rule: rule}}}, true},
+		{"delete rule", &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_DeleteRule{DeleteRule: &clusterv1.DeleteRule{TopicName: "t", SubscriptionName: "s", RuleName: "r"}}}, true},
+		{"delete missing rule", &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_DeleteRule{DeleteRule: &clusterv1.DeleteRule{TopicName: "t", SubscriptionName: "s", RuleName: "r"}}}, false},
+		{"update topic", topic(false), true},
+		{"delete subscription", &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_DeleteSubscription{DeleteSubscription: &clusterv1.DeleteSubscription{TopicName: "t", SubscriptionName: "s"}}}, true},
+	}
+	f := NewFSM()
+	applyAll(t, f, addNode("n1"), topic(true))
+	index := uint64(3)
+	gen := f.Entity("t").GetGeneration()
+	for _, c := range changes {
+		res := f.Apply(entry(t, index, c.cmd)).(*clusterv1.MetaResult)
+		index++
+		if ok := res.GetErrorReason() == raftbusv1.ErrorReason_ERROR_REASON_UNSPECIFIED; ok != c.ok {
+			t.Fatalf("%s: %v", c.name, res)
+		}
+		next := f.Entity("t").GetGeneration()
+		if c.ok && next <= gen || !c.ok && next != gen {
+			t.Fatalf("%s: generation %d -> %d", c.name, gen, next)
+		}
+		gen = next
+	}
+	incarnation := f.Entity("t").GetIncarnation()
+	f.Apply(entry(t, index, &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_DeleteEntity{DeleteEntity: &clusterv1.DeleteEntity{Name: "t"}}}))
+	f.Apply(entry(t, index+1, topic(true)))
+	if e := f.Entity("t"); e.GetIncarnation() == incarnation {
+		t.Fatalf("a topic created again kept incarnation %d: its partitions would meet the old ones' generations", incarnation)
+	}
+}
+
+func TestAMembersIncarnationIsRecordedOnceAndKept(t *testing.T) {
+	incarnated := func(id, inc string) *clusterv1.MetaCommand {
+		return &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_AddNode{AddNode: &clusterv1.AddNode{
+			Node: &clusterv1.Node{NodeId: id, Address: id + ":7400", Incarnation: inc}}}}
+	}
+	f := NewFSM()
+	res := applyAll(t, f,
+		addNode("n1"),           // recorded from the Raft configuration, no incarnation yet
+		incarnated("n1", "i1"),  // adopted
+		addNode("n1"),           // an address update keeps it
+		incarnated("n1", "i2"),  // a wiped data dir: refused
+		incarnated("n2", "i20"), // a new member with its incarnation
+	)
+	want := []raftbusv1.ErrorReason{0, 0, 0, raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, 0}
+	for i, r := range res {
+		if r.ErrorReason != want[i] {
+			t.Errorf("command %d: %v, want %v", i, r, want[i])
+		}
+	}
+	f.View(func(s *clusterv1.MetaSnapshot) {
+		if len(s.Nodes) != 2 || s.Nodes[0].Incarnation != "i1" || s.Nodes[1].Incarnation != "i20" {
+			t.Fatalf("members %v, want n1 as i1 and n2 as i20", s.Nodes)
+		}
+	})
+}

@@ -9,6 +9,11 @@
 // registers on its single gRPC server. Mux.Transport(group) returns the
 // raft.Transport of one group; the node hands it to raft.NewRaft.
 //
+// Every RPC may carry metadata saying who calls (Config.Outgoing, per
+// target server) and be vetted by the receiver before Raft sees it
+// (Config.Admit): the node uses them to keep nodes of another cluster, or
+// a wiped node under an old id, out of its Raft groups.
+//
 // The package owns no Raft state and no listener: it neither starts nor stops
 // the gRPC server, and it decides nothing about which groups run where.
 package raftgrpc

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	raftv1 "github.com/raftbus/raftbus/proto/raftbus/raft/v1"
 )
@@ -23,6 +24,9 @@ const (
 	// DefaultMaxInFlight bounds the AppendEntries requests one pipeline has
 	// sent without an answer, like raft's rpcMaxPipeline.
 	DefaultMaxInFlight = 128
+	// DefaultMaxInFlightBytes bounds their encoded bytes, so that what a
+	// leader holds for a follower stays bounded whatever the entries' size.
+	DefaultMaxInFlightBytes = 64 << 20
 	// snapshotChunkSize is the size of the data messages of InstallSnapshot.
 	snapshotChunkSize = 256 * 1024
 	// snapshotTimeoutScale is the number of snapshot bytes that earn one more
@@ -44,9 +48,25 @@ type Config struct {
 	// MaxInFlight bounds the unanswered requests of one AppendEntries
 	// pipeline (DefaultMaxInFlight when zero; at least 2).
 	MaxInFlight int
+	// MaxInFlightBytes bounds the encoded bytes of those requests
+	// (DefaultMaxInFlightBytes when zero). A request larger than the bound
+	// is sent alone.
+	MaxInFlightBytes int
+	// MaxMessageBytes, when set, is the largest message the transport sends
+	// or accepts as a client; the server it is registered on must accept
+	// messages this large. Zero leaves gRPC's defaults.
+	MaxMessageBytes int
 	// DialOptions replace the default options of the connections to peers
 	// (insecure transport credentials, reconnect backoff capped at 1 s).
 	DialOptions []grpc.DialOption
+	// Outgoing, when set, gives the gRPC metadata sent with every RPC to
+	// the server target: who calls, for the receiving node to check.
+	Outgoing func(target raft.ServerID) metadata.MD
+	// Admit, when set, vets every incoming RPC before raft sees it (ctx
+	// carries the caller's metadata). An error refuses the RPC and is what
+	// the caller gets: a gRPC status as it is, anything else as
+	// PERMISSION_DENIED.
+	Admit func(ctx context.Context) error
 }
 
 // defaultDialOptions are the options of the connections to peers unless
@@ -73,10 +93,13 @@ func defaultDialOptions() []grpc.DialOption {
 // connection per peer for the outgoing RPCs, and the
 // RaftTransportService server that routes incoming RPCs to their group.
 type Mux struct {
-	localAddr   raft.ServerAddress
-	timeout     time.Duration
-	maxInFlight int
-	dialOptions []grpc.DialOption
+	localAddr        raft.ServerAddress
+	timeout          time.Duration
+	maxInFlight      int
+	maxInFlightBytes int
+	dialOptions      []grpc.DialOption
+	outgoing         func(raft.ServerID) metadata.MD
+	admit            func(context.Context) error
 
 	// ctx is cancelled by Close; every outgoing RPC runs under it.
 	ctx    context.Context
@@ -108,19 +131,32 @@ func NewMux(cfg Config) (*Mux, error) {
 	if cfg.MaxInFlight < 2 {
 		return nil, fmt.Errorf("raftgrpc: config: MaxInFlight %d, want at least 2", cfg.MaxInFlight)
 	}
+	if cfg.MaxInFlightBytes == 0 {
+		cfg.MaxInFlightBytes = DefaultMaxInFlightBytes
+	}
+	if cfg.MaxInFlightBytes < 0 || cfg.MaxMessageBytes < 0 {
+		return nil, fmt.Errorf("raftgrpc: config: negative MaxInFlightBytes %d or MaxMessageBytes %d", cfg.MaxInFlightBytes, cfg.MaxMessageBytes)
+	}
 	if cfg.DialOptions == nil {
 		cfg.DialOptions = defaultDialOptions()
 	}
+	if cfg.MaxMessageBytes > 0 {
+		cfg.DialOptions = append(cfg.DialOptions[:len(cfg.DialOptions):len(cfg.DialOptions)],
+			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(cfg.MaxMessageBytes), grpc.MaxCallRecvMsgSize(cfg.MaxMessageBytes)))
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Mux{
-		localAddr:   cfg.LocalAddr,
-		timeout:     cfg.Timeout,
-		maxInFlight: cfg.MaxInFlight,
-		dialOptions: cfg.DialOptions,
-		ctx:         ctx,
-		cancel:      cancel,
-		conns:       make(map[raft.ServerAddress]*grpc.ClientConn),
-		groups:      make(map[string]*GroupTransport),
+		localAddr:        cfg.LocalAddr,
+		timeout:          cfg.Timeout,
+		maxInFlight:      cfg.MaxInFlight,
+		maxInFlightBytes: cfg.MaxInFlightBytes,
+		dialOptions:      cfg.DialOptions,
+		outgoing:         cfg.Outgoing,
+		admit:            cfg.Admit,
+		ctx:              ctx,
+		cancel:           cancel,
+		conns:            make(map[raft.ServerAddress]*grpc.ClientConn),
+		groups:           make(map[string]*GroupTransport),
 	}, nil
 }
 
@@ -129,7 +165,8 @@ func (m *Mux) LocalAddr() raft.ServerAddress { return m.localAddr }
 
 // Register adds the RaftTransportService to the node's gRPC server. That
 // server must accept messages as large as the largest AppendEntries batch
-// raft sends (up to raft.Config.MaxAppendEntries entries): gRPC's default
+// raft sends (up to raft.Config.MaxAppendEntries entries, whose bytes only
+// the application can bound) and Config.MaxMessageBytes: gRPC's default
 // limit of 4 MiB is set with grpc.MaxRecvMsgSize. Snapshots are chunked and
 // need no more.
 func (m *Mux) Register(s grpc.ServiceRegistrar) {
@@ -217,6 +254,14 @@ func (m *Mux) client(addr raft.ServerAddress) (raftv1.RaftTransportServiceClient
 		m.mu.Unlock()
 	}
 	return raftv1.NewRaftTransportServiceClient(cc), nil
+}
+
+// withIdentity adds the metadata of a call to target to ctx.
+func (m *Mux) withIdentity(ctx context.Context, target raft.ServerID) context.Context {
+	if m.outgoing == nil {
+		return ctx
+	}
+	return metadata.NewOutgoingContext(ctx, m.outgoing(target))
 }
 
 // group returns the open transport of group, or nil.

@@ -207,6 +207,67 @@ func TestPipelineBoundsRequestsInFlightAndCloseUnblocksIt(t *testing.T) {
 	}
 }
 
+// largeAppendEntries is a request of about size bytes.
+func largeAppendEntries(leader raft.ServerAddress, size int) *raft.AppendEntriesRequest {
+	req := sampleAppendEntries(leader)
+	req.Entries[1].Data = make([]byte, size)
+	return req
+}
+
+func TestPipelineBoundsBytesInFlight(t *testing.T) {
+	const request = 1 << 20
+	// Room for two requests in flight, not three.
+	a, b := startNode(t, Config{MaxInFlightBytes: 5 * request / 2, MaxMessageBytes: 4 * request}), startNode(t, Config{MaxMessageBytes: 4 * request})
+	ta := a.openTransport(t, "meta")
+	b.openTransport(t, "meta") // nobody reads its Consumer: nothing is answered
+	pipeline, err := ta.AppendEntriesPipeline("b", b.addr)
+	if err != nil {
+		t.Fatalf("open pipeline: %v", err)
+	}
+	defer pipeline.Close()
+	for i := range 2 {
+		if _, err := pipeline.AppendEntries(largeAppendEntries(a.addr, request), new(raft.AppendEntriesResponse)); err != nil {
+			t.Fatalf("append entries %d: %v", i, err)
+		}
+	}
+	blocked := make(chan error, 1)
+	go func() {
+		_, err := pipeline.AppendEntries(largeAppendEntries(a.addr, request), new(raft.AppendEntriesResponse))
+		blocked <- err
+	}()
+	select {
+	case err := <-blocked:
+		t.Fatalf("a request beyond the byte bound was sent (err %v)", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	pipeline.Close()
+	if err := <-blocked; !errors.Is(err, raft.ErrPipelineShutdown) {
+		t.Fatalf("blocked append entries returned %v, want ErrPipelineShutdown", err)
+	}
+
+	// A request larger than the whole budget still goes, alone.
+	c := startNode(t, Config{MaxInFlightBytes: request / 2, MaxMessageBytes: 4 * request})
+	tc := c.openTransport(t, "meta")
+	big, err := tc.AppendEntriesPipeline("b", b.addr)
+	if err != nil {
+		t.Fatalf("open pipeline: %v", err)
+	}
+	defer big.Close()
+	if _, err := big.AppendEntries(largeAppendEntries(c.addr, request), new(raft.AppendEntriesResponse)); err != nil {
+		t.Fatalf("a request over the budget with none in flight: %v", err)
+	}
+}
+
+func TestRequestOverMaxMessageBytesFailsAtTheSender(t *testing.T) {
+	a, b := startNode(t, Config{MaxMessageBytes: 1 << 20}), startNode(t, Config{})
+	ta := a.openTransport(t, "meta")
+	b.openTransport(t, "meta")
+	err := ta.AppendEntries("b", b.addr, largeAppendEntries(a.addr, 2<<20), new(raft.AppendEntriesResponse))
+	if status.Code(errors.Unwrap(err)) != codes.ResourceExhausted || !strings.Contains(err.Error(), "larger than max") {
+		t.Fatalf("a request over MaxMessageBytes: %v, want ResourceExhausted from the sender", err)
+	}
+}
+
 // gatedReader yields its first chunk, then waits for the gate before the
 // rest: the receiver can only open the gate if it gets the first chunk
 // before the sender has sent the whole snapshot.

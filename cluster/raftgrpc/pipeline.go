@@ -2,12 +2,15 @@ package raftgrpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	raftv1 "github.com/raftbus/raftbus/proto/raftbus/raft/v1"
 )
@@ -32,7 +35,11 @@ type appendPipeline struct {
 	// receiver waits on: its capacity of MaxInFlight-1 bounds the requests in
 	// flight to MaxInFlight, AppendEntries blocking beyond.
 	inflight chan *appendFuture
-	doneCh   chan raft.AppendFuture
+	// budget bounds the bytes of the requests in flight: raft reads the
+	// entries of every request it pipelines into memory, and holds them
+	// until the answer.
+	budget *byteBudget
+	doneCh chan raft.AppendFuture
 
 	closeOnce    sync.Once
 	shutdownCh   chan struct{}
@@ -40,15 +47,15 @@ type appendPipeline struct {
 }
 
 // AppendEntriesPipeline opens a pipeline of AppendEntries requests to target.
-func (t *GroupTransport) AppendEntriesPipeline(_ raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
-	p, err := t.openPipeline(target)
+func (t *GroupTransport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+	p, err := t.openPipeline(id, target)
 	if err != nil {
 		return nil, fmt.Errorf("raftgrpc: open append pipeline to %s (group %s): %w", target, t.group, err)
 	}
 	return p, nil
 }
 
-func (t *GroupTransport) openPipeline(target raft.ServerAddress) (*appendPipeline, error) {
+func (t *GroupTransport) openPipeline(id raft.ServerID, target raft.ServerAddress) (*appendPipeline, error) {
 	if t.ctx.Err() != nil {
 		return nil, ErrClosed
 	}
@@ -59,7 +66,7 @@ func (t *GroupTransport) openPipeline(target raft.ServerAddress) (*appendPipelin
 	ctx, cancel := context.WithCancel(t.ctx)
 	// Opening the stream waits for the connection; bound that wait too.
 	watchdog := time.AfterFunc(t.mux.timeout, cancel)
-	stream, err := c.AppendEntriesPipeline(ctx)
+	stream, err := c.AppendEntriesPipeline(t.mux.withIdentity(ctx, id))
 	if !watchdog.Stop() && err == nil {
 		err = fmt.Errorf("open stream: no connection after %s", t.mux.timeout)
 	}
@@ -74,6 +81,7 @@ func (t *GroupTransport) openPipeline(target raft.ServerAddress) (*appendPipelin
 		stream:       stream,
 		cancel:       cancel,
 		inflight:     make(chan *appendFuture, t.mux.maxInFlight-1),
+		budget:       newByteBudget(t.mux.maxInFlightBytes),
 		doneCh:       make(chan raft.AppendFuture, t.mux.maxInFlight),
 		shutdownCh:   make(chan struct{}),
 		receiverDone: make(chan struct{}),
@@ -87,10 +95,11 @@ func (t *GroupTransport) openPipeline(target raft.ServerAddress) (*appendPipelin
 }
 
 // AppendEntries sends one more request down the pipeline. It blocks while
-// the pipeline has its maximum of requests in flight.
+// the pipeline has its maximum of requests, or of bytes, in flight.
 func (p *appendPipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
 	future := newAppendFuture(args, resp)
 	msg := &raftv1.AppendEntriesPipelineRequest{Request: appendEntriesRequestToProto(p.trans.group, args)}
+	future.size = proto.Size(msg)
 
 	p.sendMu.Lock()
 	defer p.sendMu.Unlock()
@@ -99,16 +108,33 @@ func (p *appendPipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *ra
 		return nil, raft.ErrPipelineShutdown
 	default:
 	}
+	if !p.budget.acquire(future.size) {
+		return nil, raft.ErrPipelineShutdown
+	}
 	// The future is queued before its request is sent, so that the
 	// receiver knows it before the answer can arrive.
 	select {
 	case p.inflight <- future:
 	case <-p.shutdownCh:
+		p.budget.release(future.size)
 		return nil, raft.ErrPipelineShutdown
 	}
 	watchdog := time.AfterFunc(p.timeout, p.cancel)
 	err := p.stream.Send(msg)
 	watchdog.Stop()
+	if errors.Is(err, io.EOF) {
+		// The stream ended (the peer refused it, or went away): its status
+		// comes from the receiving side, which answers the queued future
+		// with it. Report that, not a bare EOF.
+		select {
+		case <-future.done:
+			if future.err != nil {
+				p.cancel()
+				return nil, future.err
+			}
+		case <-p.shutdownCh:
+		}
+	}
 	if err != nil {
 		// The queued future fails on the receiver's side as the stream is
 		// aborted; raft stops using this pipeline on this error.
@@ -127,6 +153,7 @@ func (p *appendPipeline) Consumer() <-chan raft.AppendFuture { return p.doneCh }
 func (p *appendPipeline) Close() error {
 	p.closeOnce.Do(func() {
 		close(p.shutdownCh)
+		p.budget.close()
 		p.cancel()
 		<-p.receiverDone
 		p.trans.untrackPipeline(p)
@@ -150,6 +177,7 @@ func (p *appendPipeline) receiveAnswers() {
 		msg, err := p.stream.Recv()
 		watchdog.Stop()
 		future.respond(p.answer(future, msg, err))
+		p.budget.release(future.size)
 		select {
 		case p.doneCh <- future:
 		case <-p.shutdownCh:
@@ -175,6 +203,7 @@ func (p *appendPipeline) answer(future *appendFuture, msg *raftv1.AppendEntriesP
 
 // appendFuture implements raft.AppendFuture for pipelined requests.
 type appendFuture struct {
+	size  int // of the encoded request
 	start time.Time
 	args  *raft.AppendEntriesRequest
 	resp  *raft.AppendEntriesResponse
@@ -200,3 +229,50 @@ func (f *appendFuture) Error() error {
 func (f *appendFuture) Start() time.Time                      { return f.start }
 func (f *appendFuture) Request() *raft.AppendEntriesRequest   { return f.args }
 func (f *appendFuture) Response() *raft.AppendEntriesResponse { return f.resp }
+
+// byteBudget bounds the bytes of the requests a pipeline has in flight. A
+// request is always let through when none is in flight, so that one larger
+// than the budget is sent alone rather than never.
+type byteBudget struct {
+	mu     sync.Mutex
+	freed  *sync.Cond
+	used   int
+	limit  int
+	closed bool
+}
+
+func newByteBudget(limit int) *byteBudget {
+	b := &byteBudget{limit: limit}
+	b.freed = sync.NewCond(&b.mu)
+	return b
+}
+
+// acquire waits until n bytes fit in the budget and takes them; it returns
+// false, taking nothing, once the budget is closed.
+func (b *byteBudget) acquire(n int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for !b.closed && b.used > 0 && b.used+n > b.limit {
+		b.freed.Wait()
+	}
+	if b.closed {
+		return false
+	}
+	b.used += n
+	return true
+}
+
+func (b *byteBudget) release(n int) {
+	b.mu.Lock()
+	b.used -= n
+	b.mu.Unlock()
+	b.freed.Broadcast()
+}
+
+// close fails every acquire, waiting or to come.
+func (b *byteBudget) close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.freed.Broadcast()
+}

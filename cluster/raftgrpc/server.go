@@ -20,6 +20,21 @@ type transportServer struct {
 	mux *Mux
 }
 
+// admit runs the Mux's Admit check on an incoming RPC.
+func (s *transportServer) admit(ctx context.Context) error {
+	if s.mux.admit == nil {
+		return nil
+	}
+	err := s.mux.admit(ctx)
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	return status.Error(codes.PermissionDenied, err.Error())
+}
+
 func (s *transportServer) groupTransport(group string) (*GroupTransport, error) {
 	t := s.mux.group(group)
 	if t == nil {
@@ -49,6 +64,9 @@ func (s *transportServer) TimeoutNow(ctx context.Context, req *raftv1.TimeoutNow
 // type Resp, with toProto.
 func serveUnary[Resp any, Out any](ctx context.Context, s *transportServer, group string, command any, heartbeat bool, toProto func(Resp) Out) (Out, error) {
 	var zero Out
+	if err := s.admit(ctx); err != nil {
+		return zero, err
+	}
 	t, err := s.groupTransport(group)
 	if err != nil {
 		return zero, err
@@ -96,6 +114,9 @@ type pipelineAnswer struct {
 // request order. The receiving goroutine ends when the stream does, which
 // gRPC guarantees once this handler has returned.
 func (s *transportServer) AppendEntriesPipeline(stream grpc.BidiStreamingServer[raftv1.AppendEntriesPipelineRequest, raftv1.AppendEntriesPipelineResponse]) error {
+	if err := s.admit(stream.Context()); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	pending := make(chan pipelineAnswer, s.mux.maxInFlight)

@@ -27,9 +27,9 @@ func snapshotTimeout(timeout time.Duration, size int64) time.Duration {
 
 // InstallSnapshot streams a snapshot to target: its metadata first, then
 // data in chunks read from data until EOF.
-func (t *GroupTransport) InstallSnapshot(_ raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
+func (t *GroupTransport) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
 	timeout := snapshotTimeout(t.mux.timeout, args.Size)
-	err := t.call(target, timeout, func(ctx context.Context, c raftv1.RaftTransportServiceClient) error {
+	err := t.call(id, target, timeout, func(ctx context.Context, c raftv1.RaftTransportServiceClient) error {
 		stream, err := c.InstallSnapshot(ctx)
 		if err != nil {
 			return err
@@ -99,6 +99,9 @@ var errSnapshotAnswered = errors.New("raftgrpc: snapshot already answered")
 // release the feeder.
 func (s *transportServer) InstallSnapshot(stream grpc.ClientStreamingServer[raftv1.InstallSnapshotRequest, raftv1.InstallSnapshotResponse]) error {
 	ctx := stream.Context()
+	if err := s.admit(ctx); err != nil {
+		return err
+	}
 	first, err := stream.Recv()
 	if err != nil {
 		return err

@@ -108,8 +108,8 @@ func (t *GroupTransport) Close() error {
 }
 
 // AppendEntries sends one AppendEntries RPC and waits for its answer.
-func (t *GroupTransport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
-	err := t.call(target, t.mux.timeout, func(ctx context.Context, c raftv1.RaftTransportServiceClient) error {
+func (t *GroupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	err := t.call(id, target, t.mux.timeout, func(ctx context.Context, c raftv1.RaftTransportServiceClient) error {
 		out, err := c.AppendEntries(ctx, appendEntriesRequestToProto(t.group, args))
 		if err != nil {
 			return err
@@ -124,8 +124,8 @@ func (t *GroupTransport) AppendEntries(_ raft.ServerID, target raft.ServerAddres
 }
 
 // RequestVote asks target for its vote.
-func (t *GroupTransport) RequestVote(_ raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
-	err := t.call(target, t.mux.timeout, func(ctx context.Context, c raftv1.RaftTransportServiceClient) error {
+func (t *GroupTransport) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	err := t.call(id, target, t.mux.timeout, func(ctx context.Context, c raftv1.RaftTransportServiceClient) error {
 		out, err := c.RequestVote(ctx, requestVoteRequestToProto(t.group, args))
 		if err != nil {
 			return err
@@ -140,8 +140,8 @@ func (t *GroupTransport) RequestVote(_ raft.ServerID, target raft.ServerAddress,
 }
 
 // RequestPreVote asks target whether it would grant its vote.
-func (t *GroupTransport) RequestPreVote(_ raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
-	err := t.call(target, t.mux.timeout, func(ctx context.Context, c raftv1.RaftTransportServiceClient) error {
+func (t *GroupTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	err := t.call(id, target, t.mux.timeout, func(ctx context.Context, c raftv1.RaftTransportServiceClient) error {
 		out, err := c.RequestPreVote(ctx, requestPreVoteRequestToProto(t.group, args))
 		if err != nil {
 			return err
@@ -156,8 +156,8 @@ func (t *GroupTransport) RequestPreVote(_ raft.ServerID, target raft.ServerAddre
 }
 
 // TimeoutNow makes target start an election at once.
-func (t *GroupTransport) TimeoutNow(_ raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
-	err := t.call(target, t.mux.timeout, func(ctx context.Context, c raftv1.RaftTransportServiceClient) error {
+func (t *GroupTransport) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
+	err := t.call(id, target, t.mux.timeout, func(ctx context.Context, c raftv1.RaftTransportServiceClient) error {
 		out, err := c.TimeoutNow(ctx, timeoutNowRequestToProto(t.group, args))
 		if err != nil {
 			return err
@@ -171,8 +171,9 @@ func (t *GroupTransport) TimeoutNow(_ raft.ServerID, target raft.ServerAddress, 
 	return nil
 }
 
-// call runs one outgoing RPC to target under a deadline; Close cancels it.
-func (t *GroupTransport) call(target raft.ServerAddress, timeout time.Duration, rpc func(context.Context, raftv1.RaftTransportServiceClient) error) error {
+// call runs one outgoing RPC to server id at target under a deadline;
+// Close cancels it.
+func (t *GroupTransport) call(id raft.ServerID, target raft.ServerAddress, timeout time.Duration, rpc func(context.Context, raftv1.RaftTransportServiceClient) error) error {
 	if err := t.ctx.Err(); err != nil {
 		return ErrClosed
 	}
@@ -182,7 +183,7 @@ func (t *GroupTransport) call(target raft.ServerAddress, timeout time.Duration, 
 	}
 	ctx, cancel := context.WithTimeout(t.ctx, timeout)
 	defer cancel()
-	return rpc(ctx, c)
+	return rpc(t.mux.withIdentity(ctx, id), c)
 }
 
 // isHeartbeat reports whether req is a heartbeat: a request with only the

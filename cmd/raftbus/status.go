@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/raftbus/raftbus/client/admin"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -13,7 +14,9 @@ const statusUsage = `Usage:
   raftbus status
 
 Shows the cluster's nodes, and every partition with its leader, replicas
-and message counts.
+and message counts. CLOCK is each node's judgement of its own clock
+(healthy, unconfirmed or SKEWED) and its offset from the clock of the node
+that answers; a skewed node refuses to lead.
 
 Examples:
   raftbus status --server 127.0.0.1:7401
@@ -65,9 +68,18 @@ func runStatus(ctx context.Context, a *app, args []string) error {
 		} else if n.GetMetadataVoter() {
 			role = "metadata voter"
 		}
-		rows = append(rows, []string{n.GetNodeId(), n.GetAddress(), strings.TrimPrefix(n.GetState().String(), "NODE_STATE_"), role})
+		rows = append(rows, []string{n.GetNodeId(), n.GetAddress(), strings.TrimPrefix(n.GetState().String(), "NODE_STATE_"), role, clockCell(n)})
 	}
-	a.table([]string{"NODE", "ADDRESS", "STATE", "ROLE"}, rows)
+	a.table([]string{"NODE", "ADDRESS", "STATE", "ROLE", "CLOCK"}, rows)
+	for _, n := range info.GetNodes() {
+		switch n.GetClockState() {
+		case raftbusv1.ClockState_CLOCK_STATE_SKEWED:
+			fmt.Fprintf(a.stdout, "\nWARNING: node %s's clock is SKEWED: it is further than %v from a majority of the cluster's clocks; it hands over every group it leads and refuses to lead until its time is fixed\n",
+				n.GetNodeId(), info.GetMaxClockOffset().AsDuration())
+		case raftbusv1.ClockState_CLOCK_STATE_UNCONFIRMED:
+			fmt.Fprintf(a.stdout, "\nWARNING: node %s's clock is unconfirmed: too few clocks agree to vouch for it, so it leads nothing\n", n.GetNodeId())
+		}
+	}
 	fmt.Fprintln(a.stdout)
 	rows = nil
 	for _, p := range info.GetPartitions() {
@@ -88,6 +100,27 @@ func runStatus(ctx context.Context, a *app, args []string) error {
 	}
 	a.table([]string{"ENTITY", "PARTITION", "LEADER", "TERM", "APPLIED", "REPLICAS", "ACTIVE", "DEAD-LETTERED", "SCHEDULED"}, rows)
 	return nil
+}
+
+// clockCell is a node's clock as the answering node sees it: the node's
+// own judgement, and its offset from the answering node's clock.
+func clockCell(n *raftbusv1.NodeInfo) string {
+	state := strings.ToLower(strings.TrimPrefix(n.GetClockState().String(), "CLOCK_STATE_"))
+	switch n.GetClockState() {
+	case raftbusv1.ClockState_CLOCK_STATE_UNSPECIFIED:
+		state = "-"
+	case raftbusv1.ClockState_CLOCK_STATE_SKEWED:
+		state = "SKEWED"
+	}
+	if off := n.GetClockOffset(); off != nil {
+		d := off.AsDuration().Round(time.Millisecond)
+		sign := "+"
+		if d < 0 {
+			sign, d = "-", -d
+		}
+		state += fmt.Sprintf(" (%s%v)", sign, d)
+	}
+	return state
 }
 
 func partitionCounts(rt *admin.RuntimeProperties, id uint32) *raftbusv1.PartitionRuntimeProperties {

@@ -16,8 +16,10 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/raftbus/raftbus/cluster"
+	"github.com/raftbus/raftbus/cluster/clock"
 )
 
 // options are the node's settings, from flags and an optional JSON file
@@ -30,8 +32,10 @@ type options struct {
 	Peers      string `json:"peers"`
 	Join       string `json:"join"`
 	Partitions uint   `json:"partitions"`
-	LogLevel   string `json:"log_level"`
-	LogFormat  string `json:"log_format"`
+	// MaxClockOffset is a Go duration ("500ms").
+	MaxClockOffset string `json:"max_clock_offset"`
+	LogLevel       string `json:"log_level"`
+	LogFormat      string `json:"log_format"`
 }
 
 const usage = `raftbusd is a raftbus node: a message broker with Azure Service Bus
@@ -80,6 +84,18 @@ func run(args []string, stderr io.Writer) error {
 	if len(peers) > 0 && opts.Join != "" {
 		return errors.New("--peers forms a new cluster and --join joins a running one: give one of them")
 	}
+	maxOffset, err := time.ParseDuration(opts.MaxClockOffset)
+	if err != nil || maxOffset <= 0 {
+		return fmt.Errorf("--max-clock-offset must be a positive duration such as 500ms, not %q", opts.MaxClockOffset)
+	}
+	// Fault injection only: skews every wall-clock reading of the node.
+	offset, err := clock.FaultOffset(os.Getenv(clock.FaultOffsetEnv))
+	if err != nil {
+		return err
+	}
+	if offset != 0 {
+		log.Warn("clock offset injected for fault testing", "env", clock.FaultOffsetEnv, "offset", offset)
+	}
 	node, err := cluster.Start(cluster.Config{
 		NodeID:            opts.NodeID,
 		ListenAddr:        opts.Listen,
@@ -89,6 +105,8 @@ func run(args []string, stderr io.Writer) error {
 		Join:              opts.Join,
 		DefaultPartitions: uint32(opts.Partitions),
 		Logger:            log,
+		MaxClockOffset:    maxOffset,
+		Clock:             clock.NewSystem(offset),
 	})
 	if err != nil {
 		return err
@@ -97,7 +115,12 @@ func run(args []string, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case err := <-node.Failed():
+		node.Close()
+		return err
+	}
 	log.Info("shutting down")
 	return node.Close()
 }
@@ -110,6 +133,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		Partitions: 1,
 		LogLevel:   "info",
 		LogFormat:  "text",
+
+		MaxClockOffset: cluster.DefaultMaxClockOffset.String(),
 	}
 	fs := flag.NewFlagSet("raftbusd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -126,6 +151,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&flagged.Peers, "peers", "", "form a new cluster of these nodes: `id=host:port,...`, this node included, the same on every node")
 	fs.StringVar(&flagged.Join, "join", "", "join the running cluster that the node at `host:port` belongs to")
 	fs.UintVar(&flagged.Partitions, "partitions", opts.Partitions, "partition `count` of queues created without one")
+	fs.StringVar(&flagged.MaxClockOffset, "max-clock-offset", opts.MaxClockOffset, "how far this node's clock may be from a majority of the cluster's before it refuses to lead (the same on every node)")
 	fs.StringVar(&flagged.LogLevel, "log-level", opts.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&flagged.LogFormat, "log-format", opts.LogFormat, "text or json")
 	if err := fs.Parse(args); err != nil {
@@ -161,6 +187,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 			opts.Join = flagged.Join
 		case "partitions":
 			opts.Partitions = flagged.Partitions
+		case "max-clock-offset":
+			opts.MaxClockOffset = flagged.MaxClockOffset
 		case "log-level":
 			opts.LogLevel = flagged.LogLevel
 		case "log-format":

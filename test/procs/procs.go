@@ -57,8 +57,9 @@ type Node struct {
 	Addr    string
 	DataDir string
 	LogPath string
-	// Env is added to the environment of the node's next starts (e.g. a
-	// fault to inject, such as RAFTBUS_FAULT_CLOCK_OFFSET=11m).
+	// Env is added to the environment of the node's process from its next
+	// (re)start, e.g. "RAFTBUS_FAULT_CLOCK_OFFSET=11m" to skew its clock;
+	// set it to nil to heal.
 	Env    []string
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -95,9 +96,9 @@ func StartOn(t testing.TB, bin string, hosts []*netns.Host) *Cluster {
 func start(t testing.TB, bin string, n int, hosts []*netns.Host) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t, bin: bin, hosts: hosts}
-	// Cleanups run last first: the processes stop before their data dirs
-	// are removed.
 	dir := t.TempDir()
+	// Cleanups run last first: the processes must be gone before their
+	// directory is removed, or they write into it while it goes.
 	t.Cleanup(c.killAll)
 	for i := 0; i < n; i++ {
 		addr := ""
@@ -159,7 +160,9 @@ func (c *Cluster) Restart(i int) {
 		cmd = c.hosts[i].Command(c.bin, args...)
 	}
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.Env = append(os.Environ(), n.Env...)
+	if len(n.Env) > 0 {
+		cmd.Env = append(os.Environ(), n.Env...)
+	}
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("start %s: %v", n.ID, err)
 	}
@@ -210,6 +213,23 @@ func (c *Cluster) Terminate(i int, timeout time.Duration) error {
 	}
 	c.Kill(i)
 	return fmt.Errorf("%s still running %v after SIGTERM; killed", n.ID, timeout)
+}
+
+// WaitExit waits up to timeout for node i's process to exit on its own
+// and reports whether it did. A node that exited can be restarted.
+func (c *Cluster) WaitExit(i int, timeout time.Duration) bool {
+	c.t.Helper()
+	n := c.Nodes[i]
+	if n.cmd == nil {
+		return true
+	}
+	select {
+	case <-n.exited:
+		n.cmd = nil
+		return true
+	case <-time.After(timeout):
+		return false
+	}
 }
 
 // Pause stops node i with SIGSTOP: alive to the kernel, silent to the

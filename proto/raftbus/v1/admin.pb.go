@@ -9,6 +9,7 @@ package raftbusv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -20,6 +21,66 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// ClockState is what a node knows about its own clock, judged against the
+// other nodes' clocks.
+type ClockState int32
+
+const (
+	// Not known (the node did not answer).
+	ClockState_CLOCK_STATE_UNSPECIFIED ClockState = 0
+	// Within the maximum offset of a majority of the cluster's clocks.
+	ClockState_CLOCK_STATE_HEALTHY ClockState = 1
+	// Too few clocks heard from to tell, or no majority either way (two
+	// nodes that disagree). The node stamps no time, so leads nothing.
+	ClockState_CLOCK_STATE_UNCONFIRMED ClockState = 2
+	// Beyond the maximum offset of a majority of the cluster's clocks: the
+	// node hands over every group it leads and refuses to lead.
+	ClockState_CLOCK_STATE_SKEWED ClockState = 3
+)
+
+// Enum value maps for ClockState.
+var (
+	ClockState_name = map[int32]string{
+		0: "CLOCK_STATE_UNSPECIFIED",
+		1: "CLOCK_STATE_HEALTHY",
+		2: "CLOCK_STATE_UNCONFIRMED",
+		3: "CLOCK_STATE_SKEWED",
+	}
+	ClockState_value = map[string]int32{
+		"CLOCK_STATE_UNSPECIFIED": 0,
+		"CLOCK_STATE_HEALTHY":     1,
+		"CLOCK_STATE_UNCONFIRMED": 2,
+		"CLOCK_STATE_SKEWED":      3,
+	}
+)
+
+func (x ClockState) Enum() *ClockState {
+	p := new(ClockState)
+	*p = x
+	return p
+}
+
+func (x ClockState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ClockState) Descriptor() protoreflect.EnumDescriptor {
+	return file_raftbus_v1_admin_proto_enumTypes[0].Descriptor()
+}
+
+func (ClockState) Type() protoreflect.EnumType {
+	return &file_raftbus_v1_admin_proto_enumTypes[0]
+}
+
+func (x ClockState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ClockState.Descriptor instead.
+func (ClockState) EnumDescriptor() ([]byte, []int) {
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{0}
+}
 
 // NodeState is how the answering node sees another node.
 type NodeState int32
@@ -61,11 +122,11 @@ func (x NodeState) String() string {
 }
 
 func (NodeState) Descriptor() protoreflect.EnumDescriptor {
-	return file_raftbus_v1_admin_proto_enumTypes[0].Descriptor()
+	return file_raftbus_v1_admin_proto_enumTypes[1].Descriptor()
 }
 
 func (NodeState) Type() protoreflect.EnumType {
-	return &file_raftbus_v1_admin_proto_enumTypes[0]
+	return &file_raftbus_v1_admin_proto_enumTypes[1]
 }
 
 func (x NodeState) Number() protoreflect.EnumNumber {
@@ -74,7 +135,7 @@ func (x NodeState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use NodeState.Descriptor instead.
 func (NodeState) EnumDescriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{1}
 }
 
 // ReplicaRole is a replica's Raft role.
@@ -118,11 +179,11 @@ func (x ReplicaRole) String() string {
 }
 
 func (ReplicaRole) Descriptor() protoreflect.EnumDescriptor {
-	return file_raftbus_v1_admin_proto_enumTypes[1].Descriptor()
+	return file_raftbus_v1_admin_proto_enumTypes[2].Descriptor()
 }
 
 func (ReplicaRole) Type() protoreflect.EnumType {
-	return &file_raftbus_v1_admin_proto_enumTypes[1]
+	return &file_raftbus_v1_admin_proto_enumTypes[2]
 }
 
 func (x ReplicaRole) Number() protoreflect.EnumNumber {
@@ -131,7 +192,7 @@ func (x ReplicaRole) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReplicaRole.Descriptor instead.
 func (ReplicaRole) EnumDescriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{2}
 }
 
 type CreateQueueRequest struct {
@@ -2355,9 +2416,13 @@ type GetClusterInfoResponse struct {
 	ClusterId string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	Nodes     []*NodeInfo            `protobuf:"bytes,2,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	// Every partition of every entity, by entity path then partition id.
-	Partitions    []*PartitionInfo `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Partitions []*PartitionInfo `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// The maximum clock offset the answering node judges clocks by: a node
+	// whose clock is further than this from a majority of the cluster's
+	// refuses to lead.
+	MaxClockOffset *durationpb.Duration `protobuf:"bytes,4,opt,name=max_clock_offset,json=maxClockOffset,proto3" json:"max_clock_offset,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GetClusterInfoResponse) Reset() {
@@ -2411,6 +2476,13 @@ func (x *GetClusterInfoResponse) GetPartitions() []*PartitionInfo {
 	return nil
 }
 
+func (x *GetClusterInfoResponse) GetMaxClockOffset() *durationpb.Duration {
+	if x != nil {
+		return x.MaxClockOffset
+	}
+	return nil
+}
+
 // NodeInfo describes one node.
 type NodeInfo struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -2422,8 +2494,18 @@ type NodeInfo struct {
 	MetadataVoter bool `protobuf:"varint,4,opt,name=metadata_voter,json=metadataVoter,proto3" json:"metadata_voter,omitempty"`
 	// Whether the node leads the metadata group.
 	MetadataLeader bool `protobuf:"varint,5,opt,name=metadata_leader,json=metadataLeader,proto3" json:"metadata_leader,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The incarnation of the node's data dir the cluster knows: a new one
+	// each time the data dir is created. A node that comes back with
+	// another one (its data dir was wiped) is refused.
+	Incarnation string `protobuf:"bytes,6,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	// The node's judgement of its own clock, as it last reported it.
+	ClockState ClockState `protobuf:"varint,7,opt,name=clock_state,json=clockState,proto3,enum=raftbus.v1.ClockState" json:"clock_state,omitempty"`
+	// How far the node's clock is ahead of the answering node's (negative:
+	// behind), as last measured; unset for the answering node itself and
+	// for a node not measured recently.
+	ClockOffset   *durationpb.Duration `protobuf:"bytes,8,opt,name=clock_offset,json=clockOffset,proto3" json:"clock_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeInfo) Reset() {
@@ -2489,6 +2571,27 @@ func (x *NodeInfo) GetMetadataLeader() bool {
 		return x.MetadataLeader
 	}
 	return false
+}
+
+func (x *NodeInfo) GetIncarnation() string {
+	if x != nil {
+		return x.Incarnation
+	}
+	return ""
+}
+
+func (x *NodeInfo) GetClockState() ClockState {
+	if x != nil {
+		return x.ClockState
+	}
+	return ClockState_CLOCK_STATE_UNSPECIFIED
+}
+
+func (x *NodeInfo) GetClockOffset() *durationpb.Duration {
+	if x != nil {
+		return x.ClockOffset
+	}
+	return nil
 }
 
 // ReplicaInfo is one replica of a partition.
@@ -2974,7 +3077,7 @@ var File_raftbus_v1_admin_proto protoreflect.FileDescriptor
 const file_raftbus_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"\x16raftbus/v1/admin.proto\x12\n" +
-	"raftbus.v1\x1a\x19raftbus/v1/entities.proto\"G\n" +
+	"raftbus.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x19raftbus/v1/entities.proto\"G\n" +
 	"\x12CreateQueueRequest\x121\n" +
 	"\x05queue\x18\x01 \x01(\v2\x1b.raftbus.v1.QueuePropertiesR\x05queue\"H\n" +
 	"\x13CreateQueueResponse\x121\n" +
@@ -3105,20 +3208,25 @@ const file_raftbus_v1_admin_proto_rawDesc = "" +
 	"\x11ListRulesResponse\x120\n" +
 	"\x05rules\x18\x01 \x03(\v2\x1a.raftbus.v1.RulePropertiesR\x05rules\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x17\n" +
-	"\x15GetClusterInfoRequest\"\x9e\x01\n" +
+	"\x15GetClusterInfoRequest\"\xe3\x01\n" +
 	"\x16GetClusterInfoResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12*\n" +
 	"\x05nodes\x18\x02 \x03(\v2\x14.raftbus.v1.NodeInfoR\x05nodes\x129\n" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2\x19.raftbus.v1.PartitionInfoR\n" +
-	"partitions\"\xba\x01\n" +
+	"partitions\x12C\n" +
+	"\x10max_clock_offset\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x0emaxClockOffset\"\xd3\x02\n" +
 	"\bNodeInfo\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12+\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x15.raftbus.v1.NodeStateR\x05state\x12%\n" +
 	"\x0emetadata_voter\x18\x04 \x01(\bR\rmetadataVoter\x12'\n" +
-	"\x0fmetadata_leader\x18\x05 \x01(\bR\x0emetadataLeader\"x\n" +
+	"\x0fmetadata_leader\x18\x05 \x01(\bR\x0emetadataLeader\x12 \n" +
+	"\vincarnation\x18\x06 \x01(\tR\vincarnation\x127\n" +
+	"\vclock_state\x18\a \x01(\x0e2\x16.raftbus.v1.ClockStateR\n" +
+	"clockState\x12<\n" +
+	"\fclock_offset\x18\b \x01(\v2\x19.google.protobuf.DurationR\vclockOffset\"x\n" +
 	"\vReplicaInfo\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12+\n" +
 	"\x04role\x18\x02 \x01(\x0e2\x17.raftbus.v1.ReplicaRoleR\x04role\x12#\n" +
@@ -3153,7 +3261,13 @@ const file_raftbus_v1_admin_proto_rawDesc = "" +
 	"\x11replica_addresses\x18\x04 \x03(\tR\x10replicaAddresses\",\n" +
 	"\x11RemoveNodeRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\x14\n" +
-	"\x12RemoveNodeResponse*g\n" +
+	"\x12RemoveNodeResponse*w\n" +
+	"\n" +
+	"ClockState\x12\x1b\n" +
+	"\x17CLOCK_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13CLOCK_STATE_HEALTHY\x10\x01\x12\x1b\n" +
+	"\x17CLOCK_STATE_UNCONFIRMED\x10\x02\x12\x16\n" +
+	"\x12CLOCK_STATE_SKEWED\x10\x03*g\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rNODE_STATE_UP\x10\x01\x12\x13\n" +
@@ -3211,167 +3325,172 @@ func file_raftbus_v1_admin_proto_rawDescGZIP() []byte {
 	return file_raftbus_v1_admin_proto_rawDescData
 }
 
-var file_raftbus_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_raftbus_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_raftbus_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_raftbus_v1_admin_proto_goTypes = []any{
-	(NodeState)(0),                                   // 0: raftbus.v1.NodeState
-	(ReplicaRole)(0),                                 // 1: raftbus.v1.ReplicaRole
-	(*CreateQueueRequest)(nil),                       // 2: raftbus.v1.CreateQueueRequest
-	(*CreateQueueResponse)(nil),                      // 3: raftbus.v1.CreateQueueResponse
-	(*GetQueueRequest)(nil),                          // 4: raftbus.v1.GetQueueRequest
-	(*GetQueueResponse)(nil),                         // 5: raftbus.v1.GetQueueResponse
-	(*UpdateQueueRequest)(nil),                       // 6: raftbus.v1.UpdateQueueRequest
-	(*UpdateQueueResponse)(nil),                      // 7: raftbus.v1.UpdateQueueResponse
-	(*DeleteQueueRequest)(nil),                       // 8: raftbus.v1.DeleteQueueRequest
-	(*DeleteQueueResponse)(nil),                      // 9: raftbus.v1.DeleteQueueResponse
-	(*ListQueuesRequest)(nil),                        // 10: raftbus.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),                       // 11: raftbus.v1.ListQueuesResponse
-	(*GetQueueRuntimePropertiesRequest)(nil),         // 12: raftbus.v1.GetQueueRuntimePropertiesRequest
-	(*GetQueueRuntimePropertiesResponse)(nil),        // 13: raftbus.v1.GetQueueRuntimePropertiesResponse
-	(*CreateTopicRequest)(nil),                       // 14: raftbus.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),                      // 15: raftbus.v1.CreateTopicResponse
-	(*GetTopicRequest)(nil),                          // 16: raftbus.v1.GetTopicRequest
-	(*GetTopicResponse)(nil),                         // 17: raftbus.v1.GetTopicResponse
-	(*UpdateTopicRequest)(nil),                       // 18: raftbus.v1.UpdateTopicRequest
-	(*UpdateTopicResponse)(nil),                      // 19: raftbus.v1.UpdateTopicResponse
-	(*DeleteTopicRequest)(nil),                       // 20: raftbus.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),                      // 21: raftbus.v1.DeleteTopicResponse
-	(*ListTopicsRequest)(nil),                        // 22: raftbus.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),                       // 23: raftbus.v1.ListTopicsResponse
-	(*GetTopicRuntimePropertiesRequest)(nil),         // 24: raftbus.v1.GetTopicRuntimePropertiesRequest
-	(*GetTopicRuntimePropertiesResponse)(nil),        // 25: raftbus.v1.GetTopicRuntimePropertiesResponse
-	(*CreateSubscriptionRequest)(nil),                // 26: raftbus.v1.CreateSubscriptionRequest
-	(*CreateSubscriptionResponse)(nil),               // 27: raftbus.v1.CreateSubscriptionResponse
-	(*GetSubscriptionRequest)(nil),                   // 28: raftbus.v1.GetSubscriptionRequest
-	(*GetSubscriptionResponse)(nil),                  // 29: raftbus.v1.GetSubscriptionResponse
-	(*UpdateSubscriptionRequest)(nil),                // 30: raftbus.v1.UpdateSubscriptionRequest
-	(*UpdateSubscriptionResponse)(nil),               // 31: raftbus.v1.UpdateSubscriptionResponse
-	(*DeleteSubscriptionRequest)(nil),                // 32: raftbus.v1.DeleteSubscriptionRequest
-	(*DeleteSubscriptionResponse)(nil),               // 33: raftbus.v1.DeleteSubscriptionResponse
-	(*ListSubscriptionsRequest)(nil),                 // 34: raftbus.v1.ListSubscriptionsRequest
-	(*ListSubscriptionsResponse)(nil),                // 35: raftbus.v1.ListSubscriptionsResponse
-	(*GetSubscriptionRuntimePropertiesRequest)(nil),  // 36: raftbus.v1.GetSubscriptionRuntimePropertiesRequest
-	(*GetSubscriptionRuntimePropertiesResponse)(nil), // 37: raftbus.v1.GetSubscriptionRuntimePropertiesResponse
-	(*CreateRuleRequest)(nil),                        // 38: raftbus.v1.CreateRuleRequest
-	(*CreateRuleResponse)(nil),                       // 39: raftbus.v1.CreateRuleResponse
-	(*GetRuleRequest)(nil),                           // 40: raftbus.v1.GetRuleRequest
-	(*GetRuleResponse)(nil),                          // 41: raftbus.v1.GetRuleResponse
-	(*UpdateRuleRequest)(nil),                        // 42: raftbus.v1.UpdateRuleRequest
-	(*UpdateRuleResponse)(nil),                       // 43: raftbus.v1.UpdateRuleResponse
-	(*DeleteRuleRequest)(nil),                        // 44: raftbus.v1.DeleteRuleRequest
-	(*DeleteRuleResponse)(nil),                       // 45: raftbus.v1.DeleteRuleResponse
-	(*ListRulesRequest)(nil),                         // 46: raftbus.v1.ListRulesRequest
-	(*ListRulesResponse)(nil),                        // 47: raftbus.v1.ListRulesResponse
-	(*GetClusterInfoRequest)(nil),                    // 48: raftbus.v1.GetClusterInfoRequest
-	(*GetClusterInfoResponse)(nil),                   // 49: raftbus.v1.GetClusterInfoResponse
-	(*NodeInfo)(nil),                                 // 50: raftbus.v1.NodeInfo
-	(*ReplicaInfo)(nil),                              // 51: raftbus.v1.ReplicaInfo
-	(*PartitionInfo)(nil),                            // 52: raftbus.v1.PartitionInfo
-	(*GetRoutingTableRequest)(nil),                   // 53: raftbus.v1.GetRoutingTableRequest
-	(*GetRoutingTableResponse)(nil),                  // 54: raftbus.v1.GetRoutingTableResponse
-	(*EntityRoute)(nil),                              // 55: raftbus.v1.EntityRoute
-	(*PartitionRoute)(nil),                           // 56: raftbus.v1.PartitionRoute
-	(*RemoveNodeRequest)(nil),                        // 57: raftbus.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),                       // 58: raftbus.v1.RemoveNodeResponse
-	(*QueueProperties)(nil),                          // 59: raftbus.v1.QueueProperties
-	(*RuntimeProperties)(nil),                        // 60: raftbus.v1.RuntimeProperties
-	(*TopicProperties)(nil),                          // 61: raftbus.v1.TopicProperties
-	(*SubscriptionProperties)(nil),                   // 62: raftbus.v1.SubscriptionProperties
-	(*RuleProperties)(nil),                           // 63: raftbus.v1.RuleProperties
+	(ClockState)(0),                                  // 0: raftbus.v1.ClockState
+	(NodeState)(0),                                   // 1: raftbus.v1.NodeState
+	(ReplicaRole)(0),                                 // 2: raftbus.v1.ReplicaRole
+	(*CreateQueueRequest)(nil),                       // 3: raftbus.v1.CreateQueueRequest
+	(*CreateQueueResponse)(nil),                      // 4: raftbus.v1.CreateQueueResponse
+	(*GetQueueRequest)(nil),                          // 5: raftbus.v1.GetQueueRequest
+	(*GetQueueResponse)(nil),                         // 6: raftbus.v1.GetQueueResponse
+	(*UpdateQueueRequest)(nil),                       // 7: raftbus.v1.UpdateQueueRequest
+	(*UpdateQueueResponse)(nil),                      // 8: raftbus.v1.UpdateQueueResponse
+	(*DeleteQueueRequest)(nil),                       // 9: raftbus.v1.DeleteQueueRequest
+	(*DeleteQueueResponse)(nil),                      // 10: raftbus.v1.DeleteQueueResponse
+	(*ListQueuesRequest)(nil),                        // 11: raftbus.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),                       // 12: raftbus.v1.ListQueuesResponse
+	(*GetQueueRuntimePropertiesRequest)(nil),         // 13: raftbus.v1.GetQueueRuntimePropertiesRequest
+	(*GetQueueRuntimePropertiesResponse)(nil),        // 14: raftbus.v1.GetQueueRuntimePropertiesResponse
+	(*CreateTopicRequest)(nil),                       // 15: raftbus.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),                      // 16: raftbus.v1.CreateTopicResponse
+	(*GetTopicRequest)(nil),                          // 17: raftbus.v1.GetTopicRequest
+	(*GetTopicResponse)(nil),                         // 18: raftbus.v1.GetTopicResponse
+	(*UpdateTopicRequest)(nil),                       // 19: raftbus.v1.UpdateTopicRequest
+	(*UpdateTopicResponse)(nil),                      // 20: raftbus.v1.UpdateTopicResponse
+	(*DeleteTopicRequest)(nil),                       // 21: raftbus.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),                      // 22: raftbus.v1.DeleteTopicResponse
+	(*ListTopicsRequest)(nil),                        // 23: raftbus.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),                       // 24: raftbus.v1.ListTopicsResponse
+	(*GetTopicRuntimePropertiesRequest)(nil),         // 25: raftbus.v1.GetTopicRuntimePropertiesRequest
+	(*GetTopicRuntimePropertiesResponse)(nil),        // 26: raftbus.v1.GetTopicRuntimePropertiesResponse
+	(*CreateSubscriptionRequest)(nil),                // 27: raftbus.v1.CreateSubscriptionRequest
+	(*CreateSubscriptionResponse)(nil),               // 28: raftbus.v1.CreateSubscriptionResponse
+	(*GetSubscriptionRequest)(nil),                   // 29: raftbus.v1.GetSubscriptionRequest
+	(*GetSubscriptionResponse)(nil),                  // 30: raftbus.v1.GetSubscriptionResponse
+	(*UpdateSubscriptionRequest)(nil),                // 31: raftbus.v1.UpdateSubscriptionRequest
+	(*UpdateSubscriptionResponse)(nil),               // 32: raftbus.v1.UpdateSubscriptionResponse
+	(*DeleteSubscriptionRequest)(nil),                // 33: raftbus.v1.DeleteSubscriptionRequest
+	(*DeleteSubscriptionResponse)(nil),               // 34: raftbus.v1.DeleteSubscriptionResponse
+	(*ListSubscriptionsRequest)(nil),                 // 35: raftbus.v1.ListSubscriptionsRequest
+	(*ListSubscriptionsResponse)(nil),                // 36: raftbus.v1.ListSubscriptionsResponse
+	(*GetSubscriptionRuntimePropertiesRequest)(nil),  // 37: raftbus.v1.GetSubscriptionRuntimePropertiesRequest
+	(*GetSubscriptionRuntimePropertiesResponse)(nil), // 38: raftbus.v1.GetSubscriptionRuntimePropertiesResponse
+	(*CreateRuleRequest)(nil),                        // 39: raftbus.v1.CreateRuleRequest
+	(*CreateRuleResponse)(nil),                       // 40: raftbus.v1.CreateRuleResponse
+	(*GetRuleRequest)(nil),                           // 41: raftbus.v1.GetRuleRequest
+	(*GetRuleResponse)(nil),                          // 42: raftbus.v1.GetRuleResponse
+	(*UpdateRuleRequest)(nil),                        // 43: raftbus.v1.UpdateRuleRequest
+	(*UpdateRuleResponse)(nil),                       // 44: raftbus.v1.UpdateRuleResponse
+	(*DeleteRuleRequest)(nil),                        // 45: raftbus.v1.DeleteRuleRequest
+	(*DeleteRuleResponse)(nil),                       // 46: raftbus.v1.DeleteRuleResponse
+	(*ListRulesRequest)(nil),                         // 47: raftbus.v1.ListRulesRequest
+	(*ListRulesResponse)(nil),                        // 48: raftbus.v1.ListRulesResponse
+	(*GetClusterInfoRequest)(nil),                    // 49: raftbus.v1.GetClusterInfoRequest
+	(*GetClusterInfoResponse)(nil),                   // 50: raftbus.v1.GetClusterInfoResponse
+	(*NodeInfo)(nil),                                 // 51: raftbus.v1.NodeInfo
+	(*ReplicaInfo)(nil),                              // 52: raftbus.v1.ReplicaInfo
+	(*PartitionInfo)(nil),                            // 53: raftbus.v1.PartitionInfo
+	(*GetRoutingTableRequest)(nil),                   // 54: raftbus.v1.GetRoutingTableRequest
+	(*GetRoutingTableResponse)(nil),                  // 55: raftbus.v1.GetRoutingTableResponse
+	(*EntityRoute)(nil),                              // 56: raftbus.v1.EntityRoute
+	(*PartitionRoute)(nil),                           // 57: raftbus.v1.PartitionRoute
+	(*RemoveNodeRequest)(nil),                        // 58: raftbus.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),                       // 59: raftbus.v1.RemoveNodeResponse
+	(*QueueProperties)(nil),                          // 60: raftbus.v1.QueueProperties
+	(*RuntimeProperties)(nil),                        // 61: raftbus.v1.RuntimeProperties
+	(*TopicProperties)(nil),                          // 62: raftbus.v1.TopicProperties
+	(*SubscriptionProperties)(nil),                   // 63: raftbus.v1.SubscriptionProperties
+	(*RuleProperties)(nil),                           // 64: raftbus.v1.RuleProperties
+	(*durationpb.Duration)(nil),                      // 65: google.protobuf.Duration
 }
 var file_raftbus_v1_admin_proto_depIdxs = []int32{
-	59, // 0: raftbus.v1.CreateQueueRequest.queue:type_name -> raftbus.v1.QueueProperties
-	59, // 1: raftbus.v1.CreateQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
-	59, // 2: raftbus.v1.GetQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
-	59, // 3: raftbus.v1.UpdateQueueRequest.queue:type_name -> raftbus.v1.QueueProperties
-	59, // 4: raftbus.v1.UpdateQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
-	59, // 5: raftbus.v1.ListQueuesResponse.queues:type_name -> raftbus.v1.QueueProperties
-	60, // 6: raftbus.v1.GetQueueRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
-	61, // 7: raftbus.v1.CreateTopicRequest.topic:type_name -> raftbus.v1.TopicProperties
-	61, // 8: raftbus.v1.CreateTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
-	61, // 9: raftbus.v1.GetTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
-	61, // 10: raftbus.v1.UpdateTopicRequest.topic:type_name -> raftbus.v1.TopicProperties
-	61, // 11: raftbus.v1.UpdateTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
-	61, // 12: raftbus.v1.ListTopicsResponse.topics:type_name -> raftbus.v1.TopicProperties
-	60, // 13: raftbus.v1.GetTopicRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
-	62, // 14: raftbus.v1.CreateSubscriptionRequest.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	63, // 15: raftbus.v1.CreateSubscriptionRequest.default_rule:type_name -> raftbus.v1.RuleProperties
-	62, // 16: raftbus.v1.CreateSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	62, // 17: raftbus.v1.GetSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	62, // 18: raftbus.v1.UpdateSubscriptionRequest.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	62, // 19: raftbus.v1.UpdateSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	62, // 20: raftbus.v1.ListSubscriptionsResponse.subscriptions:type_name -> raftbus.v1.SubscriptionProperties
-	60, // 21: raftbus.v1.GetSubscriptionRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
-	63, // 22: raftbus.v1.CreateRuleRequest.rule:type_name -> raftbus.v1.RuleProperties
-	63, // 23: raftbus.v1.CreateRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
-	63, // 24: raftbus.v1.GetRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
-	63, // 25: raftbus.v1.UpdateRuleRequest.rule:type_name -> raftbus.v1.RuleProperties
-	63, // 26: raftbus.v1.UpdateRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
-	63, // 27: raftbus.v1.ListRulesResponse.rules:type_name -> raftbus.v1.RuleProperties
-	50, // 28: raftbus.v1.GetClusterInfoResponse.nodes:type_name -> raftbus.v1.NodeInfo
-	52, // 29: raftbus.v1.GetClusterInfoResponse.partitions:type_name -> raftbus.v1.PartitionInfo
-	0,  // 30: raftbus.v1.NodeInfo.state:type_name -> raftbus.v1.NodeState
-	1,  // 31: raftbus.v1.ReplicaInfo.role:type_name -> raftbus.v1.ReplicaRole
-	51, // 32: raftbus.v1.PartitionInfo.replicas:type_name -> raftbus.v1.ReplicaInfo
-	55, // 33: raftbus.v1.GetRoutingTableResponse.entities:type_name -> raftbus.v1.EntityRoute
-	56, // 34: raftbus.v1.EntityRoute.partitions:type_name -> raftbus.v1.PartitionRoute
-	2,  // 35: raftbus.v1.AdminService.CreateQueue:input_type -> raftbus.v1.CreateQueueRequest
-	4,  // 36: raftbus.v1.AdminService.GetQueue:input_type -> raftbus.v1.GetQueueRequest
-	6,  // 37: raftbus.v1.AdminService.UpdateQueue:input_type -> raftbus.v1.UpdateQueueRequest
-	8,  // 38: raftbus.v1.AdminService.DeleteQueue:input_type -> raftbus.v1.DeleteQueueRequest
-	10, // 39: raftbus.v1.AdminService.ListQueues:input_type -> raftbus.v1.ListQueuesRequest
-	12, // 40: raftbus.v1.AdminService.GetQueueRuntimeProperties:input_type -> raftbus.v1.GetQueueRuntimePropertiesRequest
-	14, // 41: raftbus.v1.AdminService.CreateTopic:input_type -> raftbus.v1.CreateTopicRequest
-	16, // 42: raftbus.v1.AdminService.GetTopic:input_type -> raftbus.v1.GetTopicRequest
-	18, // 43: raftbus.v1.AdminService.UpdateTopic:input_type -> raftbus.v1.UpdateTopicRequest
-	20, // 44: raftbus.v1.AdminService.DeleteTopic:input_type -> raftbus.v1.DeleteTopicRequest
-	22, // 45: raftbus.v1.AdminService.ListTopics:input_type -> raftbus.v1.ListTopicsRequest
-	24, // 46: raftbus.v1.AdminService.GetTopicRuntimeProperties:input_type -> raftbus.v1.GetTopicRuntimePropertiesRequest
-	26, // 47: raftbus.v1.AdminService.CreateSubscription:input_type -> raftbus.v1.CreateSubscriptionRequest
-	28, // 48: raftbus.v1.AdminService.GetSubscription:input_type -> raftbus.v1.GetSubscriptionRequest
-	30, // 49: raftbus.v1.AdminService.UpdateSubscription:input_type -> raftbus.v1.UpdateSubscriptionRequest
-	32, // 50: raftbus.v1.AdminService.DeleteSubscription:input_type -> raftbus.v1.DeleteSubscriptionRequest
-	34, // 51: raftbus.v1.AdminService.ListSubscriptions:input_type -> raftbus.v1.ListSubscriptionsRequest
-	36, // 52: raftbus.v1.AdminService.GetSubscriptionRuntimeProperties:input_type -> raftbus.v1.GetSubscriptionRuntimePropertiesRequest
-	38, // 53: raftbus.v1.AdminService.CreateRule:input_type -> raftbus.v1.CreateRuleRequest
-	40, // 54: raftbus.v1.AdminService.GetRule:input_type -> raftbus.v1.GetRuleRequest
-	42, // 55: raftbus.v1.AdminService.UpdateRule:input_type -> raftbus.v1.UpdateRuleRequest
-	44, // 56: raftbus.v1.AdminService.DeleteRule:input_type -> raftbus.v1.DeleteRuleRequest
-	46, // 57: raftbus.v1.AdminService.ListRules:input_type -> raftbus.v1.ListRulesRequest
-	48, // 58: raftbus.v1.AdminService.GetClusterInfo:input_type -> raftbus.v1.GetClusterInfoRequest
-	53, // 59: raftbus.v1.AdminService.GetRoutingTable:input_type -> raftbus.v1.GetRoutingTableRequest
-	57, // 60: raftbus.v1.AdminService.RemoveNode:input_type -> raftbus.v1.RemoveNodeRequest
-	3,  // 61: raftbus.v1.AdminService.CreateQueue:output_type -> raftbus.v1.CreateQueueResponse
-	5,  // 62: raftbus.v1.AdminService.GetQueue:output_type -> raftbus.v1.GetQueueResponse
-	7,  // 63: raftbus.v1.AdminService.UpdateQueue:output_type -> raftbus.v1.UpdateQueueResponse
-	9,  // 64: raftbus.v1.AdminService.DeleteQueue:output_type -> raftbus.v1.DeleteQueueResponse
-	11, // 65: raftbus.v1.AdminService.ListQueues:output_type -> raftbus.v1.ListQueuesResponse
-	13, // 66: raftbus.v1.AdminService.GetQueueRuntimeProperties:output_type -> raftbus.v1.GetQueueRuntimePropertiesResponse
-	15, // 67: raftbus.v1.AdminService.CreateTopic:output_type -> raftbus.v1.CreateTopicResponse
-	17, // 68: raftbus.v1.AdminService.GetTopic:output_type -> raftbus.v1.GetTopicResponse
-	19, // 69: raftbus.v1.AdminService.UpdateTopic:output_type -> raftbus.v1.UpdateTopicResponse
-	21, // 70: raftbus.v1.AdminService.DeleteTopic:output_type -> raftbus.v1.DeleteTopicResponse
-	23, // 71: raftbus.v1.AdminService.ListTopics:output_type -> raftbus.v1.ListTopicsResponse
-	25, // 72: raftbus.v1.AdminService.GetTopicRuntimeProperties:output_type -> raftbus.v1.GetTopicRuntimePropertiesResponse
-	27, // 73: raftbus.v1.AdminService.CreateSubscription:output_type -> raftbus.v1.CreateSubscriptionResponse
-	29, // 74: raftbus.v1.AdminService.GetSubscription:output_type -> raftbus.v1.GetSubscriptionResponse
-	31, // 75: raftbus.v1.AdminService.UpdateSubscription:output_type -> raftbus.v1.UpdateSubscriptionResponse
-	33, // 76: raftbus.v1.AdminService.DeleteSubscription:output_type -> raftbus.v1.DeleteSubscriptionResponse
-	35, // 77: raftbus.v1.AdminService.ListSubscriptions:output_type -> raftbus.v1.ListSubscriptionsResponse
-	37, // 78: raftbus.v1.AdminService.GetSubscriptionRuntimeProperties:output_type -> raftbus.v1.GetSubscriptionRuntimePropertiesResponse
-	39, // 79: raftbus.v1.AdminService.CreateRule:output_type -> raftbus.v1.CreateRuleResponse
-	41, // 80: raftbus.v1.AdminService.GetRule:output_type -> raftbus.v1.GetRuleResponse
-	43, // 81: raftbus.v1.AdminService.UpdateRule:output_type -> raftbus.v1.UpdateRuleResponse
-	45, // 82: raftbus.v1.AdminService.DeleteRule:output_type -> raftbus.v1.DeleteRuleResponse
-	47, // 83: raftbus.v1.AdminService.ListRules:output_type -> raftbus.v1.ListRulesResponse
-	49, // 84: raftbus.v1.AdminService.GetClusterInfo:output_type -> raftbus.v1.GetClusterInfoResponse
-	54, // 85: raftbus.v1.AdminService.GetRoutingTable:output_type -> raftbus.v1.GetRoutingTableResponse
-	58, // 86: raftbus.v1.AdminService.RemoveNode:output_type -> raftbus.v1.RemoveNodeResponse
-	61, // [61:87] is the sub-list for method output_type
-	35, // [35:61] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	60, // 0: raftbus.v1.CreateQueueRequest.queue:type_name -> raftbus.v1.QueueProperties
+	60, // 1: raftbus.v1.CreateQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
+	60, // 2: raftbus.v1.GetQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
+	60, // 3: raftbus.v1.UpdateQueueRequest.queue:type_name -> raftbus.v1.QueueProperties
+	60, // 4: raftbus.v1.UpdateQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
+	60, // 5: raftbus.v1.ListQueuesResponse.queues:type_name -> raftbus.v1.QueueProperties
+	61, // 6: raftbus.v1.GetQueueRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
+	62, // 7: raftbus.v1.CreateTopicRequest.topic:type_name -> raftbus.v1.TopicProperties
+	62, // 8: raftbus.v1.CreateTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
+	62, // 9: raftbus.v1.GetTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
+	62, // 10: raftbus.v1.UpdateTopicRequest.topic:type_name -> raftbus.v1.TopicProperties
+	62, // 11: raftbus.v1.UpdateTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
+	62, // 12: raftbus.v1.ListTopicsResponse.topics:type_name -> raftbus.v1.TopicProperties
+	61, // 13: raftbus.v1.GetTopicRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
+	63, // 14: raftbus.v1.CreateSubscriptionRequest.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	64, // 15: raftbus.v1.CreateSubscriptionRequest.default_rule:type_name -> raftbus.v1.RuleProperties
+	63, // 16: raftbus.v1.CreateSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	63, // 17: raftbus.v1.GetSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	63, // 18: raftbus.v1.UpdateSubscriptionRequest.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	63, // 19: raftbus.v1.UpdateSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	63, // 20: raftbus.v1.ListSubscriptionsResponse.subscriptions:type_name -> raftbus.v1.SubscriptionProperties
+	61, // 21: raftbus.v1.GetSubscriptionRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
+	64, // 22: raftbus.v1.CreateRuleRequest.rule:type_name -> raftbus.v1.RuleProperties
+	64, // 23: raftbus.v1.CreateRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
+	64, // 24: raftbus.v1.GetRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
+	64, // 25: raftbus.v1.UpdateRuleRequest.rule:type_name -> raftbus.v1.RuleProperties
+	64, // 26: raftbus.v1.UpdateRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
+	64, // 27: raftbus.v1.ListRulesResponse.rules:type_name -> raftbus.v1.RuleProperties
+	51, // 28: raftbus.v1.GetClusterInfoResponse.nodes:type_name -> raftbus.v1.NodeInfo
+	53, // 29: raftbus.v1.GetClusterInfoResponse.partitions:type_name -> raftbus.v1.PartitionInfo
+	65, // 30: raftbus.v1.GetClusterInfoResponse.max_clock_offset:type_name -> google.protobuf.Duration
+	1,  // 31: raftbus.v1.NodeInfo.state:type_name -> raftbus.v1.NodeState
+	0,  // 32: raftbus.v1.NodeInfo.clock_state:type_name -> raftbus.v1.ClockState
+	65, // 33: raftbus.v1.NodeInfo.clock_offset:type_name -> google.protobuf.Duration
+	2,  // 34: raftbus.v1.ReplicaInfo.role:type_name -> raftbus.v1.ReplicaRole
+	52, // 35: raftbus.v1.PartitionInfo.replicas:type_name -> raftbus.v1.ReplicaInfo
+	56, // 36: raftbus.v1.GetRoutingTableResponse.entities:type_name -> raftbus.v1.EntityRoute
+	57, // 37: raftbus.v1.EntityRoute.partitions:type_name -> raftbus.v1.PartitionRoute
+	3,  // 38: raftbus.v1.AdminService.CreateQueue:input_type -> raftbus.v1.CreateQueueRequest
+	5,  // 39: raftbus.v1.AdminService.GetQueue:input_type -> raftbus.v1.GetQueueRequest
+	7,  // 40: raftbus.v1.AdminService.UpdateQueue:input_type -> raftbus.v1.UpdateQueueRequest
+	9,  // 41: raftbus.v1.AdminService.DeleteQueue:input_type -> raftbus.v1.DeleteQueueRequest
+	11, // 42: raftbus.v1.AdminService.ListQueues:input_type -> raftbus.v1.ListQueuesRequest
+	13, // 43: raftbus.v1.AdminService.GetQueueRuntimeProperties:input_type -> raftbus.v1.GetQueueRuntimePropertiesRequest
+	15, // 44: raftbus.v1.AdminService.CreateTopic:input_type -> raftbus.v1.CreateTopicRequest
+	17, // 45: raftbus.v1.AdminService.GetTopic:input_type -> raftbus.v1.GetTopicRequest
+	19, // 46: raftbus.v1.AdminService.UpdateTopic:input_type -> raftbus.v1.UpdateTopicRequest
+	21, // 47: raftbus.v1.AdminService.DeleteTopic:input_type -> raftbus.v1.DeleteTopicRequest
+	23, // 48: raftbus.v1.AdminService.ListTopics:input_type -> raftbus.v1.ListTopicsRequest
+	25, // 49: raftbus.v1.AdminService.GetTopicRuntimeProperties:input_type -> raftbus.v1.GetTopicRuntimePropertiesRequest
+	27, // 50: raftbus.v1.AdminService.CreateSubscription:input_type -> raftbus.v1.CreateSubscriptionRequest
+	29, // 51: raftbus.v1.AdminService.GetSubscription:input_type -> raftbus.v1.GetSubscriptionRequest
+	31, // 52: raftbus.v1.AdminService.UpdateSubscription:input_type -> raftbus.v1.UpdateSubscriptionRequest
+	33, // 53: raftbus.v1.AdminService.DeleteSubscription:input_type -> raftbus.v1.DeleteSubscriptionRequest
+	35, // 54: raftbus.v1.AdminService.ListSubscriptions:input_type -> raftbus.v1.ListSubscriptionsRequest
+	37, // 55: raftbus.v1.AdminService.GetSubscriptionRuntimeProperties:input_type -> raftbus.v1.GetSubscriptionRuntimePropertiesRequest
+	39, // 56: raftbus.v1.AdminService.CreateRule:input_type -> raftbus.v1.CreateRuleRequest
+	41, // 57: raftbus.v1.AdminService.GetRule:input_type -> raftbus.v1.GetRuleRequest
+	43, // 58: raftbus.v1.AdminService.UpdateRule:input_type -> raftbus.v1.UpdateRuleRequest
+	45, // 59: raftbus.v1.AdminService.DeleteRule:input_type -> raftbus.v1.DeleteRuleRequest
+	47, // 60: raftbus.v1.AdminService.ListRules:input_type -> raftbus.v1.ListRulesRequest
+	49, // 61: raftbus.v1.AdminService.GetClusterInfo:input_type -> raftbus.v1.GetClusterInfoRequest
+	54, // 62: raftbus.v1.AdminService.GetRoutingTable:input_type -> raftbus.v1.GetRoutingTableRequest
+	58, // 63: raftbus.v1.AdminService.RemoveNode:input_type -> raftbus.v1.RemoveNodeRequest
+	4,  // 64: raftbus.v1.AdminService.CreateQueue:output_type -> raftbus.v1.CreateQueueResponse
+	6,  // 65: raftbus.v1.AdminService.GetQueue:output_type -> raftbus.v1.GetQueueResponse
+	8,  // 66: raftbus.v1.AdminService.UpdateQueue:output_type -> raftbus.v1.UpdateQueueResponse
+	10, // 67: raftbus.v1.AdminService.DeleteQueue:output_type -> raftbus.v1.DeleteQueueResponse
+	12, // 68: raftbus.v1.AdminService.ListQueues:output_type -> raftbus.v1.ListQueuesResponse
+	14, // 69: raftbus.v1.AdminService.GetQueueRuntimeProperties:output_type -> raftbus.v1.GetQueueRuntimePropertiesResponse
+	16, // 70: raftbus.v1.AdminService.CreateTopic:output_type -> raftbus.v1.CreateTopicResponse
+	18, // 71: raftbus.v1.AdminService.GetTopic:output_type -> raftbus.v1.GetTopicResponse
+	20, // 72: raftbus.v1.AdminService.UpdateTopic:output_type -> raftbus.v1.UpdateTopicResponse
+	22, // 73: raftbus.v1.AdminService.DeleteTopic:output_type -> raftbus.v1.DeleteTopicResponse
+	24, // 74: raftbus.v1.AdminService.ListTopics:output_type -> raftbus.v1.ListTopicsResponse
+	26, // 75: raftbus.v1.AdminService.GetTopicRuntimeProperties:output_type -> raftbus.v1.GetTopicRuntimePropertiesResponse
+	28, // 76: raftbus.v1.AdminService.CreateSubscription:output_type -> raftbus.v1.CreateSubscriptionResponse
+	30, // 77: raftbus.v1.AdminService.GetSubscription:output_type -> raftbus.v1.GetSubscriptionResponse
+	32, // 78: raftbus.v1.AdminService.UpdateSubscription:output_type -> raftbus.v1.UpdateSubscriptionResponse
+	34, // 79: raftbus.v1.AdminService.DeleteSubscription:output_type -> raftbus.v1.DeleteSubscriptionResponse
+	36, // 80: raftbus.v1.AdminService.ListSubscriptions:output_type -> raftbus.v1.ListSubscriptionsResponse
+	38, // 81: raftbus.v1.AdminService.GetSubscriptionRuntimeProperties:output_type -> raftbus.v1.GetSubscriptionRuntimePropertiesResponse
+	40, // 82: raftbus.v1.AdminService.CreateRule:output_type -> raftbus.v1.CreateRuleResponse
+	42, // 83: raftbus.v1.AdminService.GetRule:output_type -> raftbus.v1.GetRuleResponse
+	44, // 84: raftbus.v1.AdminService.UpdateRule:output_type -> raftbus.v1.UpdateRuleResponse
+	46, // 85: raftbus.v1.AdminService.DeleteRule:output_type -> raftbus.v1.DeleteRuleResponse
+	48, // 86: raftbus.v1.AdminService.ListRules:output_type -> raftbus.v1.ListRulesResponse
+	50, // 87: raftbus.v1.AdminService.GetClusterInfo:output_type -> raftbus.v1.GetClusterInfoResponse
+	55, // 88: raftbus.v1.AdminService.GetRoutingTable:output_type -> raftbus.v1.GetRoutingTableResponse
+	59, // 89: raftbus.v1.AdminService.RemoveNode:output_type -> raftbus.v1.RemoveNodeResponse
+	64, // [64:90] is the sub-list for method output_type
+	38, // [38:64] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_v1_admin_proto_init() }
@@ -3385,7 +3504,7 @@ func file_raftbus_v1_admin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftbus_v1_admin_proto_rawDesc), len(file_raftbus_v1_admin_proto_rawDesc)),
-			NumEnums:      2,
+			NumEnums:      3,
 			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -54,7 +54,7 @@ type QueueProperties struct {
 	// QuotaExceeded. Default 1024.
 	MaxSizeInMegabytes *int64 `protobuf:"varint,9,opt,name=max_size_in_megabytes,json=maxSizeInMegabytes,proto3,oneof" json:"max_size_in_megabytes,omitempty"`
 	// Largest accepted message (body plus properties). Default 256, at most
-	// 102400.
+	// 1024: the largest message raftbus replicates.
 	MaxMessageSizeInKilobytes *int64 `protobuf:"varint,10,opt,name=max_message_size_in_kilobytes,json=maxMessageSizeInKilobytes,proto3,oneof" json:"max_message_size_in_kilobytes,omitempty"`
 	// Accepted for compatibility; the broker always batches. Default true.
 	EnableBatchedOperations *bool `protobuf:"varint,11,opt,name=enable_batched_operations,json=enableBatchedOperations,proto3,oneof" json:"enable_batched_operations,omitempty"`

@@ -72,18 +72,159 @@ func (EntityKind) EnumDescriptor() ([]byte, []int) {
 	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{0}
 }
 
+type PingRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PingRequest) Reset() {
+	*x = PingRequest{}
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PingRequest) ProtoMessage() {}
+
+func (x *PingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
+func (*PingRequest) Descriptor() ([]byte, []int) {
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{0}
+}
+
+type PingResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Who answered.
+	NodeId      string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	ClusterId   string `protobuf:"bytes,2,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	Incarnation string `protobuf:"bytes,3,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	// The incarnation the answering node's committed membership records for
+	// the caller's node id; empty when it records none. A caller with
+	// another incarnation is a wiped node that must not take part.
+	CallerIncarnation string `protobuf:"bytes,4,opt,name=caller_incarnation,json=callerIncarnation,proto3" json:"caller_incarnation,omitempty"`
+	// The answering node's wall clock when it received the ping and when it
+	// answered, in Unix nanoseconds.
+	ReceivedUnixNano int64 `protobuf:"varint,5,opt,name=received_unix_nano,json=receivedUnixNano,proto3" json:"received_unix_nano,omitempty"`
+	RepliedUnixNano  int64 `protobuf:"varint,6,opt,name=replied_unix_nano,json=repliedUnixNano,proto3" json:"replied_unix_nano,omitempty"`
+	// The answering node's judgement of its own clock.
+	ClockState    v1.ClockState `protobuf:"varint,7,opt,name=clock_state,json=clockState,proto3,enum=raftbus.v1.ClockState" json:"clock_state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PingResponse) Reset() {
+	*x = PingResponse{}
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PingResponse) ProtoMessage() {}
+
+func (x *PingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
+func (*PingResponse) Descriptor() ([]byte, []int) {
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PingResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *PingResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *PingResponse) GetIncarnation() string {
+	if x != nil {
+		return x.Incarnation
+	}
+	return ""
+}
+
+func (x *PingResponse) GetCallerIncarnation() string {
+	if x != nil {
+		return x.CallerIncarnation
+	}
+	return ""
+}
+
+func (x *PingResponse) GetReceivedUnixNano() int64 {
+	if x != nil {
+		return x.ReceivedUnixNano
+	}
+	return 0
+}
+
+func (x *PingResponse) GetRepliedUnixNano() int64 {
+	if x != nil {
+		return x.RepliedUnixNano
+	}
+	return 0
+}
+
+func (x *PingResponse) GetClockState() v1.ClockState {
+	if x != nil {
+		return x.ClockState
+	}
+	return v1.ClockState(0)
+}
+
 type JoinRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	// The joining node's gRPC address, as the other nodes reach it.
-	Address       string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	// The incarnation of the joining node's data dir. A node id the cluster
+	// knows with another incarnation is refused: its data dir was wiped.
+	Incarnation string `protobuf:"bytes,3,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	// The cluster the joining node's data dir belongs to; empty for a new
+	// data dir. Another cluster's id is refused.
+	ClusterId     string `protobuf:"bytes,4,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[0]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -95,7 +236,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[0]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -108,7 +249,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{0}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *JoinRequest) GetNodeId() string {
@@ -125,6 +266,20 @@ func (x *JoinRequest) GetAddress() string {
 	return ""
 }
 
+func (x *JoinRequest) GetIncarnation() string {
+	if x != nil {
+		return x.Incarnation
+	}
+	return ""
+}
+
+func (x *JoinRequest) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
 type JoinResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ClusterId     string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
@@ -134,7 +289,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[1]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -146,7 +301,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[1]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -159,7 +314,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{1}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *JoinResponse) GetClusterId() string {
@@ -179,7 +334,7 @@ type PartitionRuntimeRequest struct {
 
 func (x *PartitionRuntimeRequest) Reset() {
 	*x = PartitionRuntimeRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[2]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -191,7 +346,7 @@ func (x *PartitionRuntimeRequest) String() string {
 func (*PartitionRuntimeRequest) ProtoMessage() {}
 
 func (x *PartitionRuntimeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[2]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -204,7 +359,7 @@ func (x *PartitionRuntimeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRuntimeRequest.ProtoReflect.Descriptor instead.
 func (*PartitionRuntimeRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{2}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PartitionRuntimeRequest) GetEntityPath() string {
@@ -230,7 +385,7 @@ type PartitionRuntimeResponse struct {
 
 func (x *PartitionRuntimeResponse) Reset() {
 	*x = PartitionRuntimeResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[3]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -242,7 +397,7 @@ func (x *PartitionRuntimeResponse) String() string {
 func (*PartitionRuntimeResponse) ProtoMessage() {}
 
 func (x *PartitionRuntimeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[3]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -255,7 +410,7 @@ func (x *PartitionRuntimeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRuntimeResponse.ProtoReflect.Descriptor instead.
 func (*PartitionRuntimeResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{3}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PartitionRuntimeResponse) GetProperties() *v1.PartitionRuntimeProperties {
@@ -279,7 +434,7 @@ type PartitionStatusRequest struct {
 
 func (x *PartitionStatusRequest) Reset() {
 	*x = PartitionStatusRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[4]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -291,7 +446,7 @@ func (x *PartitionStatusRequest) String() string {
 func (*PartitionStatusRequest) ProtoMessage() {}
 
 func (x *PartitionStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[4]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -304,7 +459,7 @@ func (x *PartitionStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatusRequest.ProtoReflect.Descriptor instead.
 func (*PartitionStatusRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{4}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PartitionStatusRequest) GetEntityPath() string {
@@ -350,7 +505,7 @@ type PartitionStatusResponse struct {
 
 func (x *PartitionStatusResponse) Reset() {
 	*x = PartitionStatusResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[5]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -362,7 +517,7 @@ func (x *PartitionStatusResponse) String() string {
 func (*PartitionStatusResponse) ProtoMessage() {}
 
 func (x *PartitionStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[5]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -375,7 +530,7 @@ func (x *PartitionStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatusResponse.ProtoReflect.Descriptor instead.
 func (*PartitionStatusResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{5}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PartitionStatusResponse) GetRole() v1.ReplicaRole {
@@ -457,7 +612,7 @@ type MetaCommand struct {
 
 func (x *MetaCommand) Reset() {
 	*x = MetaCommand{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[6]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -469,7 +624,7 @@ func (x *MetaCommand) String() string {
 func (*MetaCommand) ProtoMessage() {}
 
 func (x *MetaCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[6]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -482,7 +637,7 @@ func (x *MetaCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommand.ProtoReflect.Descriptor instead.
 func (*MetaCommand) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{6}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *MetaCommand) GetNowUnixMs() int64 {
@@ -650,7 +805,7 @@ type PutTopic struct {
 
 func (x *PutTopic) Reset() {
 	*x = PutTopic{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[7]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -662,7 +817,7 @@ func (x *PutTopic) String() string {
 func (*PutTopic) ProtoMessage() {}
 
 func (x *PutTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[7]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -675,7 +830,7 @@ func (x *PutTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutTopic.ProtoReflect.Descriptor instead.
 func (*PutTopic) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{7}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PutTopic) GetTopic() *v1.TopicProperties {
@@ -707,7 +862,7 @@ type PutSubscription struct {
 
 func (x *PutSubscription) Reset() {
 	*x = PutSubscription{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[8]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -719,7 +874,7 @@ func (x *PutSubscription) String() string {
 func (*PutSubscription) ProtoMessage() {}
 
 func (x *PutSubscription) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[8]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -732,7 +887,7 @@ func (x *PutSubscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutSubscription.ProtoReflect.Descriptor instead.
 func (*PutSubscription) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{8}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PutSubscription) GetSubscription() *v1.SubscriptionProperties {
@@ -767,7 +922,7 @@ type DeleteSubscription struct {
 
 func (x *DeleteSubscription) Reset() {
 	*x = DeleteSubscription{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[9]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -779,7 +934,7 @@ func (x *DeleteSubscription) String() string {
 func (*DeleteSubscription) ProtoMessage() {}
 
 func (x *DeleteSubscription) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[9]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -792,7 +947,7 @@ func (x *DeleteSubscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSubscription.ProtoReflect.Descriptor instead.
 func (*DeleteSubscription) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{9}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeleteSubscription) GetTopicName() string {
@@ -822,7 +977,7 @@ type PutRule struct {
 
 func (x *PutRule) Reset() {
 	*x = PutRule{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[10]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -834,7 +989,7 @@ func (x *PutRule) String() string {
 func (*PutRule) ProtoMessage() {}
 
 func (x *PutRule) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[10]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -847,7 +1002,7 @@ func (x *PutRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRule.ProtoReflect.Descriptor instead.
 func (*PutRule) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{10}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PutRule) GetTopicName() string {
@@ -890,7 +1045,7 @@ type DeleteRule struct {
 
 func (x *DeleteRule) Reset() {
 	*x = DeleteRule{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[11]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +1057,7 @@ func (x *DeleteRule) String() string {
 func (*DeleteRule) ProtoMessage() {}
 
 func (x *DeleteRule) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[11]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +1070,7 @@ func (x *DeleteRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRule.ProtoReflect.Descriptor instead.
 func (*DeleteRule) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{11}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeleteRule) GetTopicName() string {
@@ -939,7 +1094,8 @@ func (x *DeleteRule) GetRuleName() string {
 	return ""
 }
 
-// AddNode records a member (or its new address).
+// AddNode records a member, its new address, or its incarnation when none
+// is recorded yet. An incarnation other than the recorded one is refused.
 type AddNode struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Node          *Node                  `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
@@ -949,7 +1105,7 @@ type AddNode struct {
 
 func (x *AddNode) Reset() {
 	*x = AddNode{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[12]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -961,7 +1117,7 @@ func (x *AddNode) String() string {
 func (*AddNode) ProtoMessage() {}
 
 func (x *AddNode) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[12]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -974,7 +1130,7 @@ func (x *AddNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNode.ProtoReflect.Descriptor instead.
 func (*AddNode) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{12}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AddNode) GetNode() *Node {
@@ -997,7 +1153,7 @@ type PutQueue struct {
 
 func (x *PutQueue) Reset() {
 	*x = PutQueue{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[13]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1009,7 +1165,7 @@ func (x *PutQueue) String() string {
 func (*PutQueue) ProtoMessage() {}
 
 func (x *PutQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[13]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1022,7 +1178,7 @@ func (x *PutQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutQueue.ProtoReflect.Descriptor instead.
 func (*PutQueue) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{13}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PutQueue) GetQueue() *v1.QueueProperties {
@@ -1049,7 +1205,7 @@ type DeleteEntity struct {
 
 func (x *DeleteEntity) Reset() {
 	*x = DeleteEntity{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[14]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1061,7 +1217,7 @@ func (x *DeleteEntity) String() string {
 func (*DeleteEntity) ProtoMessage() {}
 
 func (x *DeleteEntity) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[14]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1074,7 +1230,7 @@ func (x *DeleteEntity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEntity.ProtoReflect.Descriptor instead.
 func (*DeleteEntity) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{14}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeleteEntity) GetName() string {
@@ -1094,7 +1250,7 @@ type SetClusterID struct {
 
 func (x *SetClusterID) Reset() {
 	*x = SetClusterID{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1106,7 +1262,7 @@ func (x *SetClusterID) String() string {
 func (*SetClusterID) ProtoMessage() {}
 
 func (x *SetClusterID) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1119,7 +1275,7 @@ func (x *SetClusterID) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterID.ProtoReflect.Descriptor instead.
 func (*SetClusterID) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{15}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SetClusterID) GetClusterId() string {
@@ -1144,7 +1300,7 @@ type MetaResult struct {
 
 func (x *MetaResult) Reset() {
 	*x = MetaResult{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[16]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1156,7 +1312,7 @@ func (x *MetaResult) String() string {
 func (*MetaResult) ProtoMessage() {}
 
 func (x *MetaResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[16]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1169,7 +1325,7 @@ func (x *MetaResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaResult.ProtoReflect.Descriptor instead.
 func (*MetaResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{16}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *MetaResult) GetErrorReason() v1.ErrorReason {
@@ -1209,16 +1365,20 @@ func (x *MetaResult) GetRule() *v1.RuleProperties {
 
 // Node is one member of the cluster.
 type Node struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	NodeId  string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Address string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	// The incarnation of the member's data dir (a UUID drawn when the data
+	// dir was created), recorded the first time the member presents it and
+	// fixed from then on. Empty until then.
+	Incarnation   string `protobuf:"bytes,3,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1230,7 +1390,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1243,7 +1403,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{17}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Node) GetNodeId() string {
@@ -1256,6 +1416,13 @@ func (x *Node) GetNodeId() string {
 func (x *Node) GetAddress() string {
 	if x != nil {
 		return x.Address
+	}
+	return ""
+}
+
+func (x *Node) GetIncarnation() string {
+	if x != nil {
+		return x.Incarnation
 	}
 	return ""
 }
@@ -1285,7 +1452,7 @@ type Entity struct {
 
 func (x *Entity) Reset() {
 	*x = Entity{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1297,7 +1464,7 @@ func (x *Entity) String() string {
 func (*Entity) ProtoMessage() {}
 
 func (x *Entity) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1310,7 +1477,7 @@ func (x *Entity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Entity.ProtoReflect.Descriptor instead.
 func (*Entity) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{18}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Entity) GetName() string {
@@ -1380,7 +1547,7 @@ type Subscription struct {
 
 func (x *Subscription) Reset() {
 	*x = Subscription{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1392,7 +1559,7 @@ func (x *Subscription) String() string {
 func (*Subscription) ProtoMessage() {}
 
 func (x *Subscription) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1405,7 +1572,7 @@ func (x *Subscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Subscription.ProtoReflect.Descriptor instead.
 func (*Subscription) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{19}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Subscription) GetProperties() *v1.SubscriptionProperties {
@@ -1432,7 +1599,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1444,7 +1611,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1457,7 +1624,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{20}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Placement) GetNodeIds() []string {
@@ -1479,7 +1646,7 @@ type MetaSnapshot struct {
 
 func (x *MetaSnapshot) Reset() {
 	*x = MetaSnapshot{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +1658,7 @@ func (x *MetaSnapshot) String() string {
 func (*MetaSnapshot) ProtoMessage() {}
 
 func (x *MetaSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +1671,7 @@ func (x *MetaSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaSnapshot.ProtoReflect.Descriptor instead.
 func (*MetaSnapshot) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{21}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *MetaSnapshot) GetClusterId() string {
@@ -1532,10 +1699,24 @@ var File_raftbus_cluster_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	" raftbus/cluster/v1/cluster.proto\x12\x12raftbus.cluster.v1\x1a\x16raftbus/v1/admin.proto\x1a\x19raftbus/v1/entities.proto\x1a\x17raftbus/v1/errors.proto\"@\n" +
+	" raftbus/cluster/v1/cluster.proto\x12\x12raftbus.cluster.v1\x1a\x16raftbus/v1/admin.proto\x1a\x19raftbus/v1/entities.proto\x1a\x17raftbus/v1/errors.proto\"\r\n" +
+	"\vPingRequest\"\xaa\x02\n" +
+	"\fPingResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x02 \x01(\tR\tclusterId\x12 \n" +
+	"\vincarnation\x18\x03 \x01(\tR\vincarnation\x12-\n" +
+	"\x12caller_incarnation\x18\x04 \x01(\tR\x11callerIncarnation\x12,\n" +
+	"\x12received_unix_nano\x18\x05 \x01(\x03R\x10receivedUnixNano\x12*\n" +
+	"\x11replied_unix_nano\x18\x06 \x01(\x03R\x0frepliedUnixNano\x127\n" +
+	"\vclock_state\x18\a \x01(\x0e2\x16.raftbus.v1.ClockStateR\n" +
+	"clockState\"\x81\x01\n" +
 	"\vJoinRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
-	"\aaddress\x18\x02 \x01(\tR\aaddress\"-\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12 \n" +
+	"\vincarnation\x18\x03 \x01(\tR\vincarnation\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x04 \x01(\tR\tclusterId\"-\n" +
 	"\fJoinResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\"]\n" +
@@ -1614,10 +1795,11 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x122\n" +
 	"\x06entity\x18\x03 \x01(\v2\x1a.raftbus.cluster.v1.EntityR\x06entity\x12D\n" +
 	"\fsubscription\x18\x04 \x01(\v2 .raftbus.cluster.v1.SubscriptionR\fsubscription\x12.\n" +
-	"\x04rule\x18\x05 \x01(\v2\x1a.raftbus.v1.RulePropertiesR\x04rule\"9\n" +
+	"\x04rule\x18\x05 \x01(\v2\x1a.raftbus.v1.RulePropertiesR\x04rule\"[\n" +
 	"\x04Node\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
-	"\aaddress\x18\x02 \x01(\tR\aaddress\"\xff\x02\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12 \n" +
+	"\vincarnation\x18\x03 \x01(\tR\vincarnation\"\xff\x02\n" +
 	"\x06Entity\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1e.raftbus.cluster.v1.EntityKindR\x04kind\x121\n" +
@@ -1647,11 +1829,12 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"EntityKind\x12\x1b\n" +
 	"\x17ENTITY_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11ENTITY_KIND_QUEUE\x10\x01\x12\x15\n" +
-	"\x11ENTITY_KIND_TOPIC\x10\x022\xb3\x02\n" +
+	"\x11ENTITY_KIND_TOPIC\x10\x022\xfe\x02\n" +
 	"\vNodeService\x12I\n" +
 	"\x04Join\x12\x1f.raftbus.cluster.v1.JoinRequest\x1a .raftbus.cluster.v1.JoinResponse\x12m\n" +
 	"\x10PartitionRuntime\x12+.raftbus.cluster.v1.PartitionRuntimeRequest\x1a,.raftbus.cluster.v1.PartitionRuntimeResponse\x12j\n" +
-	"\x0fPartitionStatus\x12*.raftbus.cluster.v1.PartitionStatusRequest\x1a+.raftbus.cluster.v1.PartitionStatusResponseB?Z=github.com/raftbus/raftbus/proto/raftbus/cluster/v1;clusterv1b\x06proto3"
+	"\x0fPartitionStatus\x12*.raftbus.cluster.v1.PartitionStatusRequest\x1a+.raftbus.cluster.v1.PartitionStatusResponse\x12I\n" +
+	"\x04Ping\x12\x1f.raftbus.cluster.v1.PingRequest\x1a .raftbus.cluster.v1.PingResponseB?Z=github.com/raftbus/raftbus/proto/raftbus/cluster/v1;clusterv1b\x06proto3"
 
 var (
 	file_raftbus_cluster_v1_cluster_proto_rawDescOnce sync.Once
@@ -1666,81 +1849,87 @@ func file_raftbus_cluster_v1_cluster_proto_rawDescGZIP() []byte {
 }
 
 var file_raftbus_cluster_v1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_raftbus_cluster_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_raftbus_cluster_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_raftbus_cluster_v1_cluster_proto_goTypes = []any{
 	(EntityKind)(0),                       // 0: raftbus.cluster.v1.EntityKind
-	(*JoinRequest)(nil),                   // 1: raftbus.cluster.v1.JoinRequest
-	(*JoinResponse)(nil),                  // 2: raftbus.cluster.v1.JoinResponse
-	(*PartitionRuntimeRequest)(nil),       // 3: raftbus.cluster.v1.PartitionRuntimeRequest
-	(*PartitionRuntimeResponse)(nil),      // 4: raftbus.cluster.v1.PartitionRuntimeResponse
-	(*PartitionStatusRequest)(nil),        // 5: raftbus.cluster.v1.PartitionStatusRequest
-	(*PartitionStatusResponse)(nil),       // 6: raftbus.cluster.v1.PartitionStatusResponse
-	(*MetaCommand)(nil),                   // 7: raftbus.cluster.v1.MetaCommand
-	(*PutTopic)(nil),                      // 8: raftbus.cluster.v1.PutTopic
-	(*PutSubscription)(nil),               // 9: raftbus.cluster.v1.PutSubscription
-	(*DeleteSubscription)(nil),            // 10: raftbus.cluster.v1.DeleteSubscription
-	(*PutRule)(nil),                       // 11: raftbus.cluster.v1.PutRule
-	(*DeleteRule)(nil),                    // 12: raftbus.cluster.v1.DeleteRule
-	(*AddNode)(nil),                       // 13: raftbus.cluster.v1.AddNode
-	(*PutQueue)(nil),                      // 14: raftbus.cluster.v1.PutQueue
-	(*DeleteEntity)(nil),                  // 15: raftbus.cluster.v1.DeleteEntity
-	(*SetClusterID)(nil),                  // 16: raftbus.cluster.v1.SetClusterID
-	(*MetaResult)(nil),                    // 17: raftbus.cluster.v1.MetaResult
-	(*Node)(nil),                          // 18: raftbus.cluster.v1.Node
-	(*Entity)(nil),                        // 19: raftbus.cluster.v1.Entity
-	(*Subscription)(nil),                  // 20: raftbus.cluster.v1.Subscription
-	(*Placement)(nil),                     // 21: raftbus.cluster.v1.Placement
-	(*MetaSnapshot)(nil),                  // 22: raftbus.cluster.v1.MetaSnapshot
-	(*v1.PartitionRuntimeProperties)(nil), // 23: raftbus.v1.PartitionRuntimeProperties
-	(v1.ReplicaRole)(0),                   // 24: raftbus.v1.ReplicaRole
-	(*v1.TopicProperties)(nil),            // 25: raftbus.v1.TopicProperties
-	(*v1.SubscriptionProperties)(nil),     // 26: raftbus.v1.SubscriptionProperties
-	(*v1.RuleProperties)(nil),             // 27: raftbus.v1.RuleProperties
-	(*v1.QueueProperties)(nil),            // 28: raftbus.v1.QueueProperties
-	(v1.ErrorReason)(0),                   // 29: raftbus.v1.ErrorReason
+	(*PingRequest)(nil),                   // 1: raftbus.cluster.v1.PingRequest
+	(*PingResponse)(nil),                  // 2: raftbus.cluster.v1.PingResponse
+	(*JoinRequest)(nil),                   // 3: raftbus.cluster.v1.JoinRequest
+	(*JoinResponse)(nil),                  // 4: raftbus.cluster.v1.JoinResponse
+	(*PartitionRuntimeRequest)(nil),       // 5: raftbus.cluster.v1.PartitionRuntimeRequest
+	(*PartitionRuntimeResponse)(nil),      // 6: raftbus.cluster.v1.PartitionRuntimeResponse
+	(*PartitionStatusRequest)(nil),        // 7: raftbus.cluster.v1.PartitionStatusRequest
+	(*PartitionStatusResponse)(nil),       // 8: raftbus.cluster.v1.PartitionStatusResponse
+	(*MetaCommand)(nil),                   // 9: raftbus.cluster.v1.MetaCommand
+	(*PutTopic)(nil),                      // 10: raftbus.cluster.v1.PutTopic
+	(*PutSubscription)(nil),               // 11: raftbus.cluster.v1.PutSubscription
+	(*DeleteSubscription)(nil),            // 12: raftbus.cluster.v1.DeleteSubscription
+	(*PutRule)(nil),                       // 13: raftbus.cluster.v1.PutRule
+	(*DeleteRule)(nil),                    // 14: raftbus.cluster.v1.DeleteRule
+	(*AddNode)(nil),                       // 15: raftbus.cluster.v1.AddNode
+	(*PutQueue)(nil),                      // 16: raftbus.cluster.v1.PutQueue
+	(*DeleteEntity)(nil),                  // 17: raftbus.cluster.v1.DeleteEntity
+	(*SetClusterID)(nil),                  // 18: raftbus.cluster.v1.SetClusterID
+	(*MetaResult)(nil),                    // 19: raftbus.cluster.v1.MetaResult
+	(*Node)(nil),                          // 20: raftbus.cluster.v1.Node
+	(*Entity)(nil),                        // 21: raftbus.cluster.v1.Entity
+	(*Subscription)(nil),                  // 22: raftbus.cluster.v1.Subscription
+	(*Placement)(nil),                     // 23: raftbus.cluster.v1.Placement
+	(*MetaSnapshot)(nil),                  // 24: raftbus.cluster.v1.MetaSnapshot
+	(v1.ClockState)(0),                    // 25: raftbus.v1.ClockState
+	(*v1.PartitionRuntimeProperties)(nil), // 26: raftbus.v1.PartitionRuntimeProperties
+	(v1.ReplicaRole)(0),                   // 27: raftbus.v1.ReplicaRole
+	(*v1.TopicProperties)(nil),            // 28: raftbus.v1.TopicProperties
+	(*v1.SubscriptionProperties)(nil),     // 29: raftbus.v1.SubscriptionProperties
+	(*v1.RuleProperties)(nil),             // 30: raftbus.v1.RuleProperties
+	(*v1.QueueProperties)(nil),            // 31: raftbus.v1.QueueProperties
+	(v1.ErrorReason)(0),                   // 32: raftbus.v1.ErrorReason
 }
 var file_raftbus_cluster_v1_cluster_proto_depIdxs = []int32{
-	23, // 0: raftbus.cluster.v1.PartitionRuntimeResponse.properties:type_name -> raftbus.v1.PartitionRuntimeProperties
-	24, // 1: raftbus.cluster.v1.PartitionStatusResponse.role:type_name -> raftbus.v1.ReplicaRole
-	13, // 2: raftbus.cluster.v1.MetaCommand.add_node:type_name -> raftbus.cluster.v1.AddNode
-	14, // 3: raftbus.cluster.v1.MetaCommand.put_queue:type_name -> raftbus.cluster.v1.PutQueue
-	15, // 4: raftbus.cluster.v1.MetaCommand.delete_entity:type_name -> raftbus.cluster.v1.DeleteEntity
-	16, // 5: raftbus.cluster.v1.MetaCommand.set_cluster_id:type_name -> raftbus.cluster.v1.SetClusterID
-	8,  // 6: raftbus.cluster.v1.MetaCommand.put_topic:type_name -> raftbus.cluster.v1.PutTopic
-	9,  // 7: raftbus.cluster.v1.MetaCommand.put_subscription:type_name -> raftbus.cluster.v1.PutSubscription
-	10, // 8: raftbus.cluster.v1.MetaCommand.delete_subscription:type_name -> raftbus.cluster.v1.DeleteSubscription
-	11, // 9: raftbus.cluster.v1.MetaCommand.put_rule:type_name -> raftbus.cluster.v1.PutRule
-	12, // 10: raftbus.cluster.v1.MetaCommand.delete_rule:type_name -> raftbus.cluster.v1.DeleteRule
-	25, // 11: raftbus.cluster.v1.PutTopic.topic:type_name -> raftbus.v1.TopicProperties
-	26, // 12: raftbus.cluster.v1.PutSubscription.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	27, // 13: raftbus.cluster.v1.PutSubscription.rules:type_name -> raftbus.v1.RuleProperties
-	27, // 14: raftbus.cluster.v1.PutRule.rule:type_name -> raftbus.v1.RuleProperties
-	18, // 15: raftbus.cluster.v1.AddNode.node:type_name -> raftbus.cluster.v1.Node
-	28, // 16: raftbus.cluster.v1.PutQueue.queue:type_name -> raftbus.v1.QueueProperties
-	29, // 17: raftbus.cluster.v1.MetaResult.error_reason:type_name -> raftbus.v1.ErrorReason
-	19, // 18: raftbus.cluster.v1.MetaResult.entity:type_name -> raftbus.cluster.v1.Entity
-	20, // 19: raftbus.cluster.v1.MetaResult.subscription:type_name -> raftbus.cluster.v1.Subscription
-	27, // 20: raftbus.cluster.v1.MetaResult.rule:type_name -> raftbus.v1.RuleProperties
-	0,  // 21: raftbus.cluster.v1.Entity.kind:type_name -> raftbus.cluster.v1.EntityKind
-	28, // 22: raftbus.cluster.v1.Entity.queue:type_name -> raftbus.v1.QueueProperties
-	21, // 23: raftbus.cluster.v1.Entity.partitions:type_name -> raftbus.cluster.v1.Placement
-	25, // 24: raftbus.cluster.v1.Entity.topic:type_name -> raftbus.v1.TopicProperties
-	20, // 25: raftbus.cluster.v1.Entity.subscriptions:type_name -> raftbus.cluster.v1.Subscription
-	26, // 26: raftbus.cluster.v1.Subscription.properties:type_name -> raftbus.v1.SubscriptionProperties
-	27, // 27: raftbus.cluster.v1.Subscription.rules:type_name -> raftbus.v1.RuleProperties
-	18, // 28: raftbus.cluster.v1.MetaSnapshot.nodes:type_name -> raftbus.cluster.v1.Node
-	19, // 29: raftbus.cluster.v1.MetaSnapshot.entities:type_name -> raftbus.cluster.v1.Entity
-	1,  // 30: raftbus.cluster.v1.NodeService.Join:input_type -> raftbus.cluster.v1.JoinRequest
-	3,  // 31: raftbus.cluster.v1.NodeService.PartitionRuntime:input_type -> raftbus.cluster.v1.PartitionRuntimeRequest
-	5,  // 32: raftbus.cluster.v1.NodeService.PartitionStatus:input_type -> raftbus.cluster.v1.PartitionStatusRequest
-	2,  // 33: raftbus.cluster.v1.NodeService.Join:output_type -> raftbus.cluster.v1.JoinResponse
-	4,  // 34: raftbus.cluster.v1.NodeService.PartitionRuntime:output_type -> raftbus.cluster.v1.PartitionRuntimeResponse
-	6,  // 35: raftbus.cluster.v1.NodeService.PartitionStatus:output_type -> raftbus.cluster.v1.PartitionStatusResponse
-	33, // [33:36] is the sub-list for method output_type
-	30, // [30:33] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	25, // 0: raftbus.cluster.v1.PingResponse.clock_state:type_name -> raftbus.v1.ClockState
+	26, // 1: raftbus.cluster.v1.PartitionRuntimeResponse.properties:type_name -> raftbus.v1.PartitionRuntimeProperties
+	27, // 2: raftbus.cluster.v1.PartitionStatusResponse.role:type_name -> raftbus.v1.ReplicaRole
+	15, // 3: raftbus.cluster.v1.MetaCommand.add_node:type_name -> raftbus.cluster.v1.AddNode
+	16, // 4: raftbus.cluster.v1.MetaCommand.put_queue:type_name -> raftbus.cluster.v1.PutQueue
+	17, // 5: raftbus.cluster.v1.MetaCommand.delete_entity:type_name -> raftbus.cluster.v1.DeleteEntity
+	18, // 6: raftbus.cluster.v1.MetaCommand.set_cluster_id:type_name -> raftbus.cluster.v1.SetClusterID
+	10, // 7: raftbus.cluster.v1.MetaCommand.put_topic:type_name -> raftbus.cluster.v1.PutTopic
+	11, // 8: raftbus.cluster.v1.MetaCommand.put_subscription:type_name -> raftbus.cluster.v1.PutSubscription
+	12, // 9: raftbus.cluster.v1.MetaCommand.delete_subscription:type_name -> raftbus.cluster.v1.DeleteSubscription
+	13, // 10: raftbus.cluster.v1.MetaCommand.put_rule:type_name -> raftbus.cluster.v1.PutRule
+	14, // 11: raftbus.cluster.v1.MetaCommand.delete_rule:type_name -> raftbus.cluster.v1.DeleteRule
+	28, // 12: raftbus.cluster.v1.PutTopic.topic:type_name -> raftbus.v1.TopicProperties
+	29, // 13: raftbus.cluster.v1.PutSubscription.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	30, // 14: raftbus.cluster.v1.PutSubscription.rules:type_name -> raftbus.v1.RuleProperties
+	30, // 15: raftbus.cluster.v1.PutRule.rule:type_name -> raftbus.v1.RuleProperties
+	20, // 16: raftbus.cluster.v1.AddNode.node:type_name -> raftbus.cluster.v1.Node
+	31, // 17: raftbus.cluster.v1.PutQueue.queue:type_name -> raftbus.v1.QueueProperties
+	32, // 18: raftbus.cluster.v1.MetaResult.error_reason:type_name -> raftbus.v1.ErrorReason
+	21, // 19: raftbus.cluster.v1.MetaResult.entity:type_name -> raftbus.cluster.v1.Entity
+	22, // 20: raftbus.cluster.v1.MetaResult.subscription:type_name -> raftbus.cluster.v1.Subscription
+	30, // 21: raftbus.cluster.v1.MetaResult.rule:type_name -> raftbus.v1.RuleProperties
+	0,  // 22: raftbus.cluster.v1.Entity.kind:type_name -> raftbus.cluster.v1.EntityKind
+	31, // 23: raftbus.cluster.v1.Entity.queue:type_name -> raftbus.v1.QueueProperties
+	23, // 24: raftbus.cluster.v1.Entity.partitions:type_name -> raftbus.cluster.v1.Placement
+	28, // 25: raftbus.cluster.v1.Entity.topic:type_name -> raftbus.v1.TopicProperties
+	22, // 26: raftbus.cluster.v1.Entity.subscriptions:type_name -> raftbus.cluster.v1.Subscription
+	29, // 27: raftbus.cluster.v1.Subscription.properties:type_name -> raftbus.v1.SubscriptionProperties
+	30, // 28: raftbus.cluster.v1.Subscription.rules:type_name -> raftbus.v1.RuleProperties
+	20, // 29: raftbus.cluster.v1.MetaSnapshot.nodes:type_name -> raftbus.cluster.v1.Node
+	21, // 30: raftbus.cluster.v1.MetaSnapshot.entities:type_name -> raftbus.cluster.v1.Entity
+	3,  // 31: raftbus.cluster.v1.NodeService.Join:input_type -> raftbus.cluster.v1.JoinRequest
+	5,  // 32: raftbus.cluster.v1.NodeService.PartitionRuntime:input_type -> raftbus.cluster.v1.PartitionRuntimeRequest
+	7,  // 33: raftbus.cluster.v1.NodeService.PartitionStatus:input_type -> raftbus.cluster.v1.PartitionStatusRequest
+	1,  // 34: raftbus.cluster.v1.NodeService.Ping:input_type -> raftbus.cluster.v1.PingRequest
+	4,  // 35: raftbus.cluster.v1.NodeService.Join:output_type -> raftbus.cluster.v1.JoinResponse
+	6,  // 36: raftbus.cluster.v1.NodeService.PartitionRuntime:output_type -> raftbus.cluster.v1.PartitionRuntimeResponse
+	8,  // 37: raftbus.cluster.v1.NodeService.PartitionStatus:output_type -> raftbus.cluster.v1.PartitionStatusResponse
+	2,  // 38: raftbus.cluster.v1.NodeService.Ping:output_type -> raftbus.cluster.v1.PingResponse
+	35, // [35:39] is the sub-list for method output_type
+	31, // [31:35] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_cluster_v1_cluster_proto_init() }
@@ -1748,7 +1937,7 @@ func file_raftbus_cluster_v1_cluster_proto_init() {
 	if File_raftbus_cluster_v1_cluster_proto != nil {
 		return
 	}
-	file_raftbus_cluster_v1_cluster_proto_msgTypes[6].OneofWrappers = []any{
+	file_raftbus_cluster_v1_cluster_proto_msgTypes[8].OneofWrappers = []any{
 		(*MetaCommand_AddNode)(nil),
 		(*MetaCommand_PutQueue)(nil),
 		(*MetaCommand_DeleteEntity)(nil),
@@ -1765,7 +1954,7 @@ func file_raftbus_cluster_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftbus_cluster_v1_cluster_proto_rawDesc), len(file_raftbus_cluster_v1_cluster_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,6 +22,7 @@ const (
 	NodeService_Join_FullMethodName             = "/raftbus.cluster.v1.NodeService/Join"
 	NodeService_PartitionRuntime_FullMethodName = "/raftbus.cluster.v1.NodeService/PartitionRuntime"
 	NodeService_PartitionStatus_FullMethodName  = "/raftbus.cluster.v1.NodeService/PartitionStatus"
+	NodeService_Ping_FullMethodName             = "/raftbus.cluster.v1.NodeService/Ping"
 )
 
 // NodeServiceClient is the client API for NodeService service.
@@ -40,6 +41,13 @@ type NodeServiceClient interface {
 	PartitionRuntime(ctx context.Context, in *PartitionRuntimeRequest, opts ...grpc.CallOption) (*PartitionRuntimeResponse, error)
 	// PartitionStatus reports the answering node's replica of a partition.
 	PartitionStatus(ctx context.Context, in *PartitionStatusRequest, opts ...grpc.CallOption) (*PartitionStatusResponse, error)
+	// Ping measures the offset between the caller's clock and the answering
+	// node's, and tells the caller who answered and what the answering
+	// node's cluster knows of the caller. Every node pings every other
+	// about once a second. Like every call between nodes it carries the
+	// caller's identity in gRPC metadata (raftbus-cluster-id,
+	// raftbus-node-id, raftbus-incarnation).
+	Ping(ctx context.Context, in *PingRequest, opts ...grpc.CallOption) (*PingResponse, error)
 }
 
 type nodeServiceClient struct {
@@ -80,6 +88,16 @@ func (c *nodeServiceClient) PartitionStatus(ctx context.Context, in *PartitionSt
 	return out, nil
 }
 
+func (c *nodeServiceClient) Ping(ctx context.Context, in *PingRequest, opts ...grpc.CallOption) (*PingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PingResponse)
+	err := c.cc.Invoke(ctx, NodeService_Ping_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServiceServer is the server API for NodeService service.
 // All implementations must embed UnimplementedNodeServiceServer
 // for forward compatibility.
@@ -96,6 +114,13 @@ type NodeServiceServer interface {
 	PartitionRuntime(context.Context, *PartitionRuntimeRequest) (*PartitionRuntimeResponse, error)
 	// PartitionStatus reports the answering node's replica of a partition.
 	PartitionStatus(context.Context, *PartitionStatusRequest) (*PartitionStatusResponse, error)
+	// Ping measures the offset between the caller's clock and the answering
+	// node's, and tells the caller who answered and what the answering
+	// node's cluster knows of the caller. Every node pings every other
+	// about once a second. Like every call between nodes it carries the
+	// caller's identity in gRPC metadata (raftbus-cluster-id,
+	// raftbus-node-id, raftbus-incarnation).
+	Ping(context.Context, *PingRequest) (*PingResponse, error)
 	mustEmbedUnimplementedNodeServiceServer()
 }
 
@@ -114,6 +139,9 @@ func (UnimplementedNodeServiceServer) PartitionRuntime(context.Context, *Partiti
 }
 func (UnimplementedNodeServiceServer) PartitionStatus(context.Context, *PartitionStatusRequest) (*PartitionStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PartitionStatus not implemented")
+}
+func (UnimplementedNodeServiceServer) Ping(context.Context, *PingRequest) (*PingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Ping not implemented")
 }
 func (UnimplementedNodeServiceServer) mustEmbedUnimplementedNodeServiceServer() {}
 func (UnimplementedNodeServiceServer) testEmbeddedByValue()                     {}
@@ -190,6 +218,24 @@ func _NodeService_PartitionStatus_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeService_Ping_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).Ping(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_Ping_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).Ping(ctx, req.(*PingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // NodeService_ServiceDesc is the grpc.ServiceDesc for NodeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -208,6 +254,10 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PartitionStatus",
 			Handler:    _NodeService_PartitionStatus_Handler,
+		},
+		{
+			MethodName: "Ping",
+			Handler:    _NodeService_Ping_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -468,7 +468,11 @@ type ConfigureEntity struct {
 	// A subscription's rules, replacing the ones it has. Empty when creating
 	// a subscription: the rule "$Default" with a true filter. Empty when
 	// updating one: the rules stay as they are.
-	Rules         []*v1.RuleProperties `protobuf:"bytes,9,rep,name=rules,proto3" json:"rules,omitempty"`
+	Rules []*v1.RuleProperties `protobuf:"bytes,9,rep,name=rules,proto3" json:"rules,omitempty"`
+	// The metadata generation of the entity definition this command was made
+	// from (see Generation fencing in engine/fence.go): refused when a newer
+	// one of the same entity was applied.
+	Generation    uint64 `protobuf:"varint,10,opt,name=generation,proto3" json:"generation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -550,6 +554,13 @@ func (x *ConfigureEntity) GetRules() []*v1.RuleProperties {
 		return x.Rules
 	}
 	return nil
+}
+
+func (x *ConfigureEntity) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
 }
 
 // Send enqueues a batch of messages, all or nothing. A message whose
@@ -1880,7 +1891,7 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\x12renew_session_lock\x18\x14 \x01(\v2#.raftbus.engine.v1.RenewSessionLockH\x00R\x10renewSessionLock\x12P\n" +
 	"\x11set_session_state\x18\x15 \x01(\v2\".raftbus.engine.v1.SetSessionStateH\x00R\x0fsetSessionState\x12L\n" +
 	"\x0frelease_session\x18\x16 \x01(\v2!.raftbus.engine.v1.ReleaseSessionH\x00R\x0ereleaseSessionB\x06\n" +
-	"\x04body\"\xda\x02\n" +
+	"\x04body\"\xfa\x02\n" +
 	"\x0fConfigureEntity\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x12;\n" +
@@ -1891,7 +1902,11 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\x06delete\x18\x04 \x01(\bR\x06delete\x121\n" +
 	"\x05topic\x18\a \x01(\v2\x1b.raftbus.v1.TopicPropertiesR\x05topic\x12F\n" +
 	"\fsubscription\x18\b \x01(\v2\".raftbus.v1.SubscriptionPropertiesR\fsubscription\x120\n" +
-	"\x05rules\x18\t \x03(\v2\x1a.raftbus.v1.RulePropertiesR\x05rules\"X\n" +
+	"\x05rules\x18\t \x03(\v2\x1a.raftbus.v1.RulePropertiesR\x05rules\x12\x1e\n" +
+	"\n" +
+	"generation\x18\n" +
+	" \x01(\x04R\n" +
+	"generation\"X\n" +
 	"\x04Send\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x12/\n" +

@@ -256,7 +256,9 @@ type SnapshotHeader struct {
 	// The next value of the counter sequence numbers are made from.
 	NextOrder uint64 `protobuf:"varint,4,opt,name=next_order,json=nextOrder,proto3" json:"next_order,omitempty"`
 	// The last applied (clamped) time.
-	NowUnixMs     int64 `protobuf:"varint,5,opt,name=now_unix_ms,json=nowUnixMs,proto3" json:"now_unix_ms,omitempty"`
+	NowUnixMs int64 `protobuf:"varint,5,opt,name=now_unix_ms,json=nowUnixMs,proto3" json:"now_unix_ms,omitempty"`
+	// The highest metadata generation applied per entity, by entity path.
+	Generations   []*EntityGeneration `protobuf:"bytes,6,rep,name=generations,proto3" json:"generations,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -326,6 +328,67 @@ func (x *SnapshotHeader) GetNowUnixMs() int64 {
 	return 0
 }
 
+func (x *SnapshotHeader) GetGenerations() []*EntityGeneration {
+	if x != nil {
+		return x.Generations
+	}
+	return nil
+}
+
+// EntityGeneration is the highest metadata generation of an entity (a queue,
+// or a topic with its subscriptions and rules) the engine has applied.
+type EntityGeneration struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	EntityPath    string                 `protobuf:"bytes,1,opt,name=entity_path,json=entityPath,proto3" json:"entity_path,omitempty"`
+	Generation    uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EntityGeneration) Reset() {
+	*x = EntityGeneration{}
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EntityGeneration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EntityGeneration) ProtoMessage() {}
+
+func (x *EntityGeneration) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EntityGeneration.ProtoReflect.Descriptor instead.
+func (*EntityGeneration) Descriptor() ([]byte, []int) {
+	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *EntityGeneration) GetEntityPath() string {
+	if x != nil {
+		return x.EntityPath
+	}
+	return ""
+}
+
+func (x *EntityGeneration) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
 // SnapshotEntity is one entity's configuration, with defaults applied.
 type SnapshotEntity struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -336,7 +399,7 @@ type SnapshotEntity struct {
 
 func (x *SnapshotEntity) Reset() {
 	*x = SnapshotEntity{}
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[2]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -348,7 +411,7 @@ func (x *SnapshotEntity) String() string {
 func (*SnapshotEntity) ProtoMessage() {}
 
 func (x *SnapshotEntity) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[2]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -361,7 +424,7 @@ func (x *SnapshotEntity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotEntity.ProtoReflect.Descriptor instead.
 func (*SnapshotEntity) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{2}
+	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *SnapshotEntity) GetConfiguration() *ConfigureEntity {
@@ -411,7 +474,7 @@ type StoredMessage struct {
 
 func (x *StoredMessage) Reset() {
 	*x = StoredMessage{}
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[3]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -423,7 +486,7 @@ func (x *StoredMessage) String() string {
 func (*StoredMessage) ProtoMessage() {}
 
 func (x *StoredMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[3]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -436,7 +499,7 @@ func (x *StoredMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredMessage.ProtoReflect.Descriptor instead.
 func (*StoredMessage) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{3}
+	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *StoredMessage) GetSubQueue() v1.SubQueue {
@@ -583,7 +646,7 @@ type DuplicateId struct {
 
 func (x *DuplicateId) Reset() {
 	*x = DuplicateId{}
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[4]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -595,7 +658,7 @@ func (x *DuplicateId) String() string {
 func (*DuplicateId) ProtoMessage() {}
 
 func (x *DuplicateId) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[4]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -608,7 +671,7 @@ func (x *DuplicateId) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DuplicateId.ProtoReflect.Descriptor instead.
 func (*DuplicateId) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{4}
+	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DuplicateId) GetMessageId() string {
@@ -650,7 +713,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[5]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -662,7 +725,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[5]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -675,7 +738,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{5}
+	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Receipt) GetEntityPath() string {
@@ -759,7 +822,7 @@ type SnapshotTrailer struct {
 
 func (x *SnapshotTrailer) Reset() {
 	*x = SnapshotTrailer{}
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[6]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +834,7 @@ func (x *SnapshotTrailer) String() string {
 func (*SnapshotTrailer) ProtoMessage() {}
 
 func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[6]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +847,7 @@ func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotTrailer.ProtoReflect.Descriptor instead.
 func (*SnapshotTrailer) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{6}
+	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SnapshotTrailer) GetEntityCount() uint64 {
@@ -814,14 +877,21 @@ const file_raftbus_engine_v1_snapshot_proto_rawDesc = "" +
 	"\atrailer\x18\x05 \x01(\v2\".raftbus.engine.v1.SnapshotTrailerH\x00R\atrailer\x12<\n" +
 	"\asession\x18\x06 \x01(\v2 .raftbus.engine.v1.StoredSessionH\x00R\asession\x126\n" +
 	"\areceipt\x18\a \x01(\v2\x1a.raftbus.engine.v1.ReceiptH\x00R\areceiptB\b\n" +
-	"\x06record\"\xb5\x01\n" +
+	"\x06record\"\xfc\x01\n" +
 	"\x0eSnapshotHeader\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12!\n" +
 	"\fpartition_id\x18\x02 \x01(\rR\vpartitionId\x12'\n" +
 	"\x0fpartition_count\x18\x03 \x01(\rR\x0epartitionCount\x12\x1d\n" +
 	"\n" +
 	"next_order\x18\x04 \x01(\x04R\tnextOrder\x12\x1e\n" +
-	"\vnow_unix_ms\x18\x05 \x01(\x03R\tnowUnixMs\"Z\n" +
+	"\vnow_unix_ms\x18\x05 \x01(\x03R\tnowUnixMs\x12E\n" +
+	"\vgenerations\x18\x06 \x03(\v2#.raftbus.engine.v1.EntityGenerationR\vgenerations\"S\n" +
+	"\x10EntityGeneration\x12\x1f\n" +
+	"\ventity_path\x18\x01 \x01(\tR\n" +
+	"entityPath\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x04R\n" +
+	"generation\"Z\n" +
 	"\x0eSnapshotEntity\x12H\n" +
 	"\rconfiguration\x18\x01 \x01(\v2\".raftbus.engine.v1.ConfigureEntityR\rconfiguration\"\x9b\x06\n" +
 	"\rStoredMessage\x121\n" +
@@ -890,41 +960,43 @@ func file_raftbus_engine_v1_snapshot_proto_rawDescGZIP() []byte {
 }
 
 var file_raftbus_engine_v1_snapshot_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_raftbus_engine_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_raftbus_engine_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_raftbus_engine_v1_snapshot_proto_goTypes = []any{
 	(StoredState)(0),           // 0: raftbus.engine.v1.StoredState
 	(*SnapshotRecord)(nil),     // 1: raftbus.engine.v1.SnapshotRecord
 	(*SnapshotHeader)(nil),     // 2: raftbus.engine.v1.SnapshotHeader
-	(*SnapshotEntity)(nil),     // 3: raftbus.engine.v1.SnapshotEntity
-	(*StoredMessage)(nil),      // 4: raftbus.engine.v1.StoredMessage
-	(*DuplicateId)(nil),        // 5: raftbus.engine.v1.DuplicateId
-	(*Receipt)(nil),            // 6: raftbus.engine.v1.Receipt
-	(*SnapshotTrailer)(nil),    // 7: raftbus.engine.v1.SnapshotTrailer
-	(*StoredSession)(nil),      // 8: raftbus.engine.v1.StoredSession
-	(*ConfigureEntity)(nil),    // 9: raftbus.engine.v1.ConfigureEntity
-	(v1.SubQueue)(0),           // 10: raftbus.v1.SubQueue
-	(v1.ReceiveMode)(0),        // 11: raftbus.v1.ReceiveMode
-	(*v1.ReceivedMessage)(nil), // 12: raftbus.v1.ReceivedMessage
+	(*EntityGeneration)(nil),   // 3: raftbus.engine.v1.EntityGeneration
+	(*SnapshotEntity)(nil),     // 4: raftbus.engine.v1.SnapshotEntity
+	(*StoredMessage)(nil),      // 5: raftbus.engine.v1.StoredMessage
+	(*DuplicateId)(nil),        // 6: raftbus.engine.v1.DuplicateId
+	(*Receipt)(nil),            // 7: raftbus.engine.v1.Receipt
+	(*SnapshotTrailer)(nil),    // 8: raftbus.engine.v1.SnapshotTrailer
+	(*StoredSession)(nil),      // 9: raftbus.engine.v1.StoredSession
+	(*ConfigureEntity)(nil),    // 10: raftbus.engine.v1.ConfigureEntity
+	(v1.SubQueue)(0),           // 11: raftbus.v1.SubQueue
+	(v1.ReceiveMode)(0),        // 12: raftbus.v1.ReceiveMode
+	(*v1.ReceivedMessage)(nil), // 13: raftbus.v1.ReceivedMessage
 }
 var file_raftbus_engine_v1_snapshot_proto_depIdxs = []int32{
 	2,  // 0: raftbus.engine.v1.SnapshotRecord.header:type_name -> raftbus.engine.v1.SnapshotHeader
-	3,  // 1: raftbus.engine.v1.SnapshotRecord.entity:type_name -> raftbus.engine.v1.SnapshotEntity
-	4,  // 2: raftbus.engine.v1.SnapshotRecord.message:type_name -> raftbus.engine.v1.StoredMessage
-	5,  // 3: raftbus.engine.v1.SnapshotRecord.duplicate_id:type_name -> raftbus.engine.v1.DuplicateId
-	7,  // 4: raftbus.engine.v1.SnapshotRecord.trailer:type_name -> raftbus.engine.v1.SnapshotTrailer
-	8,  // 5: raftbus.engine.v1.SnapshotRecord.session:type_name -> raftbus.engine.v1.StoredSession
-	6,  // 6: raftbus.engine.v1.SnapshotRecord.receipt:type_name -> raftbus.engine.v1.Receipt
-	9,  // 7: raftbus.engine.v1.SnapshotEntity.configuration:type_name -> raftbus.engine.v1.ConfigureEntity
-	10, // 8: raftbus.engine.v1.StoredMessage.sub_queue:type_name -> raftbus.v1.SubQueue
-	0,  // 9: raftbus.engine.v1.StoredMessage.state:type_name -> raftbus.engine.v1.StoredState
-	10, // 10: raftbus.engine.v1.Receipt.sub_queue:type_name -> raftbus.v1.SubQueue
-	11, // 11: raftbus.engine.v1.Receipt.receive_mode:type_name -> raftbus.v1.ReceiveMode
-	12, // 12: raftbus.engine.v1.Receipt.removed:type_name -> raftbus.v1.ReceivedMessage
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	4,  // 1: raftbus.engine.v1.SnapshotRecord.entity:type_name -> raftbus.engine.v1.SnapshotEntity
+	5,  // 2: raftbus.engine.v1.SnapshotRecord.message:type_name -> raftbus.engine.v1.StoredMessage
+	6,  // 3: raftbus.engine.v1.SnapshotRecord.duplicate_id:type_name -> raftbus.engine.v1.DuplicateId
+	8,  // 4: raftbus.engine.v1.SnapshotRecord.trailer:type_name -> raftbus.engine.v1.SnapshotTrailer
+	9,  // 5: raftbus.engine.v1.SnapshotRecord.session:type_name -> raftbus.engine.v1.StoredSession
+	7,  // 6: raftbus.engine.v1.SnapshotRecord.receipt:type_name -> raftbus.engine.v1.Receipt
+	3,  // 7: raftbus.engine.v1.SnapshotHeader.generations:type_name -> raftbus.engine.v1.EntityGeneration
+	10, // 8: raftbus.engine.v1.SnapshotEntity.configuration:type_name -> raftbus.engine.v1.ConfigureEntity
+	11, // 9: raftbus.engine.v1.StoredMessage.sub_queue:type_name -> raftbus.v1.SubQueue
+	0,  // 10: raftbus.engine.v1.StoredMessage.state:type_name -> raftbus.engine.v1.StoredState
+	11, // 11: raftbus.engine.v1.Receipt.sub_queue:type_name -> raftbus.v1.SubQueue
+	12, // 12: raftbus.engine.v1.Receipt.receive_mode:type_name -> raftbus.v1.ReceiveMode
+	13, // 13: raftbus.engine.v1.Receipt.removed:type_name -> raftbus.v1.ReceivedMessage
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_engine_v1_snapshot_proto_init() }
@@ -949,7 +1021,7 @@ func file_raftbus_engine_v1_snapshot_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftbus_engine_v1_snapshot_proto_rawDesc), len(file_raftbus_engine_v1_snapshot_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

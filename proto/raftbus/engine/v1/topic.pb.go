@@ -27,8 +27,11 @@ const (
 type AddRule struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The subscription: "<topic>/subscriptions/<name>".
-	EntityPath    string             `protobuf:"bytes,1,opt,name=entity_path,json=entityPath,proto3" json:"entity_path,omitempty"`
-	Rule          *v1.RuleProperties `protobuf:"bytes,2,opt,name=rule,proto3" json:"rule,omitempty"`
+	EntityPath string             `protobuf:"bytes,1,opt,name=entity_path,json=entityPath,proto3" json:"entity_path,omitempty"`
+	Rule       *v1.RuleProperties `protobuf:"bytes,2,opt,name=rule,proto3" json:"rule,omitempty"`
+	// The metadata generation of the topic definition this command was made
+	// from, fenced as ConfigureEntity.generation.
+	Generation    uint64 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -77,12 +80,22 @@ func (x *AddRule) GetRule() *v1.RuleProperties {
 	return nil
 }
 
+func (x *AddRule) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
 // RemoveRule removes a named rule from a subscription. Messages already
 // copied into the subscription stay.
 type RemoveRule struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	EntityPath    string                 `protobuf:"bytes,1,opt,name=entity_path,json=entityPath,proto3" json:"entity_path,omitempty"`
-	RuleName      string                 `protobuf:"bytes,2,opt,name=rule_name,json=ruleName,proto3" json:"rule_name,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	EntityPath string                 `protobuf:"bytes,1,opt,name=entity_path,json=entityPath,proto3" json:"entity_path,omitempty"`
+	RuleName   string                 `protobuf:"bytes,2,opt,name=rule_name,json=ruleName,proto3" json:"rule_name,omitempty"`
+	// The metadata generation of the topic definition this command was made
+	// from, fenced as ConfigureEntity.generation.
+	Generation    uint64 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -129,6 +142,13 @@ func (x *RemoveRule) GetRuleName() string {
 		return x.RuleName
 	}
 	return ""
+}
+
+func (x *RemoveRule) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
 }
 
 // AddRuleResult acknowledges an AddRule.
@@ -209,16 +229,22 @@ var File_raftbus_engine_v1_topic_proto protoreflect.FileDescriptor
 
 const file_raftbus_engine_v1_topic_proto_rawDesc = "" +
 	"\n" +
-	"\x1draftbus/engine/v1/topic.proto\x12\x11raftbus.engine.v1\x1a\x19raftbus/v1/entities.proto\"Z\n" +
+	"\x1draftbus/engine/v1/topic.proto\x12\x11raftbus.engine.v1\x1a\x19raftbus/v1/entities.proto\"z\n" +
 	"\aAddRule\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x12.\n" +
-	"\x04rule\x18\x02 \x01(\v2\x1a.raftbus.v1.RulePropertiesR\x04rule\"J\n" +
+	"\x04rule\x18\x02 \x01(\v2\x1a.raftbus.v1.RulePropertiesR\x04rule\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x03 \x01(\x04R\n" +
+	"generation\"j\n" +
 	"\n" +
 	"RemoveRule\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x12\x1b\n" +
-	"\trule_name\x18\x02 \x01(\tR\bruleName\"\x0f\n" +
+	"\trule_name\x18\x02 \x01(\tR\bruleName\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x03 \x01(\x04R\n" +
+	"generation\"\x0f\n" +
 	"\rAddRuleResult\"\x12\n" +
 	"\x10RemoveRuleResultB=Z;github.com/raftbus/raftbus/proto/raftbus/engine/v1;enginev1b\x06proto3"
 
