@@ -15,6 +15,7 @@ import (
 
 	"github.com/raftbus/raftbus/client"
 	"github.com/raftbus/raftbus/client/admin"
+	"github.com/raftbus/raftbus/cluster"
 	"github.com/raftbus/raftbus/test/checker"
 	"github.com/raftbus/raftbus/test/history"
 	"github.com/raftbus/raftbus/test/nemesis"
@@ -56,8 +57,7 @@ var allFeatures = []string{featureQueue, featureSessions, featureSchedule, featu
 
 // ciMix is the 45 s run of `go test ./test/failover` on three nodes:
 // every feature, and every fault but those that need five nodes (two down
-// at once, the majorities ring) and the skewed clock (which nodes do not
-// read yet). It goes without the SDK's retries: the SDK repeats a call
+// at once, the majorities ring). It goes without the SDK's retries: the SDK repeats a call
 // after an unknown outcome and then reports the last failure, not the
 // unknown, so that applied sends, settlements and state writes read as
 // failed, and it repeats PeekLock receives whose locks nobody sees. The
@@ -65,7 +65,7 @@ var allFeatures = []string{featureQueue, featureSessions, featureSchedule, featu
 // unknown outcome unknown.
 var ciMix = mix{
 	name:          "ci",
-	processFaults: []nemesis.Kind{nemesis.Kill, nemesis.KillLeader, nemesis.Pause, nemesis.KillAll, nemesis.Term},
+	processFaults: []nemesis.Kind{nemesis.Kill, nemesis.KillLeader, nemesis.Pause, nemesis.KillAll, nemesis.Term, nemesis.ClockSkew},
 	networkFaults: []nemesis.Kind{nemesis.Isolate, nemesis.IsolateLeader, nemesis.Bridge, nemesis.Loss, nemesis.Slow},
 	interval:      3 * time.Second, hold: 2 * time.Second,
 	features: allFeatures,
@@ -146,11 +146,12 @@ func settings(t *testing.T) (dur time.Duration, seed uint64, nodes int, m mix) {
 	return dur, seed, nodes, m
 }
 
-// checkOptions are the checker's tolerances. ClockUncertainty must cover
-// the broker's bound on its nodes' clock offsets (plus rounding to
-// milliseconds); the nodes of a test cluster share the machine's clock,
-// and a skewed node is bounded by the broker, not by the checker.
-var checkOptions = checker.Options{ScheduleTolerance: 50 * time.Millisecond, ClockUncertainty: 100 * time.Millisecond, ExpiryGrace: 2 * time.Second}
+// checkOptions are the checker's tolerances. ClockUncertainty is the
+// broker's bound on the clock offset of a node that stamps time (plus
+// rounding to milliseconds): a node skewed further (the skew fault) must
+// stamp nothing, and the checker holds the broker to that.
+var checkOptions = checker.Options{ScheduleTolerance: 50 * time.Millisecond,
+	ClockUncertainty: cluster.DefaultMaxClockOffset + 10*time.Millisecond, ExpiryGrace: 2 * time.Second}
 
 // TestFailover runs the workload through the SDK against real raftbusd
 // processes while a seeded nemesis kills, stops, pauses and restarts

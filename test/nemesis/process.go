@@ -121,9 +121,8 @@ func killTwo(n *Nemesis) func() {
 }
 
 // clockSkew restarts a node (a partition leader when one is known) with a
-// clock ClockOffset ahead: the leader of issue "one skewed clock". The
-// node reads the offset at start; until it supports the variable, the
-// fault is a plain restart.
+// clock ClockOffset ahead, a leader whose clock runs fast; the node reads
+// the offset at start.
 func clockSkew(n *Nemesis) func() {
 	c := n.Cluster
 	i := n.pick(true)
