@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/raftbus/raftbus/cluster/clock"
 	"github.com/raftbus/raftbus/cluster/meta"
 	"github.com/raftbus/raftbus/engine"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
@@ -76,7 +77,7 @@ func newMetaGroupOnMemory(t *testing.T, size int) []*metaMember {
 		id := fmt.Sprintf("n%d", i+1)
 		addr, trans := raft.NewInmemTransport(raft.ServerAddress(id))
 		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: addr})
-		n := &Node{cfg: Config{NodeID: id}, log: slog.New(slog.DiscardHandler), peers: newPeerConns(), routing: newLeaderCache(), replicas: map[string]*replica{}}
+		n := &Node{cfg: Config{NodeID: id, Clock: clock.NewSystem(0)}, log: slog.New(slog.DiscardHandler), peers: newPeerConns(), routing: newLeaderCache(), replicas: map[string]*replica{}}
 		members = append(members, &metaMember{n: n, store: &stallingStore{InmemStore: raft.NewInmemStore(), entered: make(chan struct{}, 1)}, trans: trans})
 	}
 	for _, a := range members {
