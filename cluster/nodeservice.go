@@ -69,6 +69,11 @@ func (s *nodeService) PartitionStatus(ctx context.Context, req *clusterv1.Partit
 		return nil, notFound("this node holds no replica of %s partition %d", e.GetName(), req.GetPartitionId())
 	}
 	info := r.p.Info()
+	var digest []byte
+	if req.GetIncludeDigest() {
+		d := r.p.Digest()
+		digest = d[:]
+	}
 	return &clusterv1.PartitionStatusResponse{
 		Role:                 roleOf(info.State),
 		Term:                 info.Term,
@@ -77,6 +82,7 @@ func (s *nodeService) PartitionStatus(ctx context.Context, req *clusterv1.Partit
 		LeaderNodeId:         info.LeaderID,
 		LeaderAddress:        info.LeaderAddress,
 		ConfiguredGeneration: r.configured.Load(),
+		Digest:               digest,
 	}, nil
 }
 

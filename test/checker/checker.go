@@ -1,11 +1,17 @@
 // Package checker judges a failover run from its history: the operations the
-// clients recorded (see package history) and a final drain of every entity
-// and dead-letter sub-queue. It knows nothing of how the run was made; each
-// rule is a property a user of the broker relies on.
+// clients recorded (see package history), the faults injected, a final
+// drain of every entity and dead-letter sub-queue, and the digests of the
+// replicas once the cluster settled. It knows nothing of how the run was
+// made; each rule is a property a user of the broker relies on, judged by
+// the semantics of the entity the message went to (its settings are in the
+// history).
 //
 // Operations are ordered only when one's acknowledgement arrived before the
 // other started (End < Start); overlapping operations may have taken effect
-// in either order, and no rule assumes one.
+// in either order, and no rule assumes one. An operation whose outcome is
+// unknown may or may not have happened, and no rule assumes either.
+// Times the broker reports (lock and expiry times) are trusted only to
+// within Options.ClockUncertainty.
 package checker
 
 import (
@@ -20,26 +26,70 @@ import (
 // Report is the verdict on one history.
 type Report struct {
 	Operations int
-	Faults     int
+	// Faults counts the faults injected (not their healings), by kind too.
+	Faults       int
+	FaultsByKind map[string]int
 	// Acknowledged counts messages whose send or schedule the broker
 	// acknowledged.
 	Acknowledged int
-	// Lost: acknowledged messages neither received nor drained (nor
-	// cancelled).
+
+	// Lost: a copy of a message the broker acknowledged, or delivered, that
+	// is gone without having been consumed (completed, or received in
+	// ReceiveAndDelete mode), expired or deleted with its entity.
 	Lost []string
-	// DuplicatedAfterComplete: deliveries that began after a Complete of
-	// the same message was acknowledged.
-	DuplicatedAfterComplete []string
+	// Phantoms: messages delivered although every send of them failed.
+	Phantoms []string
+	// Duplicated: messages stored more than once where the entity's
+	// semantics forbid it (duplicate detection on and a MessageId, or more
+	// copies than sends that may have happened).
+	Duplicated []string
+	// DuplicatedAllowed: messages stored more than once, as at-least-once
+	// delivery allows after a send with an unknown outcome was repeated on
+	// an entity without duplicate detection. Not a violation; counted.
+	DuplicatedAllowed []string
+	// Resurrected: deliveries that began after the same stored copy was
+	// consumed (its Complete acknowledged, or a ReceiveAndDelete returned).
+	Resurrected []string
+	// FilterViolations: copies in a subscription whose rules reject them.
+	FilterViolations []string
+	// MessageLockViolations: one message locked by two receivers at once.
+	MessageLockViolations []string
+	// SessionLockViolations: one session held by two receivers at once.
+	SessionLockViolations []string
+	// DeliveryCountViolations: delivery counts that do not rise by one per
+	// delivery, messages delivered beyond MaxDeliveryCount or dead-lettered
+	// before it, or left in the queue after exceeding it.
+	DeliveryCountViolations []string
 	// SequenceViolations: a sequence number handed out twice, a message
 	// delivered with another number than it was acknowledged with, or
 	// numbers not increasing in acknowledged order within a partition.
 	SequenceViolations []string
+	// EnqueueTimeViolations: enqueue times going backwards in sequence
+	// order within a partition.
+	EnqueueTimeViolations []string
+	// TTLViolations: messages delivered after they expired, expired ones
+	// still in the queue or not where the entity sends them, or
+	// dead-lettered as expired before their time.
+	TTLViolations []string
 	// OrderViolations: messages of one session processed out of sequence
 	// order.
 	OrderViolations []string
 	// ScheduleViolations: a scheduled message delivered before its time, or
 	// a message whose cancel was acknowledged before its time delivered.
 	ScheduleViolations []string
+	// SessionStateViolations: session state going backwards, or a value
+	// nobody wrote.
+	SessionStateViolations []string
+	// ReplicaViolations: replicas of one partition that applied the same
+	// log but hold different states, or never caught up.
+	ReplicaViolations []string
+	// EntityViolations: entities that vanished: known to exist and not
+	// deleted by anyone, yet found gone by a delete or the final drain.
+	EntityViolations []string
+	// FaultViolations: faults the cluster did not take as it must, e.g. a
+	// node that did not stop on SIGTERM.
+	FaultViolations []string
+
 	// MaxUnavailable is the longest time without a successful operation;
 	// Windows breaks it down per fault.
 	MaxUnavailable time.Duration
@@ -47,46 +97,114 @@ type Report struct {
 }
 
 // FaultWindow is the longest stretch without a successful operation that
-// overlaps the time from one fault to the next.
+// ended after one fault was injected and before the next one.
 type FaultWindow struct {
 	Fault       string
+	Kind        string
 	At          time.Duration
 	Unavailable time.Duration
 }
 
-// OK reports whether no rule was broken.
-func (r *Report) OK() bool {
-	return len(r.Lost) == 0 && len(r.DuplicatedAfterComplete) == 0 &&
-		len(r.SequenceViolations) == 0 && len(r.OrderViolations) == 0 &&
-		len(r.ScheduleViolations) == 0
+// rules lists the report's violations by name, in the order printed.
+func (r *Report) rules() []struct {
+	name  string
+	items []string
+} {
+	return []struct {
+		name  string
+		items []string
+	}{
+		{"lost", r.Lost},
+		{"phantom", r.Phantoms},
+		{"duplicated (not allowed)", r.Duplicated},
+		{"delivered after consumed", r.Resurrected},
+		{"filter", r.FilterViolations},
+		{"message lock", r.MessageLockViolations},
+		{"session lock", r.SessionLockViolations},
+		{"delivery count", r.DeliveryCountViolations},
+		{"sequence", r.SequenceViolations},
+		{"enqueue time", r.EnqueueTimeViolations},
+		{"ttl", r.TTLViolations},
+		{"order", r.OrderViolations},
+		{"schedule", r.ScheduleViolations},
+		{"session state", r.SessionStateViolations},
+		{"replicas", r.ReplicaViolations},
+		{"entity", r.EntityViolations},
+		{"fault", r.FaultViolations},
+	}
 }
 
-// String is the report as printed at the end of a run.
-func (r *Report) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "operations %d, faults %d, acknowledged %d, lost %d, duplicated-after-complete %d, sequence violations %d, order violations %d, schedule violations %d, max unavailability %v\n",
-		r.Operations, r.Faults, r.Acknowledged, len(r.Lost), len(r.DuplicatedAfterComplete),
-		len(r.SequenceViolations), len(r.OrderViolations), len(r.ScheduleViolations),
-		r.MaxUnavailable.Round(time.Millisecond))
-	for _, w := range r.Windows {
-		fmt.Fprintf(&b, "  fault %-24s at %8v: unavailable %v\n", w.Fault, w.At.Round(time.Millisecond), w.Unavailable.Round(time.Millisecond))
-	}
-	list := func(name string, items []string) {
-		const show = 20
-		for i, s := range items {
-			if i == show {
-				fmt.Fprintf(&b, "  %s: ... and %d more\n", name, len(items)-show)
-				break
-			}
-			fmt.Fprintf(&b, "  %s: %s\n", name, s)
+// OK reports whether no rule was broken.
+func (r *Report) OK() bool {
+	for _, rule := range r.rules() {
+		if len(rule.items) > 0 {
+			return false
 		}
 	}
-	list("lost", r.Lost)
-	list("duplicated after complete", r.DuplicatedAfterComplete)
-	list("sequence", r.SequenceViolations)
-	list("order", r.OrderViolations)
-	list("schedule", r.ScheduleViolations)
+	return true
+}
+
+// String is the report as printed at the end of a run: the figures, the
+// worst unavailability per kind of fault, and up to 20 examples of each
+// violation.
+func (r *Report) String() string {
+	var b strings.Builder
+	allowed := "allowed"
+	if len(r.Duplicated) > 0 {
+		allowed = fmt.Sprintf("%d not allowed", len(r.Duplicated))
+	}
+	fmt.Fprintf(&b, "operations %d, faults %d, acknowledged %d, lost %d, duplicated %d (%s; %d allowed by at-least-once after an unknown outcome), max unavailability %v\n",
+		r.Operations, r.Faults, r.Acknowledged, len(r.Lost), len(r.Duplicated)+len(r.DuplicatedAllowed), allowed,
+		len(r.DuplicatedAllowed), r.MaxUnavailable.Round(time.Millisecond))
+	var counts []string
+	for _, rule := range r.rules() {
+		counts = append(counts, fmt.Sprintf("%s %d", rule.name, len(rule.items)))
+	}
+	fmt.Fprintf(&b, "violations: %s\n", strings.Join(counts, ", "))
+	for _, k := range r.kindSummary() {
+		fmt.Fprintf(&b, "  faults %-20s %4d, max unavailability %v\n", k.kind, k.count, k.worst.Round(time.Millisecond))
+	}
+	worst := append([]FaultWindow(nil), r.Windows...)
+	sort.SliceStable(worst, func(i, j int) bool { return worst[i].Unavailable > worst[j].Unavailable })
+	for _, w := range worst[:min(len(worst), 5)] {
+		fmt.Fprintf(&b, "  worst: fault %-24s at %8v: unavailable %v\n", w.Fault, w.At.Round(time.Millisecond), w.Unavailable.Round(time.Millisecond))
+	}
+	for _, rule := range r.rules() {
+		const show = 20
+		for i, s := range rule.items {
+			if i == show {
+				fmt.Fprintf(&b, "  %s: ... and %d more\n", rule.name, len(rule.items)-show)
+				break
+			}
+			fmt.Fprintf(&b, "  %s: %s\n", rule.name, s)
+		}
+	}
 	return b.String()
+}
+
+type kindSummary struct {
+	kind  string
+	count int
+	worst time.Duration
+}
+
+func (r *Report) kindSummary() []kindSummary {
+	byKind := make(map[string]*kindSummary)
+	var out []kindSummary
+	for _, w := range r.Windows {
+		k := byKind[w.Kind]
+		if k == nil {
+			k = &kindSummary{kind: w.Kind}
+			byKind[w.Kind] = k
+		}
+		k.count++
+		k.worst = max(k.worst, w.Unavailable)
+	}
+	for _, k := range byKind {
+		out = append(out, *k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].kind < out[j].kind })
+	return out
 }
 
 // Options tune the checker.
@@ -94,297 +212,49 @@ type Options struct {
 	// ScheduleTolerance is how early a scheduled message may be seen, for
 	// the difference between the broker's clock and the recorder's.
 	ScheduleTolerance time.Duration
+	// ClockUncertainty is how far a time the broker reports (a lock's or a
+	// message's end) may be from the recorder's clock: the bound the
+	// broker keeps on its nodes' clock offsets, plus rounding.
+	ClockUncertainty time.Duration
+	// ExpiryGrace is how long after a message's time to live ended the
+	// broker may still hold it in its queue (it removes expired messages
+	// when its leader next applies time).
+	ExpiryGrace time.Duration
 }
 
 // Check applies every rule to ops.
 func Check(ops []history.Op, opt Options) *Report {
-	c := newRun(ops)
-	r := &Report{Operations: c.operations, Faults: len(c.faults)}
-	r.Acknowledged = len(c.acked)
+	c := newRun(ops, opt)
+	r := &Report{Operations: c.operations, Faults: len(c.faults), FaultsByKind: make(map[string]int)}
+	for _, f := range c.faults {
+		r.FaultsByKind[faultKind(f.Fault)]++
+	}
+	r.Acknowledged = c.acknowledged()
 	r.Lost = c.lost()
-	r.DuplicatedAfterComplete = c.resurrections()
+	r.Phantoms = c.phantoms()
+	r.Duplicated, r.DuplicatedAllowed = c.duplicates()
+	r.Resurrected = c.resurrections()
+	r.FilterViolations = c.filters()
+	r.MessageLockViolations = c.messageLocks()
+	r.SessionLockViolations = c.sessionLocks()
+	r.DeliveryCountViolations = c.deliveryCounts()
 	r.SequenceViolations = c.sequences()
+	r.EnqueueTimeViolations = c.enqueueTimes()
+	r.TTLViolations = c.expiries()
 	r.OrderViolations = c.sessionOrder()
 	r.ScheduleViolations = c.schedules(int64(opt.ScheduleTolerance))
+	r.SessionStateViolations = c.sessionStates()
+	r.ReplicaViolations = c.replicas()
+	r.EntityViolations = c.vanishedEntities()
+	r.FaultViolations = c.faultFailures()
 	r.MaxUnavailable, r.Windows = c.availability()
 	return r
 }
 
-// delivery is one message handed out by a receive or found by a drain.
-type delivery struct {
-	history.Delivery
-	entity string
-	start  int64
-	end    int64
-	drain  bool
-}
-
-// run indexes a history by message.
-type run struct {
-	operations int
-	faults     []history.Op
-	// acked: messages whose send or schedule was acknowledged.
-	acked map[string]history.Op
-	// numbered: every acknowledged Send and Schedule with a number.
-	numbered   []history.Op
-	deliveries map[string][]delivery
-	completes  map[string][]history.Op
-	settles    []history.Op // Complete and DeadLetter, acknowledged
-	cancels    map[string][]history.Op
-	successes  []int64 // End of every acknowledged client operation
-	end        int64   // the last End of any client operation
-}
-
-func newRun(ops []history.Op) *run {
-	c := &run{
-		acked:      make(map[string]history.Op),
-		deliveries: make(map[string][]delivery),
-		completes:  make(map[string][]history.Op),
-		cancels:    make(map[string][]history.Op),
-	}
-	for _, op := range ops {
-		switch op.Kind {
-		case history.Fault:
-			c.faults = append(c.faults, op)
-			continue
-		case history.Drain:
-			for _, d := range op.Messages {
-				c.deliveries[d.MessageID] = append(c.deliveries[d.MessageID], delivery{d, op.Entity, op.Start, op.End, true})
-			}
-			continue
-		}
-		c.operations++
-		c.end = max(c.end, op.End)
-		if op.Outcome == history.OK {
-			c.successes = append(c.successes, op.End)
-		}
-		switch op.Kind {
-		case history.Send, history.Schedule:
-			if op.Outcome != history.OK {
-				continue
-			}
-			if prev, ok := c.acked[op.MessageID]; !ok || prev.Duplicate {
-				c.acked[op.MessageID] = op
-			}
-			if op.Seq != 0 {
-				c.numbered = append(c.numbered, op)
-			}
-		case history.Receive:
-			if op.Outcome != history.OK {
-				continue
-			}
-			for _, d := range op.Messages {
-				c.deliveries[d.MessageID] = append(c.deliveries[d.MessageID], delivery{d, op.Entity, op.Start, op.End, false})
-			}
-		case history.Complete, history.DeadLetter:
-			if op.Outcome != history.OK {
-				continue
-			}
-			c.settles = append(c.settles, op)
-			if op.Kind == history.Complete {
-				c.completes[op.MessageID] = append(c.completes[op.MessageID], op)
-			}
-		case history.Cancel:
-			c.cancels[op.MessageID] = append(c.cancels[op.MessageID], op)
-		}
-	}
-	sort.Slice(c.successes, func(i, j int) bool { return c.successes[i] < c.successes[j] })
-	return c
-}
-
-// lost lists acknowledged messages never seen again. A scheduled message
-// with a cancel that succeeded, or may have, is excused.
-func (c *run) lost() []string {
-	var out []string
-	for id, op := range c.acked {
-		if len(c.deliveries[id]) > 0 {
-			continue
-		}
-		if op.Kind == history.Schedule && c.cancelAttempted(id) {
-			continue
-		}
-		out = append(out, fmt.Sprintf("%s (%s to %s, acknowledged with seq %d at %v)", id, op.Kind, op.Entity, op.Seq, at(op.End)))
-	}
-	sort.Strings(out)
-	return out
-}
-
-func (c *run) cancelAttempted(id string) bool {
-	for _, op := range c.cancels[id] {
-		if op.Outcome != history.Fail {
-			return true
-		}
-	}
-	return false
-}
-
-// resurrections lists deliveries that started after the message's Complete
-// was acknowledged.
-func (c *run) resurrections() []string {
-	var out []string
-	for id, completes := range c.completes {
-		first := completes[0].End
-		for _, op := range completes[1:] {
-			first = min(first, op.End)
-		}
-		for _, d := range c.deliveries[id] {
-			if d.start > first {
-				how := "received"
-				if d.drain {
-					how = "drained"
-				}
-				out = append(out, fmt.Sprintf("%s %s at %v after its complete was acknowledged at %v", id, how, at(d.start), at(first)))
-			}
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-// sequences checks that numbers are unique per partition, that a message
-// keeps the number it was acknowledged with, and that acknowledged numbers
-// increase in acknowledged order.
-func (c *run) sequences() []string {
-	var out []string
-	type key struct {
-		entity    string
-		partition uint32
-		seq       int64
-	}
-	owner := make(map[key]string)
-	reported := make(map[key]bool)
-	claim := func(k key, id string) {
-		if prev, ok := owner[k]; ok && prev != id {
-			if !reported[k] {
-				out = append(out, fmt.Sprintf("%s partition %d seq %d handed to both %s and %s", k.entity, k.partition, k.seq, prev, id))
-				reported[k] = true
-			}
-			return
-		}
-		owner[k] = id
-	}
-	for _, op := range c.numbered {
-		claim(key{op.Entity, op.Partition, op.Seq}, op.MessageID)
-	}
-	ids := make([]string, 0, len(c.deliveries))
-	for id := range c.deliveries {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		for _, d := range c.deliveries[id] {
-			// A dead-lettered message keeps its number, so drains of the
-			// dead-letter sub-queue are held to the same rules.
-			claim(key{d.entity, d.Partition, d.Seq}, id)
-			if sent, ok := c.acked[id]; ok && sent.Kind == history.Send && sent.Seq != 0 && d.Seq != sent.Seq {
-				out = append(out, fmt.Sprintf("%s acknowledged with seq %d, delivered with seq %d", id, sent.Seq, d.Seq))
-			}
-		}
-	}
-	type stream struct {
-		entity    string
-		partition uint32
-	}
-	out = append(out, increasing(c.numbered, func(op history.Op) any { return stream{op.Entity, op.Partition} },
-		func(a, b history.Op) string {
-			return fmt.Sprintf("%s partition %d: %s got seq %d after %s got seq %d earlier", a.Entity, a.Partition, b.MessageID, b.Seq, a.MessageID, a.Seq)
-		})...)
-	return out
-}
-
-// sessionOrder checks that within a session, messages were settled
-// (completed or dead-lettered by the client) in sequence order.
-func (c *run) sessionOrder() []string {
-	var inSession []history.Op
-	for _, op := range c.settles {
-		if op.SessionID != "" {
-			inSession = append(inSession, op)
-		}
-	}
-	type session struct{ entity, id string }
-	return increasing(inSession, func(op history.Op) any { return session{op.Entity, op.SessionID} },
-		func(a, b history.Op) string {
-			return fmt.Sprintf("%s session %s: %s (seq %d) processed after %s (seq %d)", a.Entity, a.SessionID, b.MessageID, b.Seq, a.MessageID, a.Seq)
-		})
-}
-
-// increasing reports every op whose Seq is not above the Seq of an op of the
-// same stream acknowledged before it started. Ops are grouped by stream.
-func increasing(ops []history.Op, stream func(history.Op) any, describe func(earlier, later history.Op) string) []string {
-	byEnd := append([]history.Op(nil), ops...)
-	sort.SliceStable(byEnd, func(i, j int) bool { return byEnd[i].End < byEnd[j].End })
-	byStart := append([]history.Op(nil), ops...)
-	sort.SliceStable(byStart, func(i, j int) bool { return byStart[i].Start < byStart[j].Start })
-	highest := make(map[any]history.Op)
-	var out []string
-	next := 0
-	for _, op := range byStart {
-		for next < len(byEnd) && byEnd[next].End < op.Start {
-			done := byEnd[next]
-			s := stream(done)
-			if h, ok := highest[s]; !ok || done.Seq > h.Seq {
-				highest[s] = done
-			}
-			next++
-		}
-		if h, ok := highest[stream(op)]; ok && op.Seq <= h.Seq {
-			out = append(out, describe(h, op))
-		}
-	}
-	return out
-}
-
-// schedules checks that scheduled messages appear no earlier than their
-// time, and that a cancel acknowledged before that time holds.
-func (c *run) schedules(tolerance int64) []string {
-	var out []string
-	for id, op := range c.acked {
-		if op.Kind != history.Schedule {
-			continue
-		}
-		for _, d := range c.deliveries[id] {
-			// A drain peeks: it sees scheduled messages before their time.
-			if !d.drain && d.end < op.ScheduledFor-tolerance {
-				out = append(out, fmt.Sprintf("%s due at %v delivered by %v", id, at(op.ScheduledFor), at(d.end)))
-			}
-		}
-		for _, cancel := range c.cancels[id] {
-			if cancel.Outcome == history.OK && cancel.End < op.ScheduledFor && len(c.deliveries[id]) > 0 {
-				out = append(out, fmt.Sprintf("%s cancelled at %v before its time %v but delivered", id, at(cancel.End), at(op.ScheduledFor)))
-				break
-			}
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-// availability measures the gaps between successful operations (and from
-// the last one to the end of the run): the longest overall, and per fault
-// the longest gap that ended after it and before the next fault started,
-// so that an outage counts against the fault that caused it.
-func (c *run) availability() (time.Duration, []FaultWindow) {
-	points := c.successes
-	if n := len(points); n > 0 && c.end > points[n-1] {
-		points = append(points[:n:n], c.end)
-	}
-	faults := append([]history.Op(nil), c.faults...)
-	sort.SliceStable(faults, func(i, j int) bool { return faults[i].Start < faults[j].Start })
-	windows := make([]FaultWindow, len(faults))
-	for i, f := range faults {
-		windows[i] = FaultWindow{Fault: f.Fault, At: time.Duration(f.Start)}
-	}
-	var longest time.Duration
-	for i := 1; i < len(points); i++ {
-		gap := time.Duration(points[i] - points[i-1])
-		longest = max(longest, gap)
-		// The last fault that started before the gap ended.
-		k := sort.Search(len(faults), func(j int) bool { return faults[j].Start >= points[i] }) - 1
-		if k >= 0 {
-			windows[k].Unavailable = max(windows[k].Unavailable, gap)
-		}
-	}
-	return longest, windows
+// faultKind is the first word of a fault's name ("kill n2" -> "kill").
+func faultKind(name string) string {
+	kind, _, _ := strings.Cut(name, " ")
+	return kind
 }
 
 func at(ns int64) time.Duration { return time.Duration(ns).Round(time.Millisecond) }

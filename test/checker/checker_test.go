@@ -108,15 +108,15 @@ func TestEachRuleCatchesItsViolation(t *testing.T) {
 		ops: func() []history.Op {
 			return clean().add(recv(dlv("a", 1))).ops
 		},
-		field: func(r *Report) []string { return r.DuplicatedAfterComplete },
-		want:  "a received",
+		field: func(r *Report) []string { return r.Resurrected },
+		want:  "a in q seq 1 received",
 	}, {
 		name: "completed message still there at the drain",
 		ops: func() []history.Op {
 			return clean().add(history.Op{Kind: history.Drain, Entity: "q", Messages: []history.Delivery{dlv("a", 1)}, Start: 1 << 42, End: 1<<42 + 1}).ops
 		},
-		field: func(r *Report) []string { return r.DuplicatedAfterComplete },
-		want:  "a drained",
+		field: func(r *Report) []string { return r.Resurrected },
+		want:  "a in q seq 1 drained",
 	}, {
 		name: "sequence number handed out twice",
 		ops: func() []history.Op {
@@ -203,7 +203,7 @@ func TestOverlappingSendsAreNotOrdered(t *testing.T) {
 	h := clean()
 	h.add(history.Op{Kind: history.Send, Entity: "q", MessageID: "p", Seq: 51, Start: h.t + ms, End: h.t + 9*ms, Outcome: history.OK})
 	h.add(history.Op{Kind: history.Send, Entity: "q", MessageID: "o", Seq: 50, Start: h.t + 2*ms, End: h.t + 8*ms, Outcome: history.OK})
-	h.add(recv(dlv("o", 50), dlv("p", 51)))
+	h.add(recv(dlv("o", 50), dlv("p", 51))).add(complete("o", 50)).add(complete("p", 51))
 	if r := Check(h.ops, Options{}); !r.OK() {
 		t.Fatalf("concurrent sends may be numbered in either order:\n%s", r)
 	}

@@ -1,11 +1,16 @@
 // Package nemesis injects faults into a cluster of raftbusd processes while
-// a workload runs: it kills nodes (often a partition leader), pauses them,
-// crashes the whole cluster, and, when the nodes run in network namespaces,
-// cuts a node or a leader off from the others. Each fault is held for a
-// while and then healed, and both are recorded in the run's history.
+// a workload runs: it kills, stops (SIGTERM) and pauses nodes (often a
+// partition leader, sometimes two of five at once), crashes the whole
+// cluster, restarts a node with a skewed clock, and, when the nodes run in
+// network namespaces, cuts nodes and leaders off, splits the cluster
+// around a bridge node or into a ring of overlapping majorities, and makes
+// links lossy or congested. Each fault is held for a while and then
+// healed, and both are recorded in the run's history.
 //
 // The choice of faults comes from a seeded random source, so a run that
-// found a bug can be repeated with its seed.
+// found a bug can be repeated with its seed. Each kind of fault is an
+// injector registered in injectors; a new kind is a new file that adds
+// one.
 package nemesis
 
 import (
@@ -23,28 +28,27 @@ import (
 // Kind is one kind of fault.
 type Kind string
 
-const (
-	// Kill SIGKILLs a random node; healing restarts it.
-	Kill Kind = "kill"
-	// KillLeader SIGKILLs the leader of a random partition of the entity.
-	KillLeader Kind = "kill-leader"
-	// Pause SIGSTOPs a random node; healing SIGCONTs it.
-	Pause Kind = "pause"
-	// KillAll SIGKILLs every node at once; healing restarts them all.
-	KillAll Kind = "kill-all"
-	// Isolate cuts a random node off from the others (network namespaces
-	// only); healing removes the cut.
-	Isolate Kind = "isolate"
-	// IsolateLeader cuts the leader of a random partition off from the
-	// majority.
-	IsolateLeader Kind = "isolate-leader"
-)
+// injector applies one fault of its kind and returns what heals it, or nil
+// when the fault cannot be applied now (no leader known, too few nodes,
+// no network). Faults and healings go through Nemesis.record.
+type injector func(n *Nemesis) (heal func())
 
-// ProcessKinds are the faults that need nothing but processes.
-var ProcessKinds = []Kind{Kill, KillLeader, Pause, KillAll}
-
-// NetworkKinds are the faults that need the nodes in network namespaces.
-var NetworkKinds = []Kind{Isolate, IsolateLeader}
+// injectors are the kinds of fault the nemesis knows; files add theirs.
+var injectors = map[Kind]injector{
+	Kill:          kill(false),
+	KillLeader:    kill(true),
+	Pause:         pause,
+	KillAll:       killAll,
+	Term:          term,
+	KillTwo:       killTwo,
+	ClockSkew:     clockSkew,
+	Isolate:       isolate(false),
+	IsolateLeader: isolate(true),
+	Bridge:        bridge,
+	Ring:          ring,
+	Loss:          loss,
+	Slow:          slow,
+}
 
 // Nemesis injects faults into one cluster.
 type Nemesis struct {
@@ -59,94 +63,106 @@ type Nemesis struct {
 	History *history.Recorder
 	// Log, when set, is told what happens.
 	Log func(format string, args ...any)
+
+	// err is the first failure of the harness itself (a command that
+	// could not run); it stops Run.
+	err error
 }
 
-// Run injects a fault every interval, holds it for hold and heals it, until
-// ctx ends; it leaves the cluster healed. It returns how many faults it
-// injected.
-func (n *Nemesis) Run(ctx context.Context, interval, hold time.Duration) int {
+// Run injects a fault every interval and heals it after a hold drawn
+// between hold/2 and 3*hold/2, until ctx ends; it leaves the cluster
+// healed. It returns how many faults it injected, and an error when the
+// harness itself failed (the cluster is healed as far as possible).
+func (n *Nemesis) Run(ctx context.Context, interval, hold time.Duration) (int, error) {
 	count := 0
-	for {
+	if len(n.Kinds) == 0 {
+		<-ctx.Done()
+		return 0, nil
+	}
+	for n.err == nil {
 		select {
 		case <-ctx.Done():
-			return count
+			return count, n.err
 		case <-time.After(interval):
 		}
-		heal := n.inject(n.Kinds[n.Rand.IntN(len(n.Kinds))])
-		if heal == nil {
-			continue
+		k := n.Kinds[n.Rand.IntN(len(n.Kinds))]
+		applied, err := n.Once(ctx, k, hold/2+time.Duration(n.Rand.Int64N(int64(hold)+1)))
+		if err != nil {
+			return count, err
 		}
-		count++
-		select {
-		case <-ctx.Done():
-		case <-time.After(hold):
+		if applied {
+			count++
 		}
-		heal()
 	}
+	return count, n.err
 }
 
-// inject applies one fault and returns what heals it (nil when the fault
-// could not be applied, e.g. no leader is known).
-func (n *Nemesis) inject(k Kind) (heal func()) {
-	c := n.Cluster
-	switch k {
-	case Kill, KillLeader:
-		i := n.pick(k == KillLeader)
-		if i < 0 {
-			return nil
-		}
-		n.record(fmt.Sprintf("%s %s", k, c.Nodes[i].ID), func() { c.Kill(i) })
-		return func() { n.record("restart "+c.Nodes[i].ID, func() { c.Restart(i) }) }
-	case Pause:
-		i := n.pick(false)
-		if i < 0 {
-			return nil
-		}
-		n.record("pause "+c.Nodes[i].ID, func() { c.Pause(i) })
-		return func() { n.record("resume "+c.Nodes[i].ID, func() { c.Resume(i) }) }
-	case KillAll:
-		n.record("kill all", func() {
-			for i := range c.Nodes {
-				c.Kill(i)
-			}
-		})
-		return func() {
-			n.record("restart all", func() {
-				for i := range c.Nodes {
-					c.Restart(i)
-				}
-			})
-		}
-	case Isolate, IsolateLeader:
-		if n.Network == nil {
-			return nil
-		}
-		i := n.pick(k == IsolateLeader)
-		if i < 0 {
-			return nil
-		}
-		n.record(fmt.Sprintf("%s %s", k, c.Nodes[i].ID), func() { must(n.Network.Isolate(n.Network.Hosts()[i])) })
-		return func() { n.record("heal network", func() { must(n.Network.Heal()) }) }
+// Once injects one fault of kind k, holds it for hold (or until ctx
+// ends) and heals it. It reports whether the fault could be applied now.
+func (n *Nemesis) Once(ctx context.Context, k Kind, hold time.Duration) (bool, error) {
+	inject, ok := injectors[k]
+	if !ok {
+		return false, fmt.Errorf("nemesis: unknown fault kind %q", k)
 	}
-	panic(fmt.Sprintf("nemesis: unknown fault kind %q", k))
+	heal := inject(n)
+	if heal == nil {
+		return false, n.err
+	}
+	t := time.NewTimer(hold)
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	t.Stop()
+	heal()
+	return true, n.err
 }
 
-func must(err error) {
+// record applies a fault (or, with heal, its healing) and writes it to the
+// history. An error of do is the cluster's (a node that would not stop):
+// the fault is recorded as failed for the checker to report.
+func (n *Nemesis) record(what string, heal bool, do func() error) {
+	start := n.History.Now()
+	err := do()
+	op := history.Op{Kind: history.Fault, Fault: what, Heal: heal, Start: start, End: n.History.Now(), Outcome: history.OK}
 	if err != nil {
-		panic(err)
+		op.Outcome, op.Error = history.Fail, err.Error()
 	}
+	n.History.Record(op)
+	if n.Log != nil {
+		if err != nil {
+			n.Log("nemesis: %s: %v", what, err)
+		} else {
+			n.Log("nemesis: %s", what)
+		}
+	}
+}
+
+// harness runs a step of the harness (iptables, tc): its failure is not
+// the cluster's, and stops the run.
+func (n *Nemesis) harness(err error) error {
+	if err != nil && n.err == nil {
+		n.err = err
+	}
+	return nil
+}
+
+// running lists the nodes whose process runs.
+func (n *Nemesis) running() []int {
+	var out []int
+	for i := range n.Cluster.Nodes {
+		if n.Cluster.Running(i) {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // pick chooses a running node: the leader of a random partition of the
 // entity when leader is set, else any.
 func (n *Nemesis) pick(leader bool) int {
 	c := n.Cluster
-	var running []int
-	for i := range c.Nodes {
-		if c.Running(i) {
-			running = append(running, i)
-		}
-	}
+	running := n.running()
 	if len(running) == 0 {
 		return -1
 	}
@@ -161,20 +177,13 @@ func (n *Nemesis) pick(leader bool) int {
 			continue
 		}
 		parts := table.GetEntities()[0].GetPartitions()
+		if len(parts) == 0 {
+			continue
+		}
 		p := parts[n.Rand.IntN(len(parts))]
 		if j := c.IndexOf(p.GetLeaderAddress()); j >= 0 && c.Running(j) {
 			return j
 		}
 	}
 	return -1
-}
-
-// record applies a fault (or healing) and writes it to the history.
-func (n *Nemesis) record(what string, do func()) {
-	start := n.History.Now()
-	do()
-	n.History.Record(history.Op{Kind: history.Fault, Fault: what, Start: start, End: n.History.Now()})
-	if n.Log != nil {
-		n.Log("nemesis: %s", what)
-	}
 }

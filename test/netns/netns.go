@@ -27,6 +27,8 @@ type Network struct {
 	subnet string // e.g. "10.213.7", hosts are .1 .. .N, the test process .254
 	hosts  []*Host
 	sw     string // the switch namespace
+	// shaped are the hosts whose link Slow shaped, for Heal.
+	shaped map[*Host]bool
 }
 
 // Host is one namespace of the network.
@@ -57,7 +59,7 @@ func New(tag string, third int, n int) (nw *Network, err error) {
 	if n < 1 || n > 250 || third < 0 || third > 255 || len(tag) > 6 {
 		return nil, fmt.Errorf("netns: bad network %q/%d with %d hosts", tag, third, n)
 	}
-	nw = &Network{id: tag, subnet: fmt.Sprintf("10.213.%d", third), sw: "rb" + tag + "sw"}
+	nw = &Network{id: tag, subnet: fmt.Sprintf("10.213.%d", third), sw: "rb" + tag + "sw", shaped: make(map[*Host]bool)}
 	defer func() {
 		if err != nil {
 			nw.Close()
@@ -137,11 +139,15 @@ func drop(in, from *Host) []string {
 	return []string{"ip", "netns", "exec", in.Name, "iptables", "-w", "-A", "INPUT", "-s", from.Addr, "-j", "DROP"}
 }
 
-// Heal removes every cut.
+// Heal removes every cut, loss and shaping.
 func (nw *Network) Heal() error {
 	var steps [][]string
 	for _, h := range nw.hosts {
 		steps = append(steps, []string{"ip", "netns", "exec", h.Name, "iptables", "-w", "-F", "INPUT"})
+		if nw.shaped[h] {
+			steps = append(steps, []string{"tc", "-n", h.Name, "qdisc", "del", "dev", "eth0", "root"})
+			delete(nw.shaped, h)
+		}
 	}
 	return run(steps...)
 }

@@ -44,41 +44,35 @@ func TestMain(m *testing.M) {
 
 // echo sends a line to an echo server and checks it comes back. The
 // timeout is what tells a cut link from a slow one.
-func echo(addr string) error {
+func echo(addr string) error { return echoSized(addr, 4, 2*time.Second) }
+
+// echoSized echoes a line of size bytes within timeout.
+func echoSized(addr string, size int, timeout time.Duration) error {
 	c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(2 * time.Second))
-	fmt.Fprintln(c, "ping")
-	line, err := bufio.NewReader(c).ReadString('\n')
+	c.SetDeadline(time.Now().Add(timeout))
+	want := strings.Repeat("p", size) + "\n"
+	if _, err := fmt.Fprint(c, want); err != nil {
+		return err
+	}
+	line, err := bufio.NewReaderSize(c, size+1).ReadString('\n')
 	if err != nil {
 		return err
 	}
-	if line != "ping\n" {
-		return fmt.Errorf("echo: got %q", line)
+	if line != want {
+		return fmt.Errorf("echo: got %d bytes back, want %d", len(line), len(want))
 	}
 	return nil
 }
 
-func TestIsolateCutsHostsButNotTheTestProcess(t *testing.T) {
-	if err := Available(); err != nil {
-		t.Skip(err)
-	}
-	nw, err := New(fmt.Sprintf("t%d", os.Getpid()%10000), 200+os.Getpid()%50, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := nw.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	h1, h2 := nw.Hosts()[0], nw.Hosts()[1]
-	addr := h1.Addr + ":7400"
-
-	server := h1.Command(os.Args[0])
+// serve starts an echo server in h on port 7400 and returns its address.
+func serve(t *testing.T, h *Host) string {
+	t.Helper()
+	addr := h.Addr + ":7400"
+	server := h.Command(os.Args[0])
 	server.Env = append(os.Environ(), "NETNS_TEST_ROLE=echo", "NETNS_TEST_ADDR="+addr)
 	out, err := server.StdoutPipe()
 	if err != nil {
@@ -92,18 +86,44 @@ func TestIsolateCutsHostsButNotTheTestProcess(t *testing.T) {
 		server.Wait()
 	})
 	if line, _ := bufio.NewReader(out).ReadString('\n'); strings.TrimSpace(line) != "listening" {
-		t.Fatalf("echo server in %s: %q", h1.Name, line)
+		t.Fatalf("echo server in %s: %q", h.Name, line)
 	}
+	return addr
+}
 
-	dialFrom := func(h *Host) error {
-		c := h.Command(os.Args[0])
-		c.Env = append(os.Environ(), "NETNS_TEST_ROLE=dial", "NETNS_TEST_ADDR="+addr)
-		if b, err := c.CombinedOutput(); err != nil {
-			return fmt.Errorf("%v: %s", err, b)
-		}
-		return nil
+// dialFrom echoes through addr from inside h.
+func dialFrom(h *Host, addr string) error {
+	c := h.Command(os.Args[0])
+	c.Env = append(os.Environ(), "NETNS_TEST_ROLE=dial", "NETNS_TEST_ADDR="+addr)
+	if b, err := c.CombinedOutput(); err != nil {
+		return fmt.Errorf("%v: %s", err, b)
 	}
-	if err := dialFrom(h2); err != nil {
+	return nil
+}
+
+// network makes n hosts for one test and removes them after it.
+func network(t *testing.T, n int) *Network {
+	t.Helper()
+	if err := Available(); err != nil {
+		t.Skip(err)
+	}
+	nw, err := New(fmt.Sprintf("t%d%d", os.Getpid()%1000, n), 200+(os.Getpid()+n)%50, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := nw.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return nw
+}
+
+func TestIsolateCutsHostsButNotTheTestProcess(t *testing.T) {
+	nw := network(t, 2)
+	h1, h2 := nw.Hosts()[0], nw.Hosts()[1]
+	addr := serve(t, h1)
+	if err := dialFrom(h2, addr); err != nil {
 		t.Fatalf("host 2 cannot reach host 1 before any cut: %v", err)
 	}
 	if err := echo(addr); err != nil {
@@ -113,7 +133,7 @@ func TestIsolateCutsHostsButNotTheTestProcess(t *testing.T) {
 	if err := nw.Isolate(h1); err != nil {
 		t.Fatal(err)
 	}
-	if err := dialFrom(h2); err == nil {
+	if err := dialFrom(h2, addr); err == nil {
 		t.Fatal("host 2 reached host 1 across the cut")
 	}
 	if err := echo(addr); err != nil {
@@ -123,7 +143,89 @@ func TestIsolateCutsHostsButNotTheTestProcess(t *testing.T) {
 	if err := nw.Heal(); err != nil {
 		t.Fatal(err)
 	}
-	if err := dialFrom(h2); err != nil {
+	if err := dialFrom(h2, addr); err != nil {
 		t.Fatalf("host 2 cannot reach host 1 after healing: %v", err)
+	}
+}
+
+// reachable is which hosts host from can reach, as a string of host
+// numbers ("1 2 4").
+func reachable(t *testing.T, nw *Network, addrs []string, from int) string {
+	t.Helper()
+	var got []string
+	for i, addr := range addrs {
+		if i != from && dialFrom(nw.Hosts()[from], addr) == nil {
+			got = append(got, fmt.Sprint(i+1))
+		}
+	}
+	return strings.Join(got, " ")
+}
+
+func TestBridgeRingLossAndSlowLinks(t *testing.T) {
+	nw := network(t, 5)
+	var addrs []string
+	for _, h := range nw.Hosts() {
+		addrs = append(addrs, serve(t, h))
+	}
+	check := func(what string, from int, want string) {
+		t.Helper()
+		if got := reachable(t, nw, addrs, from); got != want {
+			t.Errorf("%s: host %d reaches %q, want %q", what, from+1, got, want)
+		}
+	}
+	heal := func() {
+		t.Helper()
+		if err := nw.Heal(); err != nil {
+			t.Fatal(err)
+		}
+		check("healed", 0, "2 3 4 5")
+	}
+
+	// Host 3 bridges {1, 2} and {4, 5}.
+	if err := nw.Bridge(nw.Hosts()[2]); err != nil {
+		t.Fatal(err)
+	}
+	check("bridge", 0, "2 3")
+	check("bridge", 2, "1 2 4 5")
+	check("bridge", 4, "3 4")
+	heal()
+
+	// Each host reaches its two neighbours on the ring 2-3-4-5-1.
+	if err := nw.Ring(1); err != nil {
+		t.Fatal(err)
+	}
+	check("ring", 0, "2 5")
+	check("ring", 2, "2 4")
+	heal()
+
+	// Every packet to host 1 from another host is lost; the test
+	// process still gets through.
+	if err := nw.Lossy(nw.Hosts()[:1], 1); err != nil {
+		t.Fatal(err)
+	}
+	check("loss", 1, "3 4 5")
+	if err := echo(addrs[0]); err != nil {
+		t.Errorf("loss on host 1 hit the test process: %v", err)
+	}
+	heal()
+
+	// 64 KiB back from host 1 at 256 kbit/s takes 2 s.
+	if err := nw.Slow(nw.Hosts()[0], "256kbit", "5s"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := echoSized(addrs[0], 64<<10, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < time.Second {
+		t.Errorf("64 KiB through a 256 kbit/s link in %v", d)
+	}
+	heal()
+	start = time.Now()
+	if err := echoSized(addrs[0], 64<<10, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("64 KiB took %v after healing: still shaped?", d)
 	}
 }

@@ -190,6 +190,31 @@ func (c *Cluster) Kill(i int) {
 	n.cmd = nil
 }
 
+// Terminate sends SIGTERM to node i, as an operator stopping it would, and
+// waits up to timeout for it to exit. A node still running then is killed
+// and the error says so: a graceful stop must end.
+func (c *Cluster) Terminate(i int, timeout time.Duration) error {
+	c.t.Helper()
+	n := c.Nodes[i]
+	if n.cmd == nil {
+		return nil
+	}
+	n.cmd.Process.Signal(syscall.SIGCONT) // a paused process could not stop
+	if err := n.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return fmt.Errorf("SIGTERM %s: %w", n.ID, err)
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-n.exited:
+		n.cmd = nil
+		return nil
+	case <-timer.C:
+	}
+	c.Kill(i)
+	return fmt.Errorf("%s still running %v after SIGTERM; killed", n.ID, timeout)
+}
+
 // WaitExit waits up to timeout for node i's process to exit on its own
 // and reports whether it did. A node that exited can be restarted.
 func (c *Cluster) WaitExit(i int, timeout time.Duration) bool {

@@ -421,9 +421,13 @@ func (x *PartitionRuntimeResponse) GetProperties() *v1.PartitionRuntimePropertie
 }
 
 type PartitionStatusRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	EntityPath    string                 `protobuf:"bytes,1,opt,name=entity_path,json=entityPath,proto3" json:"entity_path,omitempty"`
-	PartitionId   uint32                 `protobuf:"varint,2,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	EntityPath  string                 `protobuf:"bytes,1,opt,name=entity_path,json=entityPath,proto3" json:"entity_path,omitempty"`
+	PartitionId uint32                 `protobuf:"varint,2,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	// Also hash the replica's state (see PartitionStatusResponse.digest).
+	// It costs a pass over the whole partition, so it is asked for only
+	// when wanted: by tests comparing replicas once a cluster has settled.
+	IncludeDigest bool `protobuf:"varint,3,opt,name=include_digest,json=includeDigest,proto3" json:"include_digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -472,6 +476,13 @@ func (x *PartitionStatusRequest) GetPartitionId() uint32 {
 	return 0
 }
 
+func (x *PartitionStatusRequest) GetIncludeDigest() bool {
+	if x != nil {
+		return x.IncludeDigest
+	}
+	return false
+}
+
 type PartitionStatusResponse struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	Role         v1.ReplicaRole         `protobuf:"varint,1,opt,name=role,proto3,enum=raftbus.v1.ReplicaRole" json:"role,omitempty"`
@@ -484,8 +495,12 @@ type PartitionStatusResponse struct {
 	// The entity generation this replica last configured its engine with as
 	// leader.
 	ConfiguredGeneration uint64 `protobuf:"varint,7,opt,name=configured_generation,json=configuredGeneration,proto3" json:"configured_generation,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// With include_digest: SHA-256 of the replica's engine state (32 bytes).
+	// Replicas that applied the same log entries have equal digests; compare
+	// them only once their applied_index agrees and has stopped moving.
+	Digest        []byte `protobuf:"bytes,8,opt,name=digest,proto3" json:"digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PartitionStatusResponse) Reset() {
@@ -565,6 +580,13 @@ func (x *PartitionStatusResponse) GetConfiguredGeneration() uint64 {
 		return x.ConfiguredGeneration
 	}
 	return 0
+}
+
+func (x *PartitionStatusResponse) GetDigest() []byte {
+	if x != nil {
+		return x.Digest
+	}
+	return nil
 }
 
 // MetaCommand is one entry of the metadata group's log. The leader stamps
@@ -1705,11 +1727,12 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\x18PartitionRuntimeResponse\x12F\n" +
 	"\n" +
 	"properties\x18\x01 \x01(\v2&.raftbus.v1.PartitionRuntimePropertiesR\n" +
-	"properties\"\\\n" +
+	"properties\"\x83\x01\n" +
 	"\x16PartitionStatusRequest\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x12!\n" +
-	"\fpartition_id\x18\x02 \x01(\rR\vpartitionId\"\xa4\x02\n" +
+	"\fpartition_id\x18\x02 \x01(\rR\vpartitionId\x12%\n" +
+	"\x0einclude_digest\x18\x03 \x01(\bR\rincludeDigest\"\xbc\x02\n" +
 	"\x17PartitionStatusResponse\x12+\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x17.raftbus.v1.ReplicaRoleR\x04role\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12!\n" +
@@ -1717,7 +1740,8 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndex\x12$\n" +
 	"\x0eleader_node_id\x18\x05 \x01(\tR\fleaderNodeId\x12%\n" +
 	"\x0eleader_address\x18\x06 \x01(\tR\rleaderAddress\x123\n" +
-	"\x15configured_generation\x18\a \x01(\x04R\x14configuredGeneration\"\xa6\x05\n" +
+	"\x15configured_generation\x18\a \x01(\x04R\x14configuredGeneration\x12\x16\n" +
+	"\x06digest\x18\b \x01(\fR\x06digest\"\xa6\x05\n" +
 	"\vMetaCommand\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x01 \x01(\x03R\tnowUnixMs\x128\n" +
 	"\badd_node\x18\n" +
