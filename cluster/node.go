@@ -21,6 +21,7 @@ import (
 	"github.com/raftbus/raftbus/cluster/raftgrpc"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+	"github.com/raftbus/raftbus/raftlog"
 )
 
 // MaxMessageBytes bounds one gRPC message in either direction: a send of
@@ -70,6 +71,7 @@ type Node struct {
 	server  *grpc.Server
 	mux     *raftgrpc.Mux
 	meta    *metaGroup
+	nodeLog *raftlog.Log // the Raft logs of every partition replica here
 	peers   *peerConns
 	routing *leaderCache
 
@@ -152,6 +154,10 @@ func Start(cfg Config) (*Node, error) {
 		n.server.Serve(lis)
 	}()
 
+	if n.nodeLog, err = openNodeLog(n); err != nil {
+		n.Close()
+		return nil, err
+	}
 	n.meta, err = openMetaGroup(n)
 	if err != nil {
 		n.Close()
@@ -228,6 +234,11 @@ func (n *Node) Close() error {
 		n.mu.Unlock()
 		if n.meta != nil {
 			n.meta.close()
+		}
+		if n.nodeLog != nil {
+			if err := n.nodeLog.Close(); err != nil {
+				n.log.Warn("close node log", "err", err)
+			}
 		}
 		n.mux.Close()
 		n.peers.close()

@@ -207,12 +207,19 @@ func (n *Node) openReplica(name string, e *clusterv1.Entity, id uint32, peers []
 	if err != nil {
 		return err
 	}
+	g, err := n.nodeLog.Group(name)
+	if err != nil {
+		transport.Close()
+		return err
+	}
 	p, err := partition.Open(partition.Config{
 		Name:               name,
 		PartitionID:        id,
 		PartitionCount:     uint32(len(e.GetPartitions())),
 		NodeID:             n.cfg.NodeID,
 		Dir:                n.replicaDir(name),
+		Log:                g,
+		Stable:             g,
 		Transport:          transport,
 		Bootstrap:          peers,
 		HeartbeatTimeout:   n.raftTimes(partition.DefaultHeartbeatTimeout),
@@ -251,6 +258,11 @@ func (n *Node) closeReplica(r *replica, remove bool) {
 		n.log.Warn("close partition replica", "group", r.group, "err", err)
 	}
 	if remove {
+		// The log first: a replica directory left behind by a crash in
+		// between is harmless, a group left in the log would pin it.
+		if err := n.nodeLog.DropGroup(r.group); err != nil {
+			n.log.Warn("drop partition log", "group", r.group, "err", err)
+		}
 		if err := os.RemoveAll(n.replicaDir(r.group)); err != nil {
 			n.log.Warn("remove partition data", "group", r.group, "err", err)
 		}

@@ -5,14 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 
 	"github.com/raftbus/raftbus/engine"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
@@ -25,9 +21,8 @@ type Partition struct {
 	name string
 	cfg  Config
 
-	raft  *raft.Raft
-	store *raftboltdb.BoltStore
-	fsm   *fsm
+	raft *raft.Raft
+	fsm  *fsm
 
 	// proposals feeds the proposer; inflight carries proposed entries, in
 	// log order, to the responder.
@@ -43,7 +38,12 @@ type Partition struct {
 	wg       sync.WaitGroup
 }
 
-// Open starts a replica from the state in cfg.Dir (creating it when empty).
+// Open starts a replica from its stored state (creating it when empty):
+// its log and stable store in cfg, its snapshots in cfg.Dir. Stored state
+// that fails its checks (a snapshot that does not match its checksum, a
+// log that does not join its snapshot, a log without its term) makes Open
+// fail with an error that wraps ErrDamaged: such a replica must be rebuilt
+// from its peers, not started.
 func Open(cfg Config) (*Partition, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -52,32 +52,29 @@ func Open(cfg Config) (*Partition, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("partition %s: create data dir: %w", cfg.Name, err)
 	}
-	store, err := raftboltdb.New(raftboltdb.Options{
-		Path: filepath.Join(cfg.Dir, "raft.db"),
-		// Another process holding the file is an operator error to report,
-		// not a reason to hang.
-		BoltOptions: &bbolt.Options{Timeout: time.Second},
-	})
+	snaps, err := openSnapshots(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("partition %s: open raft log %s: %w", cfg.Name, filepath.Join(cfg.Dir, "raft.db"), err)
+		return nil, err
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, RaftLogger(cfg.Logger, cfg.Name))
-	if err != nil {
-		store.Close()
-		return nil, fmt.Errorf("partition %s: open snapshot store: %w", cfg.Name, err)
+	if err := checkStored(cfg, snaps); err != nil {
+		return nil, err
 	}
 	p := &Partition{
 		name:      cfg.Name,
 		cfg:       cfg,
-		store:     store,
 		fsm:       newFSM(cfg.Name, cfg.PartitionID, cfg.PartitionCount),
 		proposals: make(chan *proposal, 4*cfg.MaxCommandsPerEntry),
 		inflight:  make(chan inflightEntry, 1024),
 		stop:      make(chan struct{}),
 	}
-	p.raft, err = raft.NewRaft(cfg.raftConfig(), p.fsm, store, store, snaps, cfg.Transport)
+	// Raft reads back what it just appended to replicate and apply it;
+	// the cache answers those reads from memory.
+	logs, err := raft.NewLogCache(logCacheSize, cfg.Log)
 	if err != nil {
-		store.Close()
+		return nil, fmt.Errorf("partition %s: log cache: %w", cfg.Name, err)
+	}
+	p.raft, err = raft.NewRaft(cfg.raftConfig(), p.fsm, logs, cfg.Stable, snaps, cfg.Transport)
+	if err != nil {
 		return nil, fmt.Errorf("partition %s: start raft: %w", cfg.Name, err)
 	}
 	if len(cfg.Bootstrap) > 0 {
@@ -94,8 +91,8 @@ func Open(cfg Config) (*Partition, error) {
 	return p, nil
 }
 
-// Close stops the replica: pending operations fail, Raft shuts down, files
-// are closed. State on disk is kept for the next Open.
+// Close stops the replica: pending operations fail, Raft shuts down. State
+// on disk is kept for the next Open; the log store belongs to the caller.
 func (p *Partition) Close() error {
 	var err error
 	p.stopOnce.Do(func() {
@@ -103,9 +100,6 @@ func (p *Partition) Close() error {
 		close(p.stop)
 		p.wg.Wait()
 		p.failPending()
-		if cerr := p.store.Close(); cerr != nil && err == nil {
-			err = cerr
-		}
 	})
 	if err != nil {
 		return fmt.Errorf("partition %s: close: %w", p.name, err)
