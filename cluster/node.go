@@ -78,6 +78,11 @@ type Node struct {
 	mu       sync.RWMutex
 	replicas map[string]*replica // by Raft group name
 
+	// rebuilds are the replicas being rebuilt (under mu), by group; kick
+	// wakes the reconciler.
+	rebuilds map[string]*rebuildState
+	kick     chan struct{}
+
 	rr roundRobin
 	// serving is set once the metadata group is open; until then the
 	// public services answer SERVER_BUSY (the Raft transport serves at
@@ -137,6 +142,8 @@ func Start(cfg Config) (*Node, error) {
 		peers:    newPeerConns(),
 		routing:  newLeaderCache(),
 		replicas: make(map[string]*replica),
+		rebuilds: make(map[string]*rebuildState),
+		kick:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 	}
 	n.server = grpc.NewServer(
@@ -154,7 +161,7 @@ func Start(cfg Config) (*Node, error) {
 		n.server.Serve(lis)
 	}()
 
-	if n.nodeLog, err = openNodeLog(n); err != nil {
+	if err := openStorage(n); err != nil {
 		n.Close()
 		return nil, err
 	}
@@ -164,6 +171,10 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	if err := n.meta.joinOrBootstrap(); err != nil {
+		n.Close()
+		return nil, err
+	}
+	if err := n.refuseIfAlone(); err != nil {
 		n.Close()
 		return nil, err
 	}

@@ -41,6 +41,10 @@ type replica struct {
 	preferred    string
 	transferring atomic.Bool
 	lastTransfer time.Time // reconciler only
+	// promoting is set while this node, as leader, checks whether rebuilt
+	// replicas have caught up (promoteRebuilt).
+	promoting        atomic.Bool
+	lastPromoteCheck time.Time // reconciler only
 }
 
 // ready reports whether the partition's engine has the entity: this node
@@ -84,6 +88,7 @@ func (n *Node) runReconciler() {
 		case <-n.stop:
 			return
 		case <-changed:
+		case <-n.kick:
 		case <-tick.C:
 		}
 	}
@@ -136,12 +141,20 @@ func (n *Node) reconcile() {
 	for _, r := range toClose {
 		n.closeReplica(r, true)
 	}
+	for _, r := range n.damagedOpen() {
+		n.closeReplica(r, false)
+		toOpen = append(toOpen, r.group)
+	}
 	for _, name := range toOpen {
-		w := desired[name]
-		if err := n.openReplica(name, w.entity, w.id, w.peers); err != nil {
+		w, ok := desired[name]
+		if !ok {
+			continue
+		}
+		if err := n.openOrRebuild(name, w.entity, w.id, w.peers); err != nil {
 			n.log.Error("open partition replica", "group", name, "err", err)
 		}
 	}
+	n.finishRebuilds()
 
 	n.mu.RLock()
 	var leading []*replica
@@ -162,6 +175,7 @@ func (n *Node) reconcile() {
 			}
 			continue
 		}
+		n.promoteRebuilt(r, e, desired[r.group].peers)
 		n.handOver(r, desired[r.group].peers)
 	}
 }
@@ -185,7 +199,7 @@ func (n *Node) handOver(r *replica, peers []raft.Server) {
 			target = s
 		}
 	}
-	if target.Address == "" {
+	if target.Address == "" || suffrage(r.p.Raft(), r.preferred) != raft.Voter {
 		return
 	}
 	r.lastTransfer = time.Now()
@@ -212,6 +226,11 @@ func (n *Node) openReplica(name string, e *clusterv1.Entity, id uint32, peers []
 		transport.Close()
 		return err
 	}
+	bootstrap := peers
+	if phase, _ := n.rebuildPhaseOf(name); phase == phaseWiped {
+		// A rebuilt replica joins as the non-voter the leader made it.
+		bootstrap = nil
+	}
 	p, err := partition.Open(partition.Config{
 		Name:               name,
 		PartitionID:        id,
@@ -220,8 +239,9 @@ func (n *Node) openReplica(name string, e *clusterv1.Entity, id uint32, peers []
 		Dir:                n.replicaDir(name),
 		Log:                g,
 		Stable:             g,
+		OnDamage:           func(err error) { n.markDamaged(name, err) },
 		Transport:          transport,
-		Bootstrap:          peers,
+		Bootstrap:          bootstrap,
 		HeartbeatTimeout:   n.raftTimes(partition.DefaultHeartbeatTimeout),
 		ElectionTimeout:    n.raftTimes(partition.DefaultElectionTimeout),
 		LeaderLeaseTimeout: n.raftTimes(partition.DefaultLeaderLeaseTimeout),

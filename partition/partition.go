@@ -52,11 +52,11 @@ func Open(cfg Config) (*Partition, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("partition %s: create data dir: %w", cfg.Name, err)
 	}
-	snaps, err := openSnapshots(cfg)
+	snaps, err := OpenSnapshots(cfg.Dir, cfg.Name, cfg.Logger, cfg.OnDamage)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkStored(cfg, snaps); err != nil {
+	if err := CheckStored(cfg.Name, snaps, cfg.Log, cfg.Stable); err != nil {
 		return nil, err
 	}
 	p := &Partition{

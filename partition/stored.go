@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,26 +26,29 @@ func damaged(name, format string, args ...any) error {
 // memory for replication and apply to read back.
 const logCacheSize = 64
 
-// checkedSnapshots is the replica's file snapshot store with two changes:
-// it lists only the newest snapshot, so raft never falls back to an older
-// one whose log was truncated long ago (it would start from old state
-// without a word), and a snapshot that fails its checksum when opened is
-// reported as damage.
-type checkedSnapshots struct {
+// Snapshots is raft's file snapshot store with two changes: it lists only
+// the newest snapshot, so raft never falls back to an older one whose log
+// was truncated long ago (it would start from old state without a word),
+// and a snapshot that fails its checksum when opened is reported as
+// damage. Partitions use it, and so does the metadata group.
+type Snapshots struct {
 	*raft.FileSnapshotStore
+	dir      string
 	name     string
 	onDamage func(error)
 }
 
-func openSnapshots(cfg Config) (*checkedSnapshots, error) {
-	fs, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, RaftLogger(cfg.Logger, cfg.Name))
+// OpenSnapshots opens the snapshot store in dir of the Raft group name;
+// onDamage, when set, is told of a snapshot found damaged when read.
+func OpenSnapshots(dir, name string, logger *slog.Logger, onDamage func(error)) (*Snapshots, error) {
+	fs, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, RaftLogger(logger, name))
 	if err != nil {
-		return nil, fmt.Errorf("partition %s: open snapshot store: %w", cfg.Name, err)
+		return nil, fmt.Errorf("partition %s: open snapshot store: %w", name, err)
 	}
-	return &checkedSnapshots{FileSnapshotStore: fs, name: cfg.Name, onDamage: cfg.OnDamage}, nil
+	return &Snapshots{FileSnapshotStore: fs, dir: dir, name: name, onDamage: onDamage}, nil
 }
 
-func (s *checkedSnapshots) List() ([]*raft.SnapshotMeta, error) {
+func (s *Snapshots) List() ([]*raft.SnapshotMeta, error) {
 	list, err := s.FileSnapshotStore.List()
 	if len(list) > 1 {
 		list = list[:1]
@@ -52,7 +56,7 @@ func (s *checkedSnapshots) List() ([]*raft.SnapshotMeta, error) {
 	return list, err
 }
 
-func (s *checkedSnapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
+func (s *Snapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
 	meta, r, err := s.FileSnapshotStore.Open(id)
 	if err != nil && snapshotDamaged(err) {
 		err = damaged(s.name, "snapshot %s: %v", id, err)
@@ -72,17 +76,17 @@ func snapshotDamaged(err error) bool {
 		errors.Is(err, io.ErrUnexpectedEOF)
 }
 
-// checkStored checks that a replica's stored state holds together before
-// raft starts on it: every snapshot's metadata reads, the newest snapshot
-// matches its checksum, the log joins the snapshot without a gap, and a
-// replica with a log or a snapshot has its term. raft itself would skip a
-// snapshot it cannot read (falling back to an older one) and never looks
-// for a gap.
-func checkStored(cfg Config, snaps *checkedSnapshots) error {
-	dir := filepath.Join(cfg.Dir, "snapshots")
+// CheckStored checks that the stored state of a member of Raft group name
+// holds together before raft starts on it: every snapshot's metadata
+// reads, the newest snapshot matches its checksum, the log joins the
+// snapshot without a gap, and a member with a log or a snapshot has its
+// term. raft itself would skip a snapshot it cannot read (falling back to
+// an older one) and never looks for a gap. Failures wrap ErrDamaged.
+func CheckStored(name string, snaps *Snapshots, logs raft.LogStore, stable raft.StableStore) error {
+	dir := filepath.Join(snaps.dir, "snapshots")
 	entries, err := os.ReadDir(dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("partition %s: list snapshots: %w", cfg.Name, err)
+		return fmt.Errorf("partition %s: list snapshots: %w", name, err)
 	}
 	for _, e := range entries {
 		if !e.IsDir() || strings.HasSuffix(e.Name(), ".tmp") {
@@ -94,39 +98,39 @@ func checkStored(cfg Config, snaps *checkedSnapshots) error {
 			err = json.Unmarshal(b, &meta)
 		}
 		if err != nil {
-			return damaged(cfg.Name, "snapshot %s: metadata: %v", e.Name(), err)
+			return damaged(name, "snapshot %s: metadata: %v", e.Name(), err)
 		}
 	}
 	list, err := snaps.List()
 	if err != nil {
-		return fmt.Errorf("partition %s: list snapshots: %w", cfg.Name, err)
+		return fmt.Errorf("partition %s: list snapshots: %w", name, err)
 	}
 	var snapIndex uint64
 	if len(list) > 0 {
 		_, r, err := snaps.FileSnapshotStore.Open(list[0].ID) // reads it all to check the CRC
 		if err != nil {
-			return damaged(cfg.Name, "snapshot %s: %v", list[0].ID, err)
+			return damaged(name, "snapshot %s: %v", list[0].ID, err)
 		}
 		r.Close()
 		snapIndex = list[0].Index
 	}
-	first, err := cfg.Log.FirstIndex()
+	first, err := logs.FirstIndex()
 	if err != nil {
-		return fmt.Errorf("partition %s: log: %w", cfg.Name, err)
+		return fmt.Errorf("partition %s: log: %w", name, err)
 	}
-	last, err := cfg.Log.LastIndex()
+	last, err := logs.LastIndex()
 	if err != nil {
-		return fmt.Errorf("partition %s: log: %w", cfg.Name, err)
+		return fmt.Errorf("partition %s: log: %w", name, err)
 	}
 	if last > 0 && first > snapIndex+1 {
 		if snapIndex == 0 {
-			return damaged(cfg.Name, "the log starts at entry %d and there is no snapshot", first)
+			return damaged(name, "the log starts at entry %d and there is no snapshot", first)
 		}
-		return damaged(cfg.Name, "the log starts at entry %d, after the snapshot's end at %d", first, snapIndex)
+		return damaged(name, "the log starts at entry %d, after the snapshot's end at %d", first, snapIndex)
 	}
 	if last > 0 || snapIndex > 0 {
-		if term, err := cfg.Stable.GetUint64(keyCurrentTerm); err != nil || term == 0 {
-			return damaged(cfg.Name, "the log or snapshot is there but the current term is not")
+		if term, err := stable.GetUint64(keyCurrentTerm); err != nil || term == 0 {
+			return damaged(name, "the log or snapshot is there but the current term is not")
 		}
 	}
 	return nil

@@ -134,6 +134,66 @@ func (ReplicaRole) EnumDescriptor() ([]byte, []int) {
 	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{1}
 }
 
+// ReplicaHealth says whether a replica's stored state can be trusted.
+type ReplicaHealth int32
+
+const (
+	// Not known (the replica's node did not answer).
+	ReplicaHealth_REPLICA_HEALTH_UNSPECIFIED ReplicaHealth = 0
+	// Its stored state passed every check.
+	ReplicaHealth_REPLICA_HEALTH_HEALTHY ReplicaHealth = 1
+	// Its stored state failed a check (a record or snapshot that does not
+	// match its checksum): it does not vote, lead or serve, and waits for
+	// the partition's leader to make it a non-voter so it can be rebuilt.
+	ReplicaHealth_REPLICA_HEALTH_DAMAGED ReplicaHealth = 2
+	// Started again from nothing as a non-voter: it catches up from the
+	// leader (snapshot, then log) and votes again once it has.
+	ReplicaHealth_REPLICA_HEALTH_REBUILDING ReplicaHealth = 3
+)
+
+// Enum value maps for ReplicaHealth.
+var (
+	ReplicaHealth_name = map[int32]string{
+		0: "REPLICA_HEALTH_UNSPECIFIED",
+		1: "REPLICA_HEALTH_HEALTHY",
+		2: "REPLICA_HEALTH_DAMAGED",
+		3: "REPLICA_HEALTH_REBUILDING",
+	}
+	ReplicaHealth_value = map[string]int32{
+		"REPLICA_HEALTH_UNSPECIFIED": 0,
+		"REPLICA_HEALTH_HEALTHY":     1,
+		"REPLICA_HEALTH_DAMAGED":     2,
+		"REPLICA_HEALTH_REBUILDING":  3,
+	}
+)
+
+func (x ReplicaHealth) Enum() *ReplicaHealth {
+	p := new(ReplicaHealth)
+	*p = x
+	return p
+}
+
+func (x ReplicaHealth) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ReplicaHealth) Descriptor() protoreflect.EnumDescriptor {
+	return file_raftbus_v1_admin_proto_enumTypes[2].Descriptor()
+}
+
+func (ReplicaHealth) Type() protoreflect.EnumType {
+	return &file_raftbus_v1_admin_proto_enumTypes[2]
+}
+
+func (x ReplicaHealth) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ReplicaHealth.Descriptor instead.
+func (ReplicaHealth) EnumDescriptor() ([]byte, []int) {
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
 type CreateQueueRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Queue         *QueueProperties       `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
@@ -2422,8 +2482,11 @@ type NodeInfo struct {
 	MetadataVoter bool `protobuf:"varint,4,opt,name=metadata_voter,json=metadataVoter,proto3" json:"metadata_voter,omitempty"`
 	// Whether the node leads the metadata group.
 	MetadataLeader bool `protobuf:"varint,5,opt,name=metadata_leader,json=metadataLeader,proto3" json:"metadata_leader,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// What the node's log has done since the node started; unset when the
+	// node did not answer.
+	Log           *NodeLogStats `protobuf:"bytes,6,opt,name=log,proto3" json:"log,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeInfo) Reset() {
@@ -2491,20 +2554,121 @@ func (x *NodeInfo) GetMetadataLeader() bool {
 	return false
 }
 
+func (x *NodeInfo) GetLog() *NodeLogStats {
+	if x != nil {
+		return x.Log
+	}
+	return nil
+}
+
+// NodeLogStats counts the work of the log that holds the Raft log of
+// every partition replica on a node, since the node started.
+type NodeLogStats struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Writes made durable (fdatasync), whatever the number of partitions.
+	Syncs uint64 `protobuf:"varint,1,opt,name=syncs,proto3" json:"syncs,omitempty"`
+	// Calls (appends, truncations, stable values) those syncs served.
+	Requests uint64 `protobuf:"varint,2,opt,name=requests,proto3" json:"requests,omitempty"`
+	// Bytes written to the log's files; of them, carried_bytes are live
+	// records rewritten to free old segments.
+	BytesWritten uint64 `protobuf:"varint,3,opt,name=bytes_written,json=bytesWritten,proto3" json:"bytes_written,omitempty"`
+	CarriedBytes uint64 `protobuf:"varint,4,opt,name=carried_bytes,json=carriedBytes,proto3" json:"carried_bytes,omitempty"`
+	// The log's files now.
+	Segments      uint32 `protobuf:"varint,5,opt,name=segments,proto3" json:"segments,omitempty"`
+	SizeBytes     uint64 `protobuf:"varint,6,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeLogStats) Reset() {
+	*x = NodeLogStats{}
+	mi := &file_raftbus_v1_admin_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeLogStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeLogStats) ProtoMessage() {}
+
+func (x *NodeLogStats) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_v1_admin_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeLogStats.ProtoReflect.Descriptor instead.
+func (*NodeLogStats) Descriptor() ([]byte, []int) {
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *NodeLogStats) GetSyncs() uint64 {
+	if x != nil {
+		return x.Syncs
+	}
+	return 0
+}
+
+func (x *NodeLogStats) GetRequests() uint64 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+func (x *NodeLogStats) GetBytesWritten() uint64 {
+	if x != nil {
+		return x.BytesWritten
+	}
+	return 0
+}
+
+func (x *NodeLogStats) GetCarriedBytes() uint64 {
+	if x != nil {
+		return x.CarriedBytes
+	}
+	return 0
+}
+
+func (x *NodeLogStats) GetSegments() uint32 {
+	if x != nil {
+		return x.Segments
+	}
+	return 0
+}
+
+func (x *NodeLogStats) GetSizeBytes() uint64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
 // ReplicaInfo is one replica of a partition.
 type ReplicaInfo struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	Role   ReplicaRole            `protobuf:"varint,2,opt,name=role,proto3,enum=raftbus.v1.ReplicaRole" json:"role,omitempty"`
 	// The last log index this replica applied, when known.
-	AppliedIndex  uint64 `protobuf:"varint,3,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	AppliedIndex uint64        `protobuf:"varint,3,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	Health       ReplicaHealth `protobuf:"varint,4,opt,name=health,proto3,enum=raftbus.v1.ReplicaHealth" json:"health,omitempty"`
+	// What was found, for a damaged or rebuilding replica.
+	Damage        string `protobuf:"bytes,5,opt,name=damage,proto3" json:"damage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReplicaInfo) Reset() {
 	*x = ReplicaInfo{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[49]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2516,7 +2680,7 @@ func (x *ReplicaInfo) String() string {
 func (*ReplicaInfo) ProtoMessage() {}
 
 func (x *ReplicaInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[49]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2529,7 +2693,7 @@ func (x *ReplicaInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaInfo.ProtoReflect.Descriptor instead.
 func (*ReplicaInfo) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{49}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ReplicaInfo) GetNodeId() string {
@@ -2553,6 +2717,20 @@ func (x *ReplicaInfo) GetAppliedIndex() uint64 {
 	return 0
 }
 
+func (x *ReplicaInfo) GetHealth() ReplicaHealth {
+	if x != nil {
+		return x.Health
+	}
+	return ReplicaHealth_REPLICA_HEALTH_UNSPECIFIED
+}
+
+func (x *ReplicaInfo) GetDamage() string {
+	if x != nil {
+		return x.Damage
+	}
+	return ""
+}
+
 // PartitionInfo describes one partition's Raft group.
 type PartitionInfo struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2571,7 +2749,7 @@ type PartitionInfo struct {
 
 func (x *PartitionInfo) Reset() {
 	*x = PartitionInfo{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[50]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2583,7 +2761,7 @@ func (x *PartitionInfo) String() string {
 func (*PartitionInfo) ProtoMessage() {}
 
 func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[50]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2596,7 +2774,7 @@ func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionInfo.ProtoReflect.Descriptor instead.
 func (*PartitionInfo) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{50}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *PartitionInfo) GetEntityPath() string {
@@ -2665,7 +2843,7 @@ type GetRoutingTableRequest struct {
 
 func (x *GetRoutingTableRequest) Reset() {
 	*x = GetRoutingTableRequest{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[51]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2677,7 +2855,7 @@ func (x *GetRoutingTableRequest) String() string {
 func (*GetRoutingTableRequest) ProtoMessage() {}
 
 func (x *GetRoutingTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[51]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2690,7 +2868,7 @@ func (x *GetRoutingTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRoutingTableRequest.ProtoReflect.Descriptor instead.
 func (*GetRoutingTableRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{51}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GetRoutingTableRequest) GetEntityPath() string {
@@ -2709,7 +2887,7 @@ type GetRoutingTableResponse struct {
 
 func (x *GetRoutingTableResponse) Reset() {
 	*x = GetRoutingTableResponse{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[52]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2721,7 +2899,7 @@ func (x *GetRoutingTableResponse) String() string {
 func (*GetRoutingTableResponse) ProtoMessage() {}
 
 func (x *GetRoutingTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[52]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2734,7 +2912,7 @@ func (x *GetRoutingTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRoutingTableResponse.ProtoReflect.Descriptor instead.
 func (*GetRoutingTableResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{52}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GetRoutingTableResponse) GetEntities() []*EntityRoute {
@@ -2758,7 +2936,7 @@ type EntityRoute struct {
 
 func (x *EntityRoute) Reset() {
 	*x = EntityRoute{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[53]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2770,7 +2948,7 @@ func (x *EntityRoute) String() string {
 func (*EntityRoute) ProtoMessage() {}
 
 func (x *EntityRoute) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[53]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2783,7 +2961,7 @@ func (x *EntityRoute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntityRoute.ProtoReflect.Descriptor instead.
 func (*EntityRoute) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{53}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *EntityRoute) GetEntityPath() string {
@@ -2822,7 +3000,7 @@ type PartitionRoute struct {
 
 func (x *PartitionRoute) Reset() {
 	*x = PartitionRoute{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[54]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2834,7 +3012,7 @@ func (x *PartitionRoute) String() string {
 func (*PartitionRoute) ProtoMessage() {}
 
 func (x *PartitionRoute) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[54]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2847,7 +3025,7 @@ func (x *PartitionRoute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRoute.ProtoReflect.Descriptor instead.
 func (*PartitionRoute) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{54}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *PartitionRoute) GetPartitionId() uint32 {
@@ -2887,7 +3065,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[55]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2899,7 +3077,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[55]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2912,7 +3090,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{55}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() string {
@@ -2930,7 +3108,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[56]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2942,7 +3120,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[56]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2955,7 +3133,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{56}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{57}
 }
 
 var File_raftbus_v1_admin_proto protoreflect.FileDescriptor
@@ -3101,17 +3279,28 @@ const file_raftbus_v1_admin_proto_rawDesc = "" +
 	"\x05nodes\x18\x02 \x03(\v2\x14.raftbus.v1.NodeInfoR\x05nodes\x129\n" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2\x19.raftbus.v1.PartitionInfoR\n" +
-	"partitions\"\xba\x01\n" +
+	"partitions\"\xe6\x01\n" +
 	"\bNodeInfo\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12+\n" +
 	"\x05state\x18\x03 \x01(\x0e2\x15.raftbus.v1.NodeStateR\x05state\x12%\n" +
 	"\x0emetadata_voter\x18\x04 \x01(\bR\rmetadataVoter\x12'\n" +
-	"\x0fmetadata_leader\x18\x05 \x01(\bR\x0emetadataLeader\"x\n" +
+	"\x0fmetadata_leader\x18\x05 \x01(\bR\x0emetadataLeader\x12*\n" +
+	"\x03log\x18\x06 \x01(\v2\x18.raftbus.v1.NodeLogStatsR\x03log\"\xc5\x01\n" +
+	"\fNodeLogStats\x12\x14\n" +
+	"\x05syncs\x18\x01 \x01(\x04R\x05syncs\x12\x1a\n" +
+	"\brequests\x18\x02 \x01(\x04R\brequests\x12#\n" +
+	"\rbytes_written\x18\x03 \x01(\x04R\fbytesWritten\x12#\n" +
+	"\rcarried_bytes\x18\x04 \x01(\x04R\fcarriedBytes\x12\x1a\n" +
+	"\bsegments\x18\x05 \x01(\rR\bsegments\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x06 \x01(\x04R\tsizeBytes\"\xc3\x01\n" +
 	"\vReplicaInfo\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12+\n" +
 	"\x04role\x18\x02 \x01(\x0e2\x17.raftbus.v1.ReplicaRoleR\x04role\x12#\n" +
-	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"\xb1\x02\n" +
+	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\x121\n" +
+	"\x06health\x18\x04 \x01(\x0e2\x19.raftbus.v1.ReplicaHealthR\x06health\x12\x16\n" +
+	"\x06damage\x18\x05 \x01(\tR\x06damage\"\xb1\x02\n" +
 	"\rPartitionInfo\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x12!\n" +
@@ -3152,7 +3341,12 @@ const file_raftbus_v1_admin_proto_rawDesc = "" +
 	"\x13REPLICA_ROLE_LEADER\x10\x01\x12\x19\n" +
 	"\x15REPLICA_ROLE_FOLLOWER\x10\x02\x12\x1a\n" +
 	"\x16REPLICA_ROLE_CANDIDATE\x10\x03\x12\x18\n" +
-	"\x14REPLICA_ROLE_UNKNOWN\x10\x042\xfe\x11\n" +
+	"\x14REPLICA_ROLE_UNKNOWN\x10\x04*\x86\x01\n" +
+	"\rReplicaHealth\x12\x1e\n" +
+	"\x1aREPLICA_HEALTH_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16REPLICA_HEALTH_HEALTHY\x10\x01\x12\x1a\n" +
+	"\x16REPLICA_HEALTH_DAMAGED\x10\x02\x12\x1d\n" +
+	"\x19REPLICA_HEALTH_REBUILDING\x10\x032\xfe\x11\n" +
 	"\fAdminService\x12N\n" +
 	"\vCreateQueue\x12\x1e.raftbus.v1.CreateQueueRequest\x1a\x1f.raftbus.v1.CreateQueueResponse\x12E\n" +
 	"\bGetQueue\x12\x1b.raftbus.v1.GetQueueRequest\x1a\x1c.raftbus.v1.GetQueueResponse\x12N\n" +
@@ -3199,167 +3393,171 @@ func file_raftbus_v1_admin_proto_rawDescGZIP() []byte {
 	return file_raftbus_v1_admin_proto_rawDescData
 }
 
-var file_raftbus_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_raftbus_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_raftbus_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_raftbus_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_raftbus_v1_admin_proto_goTypes = []any{
 	(NodeState)(0),                                   // 0: raftbus.v1.NodeState
 	(ReplicaRole)(0),                                 // 1: raftbus.v1.ReplicaRole
-	(*CreateQueueRequest)(nil),                       // 2: raftbus.v1.CreateQueueRequest
-	(*CreateQueueResponse)(nil),                      // 3: raftbus.v1.CreateQueueResponse
-	(*GetQueueRequest)(nil),                          // 4: raftbus.v1.GetQueueRequest
-	(*GetQueueResponse)(nil),                         // 5: raftbus.v1.GetQueueResponse
-	(*UpdateQueueRequest)(nil),                       // 6: raftbus.v1.UpdateQueueRequest
-	(*UpdateQueueResponse)(nil),                      // 7: raftbus.v1.UpdateQueueResponse
-	(*DeleteQueueRequest)(nil),                       // 8: raftbus.v1.DeleteQueueRequest
-	(*DeleteQueueResponse)(nil),                      // 9: raftbus.v1.DeleteQueueResponse
-	(*ListQueuesRequest)(nil),                        // 10: raftbus.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),                       // 11: raftbus.v1.ListQueuesResponse
-	(*GetQueueRuntimePropertiesRequest)(nil),         // 12: raftbus.v1.GetQueueRuntimePropertiesRequest
-	(*GetQueueRuntimePropertiesResponse)(nil),        // 13: raftbus.v1.GetQueueRuntimePropertiesResponse
-	(*CreateTopicRequest)(nil),                       // 14: raftbus.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),                      // 15: raftbus.v1.CreateTopicResponse
-	(*GetTopicRequest)(nil),                          // 16: raftbus.v1.GetTopicRequest
-	(*GetTopicResponse)(nil),                         // 17: raftbus.v1.GetTopicResponse
-	(*UpdateTopicRequest)(nil),                       // 18: raftbus.v1.UpdateTopicRequest
-	(*UpdateTopicResponse)(nil),                      // 19: raftbus.v1.UpdateTopicResponse
-	(*DeleteTopicRequest)(nil),                       // 20: raftbus.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),                      // 21: raftbus.v1.DeleteTopicResponse
-	(*ListTopicsRequest)(nil),                        // 22: raftbus.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),                       // 23: raftbus.v1.ListTopicsResponse
-	(*GetTopicRuntimePropertiesRequest)(nil),         // 24: raftbus.v1.GetTopicRuntimePropertiesRequest
-	(*GetTopicRuntimePropertiesResponse)(nil),        // 25: raftbus.v1.GetTopicRuntimePropertiesResponse
-	(*CreateSubscriptionRequest)(nil),                // 26: raftbus.v1.CreateSubscriptionRequest
-	(*CreateSubscriptionResponse)(nil),               // 27: raftbus.v1.CreateSubscriptionResponse
-	(*GetSubscriptionRequest)(nil),                   // 28: raftbus.v1.GetSubscriptionRequest
-	(*GetSubscriptionResponse)(nil),                  // 29: raftbus.v1.GetSubscriptionResponse
-	(*UpdateSubscriptionRequest)(nil),                // 30: raftbus.v1.UpdateSubscriptionRequest
-	(*UpdateSubscriptionResponse)(nil),               // 31: raftbus.v1.UpdateSubscriptionResponse
-	(*DeleteSubscriptionRequest)(nil),                // 32: raftbus.v1.DeleteSubscriptionRequest
-	(*DeleteSubscriptionResponse)(nil),               // 33: raftbus.v1.DeleteSubscriptionResponse
-	(*ListSubscriptionsRequest)(nil),                 // 34: raftbus.v1.ListSubscriptionsRequest
-	(*ListSubscriptionsResponse)(nil),                // 35: raftbus.v1.ListSubscriptionsResponse
-	(*GetSubscriptionRuntimePropertiesRequest)(nil),  // 36: raftbus.v1.GetSubscriptionRuntimePropertiesRequest
-	(*GetSubscriptionRuntimePropertiesResponse)(nil), // 37: raftbus.v1.GetSubscriptionRuntimePropertiesResponse
-	(*CreateRuleRequest)(nil),                        // 38: raftbus.v1.CreateRuleRequest
-	(*CreateRuleResponse)(nil),                       // 39: raftbus.v1.CreateRuleResponse
-	(*GetRuleRequest)(nil),                           // 40: raftbus.v1.GetRuleRequest
-	(*GetRuleResponse)(nil),                          // 41: raftbus.v1.GetRuleResponse
-	(*UpdateRuleRequest)(nil),                        // 42: raftbus.v1.UpdateRuleRequest
-	(*UpdateRuleResponse)(nil),                       // 43: raftbus.v1.UpdateRuleResponse
-	(*DeleteRuleRequest)(nil),                        // 44: raftbus.v1.DeleteRuleRequest
-	(*DeleteRuleResponse)(nil),                       // 45: raftbus.v1.DeleteRuleResponse
-	(*ListRulesRequest)(nil),                         // 46: raftbus.v1.ListRulesRequest
-	(*ListRulesResponse)(nil),                        // 47: raftbus.v1.ListRulesResponse
-	(*GetClusterInfoRequest)(nil),                    // 48: raftbus.v1.GetClusterInfoRequest
-	(*GetClusterInfoResponse)(nil),                   // 49: raftbus.v1.GetClusterInfoResponse
-	(*NodeInfo)(nil),                                 // 50: raftbus.v1.NodeInfo
-	(*ReplicaInfo)(nil),                              // 51: raftbus.v1.ReplicaInfo
-	(*PartitionInfo)(nil),                            // 52: raftbus.v1.PartitionInfo
-	(*GetRoutingTableRequest)(nil),                   // 53: raftbus.v1.GetRoutingTableRequest
-	(*GetRoutingTableResponse)(nil),                  // 54: raftbus.v1.GetRoutingTableResponse
-	(*EntityRoute)(nil),                              // 55: raftbus.v1.EntityRoute
-	(*PartitionRoute)(nil),                           // 56: raftbus.v1.PartitionRoute
-	(*RemoveNodeRequest)(nil),                        // 57: raftbus.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),                       // 58: raftbus.v1.RemoveNodeResponse
-	(*QueueProperties)(nil),                          // 59: raftbus.v1.QueueProperties
-	(*RuntimeProperties)(nil),                        // 60: raftbus.v1.RuntimeProperties
-	(*TopicProperties)(nil),                          // 61: raftbus.v1.TopicProperties
-	(*SubscriptionProperties)(nil),                   // 62: raftbus.v1.SubscriptionProperties
-	(*RuleProperties)(nil),                           // 63: raftbus.v1.RuleProperties
+	(ReplicaHealth)(0),                               // 2: raftbus.v1.ReplicaHealth
+	(*CreateQueueRequest)(nil),                       // 3: raftbus.v1.CreateQueueRequest
+	(*CreateQueueResponse)(nil),                      // 4: raftbus.v1.CreateQueueResponse
+	(*GetQueueRequest)(nil),                          // 5: raftbus.v1.GetQueueRequest
+	(*GetQueueResponse)(nil),                         // 6: raftbus.v1.GetQueueResponse
+	(*UpdateQueueRequest)(nil),                       // 7: raftbus.v1.UpdateQueueRequest
+	(*UpdateQueueResponse)(nil),                      // 8: raftbus.v1.UpdateQueueResponse
+	(*DeleteQueueRequest)(nil),                       // 9: raftbus.v1.DeleteQueueRequest
+	(*DeleteQueueResponse)(nil),                      // 10: raftbus.v1.DeleteQueueResponse
+	(*ListQueuesRequest)(nil),                        // 11: raftbus.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),                       // 12: raftbus.v1.ListQueuesResponse
+	(*GetQueueRuntimePropertiesRequest)(nil),         // 13: raftbus.v1.GetQueueRuntimePropertiesRequest
+	(*GetQueueRuntimePropertiesResponse)(nil),        // 14: raftbus.v1.GetQueueRuntimePropertiesResponse
+	(*CreateTopicRequest)(nil),                       // 15: raftbus.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),                      // 16: raftbus.v1.CreateTopicResponse
+	(*GetTopicRequest)(nil),                          // 17: raftbus.v1.GetTopicRequest
+	(*GetTopicResponse)(nil),                         // 18: raftbus.v1.GetTopicResponse
+	(*UpdateTopicRequest)(nil),                       // 19: raftbus.v1.UpdateTopicRequest
+	(*UpdateTopicResponse)(nil),                      // 20: raftbus.v1.UpdateTopicResponse
+	(*DeleteTopicRequest)(nil),                       // 21: raftbus.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),                      // 22: raftbus.v1.DeleteTopicResponse
+	(*ListTopicsRequest)(nil),                        // 23: raftbus.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),                       // 24: raftbus.v1.ListTopicsResponse
+	(*GetTopicRuntimePropertiesRequest)(nil),         // 25: raftbus.v1.GetTopicRuntimePropertiesRequest
+	(*GetTopicRuntimePropertiesResponse)(nil),        // 26: raftbus.v1.GetTopicRuntimePropertiesResponse
+	(*CreateSubscriptionRequest)(nil),                // 27: raftbus.v1.CreateSubscriptionRequest
+	(*CreateSubscriptionResponse)(nil),               // 28: raftbus.v1.CreateSubscriptionResponse
+	(*GetSubscriptionRequest)(nil),                   // 29: raftbus.v1.GetSubscriptionRequest
+	(*GetSubscriptionResponse)(nil),                  // 30: raftbus.v1.GetSubscriptionResponse
+	(*UpdateSubscriptionRequest)(nil),                // 31: raftbus.v1.UpdateSubscriptionRequest
+	(*UpdateSubscriptionResponse)(nil),               // 32: raftbus.v1.UpdateSubscriptionResponse
+	(*DeleteSubscriptionRequest)(nil),                // 33: raftbus.v1.DeleteSubscriptionRequest
+	(*DeleteSubscriptionResponse)(nil),               // 34: raftbus.v1.DeleteSubscriptionResponse
+	(*ListSubscriptionsRequest)(nil),                 // 35: raftbus.v1.ListSubscriptionsRequest
+	(*ListSubscriptionsResponse)(nil),                // 36: raftbus.v1.ListSubscriptionsResponse
+	(*GetSubscriptionRuntimePropertiesRequest)(nil),  // 37: raftbus.v1.GetSubscriptionRuntimePropertiesRequest
+	(*GetSubscriptionRuntimePropertiesResponse)(nil), // 38: raftbus.v1.GetSubscriptionRuntimePropertiesResponse
+	(*CreateRuleRequest)(nil),                        // 39: raftbus.v1.CreateRuleRequest
+	(*CreateRuleResponse)(nil),                       // 40: raftbus.v1.CreateRuleResponse
+	(*GetRuleRequest)(nil),                           // 41: raftbus.v1.GetRuleRequest
+	(*GetRuleResponse)(nil),                          // 42: raftbus.v1.GetRuleResponse
+	(*UpdateRuleRequest)(nil),                        // 43: raftbus.v1.UpdateRuleRequest
+	(*UpdateRuleResponse)(nil),                       // 44: raftbus.v1.UpdateRuleResponse
+	(*DeleteRuleRequest)(nil),                        // 45: raftbus.v1.DeleteRuleRequest
+	(*DeleteRuleResponse)(nil),                       // 46: raftbus.v1.DeleteRuleResponse
+	(*ListRulesRequest)(nil),                         // 47: raftbus.v1.ListRulesRequest
+	(*ListRulesResponse)(nil),                        // 48: raftbus.v1.ListRulesResponse
+	(*GetClusterInfoRequest)(nil),                    // 49: raftbus.v1.GetClusterInfoRequest
+	(*GetClusterInfoResponse)(nil),                   // 50: raftbus.v1.GetClusterInfoResponse
+	(*NodeInfo)(nil),                                 // 51: raftbus.v1.NodeInfo
+	(*NodeLogStats)(nil),                             // 52: raftbus.v1.NodeLogStats
+	(*ReplicaInfo)(nil),                              // 53: raftbus.v1.ReplicaInfo
+	(*PartitionInfo)(nil),                            // 54: raftbus.v1.PartitionInfo
+	(*GetRoutingTableRequest)(nil),                   // 55: raftbus.v1.GetRoutingTableRequest
+	(*GetRoutingTableResponse)(nil),                  // 56: raftbus.v1.GetRoutingTableResponse
+	(*EntityRoute)(nil),                              // 57: raftbus.v1.EntityRoute
+	(*PartitionRoute)(nil),                           // 58: raftbus.v1.PartitionRoute
+	(*RemoveNodeRequest)(nil),                        // 59: raftbus.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),                       // 60: raftbus.v1.RemoveNodeResponse
+	(*QueueProperties)(nil),                          // 61: raftbus.v1.QueueProperties
+	(*RuntimeProperties)(nil),                        // 62: raftbus.v1.RuntimeProperties
+	(*TopicProperties)(nil),                          // 63: raftbus.v1.TopicProperties
+	(*SubscriptionProperties)(nil),                   // 64: raftbus.v1.SubscriptionProperties
+	(*RuleProperties)(nil),                           // 65: raftbus.v1.RuleProperties
 }
 var file_raftbus_v1_admin_proto_depIdxs = []int32{
-	59, // 0: raftbus.v1.CreateQueueRequest.queue:type_name -> raftbus.v1.QueueProperties
-	59, // 1: raftbus.v1.CreateQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
-	59, // 2: raftbus.v1.GetQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
-	59, // 3: raftbus.v1.UpdateQueueRequest.queue:type_name -> raftbus.v1.QueueProperties
-	59, // 4: raftbus.v1.UpdateQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
-	59, // 5: raftbus.v1.ListQueuesResponse.queues:type_name -> raftbus.v1.QueueProperties
-	60, // 6: raftbus.v1.GetQueueRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
-	61, // 7: raftbus.v1.CreateTopicRequest.topic:type_name -> raftbus.v1.TopicProperties
-	61, // 8: raftbus.v1.CreateTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
-	61, // 9: raftbus.v1.GetTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
-	61, // 10: raftbus.v1.UpdateTopicRequest.topic:type_name -> raftbus.v1.TopicProperties
-	61, // 11: raftbus.v1.UpdateTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
-	61, // 12: raftbus.v1.ListTopicsResponse.topics:type_name -> raftbus.v1.TopicProperties
-	60, // 13: raftbus.v1.GetTopicRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
-	62, // 14: raftbus.v1.CreateSubscriptionRequest.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	63, // 15: raftbus.v1.CreateSubscriptionRequest.default_rule:type_name -> raftbus.v1.RuleProperties
-	62, // 16: raftbus.v1.CreateSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	62, // 17: raftbus.v1.GetSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	62, // 18: raftbus.v1.UpdateSubscriptionRequest.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	62, // 19: raftbus.v1.UpdateSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	62, // 20: raftbus.v1.ListSubscriptionsResponse.subscriptions:type_name -> raftbus.v1.SubscriptionProperties
-	60, // 21: raftbus.v1.GetSubscriptionRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
-	63, // 22: raftbus.v1.CreateRuleRequest.rule:type_name -> raftbus.v1.RuleProperties
-	63, // 23: raftbus.v1.CreateRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
-	63, // 24: raftbus.v1.GetRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
-	63, // 25: raftbus.v1.UpdateRuleRequest.rule:type_name -> raftbus.v1.RuleProperties
-	63, // 26: raftbus.v1.UpdateRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
-	63, // 27: raftbus.v1.ListRulesResponse.rules:type_name -> raftbus.v1.RuleProperties
-	50, // 28: raftbus.v1.GetClusterInfoResponse.nodes:type_name -> raftbus.v1.NodeInfo
-	52, // 29: raftbus.v1.GetClusterInfoResponse.partitions:type_name -> raftbus.v1.PartitionInfo
+	61, // 0: raftbus.v1.CreateQueueRequest.queue:type_name -> raftbus.v1.QueueProperties
+	61, // 1: raftbus.v1.CreateQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
+	61, // 2: raftbus.v1.GetQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
+	61, // 3: raftbus.v1.UpdateQueueRequest.queue:type_name -> raftbus.v1.QueueProperties
+	61, // 4: raftbus.v1.UpdateQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
+	61, // 5: raftbus.v1.ListQueuesResponse.queues:type_name -> raftbus.v1.QueueProperties
+	62, // 6: raftbus.v1.GetQueueRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
+	63, // 7: raftbus.v1.CreateTopicRequest.topic:type_name -> raftbus.v1.TopicProperties
+	63, // 8: raftbus.v1.CreateTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
+	63, // 9: raftbus.v1.GetTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
+	63, // 10: raftbus.v1.UpdateTopicRequest.topic:type_name -> raftbus.v1.TopicProperties
+	63, // 11: raftbus.v1.UpdateTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
+	63, // 12: raftbus.v1.ListTopicsResponse.topics:type_name -> raftbus.v1.TopicProperties
+	62, // 13: raftbus.v1.GetTopicRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
+	64, // 14: raftbus.v1.CreateSubscriptionRequest.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	65, // 15: raftbus.v1.CreateSubscriptionRequest.default_rule:type_name -> raftbus.v1.RuleProperties
+	64, // 16: raftbus.v1.CreateSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	64, // 17: raftbus.v1.GetSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	64, // 18: raftbus.v1.UpdateSubscriptionRequest.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	64, // 19: raftbus.v1.UpdateSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	64, // 20: raftbus.v1.ListSubscriptionsResponse.subscriptions:type_name -> raftbus.v1.SubscriptionProperties
+	62, // 21: raftbus.v1.GetSubscriptionRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
+	65, // 22: raftbus.v1.CreateRuleRequest.rule:type_name -> raftbus.v1.RuleProperties
+	65, // 23: raftbus.v1.CreateRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
+	65, // 24: raftbus.v1.GetRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
+	65, // 25: raftbus.v1.UpdateRuleRequest.rule:type_name -> raftbus.v1.RuleProperties
+	65, // 26: raftbus.v1.UpdateRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
+	65, // 27: raftbus.v1.ListRulesResponse.rules:type_name -> raftbus.v1.RuleProperties
+	51, // 28: raftbus.v1.GetClusterInfoResponse.nodes:type_name -> raftbus.v1.NodeInfo
+	54, // 29: raftbus.v1.GetClusterInfoResponse.partitions:type_name -> raftbus.v1.PartitionInfo
 	0,  // 30: raftbus.v1.NodeInfo.state:type_name -> raftbus.v1.NodeState
-	1,  // 31: raftbus.v1.ReplicaInfo.role:type_name -> raftbus.v1.ReplicaRole
-	51, // 32: raftbus.v1.PartitionInfo.replicas:type_name -> raftbus.v1.ReplicaInfo
-	55, // 33: raftbus.v1.GetRoutingTableResponse.entities:type_name -> raftbus.v1.EntityRoute
-	56, // 34: raftbus.v1.EntityRoute.partitions:type_name -> raftbus.v1.PartitionRoute
-	2,  // 35: raftbus.v1.AdminService.CreateQueue:input_type -> raftbus.v1.CreateQueueRequest
-	4,  // 36: raftbus.v1.AdminService.GetQueue:input_type -> raftbus.v1.GetQueueRequest
-	6,  // 37: raftbus.v1.AdminService.UpdateQueue:input_type -> raftbus.v1.UpdateQueueRequest
-	8,  // 38: raftbus.v1.AdminService.DeleteQueue:input_type -> raftbus.v1.DeleteQueueRequest
-	10, // 39: raftbus.v1.AdminService.ListQueues:input_type -> raftbus.v1.ListQueuesRequest
-	12, // 40: raftbus.v1.AdminService.GetQueueRuntimeProperties:input_type -> raftbus.v1.GetQueueRuntimePropertiesRequest
-	14, // 41: raftbus.v1.AdminService.CreateTopic:input_type -> raftbus.v1.CreateTopicRequest
-	16, // 42: raftbus.v1.AdminService.GetTopic:input_type -> raftbus.v1.GetTopicRequest
-	18, // 43: raftbus.v1.AdminService.UpdateTopic:input_type -> raftbus.v1.UpdateTopicRequest
-	20, // 44: raftbus.v1.AdminService.DeleteTopic:input_type -> raftbus.v1.DeleteTopicRequest
-	22, // 45: raftbus.v1.AdminService.ListTopics:input_type -> raftbus.v1.ListTopicsRequest
-	24, // 46: raftbus.v1.AdminService.GetTopicRuntimeProperties:input_type -> raftbus.v1.GetTopicRuntimePropertiesRequest
-	26, // 47: raftbus.v1.AdminService.CreateSubscription:input_type -> raftbus.v1.CreateSubscriptionRequest
-	28, // 48: raftbus.v1.AdminService.GetSubscription:input_type -> raftbus.v1.GetSubscriptionRequest
-	30, // 49: raftbus.v1.AdminService.UpdateSubscription:input_type -> raftbus.v1.UpdateSubscriptionRequest
-	32, // 50: raftbus.v1.AdminService.DeleteSubscription:input_type -> raftbus.v1.DeleteSubscriptionRequest
-	34, // 51: raftbus.v1.AdminService.ListSubscriptions:input_type -> raftbus.v1.ListSubscriptionsRequest
-	36, // 52: raftbus.v1.AdminService.GetSubscriptionRuntimeProperties:input_type -> raftbus.v1.GetSubscriptionRuntimePropertiesRequest
-	38, // 53: raftbus.v1.AdminService.CreateRule:input_type -> raftbus.v1.CreateRuleRequest
-	40, // 54: raftbus.v1.AdminService.GetRule:input_type -> raftbus.v1.GetRuleRequest
-	42, // 55: raftbus.v1.AdminService.UpdateRule:input_type -> raftbus.v1.UpdateRuleRequest
-	44, // 56: raftbus.v1.AdminService.DeleteRule:input_type -> raftbus.v1.DeleteRuleRequest
-	46, // 57: raftbus.v1.AdminService.ListRules:input_type -> raftbus.v1.ListRulesRequest
-	48, // 58: raftbus.v1.AdminService.GetClusterInfo:input_type -> raftbus.v1.GetClusterInfoRequest
-	53, // 59: raftbus.v1.AdminService.GetRoutingTable:input_type -> raftbus.v1.GetRoutingTableRequest
-	57, // 60: raftbus.v1.AdminService.RemoveNode:input_type -> raftbus.v1.RemoveNodeRequest
-	3,  // 61: raftbus.v1.AdminService.CreateQueue:output_type -> raftbus.v1.CreateQueueResponse
-	5,  // 62: raftbus.v1.AdminService.GetQueue:output_type -> raftbus.v1.GetQueueResponse
-	7,  // 63: raftbus.v1.AdminService.UpdateQueue:output_type -> raftbus.v1.UpdateQueueResponse
-	9,  // 64: raftbus.v1.AdminService.DeleteQueue:output_type -> raftbus.v1.DeleteQueueResponse
-	11, // 65: raftbus.v1.AdminService.ListQueues:output_type -> raftbus.v1.ListQueuesResponse
-	13, // 66: raftbus.v1.AdminService.GetQueueRuntimeProperties:output_type -> raftbus.v1.GetQueueRuntimePropertiesResponse
-	15, // 67: raftbus.v1.AdminService.CreateTopic:output_type -> raftbus.v1.CreateTopicResponse
-	17, // 68: raftbus.v1.AdminService.GetTopic:output_type -> raftbus.v1.GetTopicResponse
-	19, // 69: raftbus.v1.AdminService.UpdateTopic:output_type -> raftbus.v1.UpdateTopicResponse
-	21, // 70: raftbus.v1.AdminService.DeleteTopic:output_type -> raftbus.v1.DeleteTopicResponse
-	23, // 71: raftbus.v1.AdminService.ListTopics:output_type -> raftbus.v1.ListTopicsResponse
-	25, // 72: raftbus.v1.AdminService.GetTopicRuntimeProperties:output_type -> raftbus.v1.GetTopicRuntimePropertiesResponse
-	27, // 73: raftbus.v1.AdminService.CreateSubscription:output_type -> raftbus.v1.CreateSubscriptionResponse
-	29, // 74: raftbus.v1.AdminService.GetSubscription:output_type -> raftbus.v1.GetSubscriptionResponse
-	31, // 75: raftbus.v1.AdminService.UpdateSubscription:output_type -> raftbus.v1.UpdateSubscriptionResponse
-	33, // 76: raftbus.v1.AdminService.DeleteSubscription:output_type -> raftbus.v1.DeleteSubscriptionResponse
-	35, // 77: raftbus.v1.AdminService.ListSubscriptions:output_type -> raftbus.v1.ListSubscriptionsResponse
-	37, // 78: raftbus.v1.AdminService.GetSubscriptionRuntimeProperties:output_type -> raftbus.v1.GetSubscriptionRuntimePropertiesResponse
-	39, // 79: raftbus.v1.AdminService.CreateRule:output_type -> raftbus.v1.CreateRuleResponse
-	41, // 80: raftbus.v1.AdminService.GetRule:output_type -> raftbus.v1.GetRuleResponse
-	43, // 81: raftbus.v1.AdminService.UpdateRule:output_type -> raftbus.v1.UpdateRuleResponse
-	45, // 82: raftbus.v1.AdminService.DeleteRule:output_type -> raftbus.v1.DeleteRuleResponse
-	47, // 83: raftbus.v1.AdminService.ListRules:output_type -> raftbus.v1.ListRulesResponse
-	49, // 84: raftbus.v1.AdminService.GetClusterInfo:output_type -> raftbus.v1.GetClusterInfoResponse
-	54, // 85: raftbus.v1.AdminService.GetRoutingTable:output_type -> raftbus.v1.GetRoutingTableResponse
-	58, // 86: raftbus.v1.AdminService.RemoveNode:output_type -> raftbus.v1.RemoveNodeResponse
-	61, // [61:87] is the sub-list for method output_type
-	35, // [35:61] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	52, // 31: raftbus.v1.NodeInfo.log:type_name -> raftbus.v1.NodeLogStats
+	1,  // 32: raftbus.v1.ReplicaInfo.role:type_name -> raftbus.v1.ReplicaRole
+	2,  // 33: raftbus.v1.ReplicaInfo.health:type_name -> raftbus.v1.ReplicaHealth
+	53, // 34: raftbus.v1.PartitionInfo.replicas:type_name -> raftbus.v1.ReplicaInfo
+	57, // 35: raftbus.v1.GetRoutingTableResponse.entities:type_name -> raftbus.v1.EntityRoute
+	58, // 36: raftbus.v1.EntityRoute.partitions:type_name -> raftbus.v1.PartitionRoute
+	3,  // 37: raftbus.v1.AdminService.CreateQueue:input_type -> raftbus.v1.CreateQueueRequest
+	5,  // 38: raftbus.v1.AdminService.GetQueue:input_type -> raftbus.v1.GetQueueRequest
+	7,  // 39: raftbus.v1.AdminService.UpdateQueue:input_type -> raftbus.v1.UpdateQueueRequest
+	9,  // 40: raftbus.v1.AdminService.DeleteQueue:input_type -> raftbus.v1.DeleteQueueRequest
+	11, // 41: raftbus.v1.AdminService.ListQueues:input_type -> raftbus.v1.ListQueuesRequest
+	13, // 42: raftbus.v1.AdminService.GetQueueRuntimeProperties:input_type -> raftbus.v1.GetQueueRuntimePropertiesRequest
+	15, // 43: raftbus.v1.AdminService.CreateTopic:input_type -> raftbus.v1.CreateTopicRequest
+	17, // 44: raftbus.v1.AdminService.GetTopic:input_type -> raftbus.v1.GetTopicRequest
+	19, // 45: raftbus.v1.AdminService.UpdateTopic:input_type -> raftbus.v1.UpdateTopicRequest
+	21, // 46: raftbus.v1.AdminService.DeleteTopic:input_type -> raftbus.v1.DeleteTopicRequest
+	23, // 47: raftbus.v1.AdminService.ListTopics:input_type -> raftbus.v1.ListTopicsRequest
+	25, // 48: raftbus.v1.AdminService.GetTopicRuntimeProperties:input_type -> raftbus.v1.GetTopicRuntimePropertiesRequest
+	27, // 49: raftbus.v1.AdminService.CreateSubscription:input_type -> raftbus.v1.CreateSubscriptionRequest
+	29, // 50: raftbus.v1.AdminService.GetSubscription:input_type -> raftbus.v1.GetSubscriptionRequest
+	31, // 51: raftbus.v1.AdminService.UpdateSubscription:input_type -> raftbus.v1.UpdateSubscriptionRequest
+	33, // 52: raftbus.v1.AdminService.DeleteSubscription:input_type -> raftbus.v1.DeleteSubscriptionRequest
+	35, // 53: raftbus.v1.AdminService.ListSubscriptions:input_type -> raftbus.v1.ListSubscriptionsRequest
+	37, // 54: raftbus.v1.AdminService.GetSubscriptionRuntimeProperties:input_type -> raftbus.v1.GetSubscriptionRuntimePropertiesRequest
+	39, // 55: raftbus.v1.AdminService.CreateRule:input_type -> raftbus.v1.CreateRuleRequest
+	41, // 56: raftbus.v1.AdminService.GetRule:input_type -> raftbus.v1.GetRuleRequest
+	43, // 57: raftbus.v1.AdminService.UpdateRule:input_type -> raftbus.v1.UpdateRuleRequest
+	45, // 58: raftbus.v1.AdminService.DeleteRule:input_type -> raftbus.v1.DeleteRuleRequest
+	47, // 59: raftbus.v1.AdminService.ListRules:input_type -> raftbus.v1.ListRulesRequest
+	49, // 60: raftbus.v1.AdminService.GetClusterInfo:input_type -> raftbus.v1.GetClusterInfoRequest
+	55, // 61: raftbus.v1.AdminService.GetRoutingTable:input_type -> raftbus.v1.GetRoutingTableRequest
+	59, // 62: raftbus.v1.AdminService.RemoveNode:input_type -> raftbus.v1.RemoveNodeRequest
+	4,  // 63: raftbus.v1.AdminService.CreateQueue:output_type -> raftbus.v1.CreateQueueResponse
+	6,  // 64: raftbus.v1.AdminService.GetQueue:output_type -> raftbus.v1.GetQueueResponse
+	8,  // 65: raftbus.v1.AdminService.UpdateQueue:output_type -> raftbus.v1.UpdateQueueResponse
+	10, // 66: raftbus.v1.AdminService.DeleteQueue:output_type -> raftbus.v1.DeleteQueueResponse
+	12, // 67: raftbus.v1.AdminService.ListQueues:output_type -> raftbus.v1.ListQueuesResponse
+	14, // 68: raftbus.v1.AdminService.GetQueueRuntimeProperties:output_type -> raftbus.v1.GetQueueRuntimePropertiesResponse
+	16, // 69: raftbus.v1.AdminService.CreateTopic:output_type -> raftbus.v1.CreateTopicResponse
+	18, // 70: raftbus.v1.AdminService.GetTopic:output_type -> raftbus.v1.GetTopicResponse
+	20, // 71: raftbus.v1.AdminService.UpdateTopic:output_type -> raftbus.v1.UpdateTopicResponse
+	22, // 72: raftbus.v1.AdminService.DeleteTopic:output_type -> raftbus.v1.DeleteTopicResponse
+	24, // 73: raftbus.v1.AdminService.ListTopics:output_type -> raftbus.v1.ListTopicsResponse
+	26, // 74: raftbus.v1.AdminService.GetTopicRuntimeProperties:output_type -> raftbus.v1.GetTopicRuntimePropertiesResponse
+	28, // 75: raftbus.v1.AdminService.CreateSubscription:output_type -> raftbus.v1.CreateSubscriptionResponse
+	30, // 76: raftbus.v1.AdminService.GetSubscription:output_type -> raftbus.v1.GetSubscriptionResponse
+	32, // 77: raftbus.v1.AdminService.UpdateSubscription:output_type -> raftbus.v1.UpdateSubscriptionResponse
+	34, // 78: raftbus.v1.AdminService.DeleteSubscription:output_type -> raftbus.v1.DeleteSubscriptionResponse
+	36, // 79: raftbus.v1.AdminService.ListSubscriptions:output_type -> raftbus.v1.ListSubscriptionsResponse
+	38, // 80: raftbus.v1.AdminService.GetSubscriptionRuntimeProperties:output_type -> raftbus.v1.GetSubscriptionRuntimePropertiesResponse
+	40, // 81: raftbus.v1.AdminService.CreateRule:output_type -> raftbus.v1.CreateRuleResponse
+	42, // 82: raftbus.v1.AdminService.GetRule:output_type -> raftbus.v1.GetRuleResponse
+	44, // 83: raftbus.v1.AdminService.UpdateRule:output_type -> raftbus.v1.UpdateRuleResponse
+	46, // 84: raftbus.v1.AdminService.DeleteRule:output_type -> raftbus.v1.DeleteRuleResponse
+	48, // 85: raftbus.v1.AdminService.ListRules:output_type -> raftbus.v1.ListRulesResponse
+	50, // 86: raftbus.v1.AdminService.GetClusterInfo:output_type -> raftbus.v1.GetClusterInfoResponse
+	56, // 87: raftbus.v1.AdminService.GetRoutingTable:output_type -> raftbus.v1.GetRoutingTableResponse
+	60, // 88: raftbus.v1.AdminService.RemoveNode:output_type -> raftbus.v1.RemoveNodeResponse
+	63, // [63:89] is the sub-list for method output_type
+	37, // [37:63] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_v1_admin_proto_init() }
@@ -3373,8 +3571,8 @@ func file_raftbus_v1_admin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftbus_v1_admin_proto_rawDesc), len(file_raftbus_v1_admin_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   57,
+			NumEnums:      3,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

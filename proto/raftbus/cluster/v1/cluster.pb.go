@@ -72,6 +72,192 @@ func (EntityKind) EnumDescriptor() ([]byte, []int) {
 	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{0}
 }
 
+type DemoteReplicaRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	EntityPath string                 `protobuf:"bytes,1,opt,name=entity_path,json=entityPath,proto3" json:"entity_path,omitempty"`
+	// The entity's incarnation (see Entity), so that a request about a
+	// deleted entity never touches one created again under its name.
+	Incarnation   uint64 `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	PartitionId   uint32 `protobuf:"varint,3,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	NodeId        string `protobuf:"bytes,4,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DemoteReplicaRequest) Reset() {
+	*x = DemoteReplicaRequest{}
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DemoteReplicaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DemoteReplicaRequest) ProtoMessage() {}
+
+func (x *DemoteReplicaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DemoteReplicaRequest.ProtoReflect.Descriptor instead.
+func (*DemoteReplicaRequest) Descriptor() ([]byte, []int) {
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *DemoteReplicaRequest) GetEntityPath() string {
+	if x != nil {
+		return x.EntityPath
+	}
+	return ""
+}
+
+func (x *DemoteReplicaRequest) GetIncarnation() uint64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
+}
+
+func (x *DemoteReplicaRequest) GetPartitionId() uint32 {
+	if x != nil {
+		return x.PartitionId
+	}
+	return 0
+}
+
+func (x *DemoteReplicaRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+type DemoteReplicaResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DemoteReplicaResponse) Reset() {
+	*x = DemoteReplicaResponse{}
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DemoteReplicaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DemoteReplicaResponse) ProtoMessage() {}
+
+func (x *DemoteReplicaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DemoteReplicaResponse.ProtoReflect.Descriptor instead.
+func (*DemoteReplicaResponse) Descriptor() ([]byte, []int) {
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{1}
+}
+
+type NodeStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeStatusRequest) Reset() {
+	*x = NodeStatusRequest{}
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeStatusRequest) ProtoMessage() {}
+
+func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeStatusRequest.ProtoReflect.Descriptor instead.
+func (*NodeStatusRequest) Descriptor() ([]byte, []int) {
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{2}
+}
+
+type NodeStatusResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Log           *v1.NodeLogStats       `protobuf:"bytes,1,opt,name=log,proto3" json:"log,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeStatusResponse) Reset() {
+	*x = NodeStatusResponse{}
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeStatusResponse) ProtoMessage() {}
+
+func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeStatusResponse.ProtoReflect.Descriptor instead.
+func (*NodeStatusResponse) Descriptor() ([]byte, []int) {
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *NodeStatusResponse) GetLog() *v1.NodeLogStats {
+	if x != nil {
+		return x.Log
+	}
+	return nil
+}
+
 type JoinRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -83,7 +269,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[0]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -95,7 +281,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[0]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -108,7 +294,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{0}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *JoinRequest) GetNodeId() string {
@@ -134,7 +320,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[1]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -146,7 +332,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[1]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -159,7 +345,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{1}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *JoinResponse) GetClusterId() string {
@@ -179,7 +365,7 @@ type PartitionRuntimeRequest struct {
 
 func (x *PartitionRuntimeRequest) Reset() {
 	*x = PartitionRuntimeRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[2]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -191,7 +377,7 @@ func (x *PartitionRuntimeRequest) String() string {
 func (*PartitionRuntimeRequest) ProtoMessage() {}
 
 func (x *PartitionRuntimeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[2]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -204,7 +390,7 @@ func (x *PartitionRuntimeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRuntimeRequest.ProtoReflect.Descriptor instead.
 func (*PartitionRuntimeRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{2}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PartitionRuntimeRequest) GetEntityPath() string {
@@ -230,7 +416,7 @@ type PartitionRuntimeResponse struct {
 
 func (x *PartitionRuntimeResponse) Reset() {
 	*x = PartitionRuntimeResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[3]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -242,7 +428,7 @@ func (x *PartitionRuntimeResponse) String() string {
 func (*PartitionRuntimeResponse) ProtoMessage() {}
 
 func (x *PartitionRuntimeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[3]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -255,7 +441,7 @@ func (x *PartitionRuntimeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRuntimeResponse.ProtoReflect.Descriptor instead.
 func (*PartitionRuntimeResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{3}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PartitionRuntimeResponse) GetProperties() *v1.PartitionRuntimeProperties {
@@ -275,7 +461,7 @@ type PartitionStatusRequest struct {
 
 func (x *PartitionStatusRequest) Reset() {
 	*x = PartitionStatusRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[4]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -287,7 +473,7 @@ func (x *PartitionStatusRequest) String() string {
 func (*PartitionStatusRequest) ProtoMessage() {}
 
 func (x *PartitionStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[4]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -300,7 +486,7 @@ func (x *PartitionStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatusRequest.ProtoReflect.Descriptor instead.
 func (*PartitionStatusRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{4}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PartitionStatusRequest) GetEntityPath() string {
@@ -328,14 +514,17 @@ type PartitionStatusResponse struct {
 	LeaderAddress string `protobuf:"bytes,6,opt,name=leader_address,json=leaderAddress,proto3" json:"leader_address,omitempty"`
 	// The entity generation this replica last configured its engine with as
 	// leader.
-	ConfiguredGeneration uint64 `protobuf:"varint,7,opt,name=configured_generation,json=configuredGeneration,proto3" json:"configured_generation,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	ConfiguredGeneration uint64           `protobuf:"varint,7,opt,name=configured_generation,json=configuredGeneration,proto3" json:"configured_generation,omitempty"`
+	Health               v1.ReplicaHealth `protobuf:"varint,8,opt,name=health,proto3,enum=raftbus.v1.ReplicaHealth" json:"health,omitempty"`
+	// What was found, for a damaged or rebuilding replica.
+	Damage        string `protobuf:"bytes,9,opt,name=damage,proto3" json:"damage,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PartitionStatusResponse) Reset() {
 	*x = PartitionStatusResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[5]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -347,7 +536,7 @@ func (x *PartitionStatusResponse) String() string {
 func (*PartitionStatusResponse) ProtoMessage() {}
 
 func (x *PartitionStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[5]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -360,7 +549,7 @@ func (x *PartitionStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatusResponse.ProtoReflect.Descriptor instead.
 func (*PartitionStatusResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{5}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PartitionStatusResponse) GetRole() v1.ReplicaRole {
@@ -412,6 +601,20 @@ func (x *PartitionStatusResponse) GetConfiguredGeneration() uint64 {
 	return 0
 }
 
+func (x *PartitionStatusResponse) GetHealth() v1.ReplicaHealth {
+	if x != nil {
+		return x.Health
+	}
+	return v1.ReplicaHealth(0)
+}
+
+func (x *PartitionStatusResponse) GetDamage() string {
+	if x != nil {
+		return x.Damage
+	}
+	return ""
+}
+
 // MetaCommand is one entry of the metadata group's log. The leader stamps
 // the time; applying it never reads a clock.
 type MetaCommand struct {
@@ -435,7 +638,7 @@ type MetaCommand struct {
 
 func (x *MetaCommand) Reset() {
 	*x = MetaCommand{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[6]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -447,7 +650,7 @@ func (x *MetaCommand) String() string {
 func (*MetaCommand) ProtoMessage() {}
 
 func (x *MetaCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[6]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -460,7 +663,7 @@ func (x *MetaCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommand.ProtoReflect.Descriptor instead.
 func (*MetaCommand) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{6}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MetaCommand) GetNowUnixMs() int64 {
@@ -628,7 +831,7 @@ type PutTopic struct {
 
 func (x *PutTopic) Reset() {
 	*x = PutTopic{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[7]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -640,7 +843,7 @@ func (x *PutTopic) String() string {
 func (*PutTopic) ProtoMessage() {}
 
 func (x *PutTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[7]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -653,7 +856,7 @@ func (x *PutTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutTopic.ProtoReflect.Descriptor instead.
 func (*PutTopic) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{7}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PutTopic) GetTopic() *v1.TopicProperties {
@@ -685,7 +888,7 @@ type PutSubscription struct {
 
 func (x *PutSubscription) Reset() {
 	*x = PutSubscription{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[8]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -697,7 +900,7 @@ func (x *PutSubscription) String() string {
 func (*PutSubscription) ProtoMessage() {}
 
 func (x *PutSubscription) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[8]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -710,7 +913,7 @@ func (x *PutSubscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutSubscription.ProtoReflect.Descriptor instead.
 func (*PutSubscription) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{8}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PutSubscription) GetSubscription() *v1.SubscriptionProperties {
@@ -745,7 +948,7 @@ type DeleteSubscription struct {
 
 func (x *DeleteSubscription) Reset() {
 	*x = DeleteSubscription{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[9]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -757,7 +960,7 @@ func (x *DeleteSubscription) String() string {
 func (*DeleteSubscription) ProtoMessage() {}
 
 func (x *DeleteSubscription) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[9]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -770,7 +973,7 @@ func (x *DeleteSubscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSubscription.ProtoReflect.Descriptor instead.
 func (*DeleteSubscription) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{9}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeleteSubscription) GetTopicName() string {
@@ -800,7 +1003,7 @@ type PutRule struct {
 
 func (x *PutRule) Reset() {
 	*x = PutRule{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[10]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -812,7 +1015,7 @@ func (x *PutRule) String() string {
 func (*PutRule) ProtoMessage() {}
 
 func (x *PutRule) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[10]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -825,7 +1028,7 @@ func (x *PutRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRule.ProtoReflect.Descriptor instead.
 func (*PutRule) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{10}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PutRule) GetTopicName() string {
@@ -868,7 +1071,7 @@ type DeleteRule struct {
 
 func (x *DeleteRule) Reset() {
 	*x = DeleteRule{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[11]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -880,7 +1083,7 @@ func (x *DeleteRule) String() string {
 func (*DeleteRule) ProtoMessage() {}
 
 func (x *DeleteRule) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[11]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -893,7 +1096,7 @@ func (x *DeleteRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRule.ProtoReflect.Descriptor instead.
 func (*DeleteRule) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{11}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteRule) GetTopicName() string {
@@ -927,7 +1130,7 @@ type AddNode struct {
 
 func (x *AddNode) Reset() {
 	*x = AddNode{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[12]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -939,7 +1142,7 @@ func (x *AddNode) String() string {
 func (*AddNode) ProtoMessage() {}
 
 func (x *AddNode) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[12]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -952,7 +1155,7 @@ func (x *AddNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNode.ProtoReflect.Descriptor instead.
 func (*AddNode) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{12}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AddNode) GetNode() *Node {
@@ -975,7 +1178,7 @@ type PutQueue struct {
 
 func (x *PutQueue) Reset() {
 	*x = PutQueue{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[13]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -987,7 +1190,7 @@ func (x *PutQueue) String() string {
 func (*PutQueue) ProtoMessage() {}
 
 func (x *PutQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[13]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1000,7 +1203,7 @@ func (x *PutQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutQueue.ProtoReflect.Descriptor instead.
 func (*PutQueue) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{13}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PutQueue) GetQueue() *v1.QueueProperties {
@@ -1027,7 +1230,7 @@ type DeleteEntity struct {
 
 func (x *DeleteEntity) Reset() {
 	*x = DeleteEntity{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[14]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1039,7 +1242,7 @@ func (x *DeleteEntity) String() string {
 func (*DeleteEntity) ProtoMessage() {}
 
 func (x *DeleteEntity) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[14]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1052,7 +1255,7 @@ func (x *DeleteEntity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEntity.ProtoReflect.Descriptor instead.
 func (*DeleteEntity) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{14}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DeleteEntity) GetName() string {
@@ -1072,7 +1275,7 @@ type SetClusterID struct {
 
 func (x *SetClusterID) Reset() {
 	*x = SetClusterID{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1084,7 +1287,7 @@ func (x *SetClusterID) String() string {
 func (*SetClusterID) ProtoMessage() {}
 
 func (x *SetClusterID) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1097,7 +1300,7 @@ func (x *SetClusterID) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterID.ProtoReflect.Descriptor instead.
 func (*SetClusterID) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{15}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SetClusterID) GetClusterId() string {
@@ -1122,7 +1325,7 @@ type MetaResult struct {
 
 func (x *MetaResult) Reset() {
 	*x = MetaResult{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[16]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1134,7 +1337,7 @@ func (x *MetaResult) String() string {
 func (*MetaResult) ProtoMessage() {}
 
 func (x *MetaResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[16]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1147,7 +1350,7 @@ func (x *MetaResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaResult.ProtoReflect.Descriptor instead.
 func (*MetaResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{16}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *MetaResult) GetErrorReason() v1.ErrorReason {
@@ -1196,7 +1399,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1208,7 +1411,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1221,7 +1424,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{17}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Node) GetNodeId() string {
@@ -1263,7 +1466,7 @@ type Entity struct {
 
 func (x *Entity) Reset() {
 	*x = Entity{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1478,7 @@ func (x *Entity) String() string {
 func (*Entity) ProtoMessage() {}
 
 func (x *Entity) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1491,7 @@ func (x *Entity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Entity.ProtoReflect.Descriptor instead.
 func (*Entity) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{18}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Entity) GetName() string {
@@ -1358,7 +1561,7 @@ type Subscription struct {
 
 func (x *Subscription) Reset() {
 	*x = Subscription{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1370,7 +1573,7 @@ func (x *Subscription) String() string {
 func (*Subscription) ProtoMessage() {}
 
 func (x *Subscription) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1383,7 +1586,7 @@ func (x *Subscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Subscription.ProtoReflect.Descriptor instead.
 func (*Subscription) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{19}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Subscription) GetProperties() *v1.SubscriptionProperties {
@@ -1410,7 +1613,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1422,7 +1625,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1435,7 +1638,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{20}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Placement) GetNodeIds() []string {
@@ -1457,7 +1660,7 @@ type MetaSnapshot struct {
 
 func (x *MetaSnapshot) Reset() {
 	*x = MetaSnapshot{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1469,7 +1672,7 @@ func (x *MetaSnapshot) String() string {
 func (*MetaSnapshot) ProtoMessage() {}
 
 func (x *MetaSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1482,7 +1685,7 @@ func (x *MetaSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaSnapshot.ProtoReflect.Descriptor instead.
 func (*MetaSnapshot) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{21}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *MetaSnapshot) GetClusterId() string {
@@ -1510,7 +1713,17 @@ var File_raftbus_cluster_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	" raftbus/cluster/v1/cluster.proto\x12\x12raftbus.cluster.v1\x1a\x16raftbus/v1/admin.proto\x1a\x19raftbus/v1/entities.proto\x1a\x17raftbus/v1/errors.proto\"@\n" +
+	" raftbus/cluster/v1/cluster.proto\x12\x12raftbus.cluster.v1\x1a\x16raftbus/v1/admin.proto\x1a\x19raftbus/v1/entities.proto\x1a\x17raftbus/v1/errors.proto\"\x95\x01\n" +
+	"\x14DemoteReplicaRequest\x12\x1f\n" +
+	"\ventity_path\x18\x01 \x01(\tR\n" +
+	"entityPath\x12 \n" +
+	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12!\n" +
+	"\fpartition_id\x18\x03 \x01(\rR\vpartitionId\x12\x17\n" +
+	"\anode_id\x18\x04 \x01(\tR\x06nodeId\"\x17\n" +
+	"\x15DemoteReplicaResponse\"\x13\n" +
+	"\x11NodeStatusRequest\"@\n" +
+	"\x12NodeStatusResponse\x12*\n" +
+	"\x03log\x18\x01 \x01(\v2\x18.raftbus.v1.NodeLogStatsR\x03log\"@\n" +
 	"\vJoinRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\"-\n" +
@@ -1528,7 +1741,7 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\x16PartitionStatusRequest\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x12!\n" +
-	"\fpartition_id\x18\x02 \x01(\rR\vpartitionId\"\xa4\x02\n" +
+	"\fpartition_id\x18\x02 \x01(\rR\vpartitionId\"\xef\x02\n" +
 	"\x17PartitionStatusResponse\x12+\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x17.raftbus.v1.ReplicaRoleR\x04role\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12!\n" +
@@ -1536,7 +1749,9 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndex\x12$\n" +
 	"\x0eleader_node_id\x18\x05 \x01(\tR\fleaderNodeId\x12%\n" +
 	"\x0eleader_address\x18\x06 \x01(\tR\rleaderAddress\x123\n" +
-	"\x15configured_generation\x18\a \x01(\x04R\x14configuredGeneration\"\xa6\x05\n" +
+	"\x15configured_generation\x18\a \x01(\x04R\x14configuredGeneration\x121\n" +
+	"\x06health\x18\b \x01(\x0e2\x19.raftbus.v1.ReplicaHealthR\x06health\x12\x16\n" +
+	"\x06damage\x18\t \x01(\tR\x06damage\"\xa6\x05\n" +
 	"\vMetaCommand\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x01 \x01(\x03R\tnowUnixMs\x128\n" +
 	"\badd_node\x18\n" +
@@ -1623,11 +1838,14 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"EntityKind\x12\x1b\n" +
 	"\x17ENTITY_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11ENTITY_KIND_QUEUE\x10\x01\x12\x15\n" +
-	"\x11ENTITY_KIND_TOPIC\x10\x022\xb3\x02\n" +
+	"\x11ENTITY_KIND_TOPIC\x10\x022\xf6\x03\n" +
 	"\vNodeService\x12I\n" +
 	"\x04Join\x12\x1f.raftbus.cluster.v1.JoinRequest\x1a .raftbus.cluster.v1.JoinResponse\x12m\n" +
 	"\x10PartitionRuntime\x12+.raftbus.cluster.v1.PartitionRuntimeRequest\x1a,.raftbus.cluster.v1.PartitionRuntimeResponse\x12j\n" +
-	"\x0fPartitionStatus\x12*.raftbus.cluster.v1.PartitionStatusRequest\x1a+.raftbus.cluster.v1.PartitionStatusResponseB?Z=github.com/raftbus/raftbus/proto/raftbus/cluster/v1;clusterv1b\x06proto3"
+	"\x0fPartitionStatus\x12*.raftbus.cluster.v1.PartitionStatusRequest\x1a+.raftbus.cluster.v1.PartitionStatusResponse\x12d\n" +
+	"\rDemoteReplica\x12(.raftbus.cluster.v1.DemoteReplicaRequest\x1a).raftbus.cluster.v1.DemoteReplicaResponse\x12[\n" +
+	"\n" +
+	"NodeStatus\x12%.raftbus.cluster.v1.NodeStatusRequest\x1a&.raftbus.cluster.v1.NodeStatusResponseB?Z=github.com/raftbus/raftbus/proto/raftbus/cluster/v1;clusterv1b\x06proto3"
 
 var (
 	file_raftbus_cluster_v1_cluster_proto_rawDescOnce sync.Once
@@ -1642,81 +1860,93 @@ func file_raftbus_cluster_v1_cluster_proto_rawDescGZIP() []byte {
 }
 
 var file_raftbus_cluster_v1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_raftbus_cluster_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_raftbus_cluster_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_raftbus_cluster_v1_cluster_proto_goTypes = []any{
 	(EntityKind)(0),                       // 0: raftbus.cluster.v1.EntityKind
-	(*JoinRequest)(nil),                   // 1: raftbus.cluster.v1.JoinRequest
-	(*JoinResponse)(nil),                  // 2: raftbus.cluster.v1.JoinResponse
-	(*PartitionRuntimeRequest)(nil),       // 3: raftbus.cluster.v1.PartitionRuntimeRequest
-	(*PartitionRuntimeResponse)(nil),      // 4: raftbus.cluster.v1.PartitionRuntimeResponse
-	(*PartitionStatusRequest)(nil),        // 5: raftbus.cluster.v1.PartitionStatusRequest
-	(*PartitionStatusResponse)(nil),       // 6: raftbus.cluster.v1.PartitionStatusResponse
-	(*MetaCommand)(nil),                   // 7: raftbus.cluster.v1.MetaCommand
-	(*PutTopic)(nil),                      // 8: raftbus.cluster.v1.PutTopic
-	(*PutSubscription)(nil),               // 9: raftbus.cluster.v1.PutSubscription
-	(*DeleteSubscription)(nil),            // 10: raftbus.cluster.v1.DeleteSubscription
-	(*PutRule)(nil),                       // 11: raftbus.cluster.v1.PutRule
-	(*DeleteRule)(nil),                    // 12: raftbus.cluster.v1.DeleteRule
-	(*AddNode)(nil),                       // 13: raftbus.cluster.v1.AddNode
-	(*PutQueue)(nil),                      // 14: raftbus.cluster.v1.PutQueue
-	(*DeleteEntity)(nil),                  // 15: raftbus.cluster.v1.DeleteEntity
-	(*SetClusterID)(nil),                  // 16: raftbus.cluster.v1.SetClusterID
-	(*MetaResult)(nil),                    // 17: raftbus.cluster.v1.MetaResult
-	(*Node)(nil),                          // 18: raftbus.cluster.v1.Node
-	(*Entity)(nil),                        // 19: raftbus.cluster.v1.Entity
-	(*Subscription)(nil),                  // 20: raftbus.cluster.v1.Subscription
-	(*Placement)(nil),                     // 21: raftbus.cluster.v1.Placement
-	(*MetaSnapshot)(nil),                  // 22: raftbus.cluster.v1.MetaSnapshot
-	(*v1.PartitionRuntimeProperties)(nil), // 23: raftbus.v1.PartitionRuntimeProperties
-	(v1.ReplicaRole)(0),                   // 24: raftbus.v1.ReplicaRole
-	(*v1.TopicProperties)(nil),            // 25: raftbus.v1.TopicProperties
-	(*v1.SubscriptionProperties)(nil),     // 26: raftbus.v1.SubscriptionProperties
-	(*v1.RuleProperties)(nil),             // 27: raftbus.v1.RuleProperties
-	(*v1.QueueProperties)(nil),            // 28: raftbus.v1.QueueProperties
-	(v1.ErrorReason)(0),                   // 29: raftbus.v1.ErrorReason
+	(*DemoteReplicaRequest)(nil),          // 1: raftbus.cluster.v1.DemoteReplicaRequest
+	(*DemoteReplicaResponse)(nil),         // 2: raftbus.cluster.v1.DemoteReplicaResponse
+	(*NodeStatusRequest)(nil),             // 3: raftbus.cluster.v1.NodeStatusRequest
+	(*NodeStatusResponse)(nil),            // 4: raftbus.cluster.v1.NodeStatusResponse
+	(*JoinRequest)(nil),                   // 5: raftbus.cluster.v1.JoinRequest
+	(*JoinResponse)(nil),                  // 6: raftbus.cluster.v1.JoinResponse
+	(*PartitionRuntimeRequest)(nil),       // 7: raftbus.cluster.v1.PartitionRuntimeRequest
+	(*PartitionRuntimeResponse)(nil),      // 8: raftbus.cluster.v1.PartitionRuntimeResponse
+	(*PartitionStatusRequest)(nil),        // 9: raftbus.cluster.v1.PartitionStatusRequest
+	(*PartitionStatusResponse)(nil),       // 10: raftbus.cluster.v1.PartitionStatusResponse
+	(*MetaCommand)(nil),                   // 11: raftbus.cluster.v1.MetaCommand
+	(*PutTopic)(nil),                      // 12: raftbus.cluster.v1.PutTopic
+	(*PutSubscription)(nil),               // 13: raftbus.cluster.v1.PutSubscription
+	(*DeleteSubscription)(nil),            // 14: raftbus.cluster.v1.DeleteSubscription
+	(*PutRule)(nil),                       // 15: raftbus.cluster.v1.PutRule
+	(*DeleteRule)(nil),                    // 16: raftbus.cluster.v1.DeleteRule
+	(*AddNode)(nil),                       // 17: raftbus.cluster.v1.AddNode
+	(*PutQueue)(nil),                      // 18: raftbus.cluster.v1.PutQueue
+	(*DeleteEntity)(nil),                  // 19: raftbus.cluster.v1.DeleteEntity
+	(*SetClusterID)(nil),                  // 20: raftbus.cluster.v1.SetClusterID
+	(*MetaResult)(nil),                    // 21: raftbus.cluster.v1.MetaResult
+	(*Node)(nil),                          // 22: raftbus.cluster.v1.Node
+	(*Entity)(nil),                        // 23: raftbus.cluster.v1.Entity
+	(*Subscription)(nil),                  // 24: raftbus.cluster.v1.Subscription
+	(*Placement)(nil),                     // 25: raftbus.cluster.v1.Placement
+	(*MetaSnapshot)(nil),                  // 26: raftbus.cluster.v1.MetaSnapshot
+	(*v1.NodeLogStats)(nil),               // 27: raftbus.v1.NodeLogStats
+	(*v1.PartitionRuntimeProperties)(nil), // 28: raftbus.v1.PartitionRuntimeProperties
+	(v1.ReplicaRole)(0),                   // 29: raftbus.v1.ReplicaRole
+	(v1.ReplicaHealth)(0),                 // 30: raftbus.v1.ReplicaHealth
+	(*v1.TopicProperties)(nil),            // 31: raftbus.v1.TopicProperties
+	(*v1.SubscriptionProperties)(nil),     // 32: raftbus.v1.SubscriptionProperties
+	(*v1.RuleProperties)(nil),             // 33: raftbus.v1.RuleProperties
+	(*v1.QueueProperties)(nil),            // 34: raftbus.v1.QueueProperties
+	(v1.ErrorReason)(0),                   // 35: raftbus.v1.ErrorReason
 }
 var file_raftbus_cluster_v1_cluster_proto_depIdxs = []int32{
-	23, // 0: raftbus.cluster.v1.PartitionRuntimeResponse.properties:type_name -> raftbus.v1.PartitionRuntimeProperties
-	24, // 1: raftbus.cluster.v1.PartitionStatusResponse.role:type_name -> raftbus.v1.ReplicaRole
-	13, // 2: raftbus.cluster.v1.MetaCommand.add_node:type_name -> raftbus.cluster.v1.AddNode
-	14, // 3: raftbus.cluster.v1.MetaCommand.put_queue:type_name -> raftbus.cluster.v1.PutQueue
-	15, // 4: raftbus.cluster.v1.MetaCommand.delete_entity:type_name -> raftbus.cluster.v1.DeleteEntity
-	16, // 5: raftbus.cluster.v1.MetaCommand.set_cluster_id:type_name -> raftbus.cluster.v1.SetClusterID
-	8,  // 6: raftbus.cluster.v1.MetaCommand.put_topic:type_name -> raftbus.cluster.v1.PutTopic
-	9,  // 7: raftbus.cluster.v1.MetaCommand.put_subscription:type_name -> raftbus.cluster.v1.PutSubscription
-	10, // 8: raftbus.cluster.v1.MetaCommand.delete_subscription:type_name -> raftbus.cluster.v1.DeleteSubscription
-	11, // 9: raftbus.cluster.v1.MetaCommand.put_rule:type_name -> raftbus.cluster.v1.PutRule
-	12, // 10: raftbus.cluster.v1.MetaCommand.delete_rule:type_name -> raftbus.cluster.v1.DeleteRule
-	25, // 11: raftbus.cluster.v1.PutTopic.topic:type_name -> raftbus.v1.TopicProperties
-	26, // 12: raftbus.cluster.v1.PutSubscription.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	27, // 13: raftbus.cluster.v1.PutSubscription.rules:type_name -> raftbus.v1.RuleProperties
-	27, // 14: raftbus.cluster.v1.PutRule.rule:type_name -> raftbus.v1.RuleProperties
-	18, // 15: raftbus.cluster.v1.AddNode.node:type_name -> raftbus.cluster.v1.Node
-	28, // 16: raftbus.cluster.v1.PutQueue.queue:type_name -> raftbus.v1.QueueProperties
-	29, // 17: raftbus.cluster.v1.MetaResult.error_reason:type_name -> raftbus.v1.ErrorReason
-	19, // 18: raftbus.cluster.v1.MetaResult.entity:type_name -> raftbus.cluster.v1.Entity
-	20, // 19: raftbus.cluster.v1.MetaResult.subscription:type_name -> raftbus.cluster.v1.Subscription
-	27, // 20: raftbus.cluster.v1.MetaResult.rule:type_name -> raftbus.v1.RuleProperties
-	0,  // 21: raftbus.cluster.v1.Entity.kind:type_name -> raftbus.cluster.v1.EntityKind
-	28, // 22: raftbus.cluster.v1.Entity.queue:type_name -> raftbus.v1.QueueProperties
-	21, // 23: raftbus.cluster.v1.Entity.partitions:type_name -> raftbus.cluster.v1.Placement
-	25, // 24: raftbus.cluster.v1.Entity.topic:type_name -> raftbus.v1.TopicProperties
-	20, // 25: raftbus.cluster.v1.Entity.subscriptions:type_name -> raftbus.cluster.v1.Subscription
-	26, // 26: raftbus.cluster.v1.Subscription.properties:type_name -> raftbus.v1.SubscriptionProperties
-	27, // 27: raftbus.cluster.v1.Subscription.rules:type_name -> raftbus.v1.RuleProperties
-	18, // 28: raftbus.cluster.v1.MetaSnapshot.nodes:type_name -> raftbus.cluster.v1.Node
-	19, // 29: raftbus.cluster.v1.MetaSnapshot.entities:type_name -> raftbus.cluster.v1.Entity
-	1,  // 30: raftbus.cluster.v1.NodeService.Join:input_type -> raftbus.cluster.v1.JoinRequest
-	3,  // 31: raftbus.cluster.v1.NodeService.PartitionRuntime:input_type -> raftbus.cluster.v1.PartitionRuntimeRequest
-	5,  // 32: raftbus.cluster.v1.NodeService.PartitionStatus:input_type -> raftbus.cluster.v1.PartitionStatusRequest
-	2,  // 33: raftbus.cluster.v1.NodeService.Join:output_type -> raftbus.cluster.v1.JoinResponse
-	4,  // 34: raftbus.cluster.v1.NodeService.PartitionRuntime:output_type -> raftbus.cluster.v1.PartitionRuntimeResponse
-	6,  // 35: raftbus.cluster.v1.NodeService.PartitionStatus:output_type -> raftbus.cluster.v1.PartitionStatusResponse
-	33, // [33:36] is the sub-list for method output_type
-	30, // [30:33] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	27, // 0: raftbus.cluster.v1.NodeStatusResponse.log:type_name -> raftbus.v1.NodeLogStats
+	28, // 1: raftbus.cluster.v1.PartitionRuntimeResponse.properties:type_name -> raftbus.v1.PartitionRuntimeProperties
+	29, // 2: raftbus.cluster.v1.PartitionStatusResponse.role:type_name -> raftbus.v1.ReplicaRole
+	30, // 3: raftbus.cluster.v1.PartitionStatusResponse.health:type_name -> raftbus.v1.ReplicaHealth
+	17, // 4: raftbus.cluster.v1.MetaCommand.add_node:type_name -> raftbus.cluster.v1.AddNode
+	18, // 5: raftbus.cluster.v1.MetaCommand.put_queue:type_name -> raftbus.cluster.v1.PutQueue
+	19, // 6: raftbus.cluster.v1.MetaCommand.delete_entity:type_name -> raftbus.cluster.v1.DeleteEntity
+	20, // 7: raftbus.cluster.v1.MetaCommand.set_cluster_id:type_name -> raftbus.cluster.v1.SetClusterID
+	12, // 8: raftbus.cluster.v1.MetaCommand.put_topic:type_name -> raftbus.cluster.v1.PutTopic
+	13, // 9: raftbus.cluster.v1.MetaCommand.put_subscription:type_name -> raftbus.cluster.v1.PutSubscription
+	14, // 10: raftbus.cluster.v1.MetaCommand.delete_subscription:type_name -> raftbus.cluster.v1.DeleteSubscription
+	15, // 11: raftbus.cluster.v1.MetaCommand.put_rule:type_name -> raftbus.cluster.v1.PutRule
+	16, // 12: raftbus.cluster.v1.MetaCommand.delete_rule:type_name -> raftbus.cluster.v1.DeleteRule
+	31, // 13: raftbus.cluster.v1.PutTopic.topic:type_name -> raftbus.v1.TopicProperties
+	32, // 14: raftbus.cluster.v1.PutSubscription.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	33, // 15: raftbus.cluster.v1.PutSubscription.rules:type_name -> raftbus.v1.RuleProperties
+	33, // 16: raftbus.cluster.v1.PutRule.rule:type_name -> raftbus.v1.RuleProperties
+	22, // 17: raftbus.cluster.v1.AddNode.node:type_name -> raftbus.cluster.v1.Node
+	34, // 18: raftbus.cluster.v1.PutQueue.queue:type_name -> raftbus.v1.QueueProperties
+	35, // 19: raftbus.cluster.v1.MetaResult.error_reason:type_name -> raftbus.v1.ErrorReason
+	23, // 20: raftbus.cluster.v1.MetaResult.entity:type_name -> raftbus.cluster.v1.Entity
+	24, // 21: raftbus.cluster.v1.MetaResult.subscription:type_name -> raftbus.cluster.v1.Subscription
+	33, // 22: raftbus.cluster.v1.MetaResult.rule:type_name -> raftbus.v1.RuleProperties
+	0,  // 23: raftbus.cluster.v1.Entity.kind:type_name -> raftbus.cluster.v1.EntityKind
+	34, // 24: raftbus.cluster.v1.Entity.queue:type_name -> raftbus.v1.QueueProperties
+	25, // 25: raftbus.cluster.v1.Entity.partitions:type_name -> raftbus.cluster.v1.Placement
+	31, // 26: raftbus.cluster.v1.Entity.topic:type_name -> raftbus.v1.TopicProperties
+	24, // 27: raftbus.cluster.v1.Entity.subscriptions:type_name -> raftbus.cluster.v1.Subscription
+	32, // 28: raftbus.cluster.v1.Subscription.properties:type_name -> raftbus.v1.SubscriptionProperties
+	33, // 29: raftbus.cluster.v1.Subscription.rules:type_name -> raftbus.v1.RuleProperties
+	22, // 30: raftbus.cluster.v1.MetaSnapshot.nodes:type_name -> raftbus.cluster.v1.Node
+	23, // 31: raftbus.cluster.v1.MetaSnapshot.entities:type_name -> raftbus.cluster.v1.Entity
+	5,  // 32: raftbus.cluster.v1.NodeService.Join:input_type -> raftbus.cluster.v1.JoinRequest
+	7,  // 33: raftbus.cluster.v1.NodeService.PartitionRuntime:input_type -> raftbus.cluster.v1.PartitionRuntimeRequest
+	9,  // 34: raftbus.cluster.v1.NodeService.PartitionStatus:input_type -> raftbus.cluster.v1.PartitionStatusRequest
+	1,  // 35: raftbus.cluster.v1.NodeService.DemoteReplica:input_type -> raftbus.cluster.v1.DemoteReplicaRequest
+	3,  // 36: raftbus.cluster.v1.NodeService.NodeStatus:input_type -> raftbus.cluster.v1.NodeStatusRequest
+	6,  // 37: raftbus.cluster.v1.NodeService.Join:output_type -> raftbus.cluster.v1.JoinResponse
+	8,  // 38: raftbus.cluster.v1.NodeService.PartitionRuntime:output_type -> raftbus.cluster.v1.PartitionRuntimeResponse
+	10, // 39: raftbus.cluster.v1.NodeService.PartitionStatus:output_type -> raftbus.cluster.v1.PartitionStatusResponse
+	2,  // 40: raftbus.cluster.v1.NodeService.DemoteReplica:output_type -> raftbus.cluster.v1.DemoteReplicaResponse
+	4,  // 41: raftbus.cluster.v1.NodeService.NodeStatus:output_type -> raftbus.cluster.v1.NodeStatusResponse
+	37, // [37:42] is the sub-list for method output_type
+	32, // [32:37] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_cluster_v1_cluster_proto_init() }
@@ -1724,7 +1954,7 @@ func file_raftbus_cluster_v1_cluster_proto_init() {
 	if File_raftbus_cluster_v1_cluster_proto != nil {
 		return
 	}
-	file_raftbus_cluster_v1_cluster_proto_msgTypes[6].OneofWrappers = []any{
+	file_raftbus_cluster_v1_cluster_proto_msgTypes[10].OneofWrappers = []any{
 		(*MetaCommand_AddNode)(nil),
 		(*MetaCommand_PutQueue)(nil),
 		(*MetaCommand_DeleteEntity)(nil),
@@ -1741,7 +1971,7 @@ func file_raftbus_cluster_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftbus_cluster_v1_cluster_proto_rawDesc), len(file_raftbus_cluster_v1_cluster_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   22,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

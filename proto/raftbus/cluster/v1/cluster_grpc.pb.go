@@ -22,6 +22,8 @@ const (
 	NodeService_Join_FullMethodName             = "/raftbus.cluster.v1.NodeService/Join"
 	NodeService_PartitionRuntime_FullMethodName = "/raftbus.cluster.v1.NodeService/PartitionRuntime"
 	NodeService_PartitionStatus_FullMethodName  = "/raftbus.cluster.v1.NodeService/PartitionStatus"
+	NodeService_DemoteReplica_FullMethodName    = "/raftbus.cluster.v1.NodeService/DemoteReplica"
+	NodeService_NodeStatus_FullMethodName       = "/raftbus.cluster.v1.NodeService/NodeStatus"
 )
 
 // NodeServiceClient is the client API for NodeService service.
@@ -40,6 +42,13 @@ type NodeServiceClient interface {
 	PartitionRuntime(ctx context.Context, in *PartitionRuntimeRequest, opts ...grpc.CallOption) (*PartitionRuntimeResponse, error)
 	// PartitionStatus reports the answering node's replica of a partition.
 	PartitionStatus(ctx context.Context, in *PartitionStatusRequest, opts ...grpc.CallOption) (*PartitionStatusResponse, error)
+	// DemoteReplica takes the vote from a node's replica of a partition
+	// (it stays a non-voter), so that the node can rebuild the replica from
+	// nothing. Called by the node whose replica is damaged, answered by the
+	// partition's leader (others answer NOT_LEADER with a hint).
+	DemoteReplica(ctx context.Context, in *DemoteReplicaRequest, opts ...grpc.CallOption) (*DemoteReplicaResponse, error)
+	// NodeStatus reports the answering node's own state.
+	NodeStatus(ctx context.Context, in *NodeStatusRequest, opts ...grpc.CallOption) (*NodeStatusResponse, error)
 }
 
 type nodeServiceClient struct {
@@ -80,6 +89,26 @@ func (c *nodeServiceClient) PartitionStatus(ctx context.Context, in *PartitionSt
 	return out, nil
 }
 
+func (c *nodeServiceClient) DemoteReplica(ctx context.Context, in *DemoteReplicaRequest, opts ...grpc.CallOption) (*DemoteReplicaResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DemoteReplicaResponse)
+	err := c.cc.Invoke(ctx, NodeService_DemoteReplica_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeServiceClient) NodeStatus(ctx context.Context, in *NodeStatusRequest, opts ...grpc.CallOption) (*NodeStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NodeStatusResponse)
+	err := c.cc.Invoke(ctx, NodeService_NodeStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServiceServer is the server API for NodeService service.
 // All implementations must embed UnimplementedNodeServiceServer
 // for forward compatibility.
@@ -96,6 +125,13 @@ type NodeServiceServer interface {
 	PartitionRuntime(context.Context, *PartitionRuntimeRequest) (*PartitionRuntimeResponse, error)
 	// PartitionStatus reports the answering node's replica of a partition.
 	PartitionStatus(context.Context, *PartitionStatusRequest) (*PartitionStatusResponse, error)
+	// DemoteReplica takes the vote from a node's replica of a partition
+	// (it stays a non-voter), so that the node can rebuild the replica from
+	// nothing. Called by the node whose replica is damaged, answered by the
+	// partition's leader (others answer NOT_LEADER with a hint).
+	DemoteReplica(context.Context, *DemoteReplicaRequest) (*DemoteReplicaResponse, error)
+	// NodeStatus reports the answering node's own state.
+	NodeStatus(context.Context, *NodeStatusRequest) (*NodeStatusResponse, error)
 	mustEmbedUnimplementedNodeServiceServer()
 }
 
@@ -114,6 +150,12 @@ func (UnimplementedNodeServiceServer) PartitionRuntime(context.Context, *Partiti
 }
 func (UnimplementedNodeServiceServer) PartitionStatus(context.Context, *PartitionStatusRequest) (*PartitionStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PartitionStatus not implemented")
+}
+func (UnimplementedNodeServiceServer) DemoteReplica(context.Context, *DemoteReplicaRequest) (*DemoteReplicaResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DemoteReplica not implemented")
+}
+func (UnimplementedNodeServiceServer) NodeStatus(context.Context, *NodeStatusRequest) (*NodeStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method NodeStatus not implemented")
 }
 func (UnimplementedNodeServiceServer) mustEmbedUnimplementedNodeServiceServer() {}
 func (UnimplementedNodeServiceServer) testEmbeddedByValue()                     {}
@@ -190,6 +232,42 @@ func _NodeService_PartitionStatus_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeService_DemoteReplica_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DemoteReplicaRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).DemoteReplica(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_DemoteReplica_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).DemoteReplica(ctx, req.(*DemoteReplicaRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeService_NodeStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NodeStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).NodeStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_NodeStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).NodeStatus(ctx, req.(*NodeStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // NodeService_ServiceDesc is the grpc.ServiceDesc for NodeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -208,6 +286,14 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PartitionStatus",
 			Handler:    _NodeService_PartitionStatus_Handler,
+		},
+		{
+			MethodName: "DemoteReplica",
+			Handler:    _NodeService_DemoteReplica_Handler,
+		},
+		{
+			MethodName: "NodeStatus",
+			Handler:    _NodeService_NodeStatus_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
