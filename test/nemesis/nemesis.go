@@ -41,7 +41,7 @@ const (
 )
 
 // ProcessKinds are the faults that need nothing but processes.
-var ProcessKinds = []Kind{Kill, KillLeader, Pause, KillAll}
+var ProcessKinds = []Kind{Kill, KillLeader, Pause, KillAll, Corrupt}
 
 // NetworkKinds are the faults that need the nodes in network namespaces.
 var NetworkKinds = []Kind{Isolate, IsolateLeader}
@@ -117,6 +117,8 @@ func (n *Nemesis) inject(k Kind) (heal func()) {
 				}
 			})
 		}
+	case Corrupt:
+		return n.corrupt()
 	case Isolate, IsolateLeader:
 		if n.Network == nil {
 			return nil

@@ -181,6 +181,26 @@ func (c *Cluster) Kill(i int) {
 	n.cmd = nil
 }
 
+// Stop sends SIGTERM to node i and waits for it to exit, as a graceful
+// shutdown does; after timeout it kills it.
+func (c *Cluster) Stop(i int, timeout time.Duration) {
+	c.t.Helper()
+	n := c.Nodes[i]
+	if n.cmd == nil {
+		return
+	}
+	n.cmd.Process.Signal(syscall.SIGCONT)
+	n.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-n.exited:
+	case <-time.After(timeout):
+		c.t.Logf("%s did not stop within %v of SIGTERM; killing it", n.ID, timeout)
+		n.cmd.Process.Kill()
+		<-n.exited
+	}
+	n.cmd = nil
+}
+
 // Pause stops node i with SIGSTOP: alive to the kernel, silent to the
 // cluster. Resume continues it.
 func (c *Cluster) Pause(i int) { c.signal(i, syscall.SIGSTOP) }
