@@ -11,16 +11,31 @@ import (
 // collect deletes the segments no group needs any more, oldest first.
 // When the oldest segment is still pinned by some groups' live records and
 // the log holds more than RetainBytes and more than twice its live bytes,
-// it rewrites those groups at the head of the log (one round per call, so
-// writes are held up only briefly), after which the segment goes. The
-// size test bounds the cost: a group is rewritten at most once per pass
-// of the log's whole length, and at least half of that length is dead.
-// Runs in the writer goroutine, between batches.
+// it rewrites an idle one of those groups at the head of the log (a
+// carry), after which the segment goes. The size test bounds the cost: a
+// group is rewritten at most once per pass of the log's whole length, and
+// at least half of that length is dead. A carry is written one batch at a
+// time between the batches of callers, so a large group never holds them
+// up for long; a request of the group itself abandons it. Runs in the
+// writer goroutine.
 func (l *Log) collect() {
+	if c := l.carrying; c != nil {
+		done, err := l.carryStep(c)
+		if err != nil {
+			// A group found damaged keeps its segments until it is
+			// dropped; a failed write has stopped the log.
+			l.log.Warn("node log: rewrite records forward", "group", c.g.name, "err", err)
+			l.carrying, l.collectDue = nil, false
+			return
+		}
+		if !done {
+			return
+		}
+		l.carrying = nil
+	}
 	if !l.collectDue {
 		return
 	}
-	carried := false
 	for {
 		oldest, pinners, over := l.oldestPinned()
 		if oldest == nil {
@@ -39,21 +54,23 @@ func (l *Log) collect() {
 			l.collectDue = false
 			return
 		}
-		if carried {
-			return // another round at the next batch
-		}
 		for _, g := range pinners {
-			if err := l.carry(g); err != nil {
-				// A damaged group keeps its segments until it is
-				// dropped; a failed write has stopped the log.
-				l.log.Warn("node log: rewrite records forward", "group", g.name, "err", err)
-				l.collectDue = false
+			if l.nextBatch.Load()-g.lastBatch < idleBatches {
+				continue // busy: its own truncations will free the segment
+			}
+			if c := l.startCarry(g); c != nil {
+				l.carrying = c
 				return
 			}
 		}
-		carried = true
+		l.collectDue = false
+		return
 	}
 }
+
+// idleBatches is how many batches must pass without a record of a group
+// before the collector rewrites it.
+const idleBatches = 32
 
 // oldestPinned returns the oldest sealed segment (nil when only the
 // active one is left), the groups with live records in it, and whether
@@ -104,94 +121,119 @@ func (l *Log) deleteSegment(s *segment) error {
 	return l.fs.SyncDir(l.dir)
 }
 
-var errCannotCarry = errors.New("group is damaged or dropped")
+// carryState is a carry under way: all of a group's live records
+// rewritten at the head of the log as carry begin, the entries in order,
+// the stable values, carry end. Until the end is durable the index keeps
+// pointing at the old records, so a carry cut short (by a crash, or
+// abandoned because the group wrote) is simply ignored by replay.
+// Carrying the whole group rather than its records in the oldest segment
+// keeps a group's entries in log order, so the oldest segment a group
+// needs is always the one of its first entry.
+type carryState struct {
+	g           *group
+	first, last uint64
+	sizes       []uint32 // of the entries' records
+	next        int      // entries written so far
+	keys        []string
+	values      [][]byte
+	at          []loc // where the written entries went
+	bytes       uint64
+	// budget bounds the next batch: small at first and doubling, so that
+	// a carry abandoned early (the group wrote) wasted little.
+	budget int
+}
 
-// carry rewrites all of g's live records at the head of the log, as a
-// carry: begin, the entries in order, the stable values, end. Until the
-// end is durable the old records stay where they are, so a carry cut
-// short by a crash is simply ignored by replay. Carrying the whole group
-// (rather than only its records in the oldest segment) keeps a group's
-// entries in log order, so the oldest segment a group needs is always the
-// one of its first entry.
-func (l *Log) carry(g *group) error {
+// startCarry plans a carry of g, nil when g cannot be carried.
+func (l *Log) startCarry(g *group) *carryState {
 	l.mu.RLock()
+	defer l.mu.RUnlock()
 	if g.dropped || g.damaged != nil {
-		l.mu.RUnlock()
-		return errCannotCarry
-	}
-	first, last := g.first, g.last()
-	sizes := make([]uint32, len(g.locs))
-	for i, c := range g.locs {
-		sizes[i] = c.n
-	}
-	keys := slices.Sorted(maps.Keys(g.state))
-	values := make([][]byte, len(keys))
-	for i, k := range keys {
-		values[i] = g.state[k].value
-	}
-	l.mu.RUnlock()
-	h := &Group{l: l, g: g}
-
-	var at []loc
-	var carried uint64
-	recs := [][]byte{encodeRecord(&record{typ: recCarryBegin, created: g.created, group: g.name, index: first, term: last})}
-	pending := len(recs[0])
-	flush := func() error {
-		w, err := l.writeBatch(recs, []string{g.name})
-		if err != nil {
-			return err
-		}
-		at = append(at, w...)
-		recs, pending = recs[:0], 0
 		return nil
 	}
-	for i := range sizes {
-		if pending > 0 && pending+int(sizes[i]) > maxBatchBytes {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-		index := first + uint64(i)
+	c := &carryState{g: g, first: g.first, last: g.last(), sizes: make([]uint32, len(g.locs)), budget: 64 << 10}
+	for i, x := range g.locs {
+		c.sizes[i] = x.n
+	}
+	c.keys = slices.Sorted(maps.Keys(g.state))
+	for _, k := range c.keys {
+		c.values = append(c.values, g.state[k].value)
+	}
+	return c
+}
+
+// abandonCarry drops the carry under way when r concerns its group.
+func (l *Log) abandonCarry(r *request) {
+	if c := l.carrying; c != nil && r.g == c.g {
+		l.carrying = nil
+	}
+}
+
+// carryStep writes the next batch of carry c and reports whether it was
+// the last; then the index points at the new records.
+func (l *Log) carryStep(c *carryState) (done bool, err error) {
+	g := c.g
+	h := &Group{l: l, g: g}
+	var recs [][]byte
+	pending := 0
+	if c.next == 0 && c.at == nil {
+		recs = append(recs, encodeRecord(&record{typ: recCarryBegin, created: g.created, group: g.name, index: c.first, term: c.last}))
+		pending = len(recs[0])
+	}
+	entries := 0
+	for c.next+entries < len(c.sizes) && (entries == 0 || pending+int(c.sizes[c.next+entries]) <= c.budget) {
+		index := c.first + uint64(c.next+entries)
 		buf, err := h.read(index)
 		if err != nil {
-			return err
+			return false, err
 		}
 		r, err := parseRecord(buf)
 		if err != nil || r.index != index || r.group != g.name {
 			if err == nil {
 				err = fmt.Errorf("record holds %s entry %d", r.group, r.index)
 			}
-			return l.markDamaged(g, fmt.Errorf("entry %d: %w", index, err))
+			return false, l.markDamaged(g, fmt.Errorf("entry %d: %w", index, err))
 		}
 		rc := r.record0()
 		rc.typ = recCarried
 		rec := encodeRecord(&rc, r.body)
 		recs = append(recs, rec)
 		pending += len(rec)
-		carried += uint64(len(rec))
+		entries++
 	}
-	for i, k := range keys {
-		rec := encodeRecord(&record{typ: recState, created: g.created, group: g.name, key: k}, values[i])
-		recs = append(recs, rec)
-		carried += uint64(len(rec))
+	c.budget = min(2*c.budget, maxBatchBytes)
+	first := len(recs) - entries // position of the first entry in recs
+	done = c.next+entries == len(c.sizes)
+	if done {
+		for i, k := range c.keys {
+			recs = append(recs, encodeRecord(&record{typ: recState, created: g.created, group: g.name, key: k}, c.values[i]))
+		}
+		recs = append(recs, encodeRecord(&record{typ: recCarryEnd, created: g.created, group: g.name}))
 	}
-	recs = append(recs, encodeRecord(&record{typ: recCarryEnd, created: g.created, group: g.name}))
-	if err := flush(); err != nil {
-		return err
+	at, err := l.writeBatch(recs, []string{g.name})
+	if err != nil {
+		return false, err
 	}
-	// at: begin, the entries, the values, end.
+	for _, r := range recs {
+		c.bytes += uint64(len(r))
+	}
+	c.at = append(c.at, at[first:first+entries]...)
+	c.next += entries
+	if !done {
+		return false, nil
+	}
 	l.mu.Lock()
-	for i := range g.locs {
-		c := at[1+i]
-		g.live += int64(c.n) - int64(g.locs[i].n)
-		g.locs[i] = c
-	}
-	for i, k := range keys {
-		g.setState(k, values[i], at[1+len(sizes)+i])
+	if !g.dropped && g.first == c.first && g.last() == c.last {
+		for i := range g.locs {
+			g.live += int64(c.at[i].n) - int64(g.locs[i].n)
+			g.locs[i] = c.at[i]
+		}
+		for i, k := range c.keys {
+			g.setState(k, c.values[i], at[first+entries+i])
+		}
 	}
 	l.mu.Unlock()
-	l.stats.carried.Add(carried)
-	return nil
+	l.stats.carried.Add(c.bytes)
+	return true, nil
 }
 
 // record0 is r without its body and size, for encoding it again.

@@ -76,3 +76,43 @@ func TestDroppedGroupFreesItsSegments(t *testing.T) {
 	checkRange(t, openGroup(t, l, "small"), 1, 3, 50)
 	checkRange(t, openGroup(t, l, "big"), 0, 0, 50)
 }
+
+// TestCarryOfAGroupThatWritesNowAndThen: a large group that pins old
+// segments but writes again every so often has its carries abandoned and
+// started again; whatever happens, its records stay whole.
+func TestCarryOfAGroupThatWritesNowAndThen(t *testing.T) {
+	opts := Options{SegmentSize: 4 << 10, RetainBytes: 16 << 10}
+	dir := t.TempDir()
+	l := openLog(t, dir, opts)
+	big, busy := openGroup(t, l, "big"), openGroup(t, l, "busy")
+	for i := uint64(1); i <= 150; i++ {
+		store(t, big, i, i, 1, 500)
+	}
+	first, bigLast := uint64(1), uint64(150)
+	for i := uint64(1); i <= 3000; i++ {
+		store(t, busy, i, i, 1, 100)
+		if i%50 == 0 {
+			if err := busy.DeleteRange(first, i-20); err != nil {
+				t.Fatal(err)
+			}
+			first = i - 19
+		}
+		if i%97 == 0 {
+			bigLast++
+			store(t, big, bigLast, bigLast, 1, 500)
+		}
+	}
+	s := l.Stats()
+	t.Logf("%+v", s)
+	if s.CarriedBytes == 0 {
+		t.Fatal("the large group was never carried")
+	}
+	checkRange(t, big, 1, bigLast, 500)
+	l.Close()
+	l = openLog(t, dir, opts)
+	if rec := l.Recovery(); len(rec.Damaged) > 0 {
+		t.Fatalf("damage: %v", rec.Damaged)
+	}
+	checkRange(t, openGroup(t, l, "big"), 1, bigLast, 500)
+	checkRange(t, openGroup(t, l, "busy"), first, 3000, 100)
+}

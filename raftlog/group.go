@@ -35,6 +35,8 @@ type group struct {
 	live    int64 // bytes of live records
 	damaged error
 	dropped bool
+	// lastBatch is the batch of the group's last request (the writer's).
+	lastBatch uint64
 }
 
 func newGroup(name string, created uint64) *group {

@@ -94,8 +94,10 @@ type Log struct {
 	reqs   chan *request
 	queued atomic.Int64  // callers waiting to hand the writer a request
 	done   chan struct{} // closed when the writer has stopped
-	// collectDue is set when segments may have become free (the writer's).
+	// collectDue is set when segments may have become free; carrying is
+	// the carry under way (both the writer's).
 	collectDue bool
+	carrying   *carryState
 	closeOnce  sync.Once
 	closeErr   error
 }

@@ -62,7 +62,18 @@ func (l *Log) submit(r *request) error {
 func (l *Log) runWriter() {
 	defer close(l.done)
 	for {
-		first := <-l.reqs
+		var first *request
+		if l.carrying != nil {
+			// A carry under way goes on while no caller waits.
+			select {
+			case first = <-l.reqs:
+			default:
+				l.collect()
+				continue
+			}
+		} else {
+			first = <-l.reqs
+		}
 		reqs := []*request{first}
 		size := requestBytes(first)
 	gather:
@@ -115,6 +126,7 @@ func (l *Log) commit(reqs []*request) (closing bool) {
 			closing = true
 			continue
 		}
+		l.abandonCarry(r)
 		if err := l.plan(r, views); err != nil {
 			r.done <- err
 			continue
@@ -233,8 +245,10 @@ func (l *Log) applyAll(reqs []*request, at []loc) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	i := 0
+	batch := l.nextBatch.Load() - 1
 	for _, r := range reqs {
 		g := r.g
+		g.lastBatch = batch
 		switch r.effect {
 		case opAppend:
 			for k := range r.recs {
