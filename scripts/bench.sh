@@ -45,7 +45,10 @@ bench() { # nodes label flags...
   servers=$(seq -s, -f "127.0.0.1:%g" $((BASE_PORT + 1)) $((BASE_PORT + nodes)))
   echo "== $nodes node(s): $label" >&2
   before=$(counters "$nodes")
-  "$run_dir/raftbus" bench --server "$servers" --duration "$duration" --output json "$@" >"$run_dir/run.json"
+  if ! "$run_dir/raftbus" bench --server "$servers" --duration "$duration" --output json "$@" >"$run_dir/run.json"; then
+    echo "   run failed; left out of the table" >&2
+    return
+  fi
   python3 - "$label" "$nodes" "$before" "$(counters "$nodes")" "$run_dir/run.json" >>"$results" <<'PY'
 import json, sys
 label, nodes, before, after, run = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3]), json.loads(sys.argv[4]), sys.argv[5]
