@@ -79,9 +79,11 @@ type Node struct {
 	replicas map[string]*replica // by Raft group name
 
 	// rebuilds are the replicas being rebuilt (under mu), by group; kick
-	// wakes the reconciler.
-	rebuilds map[string]*rebuildState
-	kick     chan struct{}
+	// wakes the reconciler; lastForget is when it last looked for
+	// replicas of deleted entities (the reconciler's).
+	rebuilds   map[string]*rebuildState
+	kick       chan struct{}
+	lastForget time.Time
 
 	rr roundRobin
 	// serving is set once the metadata group is open; until then the

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -485,4 +486,61 @@ func (n *Node) demote(r *replica, id string) error {
 	}
 	n.log.Warn("partition replica demoted to non-voter to be rebuilt: its node found it damaged", "group", r.group, "node", id)
 	return nil
+}
+
+// forgetDeleted drops from the node log, and from disk, the groups of
+// entities deleted while this node was not running them: a replica being
+// rebuilt (closed) when its entity went, or one whose node stopped between
+// closing it and dropping its log. Nothing else would ever drop them, and
+// a group left in the log pins its segments. A group is known deleted when
+// the metadata this node applied is past the index that created it and
+// holds no entity of that incarnation.
+func (n *Node) forgetDeleted(desired func(group string) bool) {
+	applied := n.meta.raft.AppliedIndex()
+	candidates := n.nodeLog.Groups()
+	n.mu.RLock()
+	for g := range n.rebuilds {
+		candidates = append(candidates, g)
+	}
+	n.mu.RUnlock()
+	for _, g := range candidates {
+		if desired(g) {
+			continue
+		}
+		n.mu.RLock()
+		_, open := n.replicas[g]
+		n.mu.RUnlock()
+		entity, incarnation, ok := parseGroupName(g)
+		if open || !ok || applied <= incarnation {
+			continue
+		}
+		if e := n.meta.fsm.Entity(entity); e != nil && e.GetIncarnation() == incarnation {
+			continue
+		}
+		if err := n.nodeLog.DropGroup(g); err != nil {
+			n.log.Warn("drop the log of a deleted entity's replica", "group", g, "err", err)
+			continue
+		}
+		if err := os.RemoveAll(n.replicaDir(g)); err != nil {
+			n.log.Warn("remove a deleted entity's replica", "group", g, "err", err)
+		}
+		n.mu.Lock()
+		delete(n.rebuilds, g)
+		n.mu.Unlock()
+		n.log.Info("partition replica of a deleted entity removed", "group", g)
+	}
+}
+
+// parseGroupName splits a group name (see groupName) into its entity and
+// incarnation.
+func parseGroupName(g string) (entity string, incarnation uint64, ok bool) {
+	at, slash := strings.LastIndex(g, "@"), strings.LastIndex(g, "/")
+	if at < 0 || slash < at {
+		return "", 0, false
+	}
+	inc, err := strconv.ParseUint(g[at+1:slash], 10, 64)
+	if err != nil {
+		return "", 0, false
+	}
+	return g[:at], inc, true
 }

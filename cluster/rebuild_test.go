@@ -198,3 +198,29 @@ func configChanges(t *testing.T, nd *Node, group string) int {
 	}
 	return n
 }
+
+// TestReplicaOfAnEntityDeletedWhileDownIsForgotten: a node that was down
+// when an entity was deleted drops the entity's replicas from its log and
+// disk once it learns of the deletion.
+func TestReplicaOfAnEntityDeletedWhileDownIsForgotten(t *testing.T) {
+	c := newTestCluster(t, 3)
+	createQueue(t, c.client(0), &raftbusv1.QueueProperties{Name: "q", PartitionCount: proto.Uint32(1)})
+	sendOne(t, c.client(0), "q", "m1")
+	e := c.nodes[0].meta.fsm.Entity("q")
+	group := groupName(e, 0)
+	waitFor(t, 20*time.Second, "node 3 to hold its replica", func() bool { return c.nodes[2].replica(e, 0) != nil })
+	addr := c.stop(2)
+	retry(t, 20*time.Second, func(ctx context.Context) (*raftbusv1.DeleteQueueResponse, error) {
+		return c.client(0).admin.DeleteQueue(ctx, &raftbusv1.DeleteQueueRequest{Name: "q"})
+	})
+	nd := c.start(2, addr)
+	waitFor(t, 60*time.Second, "the deleted entity's replica to be forgotten", func() bool {
+		for _, g := range nd.nodeLog.Groups() {
+			if g == group {
+				return false
+			}
+		}
+		_, err := os.Stat(nd.replicaDir(group))
+		return os.IsNotExist(err)
+	})
+}

@@ -25,6 +25,10 @@ import (
 // configures its engine; metadata changes trigger reconciliation at once.
 const reconcileInterval = 200 * time.Millisecond
 
+// forgetInterval spaces the looks for replicas of deleted entities left in
+// the node log.
+const forgetInterval = 10 * time.Second
+
 // replica is one partition replica this node runs.
 type replica struct {
 	group  string
@@ -140,6 +144,10 @@ func (n *Node) reconcile() {
 
 	for _, r := range toClose {
 		n.closeReplica(r, true)
+	}
+	if time.Since(n.lastForget) > forgetInterval {
+		n.lastForget = time.Now()
+		n.forgetDeleted(func(g string) bool { _, ok := desired[g]; return ok })
 	}
 	for _, r := range n.damagedOpen() {
 		n.closeReplica(r, false)
