@@ -248,14 +248,16 @@ func (n *Node) Close() error {
 		if n.meta != nil {
 			n.meta.close()
 		}
+		n.mux.Close()
+		n.peers.close()
+		n.wg.Wait()
+		// Last: a replica the reconciler was opening as the node stopped
+		// writes to the log until it is closed again.
 		if n.nodeLog != nil {
 			if err := n.nodeLog.Close(); err != nil {
 				n.log.Warn("close node log", "err", err)
 			}
 		}
-		n.mux.Close()
-		n.peers.close()
-		n.wg.Wait()
 	})
 	return nil
 }
