@@ -187,6 +187,15 @@ func TestCorruptionIsClassified(t *testing.T) {
 		{"a bit flip in a segment header loses nothing", func(t *testing.T, dir string, recs []onDisk) {
 			flip(t, recs[0].path, 20)
 		}, nil, false},
+		{"damage in the last whole batch followed by a write cut short, after a crash", func(t *testing.T, dir string, recs []onDisk) {
+			os.Remove(filepath.Join(dir, closedName))
+			last := recs[len(recs)-1]
+			flip(t, last.path, last.off+last.size-2)
+			// The next write got a few bytes out before the crash, not
+			// even a whole batch header: the damaged batch was not the
+			// last write, so it had been synced.
+			patch(t, last.path, last.off+last.size, []byte("RBLOG"))
+		}, []string{"a"}, false},
 		{"damage in the last segment followed by valid batches, after a crash", func(t *testing.T, dir string, recs []onDisk) {
 			os.Remove(filepath.Join(dir, closedName))
 			last := recs[len(recs)-1]

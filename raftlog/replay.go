@@ -15,7 +15,8 @@ import (
 //   - The end of the last segment may hold a torn batch: the write that was
 //     under way when the node stopped, never synced, never acknowledged
 //     (each batch is synced before the next is written, so only the last
-//     can be torn). A damaged last batch with nothing valid after it, in a
+//     can be torn). A damaged last batch with nothing written after it (or,
+//     when its own header is unreadable, nothing valid after it), in a
 //     last segment that has its full preallocated size, is such a tail: it
 //     is zeroed and forgotten.
 //   - Anything else is damage. A record whose body fails its checksum
@@ -259,14 +260,14 @@ func (rp *replayer) segment(seq uint32, last bool) error {
 			rp.lose(nil, h.seq-1, fmt.Sprintf("batches %d-%d of segment %d are missing", rp.expected, h.seq-1, seq))
 		}
 		recs, problems, bad := scanBatch(data, pos, h, seq)
-		if (len(problems) > 0 || bad) && last && !truncated && herr == nil && !closedHere {
-			if next, _ := findBatch(data, pos+h.total, h.seq+1); next < 0 {
-				// The last write, torn by a crash.
-				if err := rp.repairTail(s, data, pos); err != nil {
-					return err
-				}
-				break
+		// The last write, torn by a crash: nothing at all was written
+		// after it. Bytes after its end, valid or not, mean another write
+		// began after it, which happens only once it was synced.
+		if (len(problems) > 0 || bad) && last && !truncated && herr == nil && !closedHere && allZero(data[pos+h.total:]) {
+			if err := rp.repairTail(s, data, pos); err != nil {
+				return err
 			}
+			break
 		}
 		rp.losses = append(rp.losses, problems...)
 		rp.apply(recs, h.seq)
