@@ -20,15 +20,7 @@ const statusTimeout = time.Second
 // replicaStatus asks a replica's node (this one included) about it.
 func (n *Node) replicaStatus(ctx context.Context, e *clusterv1.Entity, id uint32, nodeAddr string) (*clusterv1.PartitionStatusResponse, error) {
 	if nodeAddr == n.addr {
-		r := n.replica(e, id)
-		if r == nil {
-			return nil, notFound("no local replica")
-		}
-		info := r.p.Info()
-		return &clusterv1.PartitionStatusResponse{
-			Role: roleOf(info.State), Term: info.Term, CommitIndex: info.CommitIndex, AppliedIndex: info.AppliedIndex,
-			LeaderNodeId: info.LeaderID, LeaderAddress: info.LeaderAddress, ConfiguredGeneration: r.configured.Load(),
-		}, nil
+		return n.localReplicaStatus(e, id)
 	}
 	conn, err := n.peers.get(nodeAddr)
 	if err != nil {
@@ -154,6 +146,7 @@ func (s *adminService) GetClusterInfo(ctx context.Context, _ *raftbusv1.GetClust
 		}
 		resp.Nodes = append(resp.Nodes, ni)
 	}
+	n.addLogStats(ctx, resp.Nodes)
 	for _, e := range entities {
 		for id, v := range n.viewPartitions(ctx, e) {
 			pi := &raftbusv1.PartitionInfo{EntityPath: e.GetName(), PartitionId: uint32(id), LeaderNodeId: v.leaderID, LeaderAddress: v.leaderAddr}
@@ -161,6 +154,7 @@ func (s *adminService) GetClusterInfo(ctx context.Context, _ *raftbusv1.GetClust
 				ri := &raftbusv1.ReplicaInfo{NodeId: nid, Role: raftbusv1.ReplicaRole_REPLICA_ROLE_UNKNOWN}
 				if st := v.statuses[k]; st != nil {
 					ri.Role, ri.AppliedIndex = st.GetRole(), st.GetAppliedIndex()
+					ri.Health, ri.Damage = st.GetHealth(), st.GetDamage()
 					if st.GetRole() == raftbusv1.ReplicaRole_REPLICA_ROLE_LEADER {
 						pi.Term, pi.CommitIndex, pi.AppliedIndex = st.GetTerm(), st.GetCommitIndex(), st.GetAppliedIndex()
 					}

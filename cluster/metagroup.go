@@ -54,7 +54,7 @@ type metaGroup struct {
 	fsm   *meta.FSM
 	raft  *raft.Raft
 	store *raftboltdb.BoltStore
-	snaps raft.SnapshotStore
+	snaps *partition.Snapshots
 	// transport is closed after Raft shuts down, so no RPC is waited out.
 	transport raft.WithClose
 	// readyTerm is the term in which this node, as leader, has applied
@@ -75,10 +75,21 @@ func openMetaGroup(n *Node) (*metaGroup, error) {
 		return nil, fmt.Errorf("cluster: open metadata log in %s (is another raftbusd using this data dir?): %w", dir, err)
 	}
 	logger := partition.RaftLogger(n.log, metaGroupName)
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, logger)
+	logs := checkedLog{store}
+	snaps, err := partition.OpenSnapshots(dir, metaGroupName, n.log, func(err error) {
+		n.log.Error("the metadata group's snapshot is damaged", "err", err)
+	})
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("cluster: open metadata snapshots: %w", err)
+	}
+	err = logs.verify()
+	if err == nil {
+		err = partition.CheckStored(metaGroupName, snaps, logs, store)
+	}
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("cluster: the metadata log in %s is damaged (%w); this node cannot start on it: restore the data dir from a backup", dir, err)
 	}
 	transport, err := n.mux.Transport(metaGroupName)
 	if err != nil {
@@ -93,7 +104,7 @@ func openMetaGroup(n *Node) (*metaGroup, error) {
 	rc.MaxAppendEntries = metaMaxAppendEntries
 	rc.Logger = logger
 	g := &metaGroup{n: n, fsm: meta.NewFSM(), store: store, snaps: snaps, transport: transport}
-	g.raft, err = raft.NewRaft(rc, g.fsm, store, store, snaps, transport)
+	g.raft, err = raft.NewRaft(rc, g.fsm, logs, store, snaps, transport)
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("cluster: start metadata group: %w", err)

@@ -20,6 +20,7 @@ import (
 	"github.com/raftbus/raftbus/cluster/raftgrpc"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+	"github.com/raftbus/raftbus/raftlog"
 )
 
 // MaxMessageBytes bounds one gRPC message in either direction, the Raft
@@ -79,6 +80,7 @@ type Node struct {
 	server  *grpc.Server
 	mux     *raftgrpc.Mux
 	meta    *metaGroup
+	nodeLog *raftlog.Log // the Raft logs of every partition replica here
 	peers   *peerConns
 	routing *leaderCache
 
@@ -98,6 +100,12 @@ type Node struct {
 	// the one its cluster knows); failOnce guards it.
 	failed   chan error
 	failOnce sync.Once
+	// rebuilds are the replicas being rebuilt (under mu), by group; kick
+	// wakes the reconciler; lastForget is when it last looked for
+	// replicas of deleted entities (the reconciler's).
+	rebuilds   map[string]*rebuildState
+	kick       chan struct{}
+	lastForget time.Time
 
 	rr roundRobin
 	// serving is set once the metadata group is open; until then the
@@ -157,6 +165,8 @@ func Start(cfg Config) (*Node, error) {
 		ident:    nodeIdentity{dir: cfg.DataDir, rec: rec},
 		clocks:   newClockSync(cfg.Clock, cfg.MaxClockOffset),
 		failed:   make(chan error, 1),
+		rebuilds: make(map[string]*rebuildState),
+		kick:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 	}
 	n.members.Store(&map[string]*clusterv1.Node{})
@@ -202,11 +212,17 @@ func Start(cfg Config) (*Node, error) {
 	if err := n.vetAgainstPeers(); err != nil {
 		return abort(err)
 	}
+	if err := openStorage(n); err != nil {
+		return abort(err)
+	}
 	n.meta, err = openMetaGroup(n)
 	if err != nil {
 		return abort(err)
 	}
 	if err := n.meta.joinOrBootstrap(); err != nil {
+		return abort(err)
+	}
+	if err := n.refuseIfAlone(); err != nil {
 		return abort(err)
 	}
 	n.syncIdentity()
@@ -288,6 +304,13 @@ func (n *Node) Close() error {
 		}
 		n.peers.close()
 		n.wg.Wait()
+		// Last: a replica the reconciler was opening as the node stopped
+		// writes to the log until it is closed again.
+		if n.nodeLog != nil {
+			if err := n.nodeLog.Close(); err != nil {
+				n.log.Warn("close node log", "err", err)
+			}
+		}
 	})
 	return nil
 }

@@ -64,26 +64,43 @@ func (s *nodeService) PartitionStatus(ctx context.Context, req *clusterv1.Partit
 	if err != nil {
 		return nil, err
 	}
-	r := s.n.replica(e, req.GetPartitionId())
-	if r == nil {
-		return nil, notFound("this node holds no replica of %s partition %d", e.GetName(), req.GetPartitionId())
+	st, err := s.n.localReplicaStatus(e, req.GetPartitionId())
+	if err != nil || !req.GetIncludeDigest() {
+		return st, err
 	}
-	info := r.p.Info()
-	var digest []byte
-	if req.GetIncludeDigest() {
+	if r := s.n.replica(e, req.GetPartitionId()); r != nil {
 		d := r.p.Digest()
-		digest = d[:]
+		st.Digest = d[:]
 	}
-	return &clusterv1.PartitionStatusResponse{
-		Role:                 roleOf(info.State),
-		Term:                 info.Term,
-		CommitIndex:          info.CommitIndex,
-		AppliedIndex:         info.AppliedIndex,
-		LeaderNodeId:         info.LeaderID,
-		LeaderAddress:        info.LeaderAddress,
-		ConfiguredGeneration: r.configured.Load(),
-		Digest:               digest,
-	}, nil
+	return st, nil
+}
+
+func (s *nodeService) DemoteReplica(ctx context.Context, req *clusterv1.DemoteReplicaRequest) (*clusterv1.DemoteReplicaResponse, error) {
+	e, err := s.n.entity(ctx, req.GetEntityPath())
+	if err != nil {
+		return nil, err
+	}
+	if e.GetIncarnation() != req.GetIncarnation() {
+		return nil, notFound("%s was deleted and created again since", req.GetEntityPath())
+	}
+	if req.GetPartitionId() >= uint32(len(e.GetPartitions())) {
+		return nil, invalid("%s has no partition %d", e.GetName(), req.GetPartitionId())
+	}
+	r := s.n.replica(e, req.GetPartitionId())
+	if r == nil || !r.p.IsLeader() {
+		if r != nil {
+			return nil, asAPIError(r.p.NotLeader())
+		}
+		return nil, errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER, "this node holds no replica of partition %s", groupName(e, req.GetPartitionId()))
+	}
+	if err := s.n.demote(r, req.GetNodeId()); err != nil {
+		return nil, err
+	}
+	return &clusterv1.DemoteReplicaResponse{}, nil
+}
+
+func (s *nodeService) NodeStatus(context.Context, *clusterv1.NodeStatusRequest) (*clusterv1.NodeStatusResponse, error) {
+	return &clusterv1.NodeStatusResponse{Log: s.n.logStats()}, nil
 }
 
 func roleOf(s raft.RaftState) raftbusv1.ReplicaRole {

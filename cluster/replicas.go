@@ -25,6 +25,10 @@ import (
 // configures its engine; metadata changes trigger reconciliation at once.
 const reconcileInterval = 200 * time.Millisecond
 
+// forgetInterval spaces the looks for replicas of deleted entities left in
+// the node log.
+const forgetInterval = 10 * time.Second
+
 // replica is one partition replica this node runs.
 type replica struct {
 	group  string
@@ -41,6 +45,10 @@ type replica struct {
 	preferred    string
 	transferring atomic.Bool
 	lastTransfer time.Time // reconciler only
+	// promoting is set while this node, as leader, checks whether rebuilt
+	// replicas have caught up (promoteRebuilt).
+	promoting        atomic.Bool
+	lastPromoteCheck time.Time // reconciler only
 }
 
 // ready reports whether the partition's engine has the entity: this node
@@ -93,6 +101,7 @@ func (n *Node) runReconciler() {
 		case <-n.stop:
 			return
 		case <-changed:
+		case <-n.kick:
 		case <-tick.C:
 		}
 	}
@@ -145,12 +154,24 @@ func (n *Node) reconcile() {
 	for _, r := range toClose {
 		n.closeReplica(r, true)
 	}
+	if time.Since(n.lastForget) > forgetInterval {
+		n.lastForget = time.Now()
+		n.forgetDeleted(func(g string) bool { _, ok := desired[g]; return ok })
+	}
+	for _, r := range n.damagedOpen() {
+		n.closeReplica(r, false)
+		toOpen = append(toOpen, r.group)
+	}
 	for _, name := range toOpen {
-		w := desired[name]
-		if err := n.openReplica(name, w.entity, w.id, w.peers); err != nil {
+		w, ok := desired[name]
+		if !ok {
+			continue
+		}
+		if err := n.openOrRebuild(name, w.entity, w.id, w.peers); err != nil {
 			n.log.Error("open partition replica", "group", name, "err", err)
 		}
 	}
+	n.finishRebuilds()
 
 	n.mu.RLock()
 	var leading []*replica
@@ -179,6 +200,7 @@ func (n *Node) reconcile() {
 			}
 			continue
 		}
+		n.promoteRebuilt(r, e, desired[r.group].peers)
 		n.handOver(r, desired[r.group].peers)
 	}
 }
@@ -206,9 +228,9 @@ func (n *Node) handOver(r *replica, peers []raft.Server) {
 			target = s
 		}
 	}
-	// Never to a node whose clock is known to be off: it would refuse to
-	// serve and hand the partition back.
-	if target.Address == "" || !n.clocks.mayLead(r.preferred) {
+	// Never to a node whose clock is known to be off (it would refuse to
+	// serve and hand the partition back), nor to a non-voter being rebuilt.
+	if target.Address == "" || !n.clocks.mayLead(r.preferred) || suffrage(r.p.Raft(), r.preferred) != raft.Voter {
 		return
 	}
 	r.lastTransfer = time.Now()
@@ -234,15 +256,28 @@ func (n *Node) openReplica(name string, e *clusterv1.Entity, id uint32, peers []
 	if err != nil {
 		return err
 	}
+	g, err := n.nodeLog.Group(name)
+	if err != nil {
+		transport.Close()
+		return err
+	}
+	bootstrap := peers
+	if phase, _ := n.rebuildPhaseOf(name); phase == phaseWiped {
+		// A rebuilt replica joins as the non-voter the leader made it.
+		bootstrap = nil
+	}
 	p, err := partition.Open(partition.Config{
 		Name:               name,
 		PartitionID:        id,
 		PartitionCount:     uint32(len(e.GetPartitions())),
 		NodeID:             n.cfg.NodeID,
 		Dir:                n.replicaDir(name),
+		Log:                g,
+		Stable:             g,
+		OnDamage:           func(err error) { n.markDamaged(name, err) },
 		Transport:          transport,
 		Clock:              n.clocks.bounded,
-		Bootstrap:          peers,
+		Bootstrap:          bootstrap,
 		HeartbeatTimeout:   n.raftTimes(partition.DefaultHeartbeatTimeout),
 		ElectionTimeout:    n.raftTimes(partition.DefaultElectionTimeout),
 		LeaderLeaseTimeout: n.raftTimes(partition.DefaultLeaderLeaseTimeout),
@@ -277,8 +312,18 @@ func (n *Node) closeReplica(r *replica, remove bool) {
 	n.mu.Unlock()
 	if err := r.p.Close(); err != nil {
 		n.log.Warn("close partition replica", "group", r.group, "err", err)
+		if remove {
+			// Raft may still write the group: leave its log and data to
+			// the next start, which forgets replicas of deleted entities.
+			return
+		}
 	}
 	if remove {
+		// The log first: a replica directory left behind by a crash in
+		// between is harmless, a group left in the log would pin it.
+		if err := n.nodeLog.DropGroup(r.group); err != nil {
+			n.log.Warn("drop partition log", "group", r.group, "err", err)
+		}
 		if err := os.RemoveAll(n.replicaDir(r.group)); err != nil {
 			n.log.Warn("remove partition data", "group", r.group, "err", err)
 		}

@@ -11,15 +11,18 @@ import (
 
 	"github.com/raftbus/raftbus/engine"
 	"github.com/raftbus/raftbus/partition"
+	"github.com/raftbus/raftbus/raftlog"
 )
 
 // testCluster is three replicas of one partition over raft's in-memory
-// transport, each with real bbolt files in its own temp directory.
+// transport, each with a node log and snapshots of its own in a temp
+// directory (real files, fsync on).
 type testCluster struct {
 	t        testing.TB
 	name     string
 	dirs     []string
 	trans    []*raft.InmemTransport
+	logs     []*raftlog.Log
 	replicas []*partition.Partition
 	tune     func(*partition.Config)
 }
@@ -33,6 +36,7 @@ func newTestCluster(t testing.TB, n int, tune func(*partition.Config)) *testClus
 	}
 	c.replicas = make([]*partition.Partition, n)
 	c.trans = make([]*raft.InmemTransport, n)
+	c.logs = make([]*raftlog.Log, n)
 	for i := range n {
 		c.start(i)
 	}
@@ -54,6 +58,17 @@ func (c *testCluster) servers() []raft.Server {
 // every running replica.
 func (c *testCluster) start(i int) {
 	c.t.Helper()
+	p, err := c.open(i)
+	if err != nil {
+		c.t.Fatalf("open replica %d: %v", i, err)
+	}
+	c.replicas[i] = p
+}
+
+// open opens replica i as start does, and returns what partition.Open
+// returned.
+func (c *testCluster) open(i int) (*partition.Partition, error) {
+	c.t.Helper()
 	_, tr := raft.NewInmemTransport(raft.ServerAddress(nodeID(i)))
 	c.trans[i] = tr
 	for j, other := range c.trans {
@@ -62,12 +77,25 @@ func (c *testCluster) start(i int) {
 			other.Connect(tr.LocalAddr(), tr)
 		}
 	}
+	if c.logs[i] == nil {
+		l, err := raftlog.Open(filepath.Join(c.dirs[i], "log"), raftlog.Options{})
+		if err != nil {
+			c.t.Fatalf("open node log %d: %v", i, err)
+		}
+		c.logs[i] = l
+	}
+	g, err := c.logs[i].Group(c.name)
+	if err != nil {
+		c.t.Fatalf("node log %d: %v", i, err)
+	}
 	cfg := partition.Config{
 		Name:               c.name,
 		PartitionID:        0,
 		PartitionCount:     1,
 		NodeID:             nodeID(i),
-		Dir:                c.dirs[i],
+		Dir:                filepath.Join(c.dirs[i], "snapshots"),
+		Log:                g,
+		Stable:             g,
 		Transport:          tr,
 		Bootstrap:          c.servers(),
 		HeartbeatTimeout:   100 * time.Millisecond,
@@ -77,11 +105,7 @@ func (c *testCluster) start(i int) {
 	if c.tune != nil {
 		c.tune(&cfg)
 	}
-	p, err := partition.Open(cfg)
-	if err != nil {
-		c.t.Fatalf("open replica %d: %v", i, err)
-	}
-	c.replicas[i] = p
+	return partition.Open(cfg)
 }
 
 // kill stops replica i as a crash would look to its peers: it is cut off
@@ -99,6 +123,16 @@ func (c *testCluster) kill(i int) {
 	}
 	c.replicas[i] = nil
 	c.trans[i] = nil
+	c.closeLog(i)
+}
+
+func (c *testCluster) closeLog(i int) {
+	if c.logs[i] != nil {
+		if err := c.logs[i].Close(); err != nil {
+			c.t.Logf("close node log %d: %v", i, err)
+		}
+		c.logs[i] = nil
+	}
 }
 
 func (c *testCluster) closeAll() {
@@ -109,6 +143,7 @@ func (c *testCluster) closeAll() {
 			}
 			c.replicas[i] = nil
 		}
+		c.closeLog(i)
 	}
 }
 

@@ -19,9 +19,17 @@ type Config struct {
 
 	// NodeID is this replica's Raft server id (the node id).
 	NodeID string
-	// Dir holds this replica's Raft log (raft.db) and snapshots. Created if
-	// missing.
+	// Dir holds this replica's snapshots. Created if missing.
 	Dir string
+	// Log and Stable are this replica's Raft log and stable store (term,
+	// vote): a node keeps them in its node log (raftlog.Group). Open does
+	// not close them.
+	Log    raft.LogStore
+	Stable raft.StableStore
+	// OnDamage, when set, is called when the replica finds its stored
+	// state damaged while it runs (a snapshot that fails its checksum when
+	// read to be sent). The replica must then be closed and rebuilt.
+	OnDamage func(err error)
 	// Transport carries this group's Raft RPCs.
 	Transport raft.Transport
 	// Clock is where the leader reads the time it stamps into commands;
@@ -126,6 +134,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("partition %s: config: Dir is empty", c.Name)
 	case c.Transport == nil:
 		return fmt.Errorf("partition %s: config: Transport is nil", c.Name)
+	case c.Log == nil || c.Stable == nil:
+		return fmt.Errorf("partition %s: config: Log or Stable is nil", c.Name)
 	case c.PartitionID >= c.PartitionCount:
 		return fmt.Errorf("partition %s: config: partition id %d out of range for %d partitions", c.Name, c.PartitionID, c.PartitionCount)
 	}

@@ -1,6 +1,9 @@
 // Package partition runs one partition: a hashicorp/raft group whose finite
-// state machine is an engine instance, with its bbolt log and stable store
-// and file snapshots under the node's data directory.
+// state machine is an engine instance. Its log and stable store are given
+// to it (a node keeps them in its node log, package raftlog); its file
+// snapshots live in a directory of its own. Stored state that fails its
+// checks (ErrDamaged) is refused, never served: a damaged replica is
+// rebuilt from its peers by its node.
 //
 // It is the only place where Raft meets messaging semantics. The leader
 // stamps time (from the node's Clock, never going back, and not at all

@@ -5,14 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/raftbus/raftbus/engine"
@@ -26,9 +23,8 @@ type Partition struct {
 	name string
 	cfg  Config
 
-	raft  *raft.Raft
-	store *raftboltdb.BoltStore
-	fsm   *fsm
+	raft *raft.Raft
+	fsm  *fsm
 
 	// proposals feeds the proposer; inflight carries proposed entries, in
 	// log order, to the responder.
@@ -47,7 +43,12 @@ type Partition struct {
 	wg       sync.WaitGroup
 }
 
-// Open starts a replica from the state in cfg.Dir (creating it when empty).
+// Open starts a replica from its stored state (creating it when empty):
+// its log and stable store in cfg, its snapshots in cfg.Dir. Stored state
+// that fails its checks (a snapshot that does not match its checksum, a
+// log that does not join its snapshot, a log without its term) makes Open
+// fail with an error that wraps ErrDamaged: such a replica must be rebuilt
+// from its peers, not started.
 func Open(cfg Config) (*Partition, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -56,32 +57,29 @@ func Open(cfg Config) (*Partition, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("partition %s: create data dir: %w", cfg.Name, err)
 	}
-	store, err := raftboltdb.New(raftboltdb.Options{
-		Path: filepath.Join(cfg.Dir, "raft.db"),
-		// Another process holding the file is an operator error to report,
-		// not a reason to hang.
-		BoltOptions: &bbolt.Options{Timeout: time.Second},
-	})
+	snaps, err := OpenSnapshots(cfg.Dir, cfg.Name, cfg.Logger, cfg.OnDamage)
 	if err != nil {
-		return nil, fmt.Errorf("partition %s: open raft log %s: %w", cfg.Name, filepath.Join(cfg.Dir, "raft.db"), err)
+		return nil, err
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, RaftLogger(cfg.Logger, cfg.Name))
-	if err != nil {
-		store.Close()
-		return nil, fmt.Errorf("partition %s: open snapshot store: %w", cfg.Name, err)
+	if err := CheckStored(cfg.Name, snaps, cfg.Log, cfg.Stable); err != nil {
+		return nil, err
 	}
 	p := &Partition{
 		name:      cfg.Name,
 		cfg:       cfg,
-		store:     store,
 		fsm:       newFSM(cfg.Name, cfg.PartitionID, cfg.PartitionCount),
 		proposals: make(chan *proposal, 4*cfg.MaxCommandsPerEntry),
 		inflight:  make(chan inflightEntry, 1024),
 		stop:      make(chan struct{}),
 	}
-	p.raft, err = raft.NewRaft(cfg.raftConfig(), p.fsm, store, store, snaps, cfg.Transport)
+	// Raft reads back what it just appended to replicate and apply it;
+	// the cache answers those reads from memory.
+	logs, err := raft.NewLogCache(logCacheSize, cfg.Log)
 	if err != nil {
-		store.Close()
+		return nil, fmt.Errorf("partition %s: log cache: %w", cfg.Name, err)
+	}
+	p.raft, err = raft.NewRaft(cfg.raftConfig(), p.fsm, logs, cfg.Stable, snaps, cfg.Transport)
+	if err != nil {
 		return nil, fmt.Errorf("partition %s: start raft: %w", cfg.Name, err)
 	}
 	if len(cfg.Bootstrap) > 0 {
@@ -106,10 +104,11 @@ func Open(cfg Config) (*Partition, error) {
 const shutdownTimeout = 10 * time.Second
 
 // Close stops the replica: pending operations fail (with OUTCOME_UNKNOWN
-// for those already handed to Raft), Raft shuts down, files are closed.
-// State on disk is kept for the next Open. Close returns within about
-// shutdownTimeout whatever Raft does; when Raft has not stopped by then it
-// reports an error and leaves the log open, for Raft may still write it.
+// for those already handed to Raft), Raft shuts down. State on disk is kept
+// for the next Open; the log store belongs to the caller. Close returns
+// within about shutdownTimeout whatever Raft does; when Raft has not
+// stopped by then it reports an error, and the caller must not drop the
+// replica's log, for Raft may still write it.
 func (p *Partition) Close() error {
 	var err error
 	p.stopOnce.Do(func() {
@@ -128,10 +127,8 @@ func (p *Partition) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 		defer cancel()
 		if err = Await(ctx, nil, shutdown); err != nil {
-			err = fmt.Errorf("raft did not shut down within %v, its log stays open: %w", shutdownTimeout, err)
-			return
+			err = fmt.Errorf("raft did not shut down within %v: %w", shutdownTimeout, err)
 		}
-		err = p.store.Close()
 	})
 	if err != nil {
 		return fmt.Errorf("partition %s: close: %w", p.name, err)

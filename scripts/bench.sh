@@ -5,8 +5,12 @@
 #
 #   scripts/bench.sh [output.md]     DURATION=10s by default per run
 #
-# Every node and the client share this machine, fsync on. Needs python3
-# to assemble the table from the runs' JSON.
+# Every node and the client share this machine, fsync on. Besides the
+# client's figures, each run reports per node the bytes the raftbusd
+# process had written to disk (/proc/<pid>/io write_bytes) per payload
+# byte it stores (every node holds every partition here), and the syncs
+# per second of its node log (from `raftbus status`). Needs python3 to
+# assemble the table from the runs' JSON.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${1:-$root/docs/benchmarks-results.md}
@@ -18,13 +22,44 @@ trap '"$root/scripts/cluster.sh" stop >/dev/null 2>&1 || true; rm -rf "$run_dir"
 (cd "$root" && go build -o "$run_dir/raftbus" ./cmd/raftbus)
 results=$run_dir/results.jsonl
 
+# counters prints each node's disk writes and node log syncs so far, as
+# JSON: {"n1": {"write_bytes": ..., "syncs": ...}, ...}.
+counters() { # nodes
+  "$run_dir/raftbus" status --server "127.0.0.1:$((BASE_PORT + 1))" --output json --timeout 30s >"$run_dir/status.json"
+  python3 - "$run_dir" "$1" "$run_dir/status.json" <<'PY'
+import json, sys
+run, n, st = sys.argv[1], int(sys.argv[2]), json.load(open(sys.argv[3]))
+logs = {x["nodeId"]: x.get("log") or {} for x in st["cluster"]["nodes"]}
+out = {}
+for i in range(1, n + 1):
+    pid = open(f"{run}/n{i}.pid").read().strip()
+    io = dict(l.split(": ") for l in open(f"/proc/{pid}/io").read().splitlines())
+    out[f"n{i}"] = {"write_bytes": int(io["write_bytes"]), "syncs": int(logs.get(f"n{i}", {}).get("syncs", 0))}
+print(json.dumps(out))
+PY
+}
+
 bench() { # nodes label flags...
   local nodes=$1 label=$2; shift 2
-  local servers
+  local servers before
   servers=$(seq -s, -f "127.0.0.1:%g" $((BASE_PORT + 1)) $((BASE_PORT + nodes)))
   echo "== $nodes node(s): $label" >&2
-  "$run_dir/raftbus" bench --server "$servers" --duration "$duration" --output json "$@" |
-    python3 -c 'import json,sys; r=json.load(sys.stdin); r["label"]=sys.argv[1]; r["nodes"]=int(sys.argv[2]); print(json.dumps(r))' "$label" "$nodes" >>"$results"
+  before=$(counters "$nodes")
+  if ! "$run_dir/raftbus" bench --server "$servers" --duration "$duration" --output json "$@" >"$run_dir/run.json"; then
+    echo "   run failed; left out of the table" >&2
+    return
+  fi
+  python3 - "$label" "$nodes" "$before" "$(counters "$nodes")" "$run_dir/run.json" >>"$results" <<'PY'
+import json, sys
+label, nodes, before, after, run = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3]), json.loads(sys.argv[4]), sys.argv[5]
+r = json.load(open(run))
+r["label"], r["nodes"] = label, nodes
+payload = max(r["sent"] * r["message_bytes"], 1)
+secs = max(r["send_seconds"], r["receive_seconds"], 1e-9)
+r["disk_bytes_per_payload_byte"] = {n: (after[n]["write_bytes"] - before[n]["write_bytes"]) / payload for n in after}
+r["node_log_syncs_per_second"] = {n: (after[n]["syncs"] - before[n]["syncs"]) / secs for n in after}
+print(json.dumps(r))
+PY
 }
 
 for nodes in 3 1; do
@@ -47,12 +82,19 @@ rows = [json.loads(l) for l in open(sys.argv[1])]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 with open(sys.argv[2], "w") as f:
     f.write(f"Machine: {os.cpu_count()} cores ({cpu}), Linux {platform.release()}; every node and the client on it; fsync on; {sys.argv[3]} per run.\n\n")
-    f.write("| nodes | run | send msgs/s | MB/s | receive+settle msgs/s | send-ack p50 / p90 / p99 / max ms | end-to-end p50 / p99 ms |\n")
-    f.write("|---|---|---|---|---|---|---|\n")
+    f.write("| nodes | run | send msgs/s | MB/s | receive+settle msgs/s | send-ack p50 / p90 / p99 / max ms | end-to-end p50 / p99 ms | disk bytes per payload byte, per node | node log syncs/s, per node |\n")
+    f.write("|---|---|---|---|---|---|---|---|---|\n")
     for r in rows:
         s, e = r["send_ack_latency"], r["end_to_end_latency"]
+        amp = " / ".join(f"{v:.2f}" for _, v in sorted(r["disk_bytes_per_payload_byte"].items()))
+        syncs = " / ".join(f"{v:.0f}" for _, v in sorted(r["node_log_syncs_per_second"].items()))
         f.write(f'| {r["nodes"]} | {r["label"]} | {r["send_msgs_per_second"]:.0f} | {r["send_mb_per_second"]:.1f} | '
                 f'{r["receive_settle_msgs_per_second"]:.0f} | {s["p50_ms"]:.2f} / {s["p90_ms"]:.2f} / {s["p99_ms"]:.2f} / {s["max_ms"]:.2f} | '
-                f'{e["p50_ms"]:.1f} / {e["p99_ms"]:.1f} |\n')
+                f'{e["p50_ms"]:.1f} / {e["p99_ms"]:.1f} | {amp} | {syncs} |\n')
+    one = next((r for r in rows if r["nodes"] == 3 and r["label"] == "1 KiB, 256 in flight"), None)
+    many = next((r for r in rows if r["nodes"] == 3 and "16 partitions" in r["label"]), None)
+    if one and many:
+        f.write(f'\n16 partitions / 1 partition, 3 nodes, 256 in flight: sends {many["send_msgs_per_second"] / max(one["send_msgs_per_second"], 1):.2f}x, '
+                f'receive+settle {many["receive_settle_msgs_per_second"] / max(one["receive_settle_msgs_per_second"], 1):.2f}x\n')
 print(open(sys.argv[2]).read())
 PY

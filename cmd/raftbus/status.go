@@ -17,6 +17,10 @@ Shows the cluster's nodes, and every partition with its leader, replicas
 and message counts. CLOCK is each node's judgement of its own clock
 (healthy, unconfirmed or SKEWED) and its offset from the clock of the node
 that answers; a skewed node refuses to lead.
+A replica whose stored state failed a check shows as
+damaged (it does not vote, lead or serve), then as rebuilding while it
+catches up from the leader as a non-voter; what was found is listed
+below the table.
 
 Examples:
   raftbus status --server 127.0.0.1:7401
@@ -82,10 +86,21 @@ func runStatus(ctx context.Context, a *app, args []string) error {
 	}
 	fmt.Fprintln(a.stdout)
 	rows = nil
+	var damage []string
 	for _, p := range info.GetPartitions() {
 		var replicas []string
 		for _, r := range p.GetReplicas() {
-			replicas = append(replicas, r.GetNodeId()+":"+strings.ToLower(strings.TrimPrefix(r.GetRole().String(), "REPLICA_ROLE_")))
+			state := strings.ToLower(strings.TrimPrefix(r.GetRole().String(), "REPLICA_ROLE_"))
+			switch r.GetHealth() {
+			case raftbusv1.ReplicaHealth_REPLICA_HEALTH_DAMAGED:
+				state = "damaged"
+			case raftbusv1.ReplicaHealth_REPLICA_HEALTH_REBUILDING:
+				state += ",rebuilding"
+			}
+			replicas = append(replicas, r.GetNodeId()+":"+state)
+			if r.GetDamage() != "" {
+				damage = append(damage, fmt.Sprintf("%s partition %d on %s: %s", p.GetEntityPath(), p.GetPartitionId(), r.GetNodeId(), r.GetDamage()))
+			}
 		}
 		active, dead, scheduled := "-", "-", "-"
 		if pc := partitionCounts(counts[p.GetEntityPath()], p.GetPartitionId()); pc != nil {
@@ -99,6 +114,12 @@ func runStatus(ctx context.Context, a *app, args []string) error {
 			fmt.Sprint(p.GetAppliedIndex()), strings.Join(replicas, " "), active, dead, scheduled})
 	}
 	a.table([]string{"ENTITY", "PARTITION", "LEADER", "TERM", "APPLIED", "REPLICAS", "ACTIVE", "DEAD-LETTERED", "SCHEDULED"}, rows)
+	if len(damage) > 0 {
+		fmt.Fprintln(a.stdout, "\ndamaged replicas:")
+		for _, d := range damage {
+			fmt.Fprintln(a.stdout, "  "+d)
+		}
+	}
 	return nil
 }
 

@@ -48,6 +48,7 @@ var injectors = map[Kind]injector{
 	Ring:          ring,
 	Loss:          loss,
 	Slow:          slow,
+	Corrupt:       corrupt,
 }
 
 // Nemesis injects faults into one cluster.

@@ -195,6 +195,66 @@ func (ReplicaRole) EnumDescriptor() ([]byte, []int) {
 	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{2}
 }
 
+// ReplicaHealth says whether a replica's stored state can be trusted.
+type ReplicaHealth int32
+
+const (
+	// Not known (the replica's node did not answer).
+	ReplicaHealth_REPLICA_HEALTH_UNSPECIFIED ReplicaHealth = 0
+	// Its stored state passed every check.
+	ReplicaHealth_REPLICA_HEALTH_HEALTHY ReplicaHealth = 1
+	// Its stored state failed a check (a record or snapshot that does not
+	// match its checksum): it does not vote, lead or serve, and waits for
+	// the partition's leader to make it a non-voter so it can be rebuilt.
+	ReplicaHealth_REPLICA_HEALTH_DAMAGED ReplicaHealth = 2
+	// Started again from nothing as a non-voter: it catches up from the
+	// leader (snapshot, then log) and votes again once it has.
+	ReplicaHealth_REPLICA_HEALTH_REBUILDING ReplicaHealth = 3
+)
+
+// Enum value maps for ReplicaHealth.
+var (
+	ReplicaHealth_name = map[int32]string{
+		0: "REPLICA_HEALTH_UNSPECIFIED",
+		1: "REPLICA_HEALTH_HEALTHY",
+		2: "REPLICA_HEALTH_DAMAGED",
+		3: "REPLICA_HEALTH_REBUILDING",
+	}
+	ReplicaHealth_value = map[string]int32{
+		"REPLICA_HEALTH_UNSPECIFIED": 0,
+		"REPLICA_HEALTH_HEALTHY":     1,
+		"REPLICA_HEALTH_DAMAGED":     2,
+		"REPLICA_HEALTH_REBUILDING":  3,
+	}
+)
+
+func (x ReplicaHealth) Enum() *ReplicaHealth {
+	p := new(ReplicaHealth)
+	*p = x
+	return p
+}
+
+func (x ReplicaHealth) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ReplicaHealth) Descriptor() protoreflect.EnumDescriptor {
+	return file_raftbus_v1_admin_proto_enumTypes[3].Descriptor()
+}
+
+func (ReplicaHealth) Type() protoreflect.EnumType {
+	return &file_raftbus_v1_admin_proto_enumTypes[3]
+}
+
+func (x ReplicaHealth) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ReplicaHealth.Descriptor instead.
+func (ReplicaHealth) EnumDescriptor() ([]byte, []int) {
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
 type CreateQueueRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Queue         *QueueProperties       `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
@@ -2503,7 +2563,10 @@ type NodeInfo struct {
 	// How far the node's clock is ahead of the answering node's (negative:
 	// behind), as last measured; unset for the answering node itself and
 	// for a node not measured recently.
-	ClockOffset   *durationpb.Duration `protobuf:"bytes,8,opt,name=clock_offset,json=clockOffset,proto3" json:"clock_offset,omitempty"`
+	ClockOffset *durationpb.Duration `protobuf:"bytes,8,opt,name=clock_offset,json=clockOffset,proto3" json:"clock_offset,omitempty"`
+	// What the node's log has done since the node started; unset when the
+	// node did not answer.
+	Log           *NodeLogStats `protobuf:"bytes,9,opt,name=log,proto3" json:"log,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2594,20 +2657,121 @@ func (x *NodeInfo) GetClockOffset() *durationpb.Duration {
 	return nil
 }
 
+func (x *NodeInfo) GetLog() *NodeLogStats {
+	if x != nil {
+		return x.Log
+	}
+	return nil
+}
+
+// NodeLogStats counts the work of the log that holds the Raft log of
+// every partition replica on a node, since the node started.
+type NodeLogStats struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Writes made durable (fdatasync), whatever the number of partitions.
+	Syncs uint64 `protobuf:"varint,1,opt,name=syncs,proto3" json:"syncs,omitempty"`
+	// Calls (appends, truncations, stable values) those syncs served.
+	Requests uint64 `protobuf:"varint,2,opt,name=requests,proto3" json:"requests,omitempty"`
+	// Bytes written to the log's files; of them, carried_bytes are live
+	// records rewritten to free old segments.
+	BytesWritten uint64 `protobuf:"varint,3,opt,name=bytes_written,json=bytesWritten,proto3" json:"bytes_written,omitempty"`
+	CarriedBytes uint64 `protobuf:"varint,4,opt,name=carried_bytes,json=carriedBytes,proto3" json:"carried_bytes,omitempty"`
+	// The log's files now.
+	Segments      uint32 `protobuf:"varint,5,opt,name=segments,proto3" json:"segments,omitempty"`
+	SizeBytes     uint64 `protobuf:"varint,6,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeLogStats) Reset() {
+	*x = NodeLogStats{}
+	mi := &file_raftbus_v1_admin_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeLogStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeLogStats) ProtoMessage() {}
+
+func (x *NodeLogStats) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_v1_admin_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeLogStats.ProtoReflect.Descriptor instead.
+func (*NodeLogStats) Descriptor() ([]byte, []int) {
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *NodeLogStats) GetSyncs() uint64 {
+	if x != nil {
+		return x.Syncs
+	}
+	return 0
+}
+
+func (x *NodeLogStats) GetRequests() uint64 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+func (x *NodeLogStats) GetBytesWritten() uint64 {
+	if x != nil {
+		return x.BytesWritten
+	}
+	return 0
+}
+
+func (x *NodeLogStats) GetCarriedBytes() uint64 {
+	if x != nil {
+		return x.CarriedBytes
+	}
+	return 0
+}
+
+func (x *NodeLogStats) GetSegments() uint32 {
+	if x != nil {
+		return x.Segments
+	}
+	return 0
+}
+
+func (x *NodeLogStats) GetSizeBytes() uint64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
 // ReplicaInfo is one replica of a partition.
 type ReplicaInfo struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	Role   ReplicaRole            `protobuf:"varint,2,opt,name=role,proto3,enum=raftbus.v1.ReplicaRole" json:"role,omitempty"`
 	// The last log index this replica applied, when known.
-	AppliedIndex  uint64 `protobuf:"varint,3,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	AppliedIndex uint64        `protobuf:"varint,3,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	Health       ReplicaHealth `protobuf:"varint,4,opt,name=health,proto3,enum=raftbus.v1.ReplicaHealth" json:"health,omitempty"`
+	// What was found, for a damaged or rebuilding replica.
+	Damage        string `protobuf:"bytes,5,opt,name=damage,proto3" json:"damage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReplicaInfo) Reset() {
 	*x = ReplicaInfo{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[49]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2619,7 +2783,7 @@ func (x *ReplicaInfo) String() string {
 func (*ReplicaInfo) ProtoMessage() {}
 
 func (x *ReplicaInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[49]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2632,7 +2796,7 @@ func (x *ReplicaInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaInfo.ProtoReflect.Descriptor instead.
 func (*ReplicaInfo) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{49}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ReplicaInfo) GetNodeId() string {
@@ -2656,6 +2820,20 @@ func (x *ReplicaInfo) GetAppliedIndex() uint64 {
 	return 0
 }
 
+func (x *ReplicaInfo) GetHealth() ReplicaHealth {
+	if x != nil {
+		return x.Health
+	}
+	return ReplicaHealth_REPLICA_HEALTH_UNSPECIFIED
+}
+
+func (x *ReplicaInfo) GetDamage() string {
+	if x != nil {
+		return x.Damage
+	}
+	return ""
+}
+
 // PartitionInfo describes one partition's Raft group.
 type PartitionInfo struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2674,7 +2852,7 @@ type PartitionInfo struct {
 
 func (x *PartitionInfo) Reset() {
 	*x = PartitionInfo{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[50]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2686,7 +2864,7 @@ func (x *PartitionInfo) String() string {
 func (*PartitionInfo) ProtoMessage() {}
 
 func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[50]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2699,7 +2877,7 @@ func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionInfo.ProtoReflect.Descriptor instead.
 func (*PartitionInfo) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{50}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *PartitionInfo) GetEntityPath() string {
@@ -2768,7 +2946,7 @@ type GetRoutingTableRequest struct {
 
 func (x *GetRoutingTableRequest) Reset() {
 	*x = GetRoutingTableRequest{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[51]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2780,7 +2958,7 @@ func (x *GetRoutingTableRequest) String() string {
 func (*GetRoutingTableRequest) ProtoMessage() {}
 
 func (x *GetRoutingTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[51]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2793,7 +2971,7 @@ func (x *GetRoutingTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRoutingTableRequest.ProtoReflect.Descriptor instead.
 func (*GetRoutingTableRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{51}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GetRoutingTableRequest) GetEntityPath() string {
@@ -2812,7 +2990,7 @@ type GetRoutingTableResponse struct {
 
 func (x *GetRoutingTableResponse) Reset() {
 	*x = GetRoutingTableResponse{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[52]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2824,7 +3002,7 @@ func (x *GetRoutingTableResponse) String() string {
 func (*GetRoutingTableResponse) ProtoMessage() {}
 
 func (x *GetRoutingTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[52]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2837,7 +3015,7 @@ func (x *GetRoutingTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRoutingTableResponse.ProtoReflect.Descriptor instead.
 func (*GetRoutingTableResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{52}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GetRoutingTableResponse) GetEntities() []*EntityRoute {
@@ -2865,7 +3043,7 @@ type EntityRoute struct {
 
 func (x *EntityRoute) Reset() {
 	*x = EntityRoute{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[53]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2877,7 +3055,7 @@ func (x *EntityRoute) String() string {
 func (*EntityRoute) ProtoMessage() {}
 
 func (x *EntityRoute) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[53]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2890,7 +3068,7 @@ func (x *EntityRoute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntityRoute.ProtoReflect.Descriptor instead.
 func (*EntityRoute) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{53}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *EntityRoute) GetEntityPath() string {
@@ -2936,7 +3114,7 @@ type PartitionRoute struct {
 
 func (x *PartitionRoute) Reset() {
 	*x = PartitionRoute{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[54]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2948,7 +3126,7 @@ func (x *PartitionRoute) String() string {
 func (*PartitionRoute) ProtoMessage() {}
 
 func (x *PartitionRoute) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[54]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2961,7 +3139,7 @@ func (x *PartitionRoute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRoute.ProtoReflect.Descriptor instead.
 func (*PartitionRoute) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{54}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *PartitionRoute) GetPartitionId() uint32 {
@@ -3001,7 +3179,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[55]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3013,7 +3191,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[55]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3026,7 +3204,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{55}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() string {
@@ -3044,7 +3222,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[56]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3056,7 +3234,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[56]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3069,7 +3247,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{56}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{57}
 }
 
 var File_raftbus_v1_admin_proto protoreflect.FileDescriptor
@@ -3216,7 +3394,7 @@ const file_raftbus_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2\x19.raftbus.v1.PartitionInfoR\n" +
 	"partitions\x12C\n" +
-	"\x10max_clock_offset\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x0emaxClockOffset\"\xd3\x02\n" +
+	"\x10max_clock_offset\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x0emaxClockOffset\"\xff\x02\n" +
 	"\bNodeInfo\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12+\n" +
@@ -3226,11 +3404,22 @@ const file_raftbus_v1_admin_proto_rawDesc = "" +
 	"\vincarnation\x18\x06 \x01(\tR\vincarnation\x127\n" +
 	"\vclock_state\x18\a \x01(\x0e2\x16.raftbus.v1.ClockStateR\n" +
 	"clockState\x12<\n" +
-	"\fclock_offset\x18\b \x01(\v2\x19.google.protobuf.DurationR\vclockOffset\"x\n" +
+	"\fclock_offset\x18\b \x01(\v2\x19.google.protobuf.DurationR\vclockOffset\x12*\n" +
+	"\x03log\x18\t \x01(\v2\x18.raftbus.v1.NodeLogStatsR\x03log\"\xc5\x01\n" +
+	"\fNodeLogStats\x12\x14\n" +
+	"\x05syncs\x18\x01 \x01(\x04R\x05syncs\x12\x1a\n" +
+	"\brequests\x18\x02 \x01(\x04R\brequests\x12#\n" +
+	"\rbytes_written\x18\x03 \x01(\x04R\fbytesWritten\x12#\n" +
+	"\rcarried_bytes\x18\x04 \x01(\x04R\fcarriedBytes\x12\x1a\n" +
+	"\bsegments\x18\x05 \x01(\rR\bsegments\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x06 \x01(\x04R\tsizeBytes\"\xc3\x01\n" +
 	"\vReplicaInfo\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12+\n" +
 	"\x04role\x18\x02 \x01(\x0e2\x17.raftbus.v1.ReplicaRoleR\x04role\x12#\n" +
-	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"\xb1\x02\n" +
+	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\x121\n" +
+	"\x06health\x18\x04 \x01(\x0e2\x19.raftbus.v1.ReplicaHealthR\x06health\x12\x16\n" +
+	"\x06damage\x18\x05 \x01(\tR\x06damage\"\xb1\x02\n" +
 	"\rPartitionInfo\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x12!\n" +
@@ -3278,7 +3467,12 @@ const file_raftbus_v1_admin_proto_rawDesc = "" +
 	"\x13REPLICA_ROLE_LEADER\x10\x01\x12\x19\n" +
 	"\x15REPLICA_ROLE_FOLLOWER\x10\x02\x12\x1a\n" +
 	"\x16REPLICA_ROLE_CANDIDATE\x10\x03\x12\x18\n" +
-	"\x14REPLICA_ROLE_UNKNOWN\x10\x042\xfe\x11\n" +
+	"\x14REPLICA_ROLE_UNKNOWN\x10\x04*\x86\x01\n" +
+	"\rReplicaHealth\x12\x1e\n" +
+	"\x1aREPLICA_HEALTH_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16REPLICA_HEALTH_HEALTHY\x10\x01\x12\x1a\n" +
+	"\x16REPLICA_HEALTH_DAMAGED\x10\x02\x12\x1d\n" +
+	"\x19REPLICA_HEALTH_REBUILDING\x10\x032\xfe\x11\n" +
 	"\fAdminService\x12N\n" +
 	"\vCreateQueue\x12\x1e.raftbus.v1.CreateQueueRequest\x1a\x1f.raftbus.v1.CreateQueueResponse\x12E\n" +
 	"\bGetQueue\x12\x1b.raftbus.v1.GetQueueRequest\x1a\x1c.raftbus.v1.GetQueueResponse\x12N\n" +
@@ -3325,172 +3519,176 @@ func file_raftbus_v1_admin_proto_rawDescGZIP() []byte {
 	return file_raftbus_v1_admin_proto_rawDescData
 }
 
-var file_raftbus_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_raftbus_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_raftbus_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_raftbus_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_raftbus_v1_admin_proto_goTypes = []any{
 	(ClockState)(0),                                  // 0: raftbus.v1.ClockState
 	(NodeState)(0),                                   // 1: raftbus.v1.NodeState
 	(ReplicaRole)(0),                                 // 2: raftbus.v1.ReplicaRole
-	(*CreateQueueRequest)(nil),                       // 3: raftbus.v1.CreateQueueRequest
-	(*CreateQueueResponse)(nil),                      // 4: raftbus.v1.CreateQueueResponse
-	(*GetQueueRequest)(nil),                          // 5: raftbus.v1.GetQueueRequest
-	(*GetQueueResponse)(nil),                         // 6: raftbus.v1.GetQueueResponse
-	(*UpdateQueueRequest)(nil),                       // 7: raftbus.v1.UpdateQueueRequest
-	(*UpdateQueueResponse)(nil),                      // 8: raftbus.v1.UpdateQueueResponse
-	(*DeleteQueueRequest)(nil),                       // 9: raftbus.v1.DeleteQueueRequest
-	(*DeleteQueueResponse)(nil),                      // 10: raftbus.v1.DeleteQueueResponse
-	(*ListQueuesRequest)(nil),                        // 11: raftbus.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),                       // 12: raftbus.v1.ListQueuesResponse
-	(*GetQueueRuntimePropertiesRequest)(nil),         // 13: raftbus.v1.GetQueueRuntimePropertiesRequest
-	(*GetQueueRuntimePropertiesResponse)(nil),        // 14: raftbus.v1.GetQueueRuntimePropertiesResponse
-	(*CreateTopicRequest)(nil),                       // 15: raftbus.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),                      // 16: raftbus.v1.CreateTopicResponse
-	(*GetTopicRequest)(nil),                          // 17: raftbus.v1.GetTopicRequest
-	(*GetTopicResponse)(nil),                         // 18: raftbus.v1.GetTopicResponse
-	(*UpdateTopicRequest)(nil),                       // 19: raftbus.v1.UpdateTopicRequest
-	(*UpdateTopicResponse)(nil),                      // 20: raftbus.v1.UpdateTopicResponse
-	(*DeleteTopicRequest)(nil),                       // 21: raftbus.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),                      // 22: raftbus.v1.DeleteTopicResponse
-	(*ListTopicsRequest)(nil),                        // 23: raftbus.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),                       // 24: raftbus.v1.ListTopicsResponse
-	(*GetTopicRuntimePropertiesRequest)(nil),         // 25: raftbus.v1.GetTopicRuntimePropertiesRequest
-	(*GetTopicRuntimePropertiesResponse)(nil),        // 26: raftbus.v1.GetTopicRuntimePropertiesResponse
-	(*CreateSubscriptionRequest)(nil),                // 27: raftbus.v1.CreateSubscriptionRequest
-	(*CreateSubscriptionResponse)(nil),               // 28: raftbus.v1.CreateSubscriptionResponse
-	(*GetSubscriptionRequest)(nil),                   // 29: raftbus.v1.GetSubscriptionRequest
-	(*GetSubscriptionResponse)(nil),                  // 30: raftbus.v1.GetSubscriptionResponse
-	(*UpdateSubscriptionRequest)(nil),                // 31: raftbus.v1.UpdateSubscriptionRequest
-	(*UpdateSubscriptionResponse)(nil),               // 32: raftbus.v1.UpdateSubscriptionResponse
-	(*DeleteSubscriptionRequest)(nil),                // 33: raftbus.v1.DeleteSubscriptionRequest
-	(*DeleteSubscriptionResponse)(nil),               // 34: raftbus.v1.DeleteSubscriptionResponse
-	(*ListSubscriptionsRequest)(nil),                 // 35: raftbus.v1.ListSubscriptionsRequest
-	(*ListSubscriptionsResponse)(nil),                // 36: raftbus.v1.ListSubscriptionsResponse
-	(*GetSubscriptionRuntimePropertiesRequest)(nil),  // 37: raftbus.v1.GetSubscriptionRuntimePropertiesRequest
-	(*GetSubscriptionRuntimePropertiesResponse)(nil), // 38: raftbus.v1.GetSubscriptionRuntimePropertiesResponse
-	(*CreateRuleRequest)(nil),                        // 39: raftbus.v1.CreateRuleRequest
-	(*CreateRuleResponse)(nil),                       // 40: raftbus.v1.CreateRuleResponse
-	(*GetRuleRequest)(nil),                           // 41: raftbus.v1.GetRuleRequest
-	(*GetRuleResponse)(nil),                          // 42: raftbus.v1.GetRuleResponse
-	(*UpdateRuleRequest)(nil),                        // 43: raftbus.v1.UpdateRuleRequest
-	(*UpdateRuleResponse)(nil),                       // 44: raftbus.v1.UpdateRuleResponse
-	(*DeleteRuleRequest)(nil),                        // 45: raftbus.v1.DeleteRuleRequest
-	(*DeleteRuleResponse)(nil),                       // 46: raftbus.v1.DeleteRuleResponse
-	(*ListRulesRequest)(nil),                         // 47: raftbus.v1.ListRulesRequest
-	(*ListRulesResponse)(nil),                        // 48: raftbus.v1.ListRulesResponse
-	(*GetClusterInfoRequest)(nil),                    // 49: raftbus.v1.GetClusterInfoRequest
-	(*GetClusterInfoResponse)(nil),                   // 50: raftbus.v1.GetClusterInfoResponse
-	(*NodeInfo)(nil),                                 // 51: raftbus.v1.NodeInfo
-	(*ReplicaInfo)(nil),                              // 52: raftbus.v1.ReplicaInfo
-	(*PartitionInfo)(nil),                            // 53: raftbus.v1.PartitionInfo
-	(*GetRoutingTableRequest)(nil),                   // 54: raftbus.v1.GetRoutingTableRequest
-	(*GetRoutingTableResponse)(nil),                  // 55: raftbus.v1.GetRoutingTableResponse
-	(*EntityRoute)(nil),                              // 56: raftbus.v1.EntityRoute
-	(*PartitionRoute)(nil),                           // 57: raftbus.v1.PartitionRoute
-	(*RemoveNodeRequest)(nil),                        // 58: raftbus.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),                       // 59: raftbus.v1.RemoveNodeResponse
-	(*QueueProperties)(nil),                          // 60: raftbus.v1.QueueProperties
-	(*RuntimeProperties)(nil),                        // 61: raftbus.v1.RuntimeProperties
-	(*TopicProperties)(nil),                          // 62: raftbus.v1.TopicProperties
-	(*SubscriptionProperties)(nil),                   // 63: raftbus.v1.SubscriptionProperties
-	(*RuleProperties)(nil),                           // 64: raftbus.v1.RuleProperties
-	(*durationpb.Duration)(nil),                      // 65: google.protobuf.Duration
+	(ReplicaHealth)(0),                               // 3: raftbus.v1.ReplicaHealth
+	(*CreateQueueRequest)(nil),                       // 4: raftbus.v1.CreateQueueRequest
+	(*CreateQueueResponse)(nil),                      // 5: raftbus.v1.CreateQueueResponse
+	(*GetQueueRequest)(nil),                          // 6: raftbus.v1.GetQueueRequest
+	(*GetQueueResponse)(nil),                         // 7: raftbus.v1.GetQueueResponse
+	(*UpdateQueueRequest)(nil),                       // 8: raftbus.v1.UpdateQueueRequest
+	(*UpdateQueueResponse)(nil),                      // 9: raftbus.v1.UpdateQueueResponse
+	(*DeleteQueueRequest)(nil),                       // 10: raftbus.v1.DeleteQueueRequest
+	(*DeleteQueueResponse)(nil),                      // 11: raftbus.v1.DeleteQueueResponse
+	(*ListQueuesRequest)(nil),                        // 12: raftbus.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),                       // 13: raftbus.v1.ListQueuesResponse
+	(*GetQueueRuntimePropertiesRequest)(nil),         // 14: raftbus.v1.GetQueueRuntimePropertiesRequest
+	(*GetQueueRuntimePropertiesResponse)(nil),        // 15: raftbus.v1.GetQueueRuntimePropertiesResponse
+	(*CreateTopicRequest)(nil),                       // 16: raftbus.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),                      // 17: raftbus.v1.CreateTopicResponse
+	(*GetTopicRequest)(nil),                          // 18: raftbus.v1.GetTopicRequest
+	(*GetTopicResponse)(nil),                         // 19: raftbus.v1.GetTopicResponse
+	(*UpdateTopicRequest)(nil),                       // 20: raftbus.v1.UpdateTopicRequest
+	(*UpdateTopicResponse)(nil),                      // 21: raftbus.v1.UpdateTopicResponse
+	(*DeleteTopicRequest)(nil),                       // 22: raftbus.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),                      // 23: raftbus.v1.DeleteTopicResponse
+	(*ListTopicsRequest)(nil),                        // 24: raftbus.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),                       // 25: raftbus.v1.ListTopicsResponse
+	(*GetTopicRuntimePropertiesRequest)(nil),         // 26: raftbus.v1.GetTopicRuntimePropertiesRequest
+	(*GetTopicRuntimePropertiesResponse)(nil),        // 27: raftbus.v1.GetTopicRuntimePropertiesResponse
+	(*CreateSubscriptionRequest)(nil),                // 28: raftbus.v1.CreateSubscriptionRequest
+	(*CreateSubscriptionResponse)(nil),               // 29: raftbus.v1.CreateSubscriptionResponse
+	(*GetSubscriptionRequest)(nil),                   // 30: raftbus.v1.GetSubscriptionRequest
+	(*GetSubscriptionResponse)(nil),                  // 31: raftbus.v1.GetSubscriptionResponse
+	(*UpdateSubscriptionRequest)(nil),                // 32: raftbus.v1.UpdateSubscriptionRequest
+	(*UpdateSubscriptionResponse)(nil),               // 33: raftbus.v1.UpdateSubscriptionResponse
+	(*DeleteSubscriptionRequest)(nil),                // 34: raftbus.v1.DeleteSubscriptionRequest
+	(*DeleteSubscriptionResponse)(nil),               // 35: raftbus.v1.DeleteSubscriptionResponse
+	(*ListSubscriptionsRequest)(nil),                 // 36: raftbus.v1.ListSubscriptionsRequest
+	(*ListSubscriptionsResponse)(nil),                // 37: raftbus.v1.ListSubscriptionsResponse
+	(*GetSubscriptionRuntimePropertiesRequest)(nil),  // 38: raftbus.v1.GetSubscriptionRuntimePropertiesRequest
+	(*GetSubscriptionRuntimePropertiesResponse)(nil), // 39: raftbus.v1.GetSubscriptionRuntimePropertiesResponse
+	(*CreateRuleRequest)(nil),                        // 40: raftbus.v1.CreateRuleRequest
+	(*CreateRuleResponse)(nil),                       // 41: raftbus.v1.CreateRuleResponse
+	(*GetRuleRequest)(nil),                           // 42: raftbus.v1.GetRuleRequest
+	(*GetRuleResponse)(nil),                          // 43: raftbus.v1.GetRuleResponse
+	(*UpdateRuleRequest)(nil),                        // 44: raftbus.v1.UpdateRuleRequest
+	(*UpdateRuleResponse)(nil),                       // 45: raftbus.v1.UpdateRuleResponse
+	(*DeleteRuleRequest)(nil),                        // 46: raftbus.v1.DeleteRuleRequest
+	(*DeleteRuleResponse)(nil),                       // 47: raftbus.v1.DeleteRuleResponse
+	(*ListRulesRequest)(nil),                         // 48: raftbus.v1.ListRulesRequest
+	(*ListRulesResponse)(nil),                        // 49: raftbus.v1.ListRulesResponse
+	(*GetClusterInfoRequest)(nil),                    // 50: raftbus.v1.GetClusterInfoRequest
+	(*GetClusterInfoResponse)(nil),                   // 51: raftbus.v1.GetClusterInfoResponse
+	(*NodeInfo)(nil),                                 // 52: raftbus.v1.NodeInfo
+	(*NodeLogStats)(nil),                             // 53: raftbus.v1.NodeLogStats
+	(*ReplicaInfo)(nil),                              // 54: raftbus.v1.ReplicaInfo
+	(*PartitionInfo)(nil),                            // 55: raftbus.v1.PartitionInfo
+	(*GetRoutingTableRequest)(nil),                   // 56: raftbus.v1.GetRoutingTableRequest
+	(*GetRoutingTableResponse)(nil),                  // 57: raftbus.v1.GetRoutingTableResponse
+	(*EntityRoute)(nil),                              // 58: raftbus.v1.EntityRoute
+	(*PartitionRoute)(nil),                           // 59: raftbus.v1.PartitionRoute
+	(*RemoveNodeRequest)(nil),                        // 60: raftbus.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),                       // 61: raftbus.v1.RemoveNodeResponse
+	(*QueueProperties)(nil),                          // 62: raftbus.v1.QueueProperties
+	(*RuntimeProperties)(nil),                        // 63: raftbus.v1.RuntimeProperties
+	(*TopicProperties)(nil),                          // 64: raftbus.v1.TopicProperties
+	(*SubscriptionProperties)(nil),                   // 65: raftbus.v1.SubscriptionProperties
+	(*RuleProperties)(nil),                           // 66: raftbus.v1.RuleProperties
+	(*durationpb.Duration)(nil),                      // 67: google.protobuf.Duration
 }
 var file_raftbus_v1_admin_proto_depIdxs = []int32{
-	60, // 0: raftbus.v1.CreateQueueRequest.queue:type_name -> raftbus.v1.QueueProperties
-	60, // 1: raftbus.v1.CreateQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
-	60, // 2: raftbus.v1.GetQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
-	60, // 3: raftbus.v1.UpdateQueueRequest.queue:type_name -> raftbus.v1.QueueProperties
-	60, // 4: raftbus.v1.UpdateQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
-	60, // 5: raftbus.v1.ListQueuesResponse.queues:type_name -> raftbus.v1.QueueProperties
-	61, // 6: raftbus.v1.GetQueueRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
-	62, // 7: raftbus.v1.CreateTopicRequest.topic:type_name -> raftbus.v1.TopicProperties
-	62, // 8: raftbus.v1.CreateTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
-	62, // 9: raftbus.v1.GetTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
-	62, // 10: raftbus.v1.UpdateTopicRequest.topic:type_name -> raftbus.v1.TopicProperties
-	62, // 11: raftbus.v1.UpdateTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
-	62, // 12: raftbus.v1.ListTopicsResponse.topics:type_name -> raftbus.v1.TopicProperties
-	61, // 13: raftbus.v1.GetTopicRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
-	63, // 14: raftbus.v1.CreateSubscriptionRequest.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	64, // 15: raftbus.v1.CreateSubscriptionRequest.default_rule:type_name -> raftbus.v1.RuleProperties
-	63, // 16: raftbus.v1.CreateSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	63, // 17: raftbus.v1.GetSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	63, // 18: raftbus.v1.UpdateSubscriptionRequest.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	63, // 19: raftbus.v1.UpdateSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	63, // 20: raftbus.v1.ListSubscriptionsResponse.subscriptions:type_name -> raftbus.v1.SubscriptionProperties
-	61, // 21: raftbus.v1.GetSubscriptionRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
-	64, // 22: raftbus.v1.CreateRuleRequest.rule:type_name -> raftbus.v1.RuleProperties
-	64, // 23: raftbus.v1.CreateRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
-	64, // 24: raftbus.v1.GetRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
-	64, // 25: raftbus.v1.UpdateRuleRequest.rule:type_name -> raftbus.v1.RuleProperties
-	64, // 26: raftbus.v1.UpdateRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
-	64, // 27: raftbus.v1.ListRulesResponse.rules:type_name -> raftbus.v1.RuleProperties
-	51, // 28: raftbus.v1.GetClusterInfoResponse.nodes:type_name -> raftbus.v1.NodeInfo
-	53, // 29: raftbus.v1.GetClusterInfoResponse.partitions:type_name -> raftbus.v1.PartitionInfo
-	65, // 30: raftbus.v1.GetClusterInfoResponse.max_clock_offset:type_name -> google.protobuf.Duration
+	62, // 0: raftbus.v1.CreateQueueRequest.queue:type_name -> raftbus.v1.QueueProperties
+	62, // 1: raftbus.v1.CreateQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
+	62, // 2: raftbus.v1.GetQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
+	62, // 3: raftbus.v1.UpdateQueueRequest.queue:type_name -> raftbus.v1.QueueProperties
+	62, // 4: raftbus.v1.UpdateQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
+	62, // 5: raftbus.v1.ListQueuesResponse.queues:type_name -> raftbus.v1.QueueProperties
+	63, // 6: raftbus.v1.GetQueueRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
+	64, // 7: raftbus.v1.CreateTopicRequest.topic:type_name -> raftbus.v1.TopicProperties
+	64, // 8: raftbus.v1.CreateTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
+	64, // 9: raftbus.v1.GetTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
+	64, // 10: raftbus.v1.UpdateTopicRequest.topic:type_name -> raftbus.v1.TopicProperties
+	64, // 11: raftbus.v1.UpdateTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
+	64, // 12: raftbus.v1.ListTopicsResponse.topics:type_name -> raftbus.v1.TopicProperties
+	63, // 13: raftbus.v1.GetTopicRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
+	65, // 14: raftbus.v1.CreateSubscriptionRequest.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	66, // 15: raftbus.v1.CreateSubscriptionRequest.default_rule:type_name -> raftbus.v1.RuleProperties
+	65, // 16: raftbus.v1.CreateSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	65, // 17: raftbus.v1.GetSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	65, // 18: raftbus.v1.UpdateSubscriptionRequest.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	65, // 19: raftbus.v1.UpdateSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	65, // 20: raftbus.v1.ListSubscriptionsResponse.subscriptions:type_name -> raftbus.v1.SubscriptionProperties
+	63, // 21: raftbus.v1.GetSubscriptionRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
+	66, // 22: raftbus.v1.CreateRuleRequest.rule:type_name -> raftbus.v1.RuleProperties
+	66, // 23: raftbus.v1.CreateRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
+	66, // 24: raftbus.v1.GetRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
+	66, // 25: raftbus.v1.UpdateRuleRequest.rule:type_name -> raftbus.v1.RuleProperties
+	66, // 26: raftbus.v1.UpdateRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
+	66, // 27: raftbus.v1.ListRulesResponse.rules:type_name -> raftbus.v1.RuleProperties
+	52, // 28: raftbus.v1.GetClusterInfoResponse.nodes:type_name -> raftbus.v1.NodeInfo
+	55, // 29: raftbus.v1.GetClusterInfoResponse.partitions:type_name -> raftbus.v1.PartitionInfo
+	67, // 30: raftbus.v1.GetClusterInfoResponse.max_clock_offset:type_name -> google.protobuf.Duration
 	1,  // 31: raftbus.v1.NodeInfo.state:type_name -> raftbus.v1.NodeState
 	0,  // 32: raftbus.v1.NodeInfo.clock_state:type_name -> raftbus.v1.ClockState
-	65, // 33: raftbus.v1.NodeInfo.clock_offset:type_name -> google.protobuf.Duration
-	2,  // 34: raftbus.v1.ReplicaInfo.role:type_name -> raftbus.v1.ReplicaRole
-	52, // 35: raftbus.v1.PartitionInfo.replicas:type_name -> raftbus.v1.ReplicaInfo
-	56, // 36: raftbus.v1.GetRoutingTableResponse.entities:type_name -> raftbus.v1.EntityRoute
-	57, // 37: raftbus.v1.EntityRoute.partitions:type_name -> raftbus.v1.PartitionRoute
-	3,  // 38: raftbus.v1.AdminService.CreateQueue:input_type -> raftbus.v1.CreateQueueRequest
-	5,  // 39: raftbus.v1.AdminService.GetQueue:input_type -> raftbus.v1.GetQueueRequest
-	7,  // 40: raftbus.v1.AdminService.UpdateQueue:input_type -> raftbus.v1.UpdateQueueRequest
-	9,  // 41: raftbus.v1.AdminService.DeleteQueue:input_type -> raftbus.v1.DeleteQueueRequest
-	11, // 42: raftbus.v1.AdminService.ListQueues:input_type -> raftbus.v1.ListQueuesRequest
-	13, // 43: raftbus.v1.AdminService.GetQueueRuntimeProperties:input_type -> raftbus.v1.GetQueueRuntimePropertiesRequest
-	15, // 44: raftbus.v1.AdminService.CreateTopic:input_type -> raftbus.v1.CreateTopicRequest
-	17, // 45: raftbus.v1.AdminService.GetTopic:input_type -> raftbus.v1.GetTopicRequest
-	19, // 46: raftbus.v1.AdminService.UpdateTopic:input_type -> raftbus.v1.UpdateTopicRequest
-	21, // 47: raftbus.v1.AdminService.DeleteTopic:input_type -> raftbus.v1.DeleteTopicRequest
-	23, // 48: raftbus.v1.AdminService.ListTopics:input_type -> raftbus.v1.ListTopicsRequest
-	25, // 49: raftbus.v1.AdminService.GetTopicRuntimeProperties:input_type -> raftbus.v1.GetTopicRuntimePropertiesRequest
-	27, // 50: raftbus.v1.AdminService.CreateSubscription:input_type -> raftbus.v1.CreateSubscriptionRequest
-	29, // 51: raftbus.v1.AdminService.GetSubscription:input_type -> raftbus.v1.GetSubscriptionRequest
-	31, // 52: raftbus.v1.AdminService.UpdateSubscription:input_type -> raftbus.v1.UpdateSubscriptionRequest
-	33, // 53: raftbus.v1.AdminService.DeleteSubscription:input_type -> raftbus.v1.DeleteSubscriptionRequest
-	35, // 54: raftbus.v1.AdminService.ListSubscriptions:input_type -> raftbus.v1.ListSubscriptionsRequest
-	37, // 55: raftbus.v1.AdminService.GetSubscriptionRuntimeProperties:input_type -> raftbus.v1.GetSubscriptionRuntimePropertiesRequest
-	39, // 56: raftbus.v1.AdminService.CreateRule:input_type -> raftbus.v1.CreateRuleRequest
-	41, // 57: raftbus.v1.AdminService.GetRule:input_type -> raftbus.v1.GetRuleRequest
-	43, // 58: raftbus.v1.AdminService.UpdateRule:input_type -> raftbus.v1.UpdateRuleRequest
-	45, // 59: raftbus.v1.AdminService.DeleteRule:input_type -> raftbus.v1.DeleteRuleRequest
-	47, // 60: raftbus.v1.AdminService.ListRules:input_type -> raftbus.v1.ListRulesRequest
-	49, // 61: raftbus.v1.AdminService.GetClusterInfo:input_type -> raftbus.v1.GetClusterInfoRequest
-	54, // 62: raftbus.v1.AdminService.GetRoutingTable:input_type -> raftbus.v1.GetRoutingTableRequest
-	58, // 63: raftbus.v1.AdminService.RemoveNode:input_type -> raftbus.v1.RemoveNodeRequest
-	4,  // 64: raftbus.v1.AdminService.CreateQueue:output_type -> raftbus.v1.CreateQueueResponse
-	6,  // 65: raftbus.v1.AdminService.GetQueue:output_type -> raftbus.v1.GetQueueResponse
-	8,  // 66: raftbus.v1.AdminService.UpdateQueue:output_type -> raftbus.v1.UpdateQueueResponse
-	10, // 67: raftbus.v1.AdminService.DeleteQueue:output_type -> raftbus.v1.DeleteQueueResponse
-	12, // 68: raftbus.v1.AdminService.ListQueues:output_type -> raftbus.v1.ListQueuesResponse
-	14, // 69: raftbus.v1.AdminService.GetQueueRuntimeProperties:output_type -> raftbus.v1.GetQueueRuntimePropertiesResponse
-	16, // 70: raftbus.v1.AdminService.CreateTopic:output_type -> raftbus.v1.CreateTopicResponse
-	18, // 71: raftbus.v1.AdminService.GetTopic:output_type -> raftbus.v1.GetTopicResponse
-	20, // 72: raftbus.v1.AdminService.UpdateTopic:output_type -> raftbus.v1.UpdateTopicResponse
-	22, // 73: raftbus.v1.AdminService.DeleteTopic:output_type -> raftbus.v1.DeleteTopicResponse
-	24, // 74: raftbus.v1.AdminService.ListTopics:output_type -> raftbus.v1.ListTopicsResponse
-	26, // 75: raftbus.v1.AdminService.GetTopicRuntimeProperties:output_type -> raftbus.v1.GetTopicRuntimePropertiesResponse
-	28, // 76: raftbus.v1.AdminService.CreateSubscription:output_type -> raftbus.v1.CreateSubscriptionResponse
-	30, // 77: raftbus.v1.AdminService.GetSubscription:output_type -> raftbus.v1.GetSubscriptionResponse
-	32, // 78: raftbus.v1.AdminService.UpdateSubscription:output_type -> raftbus.v1.UpdateSubscriptionResponse
-	34, // 79: raftbus.v1.AdminService.DeleteSubscription:output_type -> raftbus.v1.DeleteSubscriptionResponse
-	36, // 80: raftbus.v1.AdminService.ListSubscriptions:output_type -> raftbus.v1.ListSubscriptionsResponse
-	38, // 81: raftbus.v1.AdminService.GetSubscriptionRuntimeProperties:output_type -> raftbus.v1.GetSubscriptionRuntimePropertiesResponse
-	40, // 82: raftbus.v1.AdminService.CreateRule:output_type -> raftbus.v1.CreateRuleResponse
-	42, // 83: raftbus.v1.AdminService.GetRule:output_type -> raftbus.v1.GetRuleResponse
-	44, // 84: raftbus.v1.AdminService.UpdateRule:output_type -> raftbus.v1.UpdateRuleResponse
-	46, // 85: raftbus.v1.AdminService.DeleteRule:output_type -> raftbus.v1.DeleteRuleResponse
-	48, // 86: raftbus.v1.AdminService.ListRules:output_type -> raftbus.v1.ListRulesResponse
-	50, // 87: raftbus.v1.AdminService.GetClusterInfo:output_type -> raftbus.v1.GetClusterInfoResponse
-	55, // 88: raftbus.v1.AdminService.GetRoutingTable:output_type -> raftbus.v1.GetRoutingTableResponse
-	59, // 89: raftbus.v1.AdminService.RemoveNode:output_type -> raftbus.v1.RemoveNodeResponse
-	64, // [64:90] is the sub-list for method output_type
-	38, // [38:64] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	67, // 33: raftbus.v1.NodeInfo.clock_offset:type_name -> google.protobuf.Duration
+	53, // 34: raftbus.v1.NodeInfo.log:type_name -> raftbus.v1.NodeLogStats
+	2,  // 35: raftbus.v1.ReplicaInfo.role:type_name -> raftbus.v1.ReplicaRole
+	3,  // 36: raftbus.v1.ReplicaInfo.health:type_name -> raftbus.v1.ReplicaHealth
+	54, // 37: raftbus.v1.PartitionInfo.replicas:type_name -> raftbus.v1.ReplicaInfo
+	58, // 38: raftbus.v1.GetRoutingTableResponse.entities:type_name -> raftbus.v1.EntityRoute
+	59, // 39: raftbus.v1.EntityRoute.partitions:type_name -> raftbus.v1.PartitionRoute
+	4,  // 40: raftbus.v1.AdminService.CreateQueue:input_type -> raftbus.v1.CreateQueueRequest
+	6,  // 41: raftbus.v1.AdminService.GetQueue:input_type -> raftbus.v1.GetQueueRequest
+	8,  // 42: raftbus.v1.AdminService.UpdateQueue:input_type -> raftbus.v1.UpdateQueueRequest
+	10, // 43: raftbus.v1.AdminService.DeleteQueue:input_type -> raftbus.v1.DeleteQueueRequest
+	12, // 44: raftbus.v1.AdminService.ListQueues:input_type -> raftbus.v1.ListQueuesRequest
+	14, // 45: raftbus.v1.AdminService.GetQueueRuntimeProperties:input_type -> raftbus.v1.GetQueueRuntimePropertiesRequest
+	16, // 46: raftbus.v1.AdminService.CreateTopic:input_type -> raftbus.v1.CreateTopicRequest
+	18, // 47: raftbus.v1.AdminService.GetTopic:input_type -> raftbus.v1.GetTopicRequest
+	20, // 48: raftbus.v1.AdminService.UpdateTopic:input_type -> raftbus.v1.UpdateTopicRequest
+	22, // 49: raftbus.v1.AdminService.DeleteTopic:input_type -> raftbus.v1.DeleteTopicRequest
+	24, // 50: raftbus.v1.AdminService.ListTopics:input_type -> raftbus.v1.ListTopicsRequest
+	26, // 51: raftbus.v1.AdminService.GetTopicRuntimeProperties:input_type -> raftbus.v1.GetTopicRuntimePropertiesRequest
+	28, // 52: raftbus.v1.AdminService.CreateSubscription:input_type -> raftbus.v1.CreateSubscriptionRequest
+	30, // 53: raftbus.v1.AdminService.GetSubscription:input_type -> raftbus.v1.GetSubscriptionRequest
+	32, // 54: raftbus.v1.AdminService.UpdateSubscription:input_type -> raftbus.v1.UpdateSubscriptionRequest
+	34, // 55: raftbus.v1.AdminService.DeleteSubscription:input_type -> raftbus.v1.DeleteSubscriptionRequest
+	36, // 56: raftbus.v1.AdminService.ListSubscriptions:input_type -> raftbus.v1.ListSubscriptionsRequest
+	38, // 57: raftbus.v1.AdminService.GetSubscriptionRuntimeProperties:input_type -> raftbus.v1.GetSubscriptionRuntimePropertiesRequest
+	40, // 58: raftbus.v1.AdminService.CreateRule:input_type -> raftbus.v1.CreateRuleRequest
+	42, // 59: raftbus.v1.AdminService.GetRule:input_type -> raftbus.v1.GetRuleRequest
+	44, // 60: raftbus.v1.AdminService.UpdateRule:input_type -> raftbus.v1.UpdateRuleRequest
+	46, // 61: raftbus.v1.AdminService.DeleteRule:input_type -> raftbus.v1.DeleteRuleRequest
+	48, // 62: raftbus.v1.AdminService.ListRules:input_type -> raftbus.v1.ListRulesRequest
+	50, // 63: raftbus.v1.AdminService.GetClusterInfo:input_type -> raftbus.v1.GetClusterInfoRequest
+	56, // 64: raftbus.v1.AdminService.GetRoutingTable:input_type -> raftbus.v1.GetRoutingTableRequest
+	60, // 65: raftbus.v1.AdminService.RemoveNode:input_type -> raftbus.v1.RemoveNodeRequest
+	5,  // 66: raftbus.v1.AdminService.CreateQueue:output_type -> raftbus.v1.CreateQueueResponse
+	7,  // 67: raftbus.v1.AdminService.GetQueue:output_type -> raftbus.v1.GetQueueResponse
+	9,  // 68: raftbus.v1.AdminService.UpdateQueue:output_type -> raftbus.v1.UpdateQueueResponse
+	11, // 69: raftbus.v1.AdminService.DeleteQueue:output_type -> raftbus.v1.DeleteQueueResponse
+	13, // 70: raftbus.v1.AdminService.ListQueues:output_type -> raftbus.v1.ListQueuesResponse
+	15, // 71: raftbus.v1.AdminService.GetQueueRuntimeProperties:output_type -> raftbus.v1.GetQueueRuntimePropertiesResponse
+	17, // 72: raftbus.v1.AdminService.CreateTopic:output_type -> raftbus.v1.CreateTopicResponse
+	19, // 73: raftbus.v1.AdminService.GetTopic:output_type -> raftbus.v1.GetTopicResponse
+	21, // 74: raftbus.v1.AdminService.UpdateTopic:output_type -> raftbus.v1.UpdateTopicResponse
+	23, // 75: raftbus.v1.AdminService.DeleteTopic:output_type -> raftbus.v1.DeleteTopicResponse
+	25, // 76: raftbus.v1.AdminService.ListTopics:output_type -> raftbus.v1.ListTopicsResponse
+	27, // 77: raftbus.v1.AdminService.GetTopicRuntimeProperties:output_type -> raftbus.v1.GetTopicRuntimePropertiesResponse
+	29, // 78: raftbus.v1.AdminService.CreateSubscription:output_type -> raftbus.v1.CreateSubscriptionResponse
+	31, // 79: raftbus.v1.AdminService.GetSubscription:output_type -> raftbus.v1.GetSubscriptionResponse
+	33, // 80: raftbus.v1.AdminService.UpdateSubscription:output_type -> raftbus.v1.UpdateSubscriptionResponse
+	35, // 81: raftbus.v1.AdminService.DeleteSubscription:output_type -> raftbus.v1.DeleteSubscriptionResponse
+	37, // 82: raftbus.v1.AdminService.ListSubscriptions:output_type -> raftbus.v1.ListSubscriptionsResponse
+	39, // 83: raftbus.v1.AdminService.GetSubscriptionRuntimeProperties:output_type -> raftbus.v1.GetSubscriptionRuntimePropertiesResponse
+	41, // 84: raftbus.v1.AdminService.CreateRule:output_type -> raftbus.v1.CreateRuleResponse
+	43, // 85: raftbus.v1.AdminService.GetRule:output_type -> raftbus.v1.GetRuleResponse
+	45, // 86: raftbus.v1.AdminService.UpdateRule:output_type -> raftbus.v1.UpdateRuleResponse
+	47, // 87: raftbus.v1.AdminService.DeleteRule:output_type -> raftbus.v1.DeleteRuleResponse
+	49, // 88: raftbus.v1.AdminService.ListRules:output_type -> raftbus.v1.ListRulesResponse
+	51, // 89: raftbus.v1.AdminService.GetClusterInfo:output_type -> raftbus.v1.GetClusterInfoResponse
+	57, // 90: raftbus.v1.AdminService.GetRoutingTable:output_type -> raftbus.v1.GetRoutingTableResponse
+	61, // 91: raftbus.v1.AdminService.RemoveNode:output_type -> raftbus.v1.RemoveNodeResponse
+	66, // [66:92] is the sub-list for method output_type
+	40, // [40:66] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_v1_admin_proto_init() }
@@ -3504,8 +3702,8 @@ func file_raftbus_v1_admin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftbus_v1_admin_proto_rawDesc), len(file_raftbus_v1_admin_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   57,
+			NumEnums:      4,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -72,6 +72,192 @@ func (EntityKind) EnumDescriptor() ([]byte, []int) {
 	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{0}
 }
 
+type DemoteReplicaRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	EntityPath string                 `protobuf:"bytes,1,opt,name=entity_path,json=entityPath,proto3" json:"entity_path,omitempty"`
+	// The entity's incarnation (see Entity), so that a request about a
+	// deleted entity never touches one created again under its name.
+	Incarnation   uint64 `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	PartitionId   uint32 `protobuf:"varint,3,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	NodeId        string `protobuf:"bytes,4,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DemoteReplicaRequest) Reset() {
+	*x = DemoteReplicaRequest{}
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DemoteReplicaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DemoteReplicaRequest) ProtoMessage() {}
+
+func (x *DemoteReplicaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DemoteReplicaRequest.ProtoReflect.Descriptor instead.
+func (*DemoteReplicaRequest) Descriptor() ([]byte, []int) {
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *DemoteReplicaRequest) GetEntityPath() string {
+	if x != nil {
+		return x.EntityPath
+	}
+	return ""
+}
+
+func (x *DemoteReplicaRequest) GetIncarnation() uint64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
+}
+
+func (x *DemoteReplicaRequest) GetPartitionId() uint32 {
+	if x != nil {
+		return x.PartitionId
+	}
+	return 0
+}
+
+func (x *DemoteReplicaRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+type DemoteReplicaResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DemoteReplicaResponse) Reset() {
+	*x = DemoteReplicaResponse{}
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DemoteReplicaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DemoteReplicaResponse) ProtoMessage() {}
+
+func (x *DemoteReplicaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DemoteReplicaResponse.ProtoReflect.Descriptor instead.
+func (*DemoteReplicaResponse) Descriptor() ([]byte, []int) {
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{1}
+}
+
+type NodeStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeStatusRequest) Reset() {
+	*x = NodeStatusRequest{}
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeStatusRequest) ProtoMessage() {}
+
+func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeStatusRequest.ProtoReflect.Descriptor instead.
+func (*NodeStatusRequest) Descriptor() ([]byte, []int) {
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{2}
+}
+
+type NodeStatusResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Log           *v1.NodeLogStats       `protobuf:"bytes,1,opt,name=log,proto3" json:"log,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeStatusResponse) Reset() {
+	*x = NodeStatusResponse{}
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeStatusResponse) ProtoMessage() {}
+
+func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeStatusResponse.ProtoReflect.Descriptor instead.
+func (*NodeStatusResponse) Descriptor() ([]byte, []int) {
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *NodeStatusResponse) GetLog() *v1.NodeLogStats {
+	if x != nil {
+		return x.Log
+	}
+	return nil
+}
+
 type PingRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -80,7 +266,7 @@ type PingRequest struct {
 
 func (x *PingRequest) Reset() {
 	*x = PingRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[0]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -92,7 +278,7 @@ func (x *PingRequest) String() string {
 func (*PingRequest) ProtoMessage() {}
 
 func (x *PingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[0]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -105,7 +291,7 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{0}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{4}
 }
 
 type PingResponse struct {
@@ -130,7 +316,7 @@ type PingResponse struct {
 
 func (x *PingResponse) Reset() {
 	*x = PingResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[1]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -142,7 +328,7 @@ func (x *PingResponse) String() string {
 func (*PingResponse) ProtoMessage() {}
 
 func (x *PingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[1]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -155,7 +341,7 @@ func (x *PingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
 func (*PingResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{1}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PingResponse) GetNodeId() string {
@@ -224,7 +410,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[2]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -236,7 +422,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[2]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -249,7 +435,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{2}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *JoinRequest) GetNodeId() string {
@@ -289,7 +475,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[3]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -301,7 +487,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[3]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -314,7 +500,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{3}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *JoinResponse) GetClusterId() string {
@@ -334,7 +520,7 @@ type PartitionRuntimeRequest struct {
 
 func (x *PartitionRuntimeRequest) Reset() {
 	*x = PartitionRuntimeRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[4]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -346,7 +532,7 @@ func (x *PartitionRuntimeRequest) String() string {
 func (*PartitionRuntimeRequest) ProtoMessage() {}
 
 func (x *PartitionRuntimeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[4]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -359,7 +545,7 @@ func (x *PartitionRuntimeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRuntimeRequest.ProtoReflect.Descriptor instead.
 func (*PartitionRuntimeRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{4}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PartitionRuntimeRequest) GetEntityPath() string {
@@ -385,7 +571,7 @@ type PartitionRuntimeResponse struct {
 
 func (x *PartitionRuntimeResponse) Reset() {
 	*x = PartitionRuntimeResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[5]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -397,7 +583,7 @@ func (x *PartitionRuntimeResponse) String() string {
 func (*PartitionRuntimeResponse) ProtoMessage() {}
 
 func (x *PartitionRuntimeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[5]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -410,7 +596,7 @@ func (x *PartitionRuntimeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRuntimeResponse.ProtoReflect.Descriptor instead.
 func (*PartitionRuntimeResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{5}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PartitionRuntimeResponse) GetProperties() *v1.PartitionRuntimeProperties {
@@ -434,7 +620,7 @@ type PartitionStatusRequest struct {
 
 func (x *PartitionStatusRequest) Reset() {
 	*x = PartitionStatusRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[6]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -446,7 +632,7 @@ func (x *PartitionStatusRequest) String() string {
 func (*PartitionStatusRequest) ProtoMessage() {}
 
 func (x *PartitionStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[6]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -459,7 +645,7 @@ func (x *PartitionStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatusRequest.ProtoReflect.Descriptor instead.
 func (*PartitionStatusRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{6}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PartitionStatusRequest) GetEntityPath() string {
@@ -498,14 +684,17 @@ type PartitionStatusResponse struct {
 	// With include_digest: SHA-256 of the replica's engine state (32 bytes).
 	// Replicas that applied the same log entries have equal digests; compare
 	// them only once their applied_index agrees and has stopped moving.
-	Digest        []byte `protobuf:"bytes,8,opt,name=digest,proto3" json:"digest,omitempty"`
+	Digest []byte           `protobuf:"bytes,8,opt,name=digest,proto3" json:"digest,omitempty"`
+	Health v1.ReplicaHealth `protobuf:"varint,9,opt,name=health,proto3,enum=raftbus.v1.ReplicaHealth" json:"health,omitempty"`
+	// What was found, for a damaged or rebuilding replica.
+	Damage        string `protobuf:"bytes,10,opt,name=damage,proto3" json:"damage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PartitionStatusResponse) Reset() {
 	*x = PartitionStatusResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[7]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -517,7 +706,7 @@ func (x *PartitionStatusResponse) String() string {
 func (*PartitionStatusResponse) ProtoMessage() {}
 
 func (x *PartitionStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[7]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -530,7 +719,7 @@ func (x *PartitionStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatusResponse.ProtoReflect.Descriptor instead.
 func (*PartitionStatusResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{7}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PartitionStatusResponse) GetRole() v1.ReplicaRole {
@@ -589,6 +778,20 @@ func (x *PartitionStatusResponse) GetDigest() []byte {
 	return nil
 }
 
+func (x *PartitionStatusResponse) GetHealth() v1.ReplicaHealth {
+	if x != nil {
+		return x.Health
+	}
+	return v1.ReplicaHealth(0)
+}
+
+func (x *PartitionStatusResponse) GetDamage() string {
+	if x != nil {
+		return x.Damage
+	}
+	return ""
+}
+
 // MetaCommand is one entry of the metadata group's log. The leader stamps
 // the time; applying it never reads a clock.
 type MetaCommand struct {
@@ -612,7 +815,7 @@ type MetaCommand struct {
 
 func (x *MetaCommand) Reset() {
 	*x = MetaCommand{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[8]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -624,7 +827,7 @@ func (x *MetaCommand) String() string {
 func (*MetaCommand) ProtoMessage() {}
 
 func (x *MetaCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[8]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -637,7 +840,7 @@ func (x *MetaCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommand.ProtoReflect.Descriptor instead.
 func (*MetaCommand) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{8}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MetaCommand) GetNowUnixMs() int64 {
@@ -805,7 +1008,7 @@ type PutTopic struct {
 
 func (x *PutTopic) Reset() {
 	*x = PutTopic{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[9]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -817,7 +1020,7 @@ func (x *PutTopic) String() string {
 func (*PutTopic) ProtoMessage() {}
 
 func (x *PutTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[9]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -830,7 +1033,7 @@ func (x *PutTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutTopic.ProtoReflect.Descriptor instead.
 func (*PutTopic) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{9}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PutTopic) GetTopic() *v1.TopicProperties {
@@ -862,7 +1065,7 @@ type PutSubscription struct {
 
 func (x *PutSubscription) Reset() {
 	*x = PutSubscription{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[10]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -874,7 +1077,7 @@ func (x *PutSubscription) String() string {
 func (*PutSubscription) ProtoMessage() {}
 
 func (x *PutSubscription) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[10]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -887,7 +1090,7 @@ func (x *PutSubscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutSubscription.ProtoReflect.Descriptor instead.
 func (*PutSubscription) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{10}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PutSubscription) GetSubscription() *v1.SubscriptionProperties {
@@ -922,7 +1125,7 @@ type DeleteSubscription struct {
 
 func (x *DeleteSubscription) Reset() {
 	*x = DeleteSubscription{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[11]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -934,7 +1137,7 @@ func (x *DeleteSubscription) String() string {
 func (*DeleteSubscription) ProtoMessage() {}
 
 func (x *DeleteSubscription) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[11]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -947,7 +1150,7 @@ func (x *DeleteSubscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSubscription.ProtoReflect.Descriptor instead.
 func (*DeleteSubscription) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{11}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteSubscription) GetTopicName() string {
@@ -977,7 +1180,7 @@ type PutRule struct {
 
 func (x *PutRule) Reset() {
 	*x = PutRule{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[12]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -989,7 +1192,7 @@ func (x *PutRule) String() string {
 func (*PutRule) ProtoMessage() {}
 
 func (x *PutRule) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[12]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1002,7 +1205,7 @@ func (x *PutRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRule.ProtoReflect.Descriptor instead.
 func (*PutRule) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{12}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PutRule) GetTopicName() string {
@@ -1045,7 +1248,7 @@ type DeleteRule struct {
 
 func (x *DeleteRule) Reset() {
 	*x = DeleteRule{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[13]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1260,7 @@ func (x *DeleteRule) String() string {
 func (*DeleteRule) ProtoMessage() {}
 
 func (x *DeleteRule) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[13]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1273,7 @@ func (x *DeleteRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRule.ProtoReflect.Descriptor instead.
 func (*DeleteRule) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{13}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeleteRule) GetTopicName() string {
@@ -1105,7 +1308,7 @@ type AddNode struct {
 
 func (x *AddNode) Reset() {
 	*x = AddNode{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[14]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1117,7 +1320,7 @@ func (x *AddNode) String() string {
 func (*AddNode) ProtoMessage() {}
 
 func (x *AddNode) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[14]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1130,7 +1333,7 @@ func (x *AddNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNode.ProtoReflect.Descriptor instead.
 func (*AddNode) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{14}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AddNode) GetNode() *Node {
@@ -1153,7 +1356,7 @@ type PutQueue struct {
 
 func (x *PutQueue) Reset() {
 	*x = PutQueue{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1368,7 @@ func (x *PutQueue) String() string {
 func (*PutQueue) ProtoMessage() {}
 
 func (x *PutQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1381,7 @@ func (x *PutQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutQueue.ProtoReflect.Descriptor instead.
 func (*PutQueue) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{15}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PutQueue) GetQueue() *v1.QueueProperties {
@@ -1205,7 +1408,7 @@ type DeleteEntity struct {
 
 func (x *DeleteEntity) Reset() {
 	*x = DeleteEntity{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[16]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1217,7 +1420,7 @@ func (x *DeleteEntity) String() string {
 func (*DeleteEntity) ProtoMessage() {}
 
 func (x *DeleteEntity) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[16]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1230,7 +1433,7 @@ func (x *DeleteEntity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEntity.ProtoReflect.Descriptor instead.
 func (*DeleteEntity) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{16}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeleteEntity) GetName() string {
@@ -1250,7 +1453,7 @@ type SetClusterID struct {
 
 func (x *SetClusterID) Reset() {
 	*x = SetClusterID{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1262,7 +1465,7 @@ func (x *SetClusterID) String() string {
 func (*SetClusterID) ProtoMessage() {}
 
 func (x *SetClusterID) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1275,7 +1478,7 @@ func (x *SetClusterID) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterID.ProtoReflect.Descriptor instead.
 func (*SetClusterID) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{17}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SetClusterID) GetClusterId() string {
@@ -1300,7 +1503,7 @@ type MetaResult struct {
 
 func (x *MetaResult) Reset() {
 	*x = MetaResult{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1312,7 +1515,7 @@ func (x *MetaResult) String() string {
 func (*MetaResult) ProtoMessage() {}
 
 func (x *MetaResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1325,7 +1528,7 @@ func (x *MetaResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaResult.ProtoReflect.Descriptor instead.
 func (*MetaResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{18}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *MetaResult) GetErrorReason() v1.ErrorReason {
@@ -1378,7 +1581,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1390,7 +1593,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1403,7 +1606,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{19}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Node) GetNodeId() string {
@@ -1452,7 +1655,7 @@ type Entity struct {
 
 func (x *Entity) Reset() {
 	*x = Entity{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1464,7 +1667,7 @@ func (x *Entity) String() string {
 func (*Entity) ProtoMessage() {}
 
 func (x *Entity) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1477,7 +1680,7 @@ func (x *Entity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Entity.ProtoReflect.Descriptor instead.
 func (*Entity) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{20}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Entity) GetName() string {
@@ -1547,7 +1750,7 @@ type Subscription struct {
 
 func (x *Subscription) Reset() {
 	*x = Subscription{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1559,7 +1762,7 @@ func (x *Subscription) String() string {
 func (*Subscription) ProtoMessage() {}
 
 func (x *Subscription) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1572,7 +1775,7 @@ func (x *Subscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Subscription.ProtoReflect.Descriptor instead.
 func (*Subscription) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{21}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Subscription) GetProperties() *v1.SubscriptionProperties {
@@ -1599,7 +1802,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[22]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1611,7 +1814,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[22]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1624,7 +1827,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{22}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Placement) GetNodeIds() []string {
@@ -1646,7 +1849,7 @@ type MetaSnapshot struct {
 
 func (x *MetaSnapshot) Reset() {
 	*x = MetaSnapshot{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[23]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1658,7 +1861,7 @@ func (x *MetaSnapshot) String() string {
 func (*MetaSnapshot) ProtoMessage() {}
 
 func (x *MetaSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[23]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1671,7 +1874,7 @@ func (x *MetaSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaSnapshot.ProtoReflect.Descriptor instead.
 func (*MetaSnapshot) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{23}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *MetaSnapshot) GetClusterId() string {
@@ -1699,7 +1902,17 @@ var File_raftbus_cluster_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	" raftbus/cluster/v1/cluster.proto\x12\x12raftbus.cluster.v1\x1a\x16raftbus/v1/admin.proto\x1a\x19raftbus/v1/entities.proto\x1a\x17raftbus/v1/errors.proto\"\r\n" +
+	" raftbus/cluster/v1/cluster.proto\x12\x12raftbus.cluster.v1\x1a\x16raftbus/v1/admin.proto\x1a\x19raftbus/v1/entities.proto\x1a\x17raftbus/v1/errors.proto\"\x95\x01\n" +
+	"\x14DemoteReplicaRequest\x12\x1f\n" +
+	"\ventity_path\x18\x01 \x01(\tR\n" +
+	"entityPath\x12 \n" +
+	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12!\n" +
+	"\fpartition_id\x18\x03 \x01(\rR\vpartitionId\x12\x17\n" +
+	"\anode_id\x18\x04 \x01(\tR\x06nodeId\"\x17\n" +
+	"\x15DemoteReplicaResponse\"\x13\n" +
+	"\x11NodeStatusRequest\"@\n" +
+	"\x12NodeStatusResponse\x12*\n" +
+	"\x03log\x18\x01 \x01(\v2\x18.raftbus.v1.NodeLogStatsR\x03log\"\r\n" +
 	"\vPingRequest\"\xaa\x02\n" +
 	"\fPingResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1d\n" +
@@ -1732,7 +1945,7 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x12!\n" +
 	"\fpartition_id\x18\x02 \x01(\rR\vpartitionId\x12%\n" +
-	"\x0einclude_digest\x18\x03 \x01(\bR\rincludeDigest\"\xbc\x02\n" +
+	"\x0einclude_digest\x18\x03 \x01(\bR\rincludeDigest\"\x87\x03\n" +
 	"\x17PartitionStatusResponse\x12+\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x17.raftbus.v1.ReplicaRoleR\x04role\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12!\n" +
@@ -1741,7 +1954,10 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\x0eleader_node_id\x18\x05 \x01(\tR\fleaderNodeId\x12%\n" +
 	"\x0eleader_address\x18\x06 \x01(\tR\rleaderAddress\x123\n" +
 	"\x15configured_generation\x18\a \x01(\x04R\x14configuredGeneration\x12\x16\n" +
-	"\x06digest\x18\b \x01(\fR\x06digest\"\xa6\x05\n" +
+	"\x06digest\x18\b \x01(\fR\x06digest\x121\n" +
+	"\x06health\x18\t \x01(\x0e2\x19.raftbus.v1.ReplicaHealthR\x06health\x12\x16\n" +
+	"\x06damage\x18\n" +
+	" \x01(\tR\x06damage\"\xa6\x05\n" +
 	"\vMetaCommand\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x01 \x01(\x03R\tnowUnixMs\x128\n" +
 	"\badd_node\x18\n" +
@@ -1829,12 +2045,15 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"EntityKind\x12\x1b\n" +
 	"\x17ENTITY_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11ENTITY_KIND_QUEUE\x10\x01\x12\x15\n" +
-	"\x11ENTITY_KIND_TOPIC\x10\x022\xfe\x02\n" +
+	"\x11ENTITY_KIND_TOPIC\x10\x022\xc1\x04\n" +
 	"\vNodeService\x12I\n" +
 	"\x04Join\x12\x1f.raftbus.cluster.v1.JoinRequest\x1a .raftbus.cluster.v1.JoinResponse\x12m\n" +
 	"\x10PartitionRuntime\x12+.raftbus.cluster.v1.PartitionRuntimeRequest\x1a,.raftbus.cluster.v1.PartitionRuntimeResponse\x12j\n" +
 	"\x0fPartitionStatus\x12*.raftbus.cluster.v1.PartitionStatusRequest\x1a+.raftbus.cluster.v1.PartitionStatusResponse\x12I\n" +
-	"\x04Ping\x12\x1f.raftbus.cluster.v1.PingRequest\x1a .raftbus.cluster.v1.PingResponseB?Z=github.com/raftbus/raftbus/proto/raftbus/cluster/v1;clusterv1b\x06proto3"
+	"\x04Ping\x12\x1f.raftbus.cluster.v1.PingRequest\x1a .raftbus.cluster.v1.PingResponse\x12d\n" +
+	"\rDemoteReplica\x12(.raftbus.cluster.v1.DemoteReplicaRequest\x1a).raftbus.cluster.v1.DemoteReplicaResponse\x12[\n" +
+	"\n" +
+	"NodeStatus\x12%.raftbus.cluster.v1.NodeStatusRequest\x1a&.raftbus.cluster.v1.NodeStatusResponseB?Z=github.com/raftbus/raftbus/proto/raftbus/cluster/v1;clusterv1b\x06proto3"
 
 var (
 	file_raftbus_cluster_v1_cluster_proto_rawDescOnce sync.Once
@@ -1849,87 +2068,99 @@ func file_raftbus_cluster_v1_cluster_proto_rawDescGZIP() []byte {
 }
 
 var file_raftbus_cluster_v1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_raftbus_cluster_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_raftbus_cluster_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_raftbus_cluster_v1_cluster_proto_goTypes = []any{
 	(EntityKind)(0),                       // 0: raftbus.cluster.v1.EntityKind
-	(*PingRequest)(nil),                   // 1: raftbus.cluster.v1.PingRequest
-	(*PingResponse)(nil),                  // 2: raftbus.cluster.v1.PingResponse
-	(*JoinRequest)(nil),                   // 3: raftbus.cluster.v1.JoinRequest
-	(*JoinResponse)(nil),                  // 4: raftbus.cluster.v1.JoinResponse
-	(*PartitionRuntimeRequest)(nil),       // 5: raftbus.cluster.v1.PartitionRuntimeRequest
-	(*PartitionRuntimeResponse)(nil),      // 6: raftbus.cluster.v1.PartitionRuntimeResponse
-	(*PartitionStatusRequest)(nil),        // 7: raftbus.cluster.v1.PartitionStatusRequest
-	(*PartitionStatusResponse)(nil),       // 8: raftbus.cluster.v1.PartitionStatusResponse
-	(*MetaCommand)(nil),                   // 9: raftbus.cluster.v1.MetaCommand
-	(*PutTopic)(nil),                      // 10: raftbus.cluster.v1.PutTopic
-	(*PutSubscription)(nil),               // 11: raftbus.cluster.v1.PutSubscription
-	(*DeleteSubscription)(nil),            // 12: raftbus.cluster.v1.DeleteSubscription
-	(*PutRule)(nil),                       // 13: raftbus.cluster.v1.PutRule
-	(*DeleteRule)(nil),                    // 14: raftbus.cluster.v1.DeleteRule
-	(*AddNode)(nil),                       // 15: raftbus.cluster.v1.AddNode
-	(*PutQueue)(nil),                      // 16: raftbus.cluster.v1.PutQueue
-	(*DeleteEntity)(nil),                  // 17: raftbus.cluster.v1.DeleteEntity
-	(*SetClusterID)(nil),                  // 18: raftbus.cluster.v1.SetClusterID
-	(*MetaResult)(nil),                    // 19: raftbus.cluster.v1.MetaResult
-	(*Node)(nil),                          // 20: raftbus.cluster.v1.Node
-	(*Entity)(nil),                        // 21: raftbus.cluster.v1.Entity
-	(*Subscription)(nil),                  // 22: raftbus.cluster.v1.Subscription
-	(*Placement)(nil),                     // 23: raftbus.cluster.v1.Placement
-	(*MetaSnapshot)(nil),                  // 24: raftbus.cluster.v1.MetaSnapshot
-	(v1.ClockState)(0),                    // 25: raftbus.v1.ClockState
-	(*v1.PartitionRuntimeProperties)(nil), // 26: raftbus.v1.PartitionRuntimeProperties
-	(v1.ReplicaRole)(0),                   // 27: raftbus.v1.ReplicaRole
-	(*v1.TopicProperties)(nil),            // 28: raftbus.v1.TopicProperties
-	(*v1.SubscriptionProperties)(nil),     // 29: raftbus.v1.SubscriptionProperties
-	(*v1.RuleProperties)(nil),             // 30: raftbus.v1.RuleProperties
-	(*v1.QueueProperties)(nil),            // 31: raftbus.v1.QueueProperties
-	(v1.ErrorReason)(0),                   // 32: raftbus.v1.ErrorReason
+	(*DemoteReplicaRequest)(nil),          // 1: raftbus.cluster.v1.DemoteReplicaRequest
+	(*DemoteReplicaResponse)(nil),         // 2: raftbus.cluster.v1.DemoteReplicaResponse
+	(*NodeStatusRequest)(nil),             // 3: raftbus.cluster.v1.NodeStatusRequest
+	(*NodeStatusResponse)(nil),            // 4: raftbus.cluster.v1.NodeStatusResponse
+	(*PingRequest)(nil),                   // 5: raftbus.cluster.v1.PingRequest
+	(*PingResponse)(nil),                  // 6: raftbus.cluster.v1.PingResponse
+	(*JoinRequest)(nil),                   // 7: raftbus.cluster.v1.JoinRequest
+	(*JoinResponse)(nil),                  // 8: raftbus.cluster.v1.JoinResponse
+	(*PartitionRuntimeRequest)(nil),       // 9: raftbus.cluster.v1.PartitionRuntimeRequest
+	(*PartitionRuntimeResponse)(nil),      // 10: raftbus.cluster.v1.PartitionRuntimeResponse
+	(*PartitionStatusRequest)(nil),        // 11: raftbus.cluster.v1.PartitionStatusRequest
+	(*PartitionStatusResponse)(nil),       // 12: raftbus.cluster.v1.PartitionStatusResponse
+	(*MetaCommand)(nil),                   // 13: raftbus.cluster.v1.MetaCommand
+	(*PutTopic)(nil),                      // 14: raftbus.cluster.v1.PutTopic
+	(*PutSubscription)(nil),               // 15: raftbus.cluster.v1.PutSubscription
+	(*DeleteSubscription)(nil),            // 16: raftbus.cluster.v1.DeleteSubscription
+	(*PutRule)(nil),                       // 17: raftbus.cluster.v1.PutRule
+	(*DeleteRule)(nil),                    // 18: raftbus.cluster.v1.DeleteRule
+	(*AddNode)(nil),                       // 19: raftbus.cluster.v1.AddNode
+	(*PutQueue)(nil),                      // 20: raftbus.cluster.v1.PutQueue
+	(*DeleteEntity)(nil),                  // 21: raftbus.cluster.v1.DeleteEntity
+	(*SetClusterID)(nil),                  // 22: raftbus.cluster.v1.SetClusterID
+	(*MetaResult)(nil),                    // 23: raftbus.cluster.v1.MetaResult
+	(*Node)(nil),                          // 24: raftbus.cluster.v1.Node
+	(*Entity)(nil),                        // 25: raftbus.cluster.v1.Entity
+	(*Subscription)(nil),                  // 26: raftbus.cluster.v1.Subscription
+	(*Placement)(nil),                     // 27: raftbus.cluster.v1.Placement
+	(*MetaSnapshot)(nil),                  // 28: raftbus.cluster.v1.MetaSnapshot
+	(*v1.NodeLogStats)(nil),               // 29: raftbus.v1.NodeLogStats
+	(v1.ClockState)(0),                    // 30: raftbus.v1.ClockState
+	(*v1.PartitionRuntimeProperties)(nil), // 31: raftbus.v1.PartitionRuntimeProperties
+	(v1.ReplicaRole)(0),                   // 32: raftbus.v1.ReplicaRole
+	(v1.ReplicaHealth)(0),                 // 33: raftbus.v1.ReplicaHealth
+	(*v1.TopicProperties)(nil),            // 34: raftbus.v1.TopicProperties
+	(*v1.SubscriptionProperties)(nil),     // 35: raftbus.v1.SubscriptionProperties
+	(*v1.RuleProperties)(nil),             // 36: raftbus.v1.RuleProperties
+	(*v1.QueueProperties)(nil),            // 37: raftbus.v1.QueueProperties
+	(v1.ErrorReason)(0),                   // 38: raftbus.v1.ErrorReason
 }
 var file_raftbus_cluster_v1_cluster_proto_depIdxs = []int32{
-	25, // 0: raftbus.cluster.v1.PingResponse.clock_state:type_name -> raftbus.v1.ClockState
-	26, // 1: raftbus.cluster.v1.PartitionRuntimeResponse.properties:type_name -> raftbus.v1.PartitionRuntimeProperties
-	27, // 2: raftbus.cluster.v1.PartitionStatusResponse.role:type_name -> raftbus.v1.ReplicaRole
-	15, // 3: raftbus.cluster.v1.MetaCommand.add_node:type_name -> raftbus.cluster.v1.AddNode
-	16, // 4: raftbus.cluster.v1.MetaCommand.put_queue:type_name -> raftbus.cluster.v1.PutQueue
-	17, // 5: raftbus.cluster.v1.MetaCommand.delete_entity:type_name -> raftbus.cluster.v1.DeleteEntity
-	18, // 6: raftbus.cluster.v1.MetaCommand.set_cluster_id:type_name -> raftbus.cluster.v1.SetClusterID
-	10, // 7: raftbus.cluster.v1.MetaCommand.put_topic:type_name -> raftbus.cluster.v1.PutTopic
-	11, // 8: raftbus.cluster.v1.MetaCommand.put_subscription:type_name -> raftbus.cluster.v1.PutSubscription
-	12, // 9: raftbus.cluster.v1.MetaCommand.delete_subscription:type_name -> raftbus.cluster.v1.DeleteSubscription
-	13, // 10: raftbus.cluster.v1.MetaCommand.put_rule:type_name -> raftbus.cluster.v1.PutRule
-	14, // 11: raftbus.cluster.v1.MetaCommand.delete_rule:type_name -> raftbus.cluster.v1.DeleteRule
-	28, // 12: raftbus.cluster.v1.PutTopic.topic:type_name -> raftbus.v1.TopicProperties
-	29, // 13: raftbus.cluster.v1.PutSubscription.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	30, // 14: raftbus.cluster.v1.PutSubscription.rules:type_name -> raftbus.v1.RuleProperties
-	30, // 15: raftbus.cluster.v1.PutRule.rule:type_name -> raftbus.v1.RuleProperties
-	20, // 16: raftbus.cluster.v1.AddNode.node:type_name -> raftbus.cluster.v1.Node
-	31, // 17: raftbus.cluster.v1.PutQueue.queue:type_name -> raftbus.v1.QueueProperties
-	32, // 18: raftbus.cluster.v1.MetaResult.error_reason:type_name -> raftbus.v1.ErrorReason
-	21, // 19: raftbus.cluster.v1.MetaResult.entity:type_name -> raftbus.cluster.v1.Entity
-	22, // 20: raftbus.cluster.v1.MetaResult.subscription:type_name -> raftbus.cluster.v1.Subscription
-	30, // 21: raftbus.cluster.v1.MetaResult.rule:type_name -> raftbus.v1.RuleProperties
-	0,  // 22: raftbus.cluster.v1.Entity.kind:type_name -> raftbus.cluster.v1.EntityKind
-	31, // 23: raftbus.cluster.v1.Entity.queue:type_name -> raftbus.v1.QueueProperties
-	23, // 24: raftbus.cluster.v1.Entity.partitions:type_name -> raftbus.cluster.v1.Placement
-	28, // 25: raftbus.cluster.v1.Entity.topic:type_name -> raftbus.v1.TopicProperties
-	22, // 26: raftbus.cluster.v1.Entity.subscriptions:type_name -> raftbus.cluster.v1.Subscription
-	29, // 27: raftbus.cluster.v1.Subscription.properties:type_name -> raftbus.v1.SubscriptionProperties
-	30, // 28: raftbus.cluster.v1.Subscription.rules:type_name -> raftbus.v1.RuleProperties
-	20, // 29: raftbus.cluster.v1.MetaSnapshot.nodes:type_name -> raftbus.cluster.v1.Node
-	21, // 30: raftbus.cluster.v1.MetaSnapshot.entities:type_name -> raftbus.cluster.v1.Entity
-	3,  // 31: raftbus.cluster.v1.NodeService.Join:input_type -> raftbus.cluster.v1.JoinRequest
-	5,  // 32: raftbus.cluster.v1.NodeService.PartitionRuntime:input_type -> raftbus.cluster.v1.PartitionRuntimeRequest
-	7,  // 33: raftbus.cluster.v1.NodeService.PartitionStatus:input_type -> raftbus.cluster.v1.PartitionStatusRequest
-	1,  // 34: raftbus.cluster.v1.NodeService.Ping:input_type -> raftbus.cluster.v1.PingRequest
-	4,  // 35: raftbus.cluster.v1.NodeService.Join:output_type -> raftbus.cluster.v1.JoinResponse
-	6,  // 36: raftbus.cluster.v1.NodeService.PartitionRuntime:output_type -> raftbus.cluster.v1.PartitionRuntimeResponse
-	8,  // 37: raftbus.cluster.v1.NodeService.PartitionStatus:output_type -> raftbus.cluster.v1.PartitionStatusResponse
-	2,  // 38: raftbus.cluster.v1.NodeService.Ping:output_type -> raftbus.cluster.v1.PingResponse
-	35, // [35:39] is the sub-list for method output_type
-	31, // [31:35] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	29, // 0: raftbus.cluster.v1.NodeStatusResponse.log:type_name -> raftbus.v1.NodeLogStats
+	30, // 1: raftbus.cluster.v1.PingResponse.clock_state:type_name -> raftbus.v1.ClockState
+	31, // 2: raftbus.cluster.v1.PartitionRuntimeResponse.properties:type_name -> raftbus.v1.PartitionRuntimeProperties
+	32, // 3: raftbus.cluster.v1.PartitionStatusResponse.role:type_name -> raftbus.v1.ReplicaRole
+	33, // 4: raftbus.cluster.v1.PartitionStatusResponse.health:type_name -> raftbus.v1.ReplicaHealth
+	19, // 5: raftbus.cluster.v1.MetaCommand.add_node:type_name -> raftbus.cluster.v1.AddNode
+	20, // 6: raftbus.cluster.v1.MetaCommand.put_queue:type_name -> raftbus.cluster.v1.PutQueue
+	21, // 7: raftbus.cluster.v1.MetaCommand.delete_entity:type_name -> raftbus.cluster.v1.DeleteEntity
+	22, // 8: raftbus.cluster.v1.MetaCommand.set_cluster_id:type_name -> raftbus.cluster.v1.SetClusterID
+	14, // 9: raftbus.cluster.v1.MetaCommand.put_topic:type_name -> raftbus.cluster.v1.PutTopic
+	15, // 10: raftbus.cluster.v1.MetaCommand.put_subscription:type_name -> raftbus.cluster.v1.PutSubscription
+	16, // 11: raftbus.cluster.v1.MetaCommand.delete_subscription:type_name -> raftbus.cluster.v1.DeleteSubscription
+	17, // 12: raftbus.cluster.v1.MetaCommand.put_rule:type_name -> raftbus.cluster.v1.PutRule
+	18, // 13: raftbus.cluster.v1.MetaCommand.delete_rule:type_name -> raftbus.cluster.v1.DeleteRule
+	34, // 14: raftbus.cluster.v1.PutTopic.topic:type_name -> raftbus.v1.TopicProperties
+	35, // 15: raftbus.cluster.v1.PutSubscription.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	36, // 16: raftbus.cluster.v1.PutSubscription.rules:type_name -> raftbus.v1.RuleProperties
+	36, // 17: raftbus.cluster.v1.PutRule.rule:type_name -> raftbus.v1.RuleProperties
+	24, // 18: raftbus.cluster.v1.AddNode.node:type_name -> raftbus.cluster.v1.Node
+	37, // 19: raftbus.cluster.v1.PutQueue.queue:type_name -> raftbus.v1.QueueProperties
+	38, // 20: raftbus.cluster.v1.MetaResult.error_reason:type_name -> raftbus.v1.ErrorReason
+	25, // 21: raftbus.cluster.v1.MetaResult.entity:type_name -> raftbus.cluster.v1.Entity
+	26, // 22: raftbus.cluster.v1.MetaResult.subscription:type_name -> raftbus.cluster.v1.Subscription
+	36, // 23: raftbus.cluster.v1.MetaResult.rule:type_name -> raftbus.v1.RuleProperties
+	0,  // 24: raftbus.cluster.v1.Entity.kind:type_name -> raftbus.cluster.v1.EntityKind
+	37, // 25: raftbus.cluster.v1.Entity.queue:type_name -> raftbus.v1.QueueProperties
+	27, // 26: raftbus.cluster.v1.Entity.partitions:type_name -> raftbus.cluster.v1.Placement
+	34, // 27: raftbus.cluster.v1.Entity.topic:type_name -> raftbus.v1.TopicProperties
+	26, // 28: raftbus.cluster.v1.Entity.subscriptions:type_name -> raftbus.cluster.v1.Subscription
+	35, // 29: raftbus.cluster.v1.Subscription.properties:type_name -> raftbus.v1.SubscriptionProperties
+	36, // 30: raftbus.cluster.v1.Subscription.rules:type_name -> raftbus.v1.RuleProperties
+	24, // 31: raftbus.cluster.v1.MetaSnapshot.nodes:type_name -> raftbus.cluster.v1.Node
+	25, // 32: raftbus.cluster.v1.MetaSnapshot.entities:type_name -> raftbus.cluster.v1.Entity
+	7,  // 33: raftbus.cluster.v1.NodeService.Join:input_type -> raftbus.cluster.v1.JoinRequest
+	9,  // 34: raftbus.cluster.v1.NodeService.PartitionRuntime:input_type -> raftbus.cluster.v1.PartitionRuntimeRequest
+	11, // 35: raftbus.cluster.v1.NodeService.PartitionStatus:input_type -> raftbus.cluster.v1.PartitionStatusRequest
+	5,  // 36: raftbus.cluster.v1.NodeService.Ping:input_type -> raftbus.cluster.v1.PingRequest
+	1,  // 37: raftbus.cluster.v1.NodeService.DemoteReplica:input_type -> raftbus.cluster.v1.DemoteReplicaRequest
+	3,  // 38: raftbus.cluster.v1.NodeService.NodeStatus:input_type -> raftbus.cluster.v1.NodeStatusRequest
+	8,  // 39: raftbus.cluster.v1.NodeService.Join:output_type -> raftbus.cluster.v1.JoinResponse
+	10, // 40: raftbus.cluster.v1.NodeService.PartitionRuntime:output_type -> raftbus.cluster.v1.PartitionRuntimeResponse
+	12, // 41: raftbus.cluster.v1.NodeService.PartitionStatus:output_type -> raftbus.cluster.v1.PartitionStatusResponse
+	6,  // 42: raftbus.cluster.v1.NodeService.Ping:output_type -> raftbus.cluster.v1.PingResponse
+	2,  // 43: raftbus.cluster.v1.NodeService.DemoteReplica:output_type -> raftbus.cluster.v1.DemoteReplicaResponse
+	4,  // 44: raftbus.cluster.v1.NodeService.NodeStatus:output_type -> raftbus.cluster.v1.NodeStatusResponse
+	39, // [39:45] is the sub-list for method output_type
+	33, // [33:39] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_cluster_v1_cluster_proto_init() }
@@ -1937,7 +2168,7 @@ func file_raftbus_cluster_v1_cluster_proto_init() {
 	if File_raftbus_cluster_v1_cluster_proto != nil {
 		return
 	}
-	file_raftbus_cluster_v1_cluster_proto_msgTypes[8].OneofWrappers = []any{
+	file_raftbus_cluster_v1_cluster_proto_msgTypes[12].OneofWrappers = []any{
 		(*MetaCommand_AddNode)(nil),
 		(*MetaCommand_PutQueue)(nil),
 		(*MetaCommand_DeleteEntity)(nil),
@@ -1954,7 +2185,7 @@ func file_raftbus_cluster_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftbus_cluster_v1_cluster_proto_rawDesc), len(file_raftbus_cluster_v1_cluster_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   24,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

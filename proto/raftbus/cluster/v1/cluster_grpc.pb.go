@@ -23,6 +23,8 @@ const (
 	NodeService_PartitionRuntime_FullMethodName = "/raftbus.cluster.v1.NodeService/PartitionRuntime"
 	NodeService_PartitionStatus_FullMethodName  = "/raftbus.cluster.v1.NodeService/PartitionStatus"
 	NodeService_Ping_FullMethodName             = "/raftbus.cluster.v1.NodeService/Ping"
+	NodeService_DemoteReplica_FullMethodName    = "/raftbus.cluster.v1.NodeService/DemoteReplica"
+	NodeService_NodeStatus_FullMethodName       = "/raftbus.cluster.v1.NodeService/NodeStatus"
 )
 
 // NodeServiceClient is the client API for NodeService service.
@@ -48,6 +50,13 @@ type NodeServiceClient interface {
 	// caller's identity in gRPC metadata (raftbus-cluster-id,
 	// raftbus-node-id, raftbus-incarnation).
 	Ping(ctx context.Context, in *PingRequest, opts ...grpc.CallOption) (*PingResponse, error)
+	// DemoteReplica takes the vote from a node's replica of a partition
+	// (it stays a non-voter), so that the node can rebuild the replica from
+	// nothing. Called by the node whose replica is damaged, answered by the
+	// partition's leader (others answer NOT_LEADER with a hint).
+	DemoteReplica(ctx context.Context, in *DemoteReplicaRequest, opts ...grpc.CallOption) (*DemoteReplicaResponse, error)
+	// NodeStatus reports the answering node's own state.
+	NodeStatus(ctx context.Context, in *NodeStatusRequest, opts ...grpc.CallOption) (*NodeStatusResponse, error)
 }
 
 type nodeServiceClient struct {
@@ -98,6 +107,26 @@ func (c *nodeServiceClient) Ping(ctx context.Context, in *PingRequest, opts ...g
 	return out, nil
 }
 
+func (c *nodeServiceClient) DemoteReplica(ctx context.Context, in *DemoteReplicaRequest, opts ...grpc.CallOption) (*DemoteReplicaResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DemoteReplicaResponse)
+	err := c.cc.Invoke(ctx, NodeService_DemoteReplica_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeServiceClient) NodeStatus(ctx context.Context, in *NodeStatusRequest, opts ...grpc.CallOption) (*NodeStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NodeStatusResponse)
+	err := c.cc.Invoke(ctx, NodeService_NodeStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServiceServer is the server API for NodeService service.
 // All implementations must embed UnimplementedNodeServiceServer
 // for forward compatibility.
@@ -121,6 +150,13 @@ type NodeServiceServer interface {
 	// caller's identity in gRPC metadata (raftbus-cluster-id,
 	// raftbus-node-id, raftbus-incarnation).
 	Ping(context.Context, *PingRequest) (*PingResponse, error)
+	// DemoteReplica takes the vote from a node's replica of a partition
+	// (it stays a non-voter), so that the node can rebuild the replica from
+	// nothing. Called by the node whose replica is damaged, answered by the
+	// partition's leader (others answer NOT_LEADER with a hint).
+	DemoteReplica(context.Context, *DemoteReplicaRequest) (*DemoteReplicaResponse, error)
+	// NodeStatus reports the answering node's own state.
+	NodeStatus(context.Context, *NodeStatusRequest) (*NodeStatusResponse, error)
 	mustEmbedUnimplementedNodeServiceServer()
 }
 
@@ -142,6 +178,12 @@ func (UnimplementedNodeServiceServer) PartitionStatus(context.Context, *Partitio
 }
 func (UnimplementedNodeServiceServer) Ping(context.Context, *PingRequest) (*PingResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Ping not implemented")
+}
+func (UnimplementedNodeServiceServer) DemoteReplica(context.Context, *DemoteReplicaRequest) (*DemoteReplicaResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DemoteReplica not implemented")
+}
+func (UnimplementedNodeServiceServer) NodeStatus(context.Context, *NodeStatusRequest) (*NodeStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method NodeStatus not implemented")
 }
 func (UnimplementedNodeServiceServer) mustEmbedUnimplementedNodeServiceServer() {}
 func (UnimplementedNodeServiceServer) testEmbeddedByValue()                     {}
@@ -236,6 +278,42 @@ func _NodeService_Ping_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeService_DemoteReplica_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DemoteReplicaRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).DemoteReplica(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_DemoteReplica_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).DemoteReplica(ctx, req.(*DemoteReplicaRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _NodeService_NodeStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NodeStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).NodeStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_NodeStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).NodeStatus(ctx, req.(*NodeStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // NodeService_ServiceDesc is the grpc.ServiceDesc for NodeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -258,6 +336,14 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Ping",
 			Handler:    _NodeService_Ping_Handler,
+		},
+		{
+			MethodName: "DemoteReplica",
+			Handler:    _NodeService_DemoteReplica_Handler,
+		},
+		{
+			MethodName: "NodeStatus",
+			Handler:    _NodeService_NodeStatus_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

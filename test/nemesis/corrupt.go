@@ -1,0 +1,89 @@
+package nemesis
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// Corrupt SIGKILLs a node (the leader of a random partition half the
+// time), flips one bit at a random place in a random batch of its node
+// log, and restarts it on healing. The batch is never the log's last: a
+// crash may tear that one, and losing it is no damage. The node must find
+// the damage when it starts, rebuild the replicas it hurt from the other
+// nodes, and never serve what it read wrong.
+const Corrupt Kind = "corrupt"
+
+func corrupt(n *Nemesis) (heal func()) {
+	c := n.Cluster
+	i := n.pick(n.Rand.IntN(2) == 0)
+	if i < 0 {
+		return nil
+	}
+	var what string
+	n.record(fmt.Sprintf("corrupt %s", c.Nodes[i].ID), false, func() error {
+		c.Kill(i)
+		what = flipInNodeLog(filepath.Join(c.Nodes[i].DataDir, "log"), n.Rand)
+		return nil
+	})
+	if n.Log != nil {
+		n.Log("nemesis: %s", what)
+	}
+	return func() { n.record("restart "+c.Nodes[i].ID, true, func() error { c.Restart(i); return nil }) }
+}
+
+// flipInNodeLog flips one bit inside a batch of the node log in dir that
+// has another batch after it, and says where.
+func flipInNodeLog(dir string, rnd *rand.Rand) string {
+	segs, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
+	slices.Sort(segs)
+	type batch struct {
+		path       string
+		start, end int
+	}
+	var batches []batch
+	for _, s := range segs {
+		data, err := os.ReadFile(s)
+		if err != nil {
+			return fmt.Sprintf("read %s: %v", s, err)
+		}
+		var starts []int
+		for at := 0; ; {
+			k := bytes.Index(data[at:], []byte("RBLOGBAT"))
+			if k < 0 {
+				break
+			}
+			starts = append(starts, at+k)
+			at += k + 1
+		}
+		for j, st := range starts {
+			if j+1 < len(starts) {
+				batches = append(batches, batch{s, st, starts[j+1]})
+			} else if s != segs[len(segs)-1] {
+				batches = append(batches, batch{s, st, st + 16}) // a sealed segment's last: its header
+			}
+		}
+	}
+	if len(batches) == 0 {
+		return "no batch to damage yet"
+	}
+	b := batches[rnd.IntN(len(batches))]
+	off := b.start + rnd.IntN(b.end-b.start)
+	f, err := os.OpenFile(b.path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Sprintf("open %s: %v", b.path, err)
+	}
+	defer f.Close()
+	var one [1]byte
+	if _, err := f.ReadAt(one[:], int64(off)); err != nil {
+		return fmt.Sprintf("read %s: %v", b.path, err)
+	}
+	one[0] ^= 1 << rnd.IntN(8)
+	if _, err := f.WriteAt(one[:], int64(off)); err != nil {
+		return fmt.Sprintf("write %s: %v", b.path, err)
+	}
+	return fmt.Sprintf("flipped a bit at %s:%d, in the batch at %d", filepath.Base(b.path), off, b.start)
+}
