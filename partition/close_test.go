@@ -3,6 +3,7 @@ package partition_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/raftbus/raftbus/engine"
 	"github.com/raftbus/raftbus/partition"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+	"github.com/raftbus/raftbus/raftlog"
 )
 
 // closeBound is how long Close may take. Nothing in it waits for more than
@@ -24,8 +26,20 @@ const closeBound = 10 * time.Second
 func openAlone(t *testing.T, tune func(*partition.Config)) *partition.Partition {
 	t.Helper()
 	_, tr := raft.NewInmemTransport("solo")
+	dir := t.TempDir()
+	log, err := raftlog.Open(filepath.Join(dir, "log"), raftlog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Registered first, so it runs after the partition's Close below.
+	t.Cleanup(func() { log.Close() })
+	g, err := log.Group("orders/0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := partition.Config{
-		Name: "orders/0", NodeID: "solo", Dir: t.TempDir(), Transport: tr,
+		Name: "orders/0", NodeID: "solo", Dir: filepath.Join(dir, "snapshots"), Transport: tr,
+		Log: g, Stable: g,
 		Bootstrap:        []raft.Server{{ID: "solo", Address: "solo"}},
 		HeartbeatTimeout: 50 * time.Millisecond, ElectionTimeout: 50 * time.Millisecond, LeaderLeaseTimeout: 50 * time.Millisecond,
 	}
