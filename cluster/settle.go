@@ -184,7 +184,7 @@ func (s *messagingService) Peek(ctx context.Context, req *raftbusv1.PeekRequest)
 		msgs, err := route(ctx, s.n, e, id, idempotent, func(r *replica) ([]*raftbusv1.ReceivedMessage, error) {
 			var out []*raftbusv1.ReceivedMessage
 			var perr error
-			if err := r.p.Read(ctx, func(en *engine.Engine) { out, perr = en.Peek(t.path, req.GetSubQueue(), from, want) }); err != nil {
+			if err := r.p.Read(ctx, func(en *engine.Engine) { out, perr = en.Peek(t.path, req.GetSubQueue(), from, want, 0) }); err != nil {
 				return nil, err
 			}
 			return out, perr
