@@ -104,7 +104,9 @@ const longPoll = 60 * time.Second
 // ReceiveMessages receives up to maxMessages (1 to 1000), blocking until
 // at least one arrives, options.MaxWaitTime passes, or ctx ends. It
 // returns what arrived; when ctx ends with nothing received it returns
-// ctx's error.
+// ctx's error. A receive hands out at most 4 MiB of messages (and at least
+// one message, whatever its size): when the messages available add up to
+// more, it returns fewer than maxMessages and the others stay available.
 func (r *Receiver) ReceiveMessages(ctx context.Context, maxMessages int, options *ReceiveMessagesOptions) ([]*ReceivedMessage, error) {
 	var deadline time.Time
 	if options != nil && options.MaxWaitTime > 0 {
@@ -207,7 +209,9 @@ type PeekMessagesOptions struct {
 }
 
 // PeekMessages returns up to maxMessages messages without locking them:
-// active, locked, deferred and scheduled ones, in sequence order.
+// active, locked, deferred and scheduled ones, in sequence order. Like a
+// receive it returns at most 4 MiB of messages; the next PeekMessages
+// continues after the last one returned.
 func (r *Receiver) PeekMessages(ctx context.Context, maxMessages int, options *PeekMessagesOptions) ([]*ReceivedMessage, error) {
 	from := r.nextPeek.Load()
 	if options != nil && options.FromSequenceNumber != nil {
@@ -242,8 +246,10 @@ func (r *Receiver) PeekMessages(ctx context.Context, maxMessages int, options *P
 type ReceiveDeferredMessagesOptions struct{}
 
 // ReceiveDeferredMessages receives deferred messages by sequence number
-// (in the Receiver's mode). Numbers that are not deferred messages are
-// skipped.
+// (in the Receiver's mode). It fails with CodeNotFound when a number is not
+// a deferred message, returning the messages received before (of other
+// partitions). The server hands out at most 4 MiB of messages per
+// request, so when they add up to more it asks again for the rest.
 func (r *Receiver) ReceiveDeferredMessages(ctx context.Context, sequenceNumbers []int64, options *ReceiveDeferredMessagesOptions) ([]*ReceivedMessage, error) {
 	parts, err := r.c.routes.partitions(ctx, routeKey(r.path))
 	if err != nil {
@@ -263,19 +269,40 @@ func (r *Receiver) ReceiveDeferredMessages(ctx context.Context, sequenceNumbers 
 	}
 	var out []*ReceivedMessage
 	for _, id := range order {
-		// Safe to repeat with its receive id, as a receive is.
-		req := &raftbusv1.ReceiveDeferredRequest{EntityPath: r.path, SubQueue: r.sub, ReceiveMode: r.mode, SequenceNumbers: byPartition[id], Session: r.session,
-			ReceiveId: newReceiveID()}
-		var resp *raftbusv1.ReceiveDeferredResponse
-		err := r.c.onPartition(ctx, r.path, id, true, func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
-			var err error
-			resp, err = ms.ReceiveDeferred(ctx, req)
-			return err
-		})
-		if err != nil {
-			return out, err
+		for pending := byPartition[id]; len(pending) > 0; {
+			// Safe to repeat with its receive id, as a receive is.
+			req := &raftbusv1.ReceiveDeferredRequest{EntityPath: r.path, SubQueue: r.sub, ReceiveMode: r.mode, SequenceNumbers: pending, Session: r.session,
+				ReceiveId: newReceiveID()}
+			var resp *raftbusv1.ReceiveDeferredResponse
+			err := r.c.onPartition(ctx, r.path, id, true, func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
+				var err error
+				resp, err = ms.ReceiveDeferred(ctx, req)
+				return err
+			})
+			if err != nil {
+				return out, err
+			}
+			if len(resp.GetMessages()) == 0 {
+				break
+			}
+			out = append(out, fromProtoReceivedList(resp.GetMessages(), r.path, r.sub, r.session)...)
+			pending = notReceived(pending, resp.GetMessages())
 		}
-		out = append(out, fromProtoReceivedList(resp.GetMessages(), r.path, r.sub, r.session)...)
 	}
 	return out, nil
+}
+
+// notReceived is seqs without the sequence numbers of got.
+func notReceived(seqs []int64, got []*raftbusv1.ReceivedMessage) []int64 {
+	done := make(map[int64]bool, len(got))
+	for _, m := range got {
+		done[m.GetSequenceNumber()] = true
+	}
+	var rest []int64
+	for _, seq := range seqs {
+		if !done[seq] {
+			rest = append(rest, seq)
+		}
+	}
+	return rest
 }

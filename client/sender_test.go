@@ -32,6 +32,8 @@ func TestSingleNode(t *testing.T) {
 	t.Run("SendResult", e.testSendResult)
 	t.Run("Admin", e.testAdmin)
 	t.Run("SessionProcessor", e.testSessionProcessor)
+	t.Run("LargeMessagesComeInAnswersThatFit", e.testLargeMessagesComeInAnswersThatFit)
+	t.Run("LargeDeferredMessagesAreAllReceived", e.testLargeDeferredMessagesAreAllReceived)
 }
 
 func (e *env) testSendReceiveComplete(t *testing.T) {

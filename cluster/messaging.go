@@ -25,7 +25,21 @@ const (
 	// pollSlice is how long a receive across partitions waits on one
 	// partition before it looks at the next.
 	pollSlice = 50 * time.Millisecond
+	// maxReceiveBytes bounds the messages one partition hands out for a
+	// receive, a deferred receive or a peek, as the engine counts them (an
+	// upper bound of their encoding; the first message is handed out
+	// whatever its size, and is at most about 1 MiB). The bound travels in
+	// the command, so every replica stops at the same message and a
+	// receipt keeps no more. An answer thus stays far below MaxMessageBytes,
+	// the gRPC limit of each hop (client to node, node to leader) and of
+	// the SDK: a deferred receive across partitions carries at most twice
+	// this, a receive and a peek at most this.
+	maxReceiveBytes = 4 << 20
 )
+
+// An answer of twice maxReceiveBytes fits in a gRPC message with room to
+// spare: this does not compile (it overflows uint) otherwise.
+const _ = uint(MaxMessageBytes/4 - 2*maxReceiveBytes)
 
 // messagingService implements raftbus.v1.MessagingService: each call is
 // routed to the leader of the partition concerned, turned into one engine
@@ -201,7 +215,7 @@ func (s *messagingService) Receive(ctx context.Context, req *raftbusv1.ReceiveRe
 		return nil, err
 	}
 	lock := &enginev1.Lock{EntityPath: t.path, SubQueue: req.GetSubQueue(), ReceiveMode: req.GetReceiveMode(), MaxMessages: batch,
-		ReceiveId: receiveID, Replay: req.GetReplay()}
+		MaxBytes: maxReceiveBytes, ReceiveId: receiveID, Replay: req.GetReplay()}
 	if req.GetReplay() {
 		return s.n.replay(ctx, e, lock, req.PartitionId)
 	}
@@ -258,7 +272,10 @@ func receiveIDOf(id []byte, replay bool) ([]byte, error) {
 // replay collects what earlier receives with lock's receive id received,
 // from partition only, or from every partition of e. Each partition that
 // received nothing for the id keeps an empty receipt, so that such a
-// receive still under way receives nothing when it is applied.
+// receive still under way receives nothing when it is applied. At most one
+// partition has received for the id (a receive across partitions stops at
+// the first that hands out messages, and replays receive nothing new), so
+// the answer is no larger than that receive's.
 func (n *Node) replay(ctx context.Context, e *clusterv1.Entity, lock *enginev1.Lock, only *uint32) (*raftbusv1.ReceiveResponse, error) {
 	first, last := uint32(0), uint32(len(e.GetPartitions()))
 	if only != nil {

@@ -155,7 +155,7 @@ func (s *messagingService) receiveSession(ctx context.Context, req *raftbusv1.Re
 		return nil, err
 	}
 	lock := &enginev1.Lock{
-		EntityPath: t.path, ReceiveMode: req.GetReceiveMode(), MaxMessages: batch,
+		EntityPath: t.path, ReceiveMode: req.GetReceiveMode(), MaxMessages: batch, MaxBytes: maxReceiveBytes,
 		SessionId: req.GetSession().GetSessionId(), SessionLockToken: req.GetSession().GetLockToken(),
 		ReceiveId: receiveID, Replay: req.GetReplay(),
 	}
@@ -203,7 +203,7 @@ func (s *messagingService) peekSession(ctx context.Context, t resolved, req *raf
 	return route(ctx, s.n, e, id, idempotent, func(r *replica) (*raftbusv1.PeekResponse, error) {
 		var out []*raftbusv1.ReceivedMessage
 		var perr error
-		if err := r.p.Read(ctx, func(en *engine.Engine) { out, perr = en.PeekSession(t.path, sid, from, int(batch)) }); err != nil {
+		if err := r.p.Read(ctx, func(en *engine.Engine) { out, perr = en.PeekSession(t.path, sid, from, int(batch), maxReceiveBytes) }); err != nil {
 			return nil, err
 		}
 		return &raftbusv1.PeekResponse{Messages: out}, engineError(perr)

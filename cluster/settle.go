@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/raftbus/raftbus/engine"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
@@ -128,12 +129,20 @@ func (s *messagingService) ReceiveDeferred(ctx context.Context, req *raftbusv1.R
 	if err := sessionHoldsAll(e, sl, groups); err != nil {
 		return nil, err
 	}
+	// Partition by partition while the answer has room: each receives
+	// what fits in what is left of maxReceiveBytes (a partition reached by
+	// forwarding, what fits in all of it), the others' messages stay
+	// deferred for the caller to ask again.
+	received := 0
 	for _, id := range sortedKeys(groups) {
-		seqs := groups[id]
+		if received >= maxReceiveBytes {
+			break
+		}
+		seqs, budget := groups[id], int64(maxReceiveBytes-received)
 		msgs, err := route(ctx, s.n, e, id, idempotent, func(r *replica) ([]*raftbusv1.ReceivedMessage, error) {
 			res, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_ReceiveDeferred{ReceiveDeferred: &enginev1.ReceiveDeferred{
 				EntityPath: t.path, SubQueue: req.GetSubQueue(), ReceiveMode: req.GetReceiveMode(), SequenceNumbers: seqs,
-				SessionId: sl.GetSessionId(), SessionLockToken: sl.GetLockToken(), ReceiveId: receiveID,
+				SessionId: sl.GetSessionId(), SessionLockToken: sl.GetLockToken(), ReceiveId: receiveID, MaxBytes: budget,
 			}}})
 			return res.GetReceiveDeferred().GetMessages(), err
 		}, func(ctx context.Context, conn grpc.ClientConnInterface) ([]*raftbusv1.ReceivedMessage, error) {
@@ -147,8 +156,14 @@ func (s *messagingService) ReceiveDeferred(ctx context.Context, req *raftbusv1.R
 			return nil, err
 		}
 		resp.Messages = append(resp.Messages, msgs...)
+		received += answerBytes(msgs)
 	}
 	return resp, nil
+}
+
+// answerBytes is what msgs take in an answer.
+func answerBytes(msgs []*raftbusv1.ReceivedMessage) int {
+	return proto.Size(&raftbusv1.ReceiveResponse{Messages: msgs})
 }
 
 // Peek browses in sequence order: across partitions that is partition
@@ -174,17 +189,21 @@ func (s *messagingService) Peek(ctx context.Context, req *raftbusv1.PeekRequest)
 	if req.PartitionId != nil {
 		first, last = req.GetPartitionId(), req.GetPartitionId()
 	}
+	// Partition by partition while the answer has room (see
+	// ReceiveDeferred); a peek changes nothing, so what a forwarded peek
+	// returned beyond the room left is dropped, to be peeked again.
 	resp := &raftbusv1.PeekResponse{}
-	for id := first; id <= last && id < parts && len(resp.Messages) < int(batch); id++ {
+	received := 0
+	for id := first; id <= last && id < parts && len(resp.Messages) < int(batch) && received < maxReceiveBytes; id++ {
 		from := req.GetFromSequenceNumber()
 		if parts > 1 && id > first {
 			from = int64(uint64(id) << 48)
 		}
-		want := int(batch) - len(resp.Messages)
+		want, budget := int(batch)-len(resp.Messages), int64(maxReceiveBytes-received)
 		msgs, err := route(ctx, s.n, e, id, idempotent, func(r *replica) ([]*raftbusv1.ReceivedMessage, error) {
 			var out []*raftbusv1.ReceivedMessage
 			var perr error
-			if err := r.p.Read(ctx, func(en *engine.Engine) { out, perr = en.Peek(t.path, req.GetSubQueue(), from, want) }); err != nil {
+			if err := r.p.Read(ctx, func(en *engine.Engine) { out, perr = en.Peek(t.path, req.GetSubQueue(), from, want, budget) }); err != nil {
 				return nil, err
 			}
 			return out, perr
@@ -197,7 +216,14 @@ func (s *messagingService) Peek(ctx context.Context, req *raftbusv1.PeekRequest)
 		if err != nil {
 			return nil, err
 		}
-		resp.Messages = append(resp.Messages, msgs...)
+		for _, m := range msgs {
+			n := answerBytes([]*raftbusv1.ReceivedMessage{m})
+			if len(resp.Messages) > 0 && received+n > maxReceiveBytes {
+				return resp, nil
+			}
+			resp.Messages = append(resp.Messages, m)
+			received += n
+		}
 	}
 	return resp, nil
 }

@@ -166,7 +166,8 @@ func (w *workload) next() *enginev1.Command {
 	case op < 33:
 		cmd.Body = &enginev1.Command_CancelScheduled{CancelScheduled: &enginev1.CancelScheduled{EntityPath: sender, SequenceNumbers: []int64{w.pick(w.seqs)}}}
 	case op < 53:
-		cmd.Body = &enginev1.Command_Lock{Lock: &enginev1.Lock{EntityPath: receiver, SubQueue: sub, ReceiveMode: mode, MaxMessages: int32(1 + w.rng.IntN(5))}}
+		cmd.Body = &enginev1.Command_Lock{Lock: &enginev1.Lock{EntityPath: receiver, SubQueue: sub, ReceiveMode: mode, MaxMessages: int32(1 + w.rng.IntN(5)),
+			MaxBytes: w.maxBytes()}}
 	case op < 83, op < 88:
 		var l heldLock
 		if len(w.tokens) > 0 {
@@ -279,7 +280,7 @@ func (w *workload) sessionOp(cmd *enginev1.Command, mode raftbusv1.ReceiveMode) 
 	case op < 60:
 		s := w.session()
 		cmd.Body = &enginev1.Command_Lock{Lock: &enginev1.Lock{EntityPath: "c", ReceiveMode: mode, MaxMessages: int32(1 + w.rng.IntN(3)),
-			SessionId: s.id, SessionLockToken: s.token}}
+			SessionId: s.id, SessionLockToken: s.token, MaxBytes: w.maxBytes()}}
 	case op < 70:
 		s := w.session()
 		cmd.Body = &enginev1.Command_RenewSessionLock{RenewSessionLock: &enginev1.RenewSessionLock{EntityPath: "c", SessionId: s.id, LockToken: s.token}}
@@ -296,6 +297,9 @@ func (w *workload) sessionOp(cmd *enginev1.Command, mode raftbusv1.ReceiveMode) 
 			SequenceNumbers: []int64{w.pick(w.seqs)}, SessionId: s.id, SessionLockToken: s.token}}
 	}
 }
+
+// maxBytes is a receive's byte budget: none, or room for a few messages.
+func (w *workload) maxBytes() int64 { return int64(w.rng.IntN(3)) * 3000 }
 
 // observe remembers the tokens and sequence numbers a result handed out.
 func (w *workload) observe(cmd *enginev1.Command, res *enginev1.Result) {

@@ -138,7 +138,7 @@ func (h *harness) counts() *raftbusv1.PartitionRuntimeProperties {
 
 func (h *harness) peek(sq raftbusv1.SubQueue, from int64, max int) []*raftbusv1.ReceivedMessage {
 	h.t.Helper()
-	ms, err := h.e.Peek(testQueue, sq, from, max)
+	ms, err := h.e.Peek(testQueue, sq, from, max, 0)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -46,10 +46,11 @@ func (e *Engine) receive(now int64, tokens *tokenSource, c *enginev1.Lock) ([]*r
 		return nil, nil
 	}
 	var out []*raftbusv1.ReceivedMessage
+	budget := newByteBudget(c.GetMaxBytes())
 	if s != nil {
-		out = e.receiveSession(now, tokens, q, s, int(max(c.GetMaxMessages(), 1)), deleteMode)
+		out = e.receiveSession(now, tokens, q, s, int(max(c.GetMaxMessages(), 1)), &budget, deleteMode)
 	} else {
-		out = e.receiveAvailable(now, tokens, q, int64(max(c.GetMaxMessages(), 1)), deleteMode)
+		out = e.receiveAvailable(now, tokens, q, int64(max(c.GetMaxMessages(), 1)), &budget, deleteMode)
 	}
 	if len(out) > 0 {
 		e.remember(now, q, req, out)
@@ -57,8 +58,9 @@ func (e *Engine) receive(now int64, tokens *tokenSource, c *enginev1.Lock) ([]*r
 	return out, nil
 }
 
-// receiveAvailable locks or removes up to n available messages of q.
-func (e *Engine) receiveAvailable(now int64, tokens *tokenSource, q *queue, n int64, deleteMode bool) []*raftbusv1.ReceivedMessage {
+// receiveAvailable locks or removes up to n available messages of q, as
+// many as budget takes.
+func (e *Engine) receiveAvailable(now int64, tokens *tokenSource, q *queue, n int64, budget *byteBudget, deleteMode bool) []*raftbusv1.ReceivedMessage {
 	out := make([]*raftbusv1.ReceivedMessage, 0, min(n, q.availableCount))
 	var blocks blockAllocator
 	lockedUntil := addMs(now, q.entity.settings.lockDurationMs)
@@ -71,6 +73,9 @@ func (e *Engine) receiveAvailable(now int64, tokens *tokenSource, q *queue, n in
 			// Possible only after MaxDeliveryCount was lowered.
 			e.deadLetter(q, m, now, reasonMaxDeliveryCountExceeded, descriptionMaxDeliveryCount)
 			continue
+		}
+		if !budget.take(m) {
+			break
 		}
 		out = append(out, e.take(q, m, tokens, lockedUntil, deleteMode, blocks.next(cap(out)-len(out))))
 	}
@@ -89,8 +94,10 @@ func (e *Engine) take(q *queue, m *message, tokens *tokenSource, lockedUntil int
 	return e.received(m, b)
 }
 
-// receiveDeferred receives deferred messages by sequence number, all or
-// nothing, in the order asked (repeats ignored).
+// receiveDeferred receives deferred messages by sequence number, in the
+// order asked (repeats ignored): none when one of them is not a deferred
+// message, else as many as the command's byte budget takes (the others
+// stay deferred).
 func (e *Engine) receiveDeferred(now int64, tokens *tokenSource, c *enginev1.ReceiveDeferred) ([]*raftbusv1.ReceivedMessage, *Error) {
 	q, err := e.receiveQueue(c.GetEntityPath(), c.GetSubQueue())
 	if err != nil {
@@ -115,6 +122,13 @@ func (e *Engine) receiveDeferred(now int64, tokens *tokenSource, c *enginev1.Rec
 		}
 		if !containsMessage(picked, m) {
 			picked = append(picked, m)
+		}
+	}
+	budget := newByteBudget(c.GetMaxBytes())
+	for i, m := range picked {
+		if !budget.take(m) {
+			picked = picked[:i]
+			break
 		}
 	}
 	lockedUntil := addMs(now, q.entity.settings.lockDurationMs)
@@ -363,8 +377,9 @@ func (e *Engine) received(m *message, b *receivedBlock) *raftbusv1.ReceivedMessa
 // Peek returns up to max messages (at least one) of the sub-queue from
 // sequence number fromSeq on, in sequence order, whatever their state
 // (available, locked, deferred, scheduled), without locking them or
-// counting a delivery.
-func (e *Engine) Peek(entityPath string, subQueue raftbusv1.SubQueue, fromSeq int64, max int) ([]*raftbusv1.ReceivedMessage, error) {
+// counting a delivery; no more than maxBytes of them (see byteBudget;
+// zero or less: no limit).
+func (e *Engine) Peek(entityPath string, subQueue raftbusv1.SubQueue, fromSeq int64, max int, maxBytes int64) ([]*raftbusv1.ReceivedMessage, error) {
 	ent, err := e.entity(entityPath)
 	if err != nil {
 		return nil, err
@@ -377,8 +392,12 @@ func (e *Engine) Peek(entityPath string, subQueue raftbusv1.SubQueue, fromSeq in
 		max = 1
 	}
 	var out []*raftbusv1.ReceivedMessage
+	budget := newByteBudget(maxBytes)
 	if from, ok := e.peekStart(fromSeq); ok {
 		q.all.ascend(from, func(m *message) bool {
+			if !budget.take(m) {
+				return false
+			}
 			r := e.received(m, &receivedBlock{})
 			r.LockToken, r.LockedUntil = nil, nil // a peek shows no lock
 			out = append(out, r)

@@ -153,7 +153,7 @@ func (e *Engine) releaseSession(q *queue, s *session, t int64) {
 // receiveSession locks the head of a held session (PeekLock: one message,
 // since the next one waits for it to be settled) or removes up to n
 // messages in order (ReceiveAndDelete).
-func (e *Engine) receiveSession(now int64, tokens *tokenSource, q *queue, s *session, n int, deleteMode bool) []*raftbusv1.ReceivedMessage {
+func (e *Engine) receiveSession(now int64, tokens *tokenSource, q *queue, s *session, n int, budget *byteBudget, deleteMode bool) []*raftbusv1.ReceivedMessage {
 	var out []*raftbusv1.ReceivedMessage
 	var blocks blockAllocator
 	if !deleteMode {
@@ -174,6 +174,9 @@ func (e *Engine) receiveSession(now int64, tokens *tokenSource, q *queue, s *ses
 			// Possible only after MaxDeliveryCount was lowered.
 			e.deadLetter(q, m, now, reasonMaxDeliveryCountExceeded, descriptionMaxDeliveryCount)
 			continue
+		}
+		if !budget.take(m) {
+			break
 		}
 		out = append(out, e.take(q, m, tokens, lockedUntil, deleteMode, blocks.next(n-len(out))))
 	}
@@ -222,7 +225,7 @@ func (e *Engine) HasAvailableInSession(entityPath, sessionID string) bool {
 
 // PeekSession is Peek over the main queue restricted to one session's
 // messages.
-func (e *Engine) PeekSession(entityPath, sessionID string, fromSeq int64, limit int) ([]*raftbusv1.ReceivedMessage, error) {
+func (e *Engine) PeekSession(entityPath, sessionID string, fromSeq int64, limit int, maxBytes int64) ([]*raftbusv1.ReceivedMessage, error) {
 	ent, err := e.entity(entityPath)
 	if err != nil {
 		return nil, err
@@ -233,10 +236,14 @@ func (e *Engine) PeekSession(entityPath, sessionID string, fromSeq int64, limit 
 		return nil, nil
 	}
 	var out []*raftbusv1.ReceivedMessage
+	budget := newByteBudget(maxBytes)
 	visit := func(m *message) bool {
 		r := e.received(m, &receivedBlock{})
 		r.LockToken, r.LockedUntil = nil, nil // a peek shows no lock
 		if ent.main.sessions != nil || r.GetMessage().GetSessionId() == sessionID {
+			if !budget.take(m) {
+				return false
+			}
 			out = append(out, r)
 		}
 		return len(out) < limit

@@ -391,7 +391,7 @@ func TestRequiresSessionCannotBeChanged(t *testing.T) {
 
 func mustPeekSession(t *testing.T, h *harness, id string) []*raftbusv1.ReceivedMessage {
 	t.Helper()
-	ms, err := h.e.PeekSession(testQueue, id, 0, 100)
+	ms, err := h.e.PeekSession(testQueue, id, 0, 100, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +410,7 @@ func TestPeekSessionShowsOnlyThatSession(t *testing.T) {
 	if !slices.Equal(ids(got), []string{"a0", "a1", "a2"}) || got[0].GetLockToken() != nil {
 		t.Fatalf("peeked %v", got)
 	}
-	from, err := h.e.PeekSession(testQueue, "a", got[1].GetSequenceNumber(), 1)
+	from, err := h.e.PeekSession(testQueue, "a", got[1].GetSequenceNumber(), 1, 0)
 	if err != nil || !slices.Equal(ids(from), []string{"a1"}) {
 		t.Fatalf("peeked %v %v from a1", ids(from), err)
 	}

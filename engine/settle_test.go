@@ -130,7 +130,7 @@ func TestPeekShowsEveryStateWithoutLocking(t *testing.T) {
 	if got := h.lock(10); !slices.Equal(seqsOf(got), seqs[2:3]) || got[0].GetDeliveryCount() != 1 {
 		t.Fatalf("peek disturbed receiving: %v", got)
 	}
-	if _, err := h.e.Peek("nope", mainQueue, 0, 1); err == nil {
+	if _, err := h.e.Peek("nope", mainQueue, 0, 1, 0); err == nil {
 		t.Fatal("peek of an unknown entity succeeded")
 	}
 }

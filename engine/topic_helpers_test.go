@@ -103,7 +103,7 @@ func (h *harness) settleSub(sub string, m *raftbusv1.ReceivedMessage, d enginev1
 // peekSub returns every message of a subscription's sub-queue.
 func (h *harness) peekSub(sub string, sq raftbusv1.SubQueue) []*raftbusv1.ReceivedMessage {
 	h.t.Helper()
-	ms, err := h.e.Peek(subPath(sub), sq, 0, 1<<20)
+	ms, err := h.e.Peek(subPath(sub), sq, 0, 1<<20, 0)
 	if err != nil {
 		h.t.Fatal(err)
 	}

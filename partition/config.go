@@ -60,6 +60,10 @@ type Config struct {
 
 	// Logger receives this replica's logs; nil discards them.
 	Logger *slog.Logger
+
+	// wrapLogStore, when set, wraps the log store Raft writes: how tests
+	// stall the disk under a replica.
+	wrapLogStore func(raft.LogStore) raft.LogStore
 }
 
 // Clock is the time a leader stamps into the commands it proposes. A node

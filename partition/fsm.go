@@ -1,7 +1,10 @@
 package partition
 
 import (
+	"bufio"
 	"bytes"
+	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"sync"
@@ -21,6 +24,17 @@ type fsm struct {
 
 	mu     sync.Mutex
 	engine *engine.Engine
+
+	// progress guards applied and changed. It is not mu, so that learning
+	// how far the state has come never waits for the engine.
+	progress sync.Mutex
+	// applied is the log index the engine's state is current through: the
+	// last entry of the last batch applied, or the index a restored
+	// snapshot was taken at (see applyThrough for the entries Raft keeps
+	// from the state machine). Raft's own AppliedIndex cannot serve: Raft
+	// advances it when it hands entries to the state machine's goroutine,
+	// before they are applied.
+	applied uint64
 	// changed is closed (and replaced) after every applied batch, so
 	// long-polling receivers and the tick scheduler wake on new state.
 	changed chan struct{}
@@ -47,16 +61,60 @@ var _ raft.BatchingFSM = (*fsm)(nil)
 func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	for i, l := range logs {
-		if l.Type != raft.LogCommand {
-			continue
+		// Configuration entries come here too; they change no state.
+		if l.Type == raft.LogCommand {
+			out[i] = f.applyEntry(l)
 		}
-		out[i] = f.applyEntry(l)
+	}
+	f.mu.Unlock()
+	var last uint64
+	if len(logs) > 0 {
+		last = logs[len(logs)-1].Index
+	}
+	f.advance(last, false)
+	return out
+}
+
+// advance records that the state is current through index (never
+// lowering what is recorded unless restored) and wakes whoever waits for
+// the state to change.
+func (f *fsm) advance(index uint64, restored bool) {
+	f.progress.Lock()
+	defer f.progress.Unlock()
+	if restored || index > f.applied {
+		f.applied = index
 	}
 	close(f.changed)
 	f.changed = make(chan struct{})
-	return out
+}
+
+// applyThrough records that the state is current through index. Raft
+// keeps no-op and barrier entries from the state machine, so when the
+// newest entries are of those kinds, applied stays below them; the leader
+// calls this when a barrier of its own completes (Raft answers a barrier
+// only after the state machine applied every entry before it).
+func (f *fsm) applyThrough(index uint64) { f.advance(index, false) }
+
+// readAt runs fn with the engine locked once the state is current through
+// index, giving up when ctx ends or stop is closed.
+func (f *fsm) readAt(ctx context.Context, stop <-chan struct{}, index uint64, fn func(e *engine.Engine)) error {
+	for {
+		f.progress.Lock()
+		applied, changed := f.applied, f.changed
+		f.progress.Unlock()
+		if applied >= index {
+			f.read(fn)
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-stop:
+			return raft.ErrRaftShutdown
+		}
+	}
 }
 
 func (f *fsm) Apply(l *raft.Log) any {
@@ -77,13 +135,27 @@ func (f *fsm) applyEntry(l *raft.Log) entryResults {
 	return entryResults{results: results}
 }
 
+// A snapshot is snapshotMagic, the log index its state is current through
+// (8 bytes, big endian), then the engine's snapshot. Raft does not tell
+// Restore the index of the snapshot it restores, so the snapshot carries
+// it. An engine snapshot starts with the nonzero length of its first
+// record, so one written before this prefix existed is told apart; it
+// restores with its index unknown (zero, which only makes a read wait for
+// the next applied entry).
+var snapshotMagic = []byte("\x00raftbus partition\x00")
+
 // Snapshot serialises the engine while raft holds the FSM goroutine, so the
 // image is of one point in the log; Persist then only copies bytes and can
 // run alongside new applies.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.progress.Lock()
+	applied := f.applied
+	f.progress.Unlock()
 	var buf bytes.Buffer
+	buf.Write(snapshotMagic)
+	buf.Write(binary.BigEndian.AppendUint64(nil, applied))
 	if err := f.engine.Snapshot(&buf); err != nil {
 		return nil, fmt.Errorf("partition %s: snapshot engine: %w", f.name, err)
 	}
@@ -92,13 +164,25 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 
 func (f *fsm) Restore(r io.ReadCloser) error {
 	defer r.Close()
+	br := bufio.NewReaderSize(r, 64<<10)
+	var applied uint64
+	if head, err := br.Peek(len(snapshotMagic)); err == nil && bytes.Equal(head, snapshotMagic) {
+		var index [8]byte
+		if _, err := br.Discard(len(snapshotMagic)); err != nil {
+			return fmt.Errorf("partition %s: restore: %w", f.name, err)
+		}
+		if _, err := io.ReadFull(br, index[:]); err != nil {
+			return fmt.Errorf("partition %s: restore: read snapshot index: %w", f.name, err)
+		}
+		applied = binary.BigEndian.Uint64(index[:])
+	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.engine.Restore(r); err != nil {
+	err := f.engine.Restore(br)
+	f.mu.Unlock()
+	if err != nil {
 		return fmt.Errorf("partition %s: restore engine: %w", f.name, err)
 	}
-	close(f.changed)
-	f.changed = make(chan struct{})
+	f.advance(applied, true)
 	return nil
 }
 
@@ -112,8 +196,8 @@ func (f *fsm) read(fn func(e *engine.Engine)) {
 
 // changes returns a channel closed after the next applied batch.
 func (f *fsm) changes() <-chan struct{} {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.progress.Lock()
+	defer f.progress.Unlock()
 	return f.changed
 }
 

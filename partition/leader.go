@@ -19,6 +19,10 @@ const minTickSpacing = 5 * time.Millisecond
 // at time-driven work.
 const clockRetry = 250 * time.Millisecond
 
+// catchUpRetry is how soon a leader tries again to catch up (see catchUp)
+// when its last try failed without leadership moving.
+const catchUpRetry = 100 * time.Millisecond
+
 // runLeaderDuties does what only the leader does on its own initiative:
 // when elected, it waits until everything committed before its election is
 // applied (so reads are current), and while leading it proposes a Tick
@@ -31,16 +35,12 @@ func (p *Partition) runLeaderDuties() {
 	leading := p.raft.State() == raft.Leader
 	var lastTick time.Time
 	for {
+		ready := true
 		if leading && p.readyTerm.Load() != p.raft.CurrentTerm() {
-			term := p.raft.CurrentTerm()
-			// A barrier is an entry of this term: once applied, so is every
-			// entry of earlier terms.
-			if err := p.await(context.Background(), p.raft.Barrier(p.cfg.ApplyTimeout)); err == nil {
-				p.readyTerm.Store(term)
-			}
+			ready = p.catchUp()
 		}
 		changed := p.fsm.changes()
-		wait := time.Hour
+		wait, tick := time.Hour, false
 		if leading {
 			var due int64
 			var ok bool
@@ -48,13 +48,16 @@ func (p *Partition) runLeaderDuties() {
 			if ok {
 				// Due by the clock the leader stamps with; while that is not
 				// trusted a Tick would be refused, so look again later.
-				wait = clockRetry
+				wait, tick = clockRetry, true
 				if now, err := p.Now(); err == nil {
 					wait = time.Duration(due-now) * time.Millisecond
 				}
 				if since := time.Since(lastTick); wait < minTickSpacing-since {
 					wait = minTickSpacing - since
 				}
+			}
+			if !ready && catchUpRetry < wait {
+				wait, tick = catchUpRetry, false
 			}
 		}
 		timer.Reset(max(wait, 0))
@@ -65,7 +68,7 @@ func (p *Partition) runLeaderDuties() {
 			}
 		case <-changed:
 		case <-timer.C:
-			if leading {
+			if leading && tick {
 				lastTick = time.Now()
 				// Failure means leadership moved; the next leader ticks.
 				ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ApplyTimeout)
@@ -77,4 +80,27 @@ func (p *Partition) runLeaderDuties() {
 		}
 		leading = p.raft.State() == raft.Leader
 	}
+}
+
+// catchUp makes a new leader ready to serve reads: it commits a barrier,
+// an entry of its term, and waits for the state machine to apply it; then
+// every entry committed before the election is applied too. The wait is
+// bounded by ApplyTimeout, so that a stuck Raft does not hold up the
+// leader's other duties for long, and the barrier is asked for on the
+// waiting goroutine (see awaitStarted). It reports whether the replica is ready.
+func (p *Partition) catchUp() bool {
+	term := p.raft.CurrentTerm()
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ApplyTimeout)
+	defer cancel()
+	f, err := awaitStarted(ctx, p.stop, func() raft.Future { return p.raft.Barrier(p.cfg.ApplyTimeout) })
+	if err != nil {
+		return false
+	}
+	// Raft keeps barriers from the state machine, so its index says
+	// nothing of this one: the state is current through it all the same.
+	if f, ok := f.(raft.IndexFuture); ok {
+		p.fsm.applyThrough(f.Index())
+	}
+	p.readyTerm.Store(term)
+	return true
 }

@@ -74,7 +74,11 @@ func Open(cfg Config) (*Partition, error) {
 	}
 	// Raft reads back what it just appended to replicate and apply it;
 	// the cache answers those reads from memory.
-	logs, err := raft.NewLogCache(logCacheSize, cfg.Log)
+	var logs raft.LogStore = cfg.Log
+	if cfg.wrapLogStore != nil {
+		logs = cfg.wrapLogStore(logs)
+	}
+	logs, err = raft.NewLogCache(logCacheSize, logs)
 	if err != nil {
 		return nil, fmt.Errorf("partition %s: log cache: %w", cfg.Name, err)
 	}
@@ -200,28 +204,30 @@ func (p *Partition) Apply(ctx context.Context, cmd *enginev1.Command) (*enginev1
 // Read runs fn against the leader's state, after making sure this replica
 // still leads and has applied everything committed before the read began
 // (the read-index protocol), so a deposed leader never serves stale data.
+// It gives up when ctx ends, returning ctx's error, even when Raft is
+// stuck (a stalled disk holds up its main loop, and with it every request
+// to Raft).
 func (p *Partition) Read(ctx context.Context, fn func(e *engine.Engine)) error {
 	if p.raft.State() != raft.Leader || p.readyTerm.Load() != p.raft.CurrentTerm() {
 		return p.notLeader()
 	}
 	readIndex := p.raft.CommitIndex()
-	if err := p.await(ctx, p.raft.VerifyLeader()); err != nil {
+	if _, err := awaitStarted(ctx, p.stop, p.raft.VerifyLeader); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		return p.notLeader()
 	}
-	for p.raft.AppliedIndex() < readIndex {
-		changed := p.fsm.changes()
-		if p.raft.AppliedIndex() >= readIndex {
-			break
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
+	// The state machine's own index, not Raft's AppliedIndex, which runs
+	// ahead of it (see fsm.applied). Entries Raft keeps from the state
+	// machine (no-ops, barriers) are covered: readyTerm is set once this
+	// term's barrier, the last such entry a leader writes, is applied.
+	if err := p.fsm.readAt(ctx, p.stop, readIndex, fn); err != nil {
+		if ctx.Err() != nil {
 			return ctx.Err()
-		case <-p.stop:
-			return p.notLeader()
 		}
+		return p.notLeader()
 	}
-	p.fsm.read(fn)
 	return nil
 }
 
@@ -239,15 +245,34 @@ func (p *Partition) ReadApplied(fn func(e *engine.Engine)) { p.fsm.read(fn) }
 // (hashicorp/raft#498). The goroutine that waits on a future nobody
 // answers ends only with the process; the caller does not wait for it.
 func Await(ctx context.Context, stop <-chan struct{}, f raft.Future) error {
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
+	_, err := awaitStarted(ctx, stop, func() raft.Future { return f })
+	return err
+}
+
+// awaitStarted asks Raft for a future with start and waits for it as
+// Await does, returning the future once answered. start runs on the
+// waiting goroutine, not the caller's: Raft hands requests to its main
+// loop through channels (Barrier's unbuffered, VerifyLeader's holding 64),
+// so asking blocks while that loop is stuck, on a stalled disk say. The
+// goroutine ends when Raft takes the request and answers it, or shuts
+// down.
+func awaitStarted(ctx context.Context, stop <-chan struct{}, start func() raft.Future) (raft.Future, error) {
+	type answer struct {
+		f   raft.Future
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		f := start()
+		done <- answer{f, f.Error()}
+	}()
 	select {
-	case err := <-done:
-		return err
+	case a := <-done:
+		return a.f, a.err
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil, ctx.Err()
 	case <-stop:
-		return raft.ErrRaftShutdown
+		return nil, raft.ErrRaftShutdown
 	}
 }
 

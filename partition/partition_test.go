@@ -52,7 +52,7 @@ func peekAll(t *testing.T, p *partition.Partition) []*raftbusv1.ReceivedMessage 
 	var msgs []*raftbusv1.ReceivedMessage
 	var perr error
 	if err := p.Read(context.Background(), func(e *engine.Engine) {
-		msgs, perr = e.Peek(queue, raftbusv1.SubQueue_SUB_QUEUE_UNSPECIFIED, 0, 1<<20)
+		msgs, perr = e.Peek(queue, raftbusv1.SubQueue_SUB_QUEUE_UNSPECIFIED, 0, 1<<20, 0)
 	}); err != nil {
 		t.Fatalf("read: %v", err)
 	}

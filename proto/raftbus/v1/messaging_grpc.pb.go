@@ -85,6 +85,9 @@ type MessagingServiceClient interface {
 	// messages are received. Returns an empty list when none arrived in time.
 	// A request repeated with the same receive_id (after an unknown outcome)
 	// gets the messages the first one received instead of new ones.
+	// A response holds at most 4 MiB of messages (and at least one message,
+	// whatever its size): when the messages available add up to more, it
+	// holds fewer than max_messages and the others stay available.
 	// Fails with SESSION_LOCK_LOST, or INVALID_ARGUMENT on a session entity
 	// without a session.
 	Receive(ctx context.Context, in *ReceiveRequest, opts ...grpc.CallOption) (*ReceiveResponse, error)
@@ -108,11 +111,17 @@ type MessagingServiceClient interface {
 	// and returns the new LockedUntil. Fails like Complete.
 	RenewLock(ctx context.Context, in *RenewLockRequest, opts ...grpc.CallOption) (*RenewLockResponse, error)
 	// ReceiveDeferred receives deferred messages by sequence number, locking
-	// them (PeekLock) or removing them (ReceiveAndDelete). Numbers that are
-	// not deferred messages are skipped; the response holds those found.
+	// them (PeekLock) or removing them (ReceiveAndDelete). Fails with
+	// NOT_FOUND, receiving none of a partition's, when a number of that
+	// partition is not a deferred message. A response holds at most 4 MiB of
+	// messages per partition (and at least one message): when those asked
+	// for add up to more, it holds the first ones asked for, the others stay
+	// deferred, and a request for them receives them.
 	ReceiveDeferred(ctx context.Context, in *ReceiveDeferredRequest, opts ...grpc.CallOption) (*ReceiveDeferredResponse, error)
 	// Peek browses messages from a sequence number without locking them or
-	// counting a delivery: active, locked, deferred and scheduled ones.
+	// counting a delivery: active, locked, deferred and scheduled ones. A
+	// response holds at most 4 MiB of messages (and at least one message):
+	// continue from the last sequence number it holds plus one.
 	Peek(ctx context.Context, in *PeekRequest, opts ...grpc.CallOption) (*PeekResponse, error)
 	// AcceptSession locks a session for the caller: the named one (even if it
 	// has no messages yet), or the one holding the oldest available message
@@ -351,6 +360,9 @@ type MessagingServiceServer interface {
 	// messages are received. Returns an empty list when none arrived in time.
 	// A request repeated with the same receive_id (after an unknown outcome)
 	// gets the messages the first one received instead of new ones.
+	// A response holds at most 4 MiB of messages (and at least one message,
+	// whatever its size): when the messages available add up to more, it
+	// holds fewer than max_messages and the others stay available.
 	// Fails with SESSION_LOCK_LOST, or INVALID_ARGUMENT on a session entity
 	// without a session.
 	Receive(context.Context, *ReceiveRequest) (*ReceiveResponse, error)
@@ -374,11 +386,17 @@ type MessagingServiceServer interface {
 	// and returns the new LockedUntil. Fails like Complete.
 	RenewLock(context.Context, *RenewLockRequest) (*RenewLockResponse, error)
 	// ReceiveDeferred receives deferred messages by sequence number, locking
-	// them (PeekLock) or removing them (ReceiveAndDelete). Numbers that are
-	// not deferred messages are skipped; the response holds those found.
+	// them (PeekLock) or removing them (ReceiveAndDelete). Fails with
+	// NOT_FOUND, receiving none of a partition's, when a number of that
+	// partition is not a deferred message. A response holds at most 4 MiB of
+	// messages per partition (and at least one message): when those asked
+	// for add up to more, it holds the first ones asked for, the others stay
+	// deferred, and a request for them receives them.
 	ReceiveDeferred(context.Context, *ReceiveDeferredRequest) (*ReceiveDeferredResponse, error)
 	// Peek browses messages from a sequence number without locking them or
-	// counting a delivery: active, locked, deferred and scheduled ones.
+	// counting a delivery: active, locked, deferred and scheduled ones. A
+	// response holds at most 4 MiB of messages (and at least one message):
+	// continue from the last sequence number it holds plus one.
 	Peek(context.Context, *PeekRequest) (*PeekResponse, error)
 	// AcceptSession locks a session for the caller: the named one (even if it
 	// has no messages yet), or the one holding the oldest available message

@@ -725,7 +725,8 @@ func (x *CancelScheduled) GetSequenceNumbers() []int64 {
 	return nil
 }
 
-// Lock receives up to max_messages available messages in sequence order.
+// Lock receives up to max_messages available messages in sequence order,
+// and no more than max_bytes of them.
 type Lock struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	EntityPath  string                 `protobuf:"bytes,1,opt,name=entity_path,json=entityPath,proto3" json:"entity_path,omitempty"`
@@ -749,7 +750,15 @@ type Lock struct {
 	// nothing new. Without such a Lock an empty receipt is kept, so that one
 	// applied later (a request still under way when its repeat was sent)
 	// receives nothing either.
-	Replay        bool `protobuf:"varint,8,opt,name=replay,proto3" json:"replay,omitempty"`
+	Replay bool `protobuf:"varint,8,opt,name=replay,proto3" json:"replay,omitempty"`
+	// Stop before a message that would take the messages received past
+	// this many bytes, counted as the engine bounds their encoding as
+	// raftbus.v1.ReceivedMessage in a repeated field; the first message is
+	// received whatever its size. Zero or less: no limit (as for commands
+	// written before the field existed). Set by the node so that the answer
+	// fits in a gRPC message with room to spare; a receipt keeps what was
+	// received, so a repeat returns no more.
+	MaxBytes      int64 `protobuf:"varint,9,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -838,6 +847,13 @@ func (x *Lock) GetReplay() bool {
 		return x.Replay
 	}
 	return false
+}
+
+func (x *Lock) GetMaxBytes() int64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
 }
 
 // Settle ends the lock on one message.
@@ -1032,7 +1048,10 @@ func (x *RenewLock) GetSessionLockToken() []byte {
 	return nil
 }
 
-// ReceiveDeferred receives deferred messages by sequence number.
+// ReceiveDeferred receives deferred messages by sequence number. Every
+// number must name a deferred message (of the session, when one is named),
+// or nothing is received; then they are received in the order asked, up to
+// max_bytes: the others stay deferred.
 type ReceiveDeferred struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	EntityPath      string                 `protobuf:"bytes,1,opt,name=entity_path,json=entityPath,proto3" json:"entity_path,omitempty"`
@@ -1044,7 +1063,9 @@ type ReceiveDeferred struct {
 	SessionId        string `protobuf:"bytes,8,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	SessionLockToken []byte `protobuf:"bytes,9,opt,name=session_lock_token,json=sessionLockToken,proto3" json:"session_lock_token,omitempty"`
 	// As Lock.receive_id: a repeat returns what the first received.
-	ReceiveId     []byte `protobuf:"bytes,10,opt,name=receive_id,json=receiveId,proto3" json:"receive_id,omitempty"`
+	ReceiveId []byte `protobuf:"bytes,10,opt,name=receive_id,json=receiveId,proto3" json:"receive_id,omitempty"`
+	// As Lock.max_bytes.
+	MaxBytes      int64 `protobuf:"varint,11,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1126,6 +1147,13 @@ func (x *ReceiveDeferred) GetReceiveId() []byte {
 		return x.ReceiveId
 	}
 	return nil
+}
+
+func (x *ReceiveDeferred) GetMaxBytes() int64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
 }
 
 // Tick applies the time effects due at the command's time and nothing else.
@@ -1918,7 +1946,7 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\x0fCancelScheduled\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x12)\n" +
-	"\x10sequence_numbers\x18\x02 \x03(\x03R\x0fsequenceNumbers\"\xbd\x02\n" +
+	"\x10sequence_numbers\x18\x02 \x03(\x03R\x0fsequenceNumbers\"\xda\x02\n" +
 	"\x04Lock\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x121\n" +
@@ -1930,7 +1958,8 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\x12session_lock_token\x18\x06 \x01(\fR\x10sessionLockToken\x12\x1d\n" +
 	"\n" +
 	"receive_id\x18\a \x01(\fR\treceiveId\x12\x16\n" +
-	"\x06replay\x18\b \x01(\bR\x06replay\"\xc2\x04\n" +
+	"\x06replay\x18\b \x01(\bR\x06replay\x12\x1b\n" +
+	"\tmax_bytes\x18\t \x01(\x03R\bmaxBytes\"\xc2\x04\n" +
 	"\x06Settle\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x121\n" +
@@ -1955,7 +1984,7 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"lock_token\x18\x03 \x01(\fR\tlockToken\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\b \x01(\tR\tsessionId\x12,\n" +
-	"\x12session_lock_token\x18\t \x01(\fR\x10sessionLockToken\"\xb8\x02\n" +
+	"\x12session_lock_token\x18\t \x01(\fR\x10sessionLockToken\"\xd5\x02\n" +
 	"\x0fReceiveDeferred\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x121\n" +
@@ -1967,7 +1996,8 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\x12session_lock_token\x18\t \x01(\fR\x10sessionLockToken\x12\x1d\n" +
 	"\n" +
 	"receive_id\x18\n" +
-	" \x01(\fR\treceiveId\"\x06\n" +
+	" \x01(\fR\treceiveId\x12\x1b\n" +
+	"\tmax_bytes\x18\v \x01(\x03R\bmaxBytes\"\x06\n" +
 	"\x04Tick\"\xfd\b\n" +
 	"\x06Result\x120\n" +
 	"\x05error\x18\x01 \x01(\v2\x18.raftbus.engine.v1.ErrorH\x00R\x05error\x12U\n" +
