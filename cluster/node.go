@@ -345,19 +345,12 @@ func (n *Node) catchUp(ctx context.Context, found func() bool, ask func(context.
 	if found() {
 		return nil
 	}
-	if n.meta.isLeader() {
-		// A leader elected a moment ago may not have applied everything
-		// its predecessors committed: make sure before saying no.
-		if err := n.await(ctx, n.meta.raft.Barrier(catchUpTimeout)); err != nil {
-			return busy("the metadata leader is catching up: %v", err)
-		}
-		if found() {
-			return nil
-		}
-		return notFound("%q does not exist", what)
-	}
+	// Whichever node turns out to lead, it confirms that it does and has
+	// applied everything its predecessors committed before it says no: a
+	// leader elected a moment ago may not have (this node among them, if
+	// it wins an election while asking).
 	ctx = internal(ctx)
-	_, err := atMetaLeader(ctx, n, func() (struct{}, error) {
+	_, err := readAtMetaLeader(ctx, n, func() (struct{}, error) {
 		if found() {
 			return struct{}{}, nil
 		}
