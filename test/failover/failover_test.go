@@ -195,7 +195,8 @@ func TestFailover(t *testing.T) {
 	defer c.Close()
 	historyPath := os.Getenv("RAFTBUS_FAILOVER_HISTORY")
 	if historyPath == "" {
-		historyPath = filepath.Join(t.TempDir(), "history.jsonl")
+		// Next to the nodes' files, so that a failed run keeps it with them.
+		historyPath = filepath.Join(cluster.Dir, "history.jsonl")
 	}
 	rec, err := history.Create(historyPath)
 	if err != nil {

@@ -79,6 +79,9 @@ type Cluster struct {
 	bin   string
 	hosts []*netns.Host
 	Nodes []*Node
+	// Dir holds every node's data dir and log. When the test fails it is
+	// kept (see keepFailed); files a test puts in it are kept with it.
+	Dir string
 }
 
 // Start starts n nodes on free loopback ports, forming a new cluster, and
@@ -95,11 +98,14 @@ func StartOn(t testing.TB, bin string, hosts []*netns.Host) *Cluster {
 
 func start(t testing.TB, bin string, n int, hosts []*netns.Host) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t, bin: bin, hosts: hosts}
 	dir := t.TempDir()
+	c := &Cluster{t: t, bin: bin, hosts: hosts, Dir: dir}
 	// Cleanups run last first: the processes must be gone before their
 	// directory is removed, or they write into it while it goes.
-	t.Cleanup(c.killAll)
+	t.Cleanup(func() {
+		c.killAll()
+		c.keepFailed()
+	})
 	for i := 0; i < n; i++ {
 		addr := ""
 		if hosts != nil {
@@ -246,6 +252,27 @@ func (c *Cluster) signal(i int, sig syscall.Signal) {
 			c.t.Fatalf("signal %s: %v", n.ID, err)
 		}
 	}
+}
+
+// keepFailed moves the cluster's directory (data dirs, node logs, and
+// whatever the test put there, such as a history) out of the test's way
+// when the test failed, so that a failure can be looked into after the
+// run: under $TMPDIR/raftbus-failed/<test>-<time>.
+func (c *Cluster) keepFailed() {
+	if !c.t.Failed() {
+		return
+	}
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(c.t.Name())
+	dst := filepath.Join(os.TempDir(), "raftbus-failed", fmt.Sprintf("%s-%s", name, time.Now().Format("20060102-150405")))
+	if err := os.MkdirAll(filepath.Dir(dst), 0o750); err != nil {
+		c.t.Logf("keep the failed cluster's files: %v", err)
+		return
+	}
+	if err := os.Rename(c.Dir, dst); err != nil {
+		c.t.Logf("keep the failed cluster's files: %v", err)
+		return
+	}
+	c.t.Logf("the failed cluster's data dirs, node logs and history are kept in %s", dst)
 }
 
 func (c *Cluster) killAll() {
