@@ -85,9 +85,17 @@ func TestEveryFaultHeals(t *testing.T) {
 	n := &nemesis.Nemesis{Cluster: c, Network: nw, Entity: "q", Rand: rand.New(rand.NewPCG(3, 4)), History: rec, Log: t.Logf}
 	faults := 0
 	for _, k := range append(append([]nemesis.Kind{}, nemesis.ProcessKinds...), nemesis.NetworkKinds...) {
-		applied, err := n.Once(context.Background(), k, 500*time.Millisecond)
-		if err != nil {
-			t.Fatal(err)
+		// A fault aimed at a leader needs one to be known: right after the
+		// previous fault healed, an election may still be under way.
+		var applied bool
+		for deadline := time.Now().Add(15 * time.Second); !applied && time.Now().Before(deadline); {
+			applied, err = n.Once(context.Background(), k, 500*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !applied {
+				time.Sleep(100 * time.Millisecond) // polling for a leader; there is no event to await across processes
+			}
 		}
 		if !applied {
 			t.Errorf("fault %s could not be applied to a healthy five-node cluster", k)
