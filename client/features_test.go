@@ -196,7 +196,7 @@ func (e *env) testSendResult(t *testing.T) {
 	if err := s.SendMessage(ctx, m, &client.SendMessageOptions{Result: &again}); err != nil {
 		t.Fatal(err)
 	}
-	if !again.Duplicate || again.SequenceNumber != 0 {
+	if !again.Duplicate || again.SequenceNumber != first.SequenceNumber || !again.EnqueuedTime.Equal(first.EnqueuedTime) {
 		t.Fatalf("resend within the duplicate window: %+v", again)
 	}
 }

@@ -37,6 +37,20 @@ func TestLostAnswers(t *testing.T) {
 	t.Run("ReceiveAndDelete", l.testReceiveAndDelete)
 	t.Run("ReceiveAcrossPartitions", l.testReceiveAcrossPartitions)
 	t.Run("Session", l.testSession)
+
+	// A client that does not repeat: an unknown outcome reaches the caller,
+	// and what the receive took is handed out by the next one.
+	once, err := client.New([]string{e.cluster.Nodes[0].Addr}, &client.ClientOptions{
+		RetryOptions: client.RetryOptions{MaxRetries: -1},
+		DialOptions:  []grpc.DialOption{grpc.WithContextDialer(p.Dialer())},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { once.Close() })
+	l = &lossyEnv{env: e, c: once, p: p}
+	t.Run("UnknownReceiveIsClaimedByTheNext", l.testUnknownReceiveIsClaimedByTheNext)
+	t.Run("UnknownDeferredReceiveIsClaimedByTheNext", l.testUnknownDeferredReceiveIsClaimedByTheNext)
 }
 
 type lossyEnv struct {
@@ -213,5 +227,68 @@ func (l *lossyEnv) testSession(t *testing.T) {
 	got, err := sr.ReceiveMessages(ctxT(t, 10*time.Second), 1, nil)
 	if err != nil || len(got) != 1 || got[0].MessageID != "first" || got[0].DeliveryCount != 1 {
 		t.Fatalf("session receive whose answer was lost: %v, %v; want first, delivered once", got, err)
+	}
+}
+
+func (l *lossyEnv) testUnknownReceiveIsClaimedByTheNext(t *testing.T) {
+	for _, tc := range []struct {
+		queue      string
+		partitions uint32
+		// lost is how many answers to lose: across partitions the client
+		// asks for a replay after the first is lost, so both are lost.
+		lost int
+	}{{"unclaimed-one", 1, 1}, {"unclaimed-parts", 3, 2}} {
+		t.Run(tc.queue, func(t *testing.T) {
+			l.createQueue(tc.queue, &admin.QueueProperties{PartitionCount: proto.Uint32(tc.partitions)})
+			l.sendTwo(t, tc.queue)
+			l.warm(t, tc.queue)
+			r, _ := l.c.NewReceiverForQueue(tc.queue, &client.ReceiverOptions{ReceiveMode: client.ReceiveModeReceiveAndDelete})
+			l.p.DropResponses(tc.lost)
+			if got, err := r.ReceiveMessages(ctxT(t, 10*time.Second), 1, nil); !errors.Is(err, client.ErrOutcomeUnknown) {
+				t.Fatalf("receive whose answers were lost: %v, %v; want the unknown outcome", got, err)
+			}
+			var ids []string
+			for len(ids) < 2 {
+				got, err := r.ReceiveMessages(ctxT(t, 10*time.Second), 1, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, m := range got {
+					ids = append(ids, m.MessageID)
+				}
+			}
+			if len(ids) != 2 || ids[0] == ids[1] {
+				t.Fatalf("received %v after the unknown receive; want first and second, none lost", ids)
+			}
+			if n, _ := l.active(t, tc.queue); n != 0 {
+				t.Fatalf("%d messages left", n)
+			}
+		})
+	}
+}
+
+func (l *lossyEnv) testUnknownDeferredReceiveIsClaimedByTheNext(t *testing.T) {
+	l.createQueue("unclaimed-deferred", nil)
+	l.sendTwo(t, "unclaimed-deferred")
+	reliable, _ := l.env.c.NewReceiverForQueue("unclaimed-deferred", nil)
+	got, err := reliable.ReceiveMessages(ctxT(t, 10*time.Second), 1, nil)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("receive: %v, %v", got, err)
+	}
+	if err := reliable.DeferMessage(ctxT(t, 10*time.Second), got[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	seq := got[0].SequenceNumber
+	l.warm(t, "unclaimed-deferred")
+	r, _ := l.c.NewReceiverForQueue("unclaimed-deferred", &client.ReceiverOptions{ReceiveMode: client.ReceiveModeReceiveAndDelete})
+	l.p.DropResponses(1)
+	if got, err := r.ReceiveDeferredMessages(ctxT(t, 10*time.Second), []int64{seq}, nil); !errors.Is(err, client.ErrOutcomeUnknown) {
+		t.Fatalf("deferred receive whose answer was lost: %v, %v; want the unknown outcome", got, err)
+	}
+	// Asked again, the message the lost answer carried is handed out (it
+	// was removed by then, so a fresh request would find nothing).
+	again, err := r.ReceiveDeferredMessages(ctxT(t, 10*time.Second), []int64{seq}, nil)
+	if err != nil || len(again) != 1 || again[0].MessageID != got[0].MessageID {
+		t.Fatalf("deferred receive asked again: %v, %v; want %s", again, err, got[0].MessageID)
 	}
 }

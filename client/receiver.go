@@ -4,10 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -54,6 +54,24 @@ type Receiver struct {
 	sessionPartition uint32
 	// nextPeek continues PeekMessages where the previous one ended.
 	nextPeek atomic.Int64
+
+	// unclaimed holds receives whose outcome stayed unknown (the client
+	// gave up repeating them): what they may have taken is handed out by
+	// the next ReceiveMessages or ReceiveDeferredMessages, not lost to
+	// this receiver (removed in ReceiveAndDelete mode, or locked until the
+	// lock expires, a delivery counted that nobody saw).
+	mu        sync.Mutex
+	unclaimed []unclaimedReceive
+	// unclaimedDeferred maps the sequence numbers a deferred receive of
+	// unknown outcome asked for to its receive id.
+	unclaimedDeferred map[int64][]byte
+}
+
+// unclaimedReceive is a receive of unknown outcome: its receive id and,
+// when it went to one partition, which.
+type unclaimedReceive struct {
+	id        []byte
+	partition *uint32
 }
 
 // NewReceiverForQueue returns a Receiver for a queue.
@@ -139,6 +157,9 @@ func (r *Receiver) ReceiveMessages(ctx context.Context, maxMessages int, options
 }
 
 func (r *Receiver) receiveOnce(ctx context.Context, maxMessages int, wait time.Duration) ([]*ReceivedMessage, error) {
+	if msgs, err := r.claim(ctx); err != nil || len(msgs) > 0 {
+		return msgs, err
+	}
 	// The receive id makes the request safe to repeat after an unknown
 	// outcome: a partition that received for it answers a repeat with the
 	// same messages (still locked, or the ones it removed) instead of more.
@@ -147,38 +168,98 @@ func (r *Receiver) receiveOnce(ctx context.Context, maxMessages int, wait time.D
 		MaxMessages: int32(maxMessages), MaxWait: durationpb.New(wait), Session: r.session,
 		ReceiveId: newReceiveID(),
 	}
-	var resp *raftbusv1.ReceiveResponse
-	call := func(req *raftbusv1.ReceiveRequest) func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
-		return func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
-			var err error
-			resp, err = ms.Receive(ctx, req)
-			return err
-		}
-	}
 	id, one, err := r.partitionOfReceive(ctx)
 	if err != nil {
 		return nil, err
 	}
+	var resp *raftbusv1.ReceiveResponse
 	if one {
 		req.PartitionId = &id
-		err = r.c.onPartition(ctx, r.path, id, true, call(req))
+		resp, err = r.receiveCall(ctx, req)
 	} else {
 		// Across partitions a repeat could start at another partition and
 		// receive there, leaving the first attempt's messages unseen. So
 		// after an unknown outcome the client asks every partition only
 		// for what it received under this id (a replay, which also keeps
 		// the first attempt from receiving if it is still under way).
-		err = r.c.onAnyNode(ctx, false, call(req))
-		if errors.Is(err, ErrOutcomeUnknown) {
-			replay := proto.Clone(req).(*raftbusv1.ReceiveRequest)
-			replay.Replay, replay.MaxWait = true, nil
-			err = r.c.onAnyNode(ctx, true, call(replay))
+		resp, err = r.receiveCall(ctx, req)
+		if unknown := err; errors.Is(unknown, ErrOutcomeUnknown) {
+			if resp, err = r.receiveCall(ctx, replayOf(req.GetReceiveId(), nil, r)); err != nil {
+				// The replay failing says nothing of the receive.
+				err = unknown
+			}
 		}
+	}
+	if errors.Is(err, ErrOutcomeUnknown) {
+		r.remember(unclaimedReceive{id: req.GetReceiveId(), partition: req.PartitionId})
 	}
 	if err != nil {
 		return nil, err
 	}
 	return fromProtoReceivedList(resp.GetMessages(), r.path, r.sub, r.session), nil
+}
+
+// receiveCall sends req to its partition, or to any node when it spans
+// partitions. It is repeated after an unknown outcome when it goes to one
+// partition or is a replay: with its receive id, a repeat gets what the
+// first attempt received. A receive across partitions is not: a repeat
+// could receive at another partition than the first attempt did.
+func (r *Receiver) receiveCall(ctx context.Context, req *raftbusv1.ReceiveRequest) (*raftbusv1.ReceiveResponse, error) {
+	var resp *raftbusv1.ReceiveResponse
+	call := func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
+		var err error
+		resp, err = ms.Receive(ctx, req)
+		return err
+	}
+	var err error
+	if req.PartitionId != nil {
+		err = r.c.onPartition(ctx, r.path, *req.PartitionId, true, call)
+	} else {
+		err = r.c.onAnyNode(ctx, req.GetReplay(), call)
+	}
+	return resp, err
+}
+
+// replayOf asks for what the receive with id received, and nothing new.
+func replayOf(id []byte, partition *uint32, r *Receiver) *raftbusv1.ReceiveRequest {
+	return &raftbusv1.ReceiveRequest{
+		EntityPath: r.path, SubQueue: r.sub, ReceiveMode: r.mode, Session: r.session,
+		ReceiveId: id, Replay: true, PartitionId: partition,
+	}
+}
+
+// remember keeps a receive of unknown outcome for the next receive to claim.
+func (r *Receiver) remember(u unclaimedReceive) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.unclaimed = append(r.unclaimed, u)
+}
+
+// claim replays the receives of unknown outcome until one gives messages,
+// dropping each that gives none (it took nothing, or its receipt expired).
+// One that fails and may succeed later stays for the next receive.
+func (r *Receiver) claim(ctx context.Context) ([]*ReceivedMessage, error) {
+	for {
+		r.mu.Lock()
+		if len(r.unclaimed) == 0 {
+			r.mu.Unlock()
+			return nil, nil
+		}
+		u := r.unclaimed[0]
+		r.unclaimed = r.unclaimed[1:]
+		r.mu.Unlock()
+		resp, err := r.receiveCall(ctx, replayOf(u.id, u.partition, r))
+		if err != nil {
+			var e *Error
+			if errors.As(err, &e) && e.Retryable || ctx.Err() != nil {
+				r.remember(u)
+			}
+			return nil, err
+		}
+		if msgs := resp.GetMessages(); len(msgs) > 0 {
+			return fromProtoReceivedList(msgs, r.path, r.sub, r.session), nil
+		}
+	}
 }
 
 // newReceiveID is a receive id for one receive request and its repeats.
@@ -270,15 +351,19 @@ func (r *Receiver) ReceiveDeferredMessages(ctx context.Context, sequenceNumbers 
 	var out []*ReceivedMessage
 	for _, id := range order {
 		for pending := byPartition[id]; len(pending) > 0; {
-			// Safe to repeat with its receive id, as a receive is.
+			// Safe to repeat with its receive id, as a receive is. A
+			// number an earlier call received with an unknown outcome is
+			// asked for again under that call's id, which gets what it
+			// received.
 			req := &raftbusv1.ReceiveDeferredRequest{EntityPath: r.path, SubQueue: r.sub, ReceiveMode: r.mode, SequenceNumbers: pending, Session: r.session,
-				ReceiveId: newReceiveID()}
+				ReceiveId: r.deferredReceiveID(pending)}
 			var resp *raftbusv1.ReceiveDeferredResponse
 			err := r.c.onPartition(ctx, r.path, id, true, func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
 				var err error
 				resp, err = ms.ReceiveDeferred(ctx, req)
 				return err
 			})
+			r.settleDeferredReceive(req, err)
 			if err != nil {
 				return out, err
 			}
@@ -290,6 +375,42 @@ func (r *Receiver) ReceiveDeferredMessages(ctx context.Context, sequenceNumbers 
 		}
 	}
 	return out, nil
+}
+
+// deferredReceiveID is the receive id of an earlier deferred receive of
+// unknown outcome that asked for one of seqs, else a new one.
+func (r *Receiver) deferredReceiveID(seqs []int64) []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, seq := range seqs {
+		if id, ok := r.unclaimedDeferred[seq]; ok {
+			return id
+		}
+	}
+	return newReceiveID()
+}
+
+// settleDeferredReceive remembers the numbers of a deferred receive whose
+// outcome is unknown under its receive id, or forgets the id once a
+// receive under it was answered.
+func (r *Receiver) settleDeferredReceive(req *raftbusv1.ReceiveDeferredRequest, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case errors.Is(err, ErrOutcomeUnknown):
+		if r.unclaimedDeferred == nil {
+			r.unclaimedDeferred = make(map[int64][]byte)
+		}
+		for _, seq := range req.GetSequenceNumbers() {
+			r.unclaimedDeferred[seq] = req.GetReceiveId()
+		}
+	case err == nil:
+		for seq, id := range r.unclaimedDeferred {
+			if string(id) == string(req.GetReceiveId()) {
+				delete(r.unclaimedDeferred, seq)
+			}
+		}
+	}
 }
 
 // notReceived is seqs without the sequence numbers of got.

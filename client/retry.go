@@ -59,11 +59,27 @@ func (o RetryOptions) delay(n int) time.Duration {
 func (c *Client) retry(ctx context.Context, unknownIsSafe bool, op func(ctx context.Context, attempt int) error) error {
 	opts := c.opts.RetryOptions
 	redirects := 0
-	// unknown is the last OUTCOME_UNKNOWN seen: a repeated settlement that
+	// unknown is the last OUTCOME_UNKNOWN seen. A repeated settlement that
 	// then finds its lock gone most likely found it gone because the
-	// first attempt settled it, and the caller is told the truth: the
-	// outcome is unknown, not that the lock was lost.
+	// first attempt settled it; a repeated send that finds the entity
+	// gone or the node busy may follow one that took effect.
 	var unknown *Error
+	// fail is how the loop ends on err: once an attempt's outcome is
+	// unknown, no later failure can say that nothing happened, so the
+	// caller hears that the outcome is unknown.
+	fail := func(err error) error {
+		if unknown == nil {
+			return err
+		}
+		var e *Error
+		if errors.As(err, &e) && e.Code == CodeOutcomeUnknown {
+			return err
+		}
+		if ctx.Err() != nil {
+			return &gaveUpError{ctx.Err(), unknown}
+		}
+		return unknown
+	}
 	for attempt, backoffs := 0, 0; ; attempt++ {
 		err := op(ctx, attempt)
 		if err == nil {
@@ -71,19 +87,16 @@ func (c *Client) retry(ctx context.Context, unknownIsSafe bool, op func(ctx cont
 		}
 		var e *Error
 		if !errors.As(err, &e) {
-			return err
+			return fail(err)
 		}
 		if e.Code == CodeOutcomeUnknown {
 			unknown = e
 		}
-		if unknown != nil && (e.Code == CodeLockLost || e.Code == CodeSessionLockLost) {
-			return unknown
-		}
 		if ctx.Err() != nil {
-			return &gaveUpError{ctx.Err(), e}
+			return fail(&gaveUpError{ctx.Err(), e})
 		}
 		if !e.Retryable || errors.Is(e, errClosed) {
-			return e
+			return fail(e)
 		}
 		if e.Code == CodeOutcomeUnknown && !unknownIsSafe {
 			return e
@@ -93,14 +106,14 @@ func (c *Client) retry(ctx context.Context, unknownIsSafe bool, op func(ctx cont
 			continue
 		}
 		if backoffs >= opts.MaxRetries {
-			return e
+			return fail(e)
 		}
 		t := time.NewTimer(opts.delay(backoffs))
 		backoffs++
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return &gaveUpError{ctx.Err(), e}
+			return fail(&gaveUpError{ctx.Err(), e})
 		case <-t.C:
 		}
 	}

@@ -208,3 +208,49 @@ func TestLockLostAfterAnUnknownOutcomeIsReportedUnknown(t *testing.T) {
 		t.Fatalf("plain lost lock: %v", err)
 	}
 }
+
+func TestEveryFailureAfterAnUnknownOutcomeIsReportedUnknown(t *testing.T) {
+	c := fastClient(t, "127.0.0.1:1")
+	unknown := &Error{Code: CodeOutcomeUnknown, Retryable: true, Message: "connection broke after the request was sent"}
+	for _, tc := range []struct {
+		name  string
+		later *Error
+	}{
+		{"entity gone", &Error{Code: CodeNotFound, Message: "entity does not exist"}},
+		{"retries spent on a busy node", &Error{Code: CodeServerBusy, Retryable: true, Message: "no leader"}},
+		{"not leader", &Error{Code: CodeNotLeader, Retryable: true, Message: "not the leader"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			attempts := 0
+			err := c.retry(context.Background(), true, func(context.Context, int) error {
+				attempts++
+				if attempts == 1 {
+					return unknown
+				}
+				return tc.later
+			})
+			if !errors.Is(err, ErrOutcomeUnknown) || attempts < 2 {
+				t.Fatalf("after %d attempts: %v, want the unknown outcome of the first", attempts, err)
+			}
+			// Without the unknown outcome first, the failure is what it says.
+			if err := c.retry(context.Background(), true, func(context.Context, int) error { return tc.later }); errors.Is(err, ErrOutcomeUnknown) {
+				t.Fatalf("plain %v reported as %v", tc.later, err)
+			}
+		})
+	}
+	t.Run("caller gives up", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		attempts := 0
+		err := c.retry(ctx, true, func(context.Context, int) error {
+			attempts++
+			if attempts == 1 {
+				return unknown
+			}
+			cancel()
+			return &Error{Code: CodeServerBusy, Retryable: true, Message: "no leader"}
+		})
+		if !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("after %d attempts: %v, want canceled with the unknown outcome", attempts, err)
+		}
+	})
+}

@@ -67,8 +67,10 @@ type SendResult struct {
 	PartitionID    uint32
 	EnqueuedTime   time.Time
 	// Duplicate: the MessageID was seen within the duplicate detection
-	// window; the message was accepted but not enqueued again
-	// (SequenceNumber is zero).
+	// window; the message was accepted but not enqueued again, and the
+	// other fields are those of its first copy. A send the client repeated
+	// after an unknown outcome sees this when the first attempt took
+	// effect.
 	Duplicate bool
 	// Scheduled: the message was scheduled; SequenceNumber is its
 	// schedule number.

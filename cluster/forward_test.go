@@ -139,3 +139,32 @@ func TestForwardedPeekLockWhoseAnswerIsLostCountsOneDelivery(t *testing.T) {
 		t.Fatalf("%d messages active, want only the second", n)
 	}
 }
+
+func TestDeferredReceiveAcrossPartitionsKeepsWhatItReceivedWhenALaterPartitionFails(t *testing.T) {
+	c := newTestCluster(t, 1)
+	cl := c.client(0)
+	createQueue(t, cl, &raftbusv1.QueueProperties{Name: "d", PartitionCount: proto.Uint32(2)})
+	p0 := uint32(0)
+	if _, err := cl.msg.Send(ctx10(t), &raftbusv1.SendRequest{EntityPath: "d", PartitionId: &p0, Messages: []*raftbusv1.Message{{MessageId: "kept"}}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := cl.msg.Receive(ctx10(t), &raftbusv1.ReceiveRequest{EntityPath: "d", PartitionId: &p0, MaxWait: durationpb.New(time.Second)})
+	if err != nil || len(got.GetMessages()) != 1 {
+		t.Fatalf("receive: %v, %v", got, err)
+	}
+	m := got.GetMessages()[0]
+	if _, err := cl.msg.Defer(ctx10(t), &raftbusv1.DeferRequest{Lock: &raftbusv1.MessageLock{EntityPath: "d", LockToken: m.GetLockToken(), PartitionId: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	// Partition 0 hands out its message; partition 1 has no such number.
+	missing := int64(1<<48 | 999)
+	resp, err := cl.msg.ReceiveDeferred(ctx10(t), &raftbusv1.ReceiveDeferredRequest{EntityPath: "d", ReceiveMode: raftbusv1.ReceiveMode_RECEIVE_MODE_RECEIVE_AND_DELETE,
+		SequenceNumbers: []int64{m.GetSequenceNumber(), missing}})
+	if err != nil || len(resp.GetMessages()) != 1 || resp.GetMessages()[0].GetMessage().GetMessageId() != "kept" {
+		t.Fatalf("deferred receive: %v, %v; want the message partition 0 removed", resp, err)
+	}
+	_, err = cl.msg.ReceiveDeferred(ctx10(t), &raftbusv1.ReceiveDeferredRequest{EntityPath: "d", SequenceNumbers: []int64{missing}})
+	if reasonOf(err) != raftbusv1.ErrorReason_ERROR_REASON_NOT_FOUND {
+		t.Fatalf("asking for the missing number alone: %v; want NOT_FOUND", err)
+	}
+}

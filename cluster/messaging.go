@@ -223,34 +223,11 @@ func (s *messagingService) Receive(ctx context.Context, req *raftbusv1.ReceiveRe
 		msgs, err := s.n.receiveFrom(ctx, e, req.GetPartitionId(), lock, wait)
 		return &raftbusv1.ReceiveResponse{Messages: msgs}, err
 	}
-	// Across partitions: one pass without waiting, starting at the next
-	// partition in turn so that none is starved; then wait on each in turn
-	// for a short slice until the caller's wait is over.
-	parts := uint32(len(e.GetPartitions()))
-	start := s.n.rr.pick(parts)
-	deadline := time.Now().Add(wait)
-	for pass := 0; ; pass++ {
-		for k := uint32(0); k < parts; k++ {
-			id := (start + k) % parts
-			var slice time.Duration
-			switch {
-			case parts == 1:
-				slice = time.Until(deadline)
-			case pass > 0:
-				slice = min(time.Until(deadline), pollSlice)
-			}
-			msgs, err := s.n.receiveFrom(ctx, e, id, lock, max(slice, 0))
-			if err != nil {
-				return nil, err
-			}
-			if len(msgs) > 0 {
-				return &raftbusv1.ReceiveResponse{Messages: msgs}, nil
-			}
-		}
-		if !time.Now().Before(deadline) {
-			return &raftbusv1.ReceiveResponse{}, nil
-		}
-	}
+	msgs, err := firstAcross(s.n.rr.pick(uint32(len(e.GetPartitions()))), uint32(len(e.GetPartitions())), wait, func(id uint32, wait time.Duration) ([]*raftbusv1.ReceivedMessage, bool, error) {
+		msgs, err := s.n.receiveFrom(ctx, e, id, lock, wait)
+		return msgs, len(msgs) > 0, err
+	})
+	return &raftbusv1.ReceiveResponse{Messages: msgs}, err
 }
 
 // receiveIDOf is the receive id a request carries, checked, or a new one

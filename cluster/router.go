@@ -175,12 +175,11 @@ const (
 	once repeat = iota
 	// idempotent: a read, or a change whose repeat changes nothing more
 	// than the first (a receive with its receive id, cancelling scheduled
-	// messages, a send that duplicate detection makes harmless).
+	// messages, a send that duplicate detection makes harmless, a change
+	// by lock token, whose repeat finds the lock gone if the first took
+	// effect). Whatever a repeat then fails with, the caller is told the
+	// truth: the outcome is unknown.
 	idempotent
-	// byLock: a change by lock token (settlement, renewal, closing a
-	// session). A repeat of one that took effect finds the lock gone; then
-	// the caller is told the truth, that the outcome is unknown.
-	byLock
 )
 
 // route serves a request for one partition: locally when this node leads
@@ -240,12 +239,14 @@ func route[Resp any](ctx context.Context, n *Node, e *clusterv1.Entity, id uint3
 			// Safe to repeat: ask the same node again first (the
 			// connection may just have broken), then the others.
 			queue = append([]string{addr}, queue...)
-		case raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST, raftbusv1.ErrorReason_ERROR_REASON_SESSION_LOCK_LOST:
-			if unknown != nil && rep == byLock {
+		default:
+			if unknown != nil {
+				// An earlier attempt may have taken effect: a repeated
+				// settlement that finds its lock gone most likely found it
+				// gone because the first settled it, and no failure of a
+				// repeat says that nothing happened.
 				return zero, unknown
 			}
-			return zero, lastErr
-		default:
 			return zero, lastErr
 		}
 	}

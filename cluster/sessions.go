@@ -83,30 +83,14 @@ func (s *messagingService) AcceptSession(ctx context.Context, req *raftbusv1.Acc
 	if req.PartitionId != nil {
 		return s.n.acceptFrom(ctx, t, req.GetPartitionId(), "", wait)
 	}
-	// Like Receive: one pass without waiting from the next partition in
-	// turn, then short waits on each in turn until the caller's wait ends.
-	parts := uint32(len(e.GetPartitions()))
-	start := s.n.rr.pick(parts)
-	deadline := time.Now().Add(wait)
-	for pass := 0; ; pass++ {
-		for k := uint32(0); k < parts; k++ {
-			id := (start + k) % parts
-			var slice time.Duration
-			switch {
-			case parts == 1:
-				slice = time.Until(deadline)
-			case pass > 0:
-				slice = min(time.Until(deadline), pollSlice)
-			}
-			resp, err := s.n.acceptFrom(ctx, t, id, "", max(slice, 0))
-			if err != nil || resp.GetSessionId() != "" {
-				return resp, err
-			}
-		}
-		if !time.Now().Before(deadline) {
-			return &raftbusv1.AcceptSessionResponse{}, nil
-		}
+	resp, err := firstAcross(s.n.rr.pick(uint32(len(e.GetPartitions()))), uint32(len(e.GetPartitions())), wait, func(id uint32, wait time.Duration) (*raftbusv1.AcceptSessionResponse, bool, error) {
+		resp, err := s.n.acceptFrom(ctx, t, id, "", wait)
+		return resp, resp.GetSessionId() != "", err
+	})
+	if resp == nil && err == nil {
+		resp = &raftbusv1.AcceptSessionResponse{}
 	}
+	return resp, err
 }
 
 // acceptFrom accepts a session of partition id: the named one, or the
@@ -294,7 +278,7 @@ func (s *messagingService) SetSessionState(ctx context.Context, req *raftbusv1.S
 
 func (s *messagingService) CloseSession(ctx context.Context, req *raftbusv1.CloseSessionRequest) (*raftbusv1.CloseSessionResponse, error) {
 	sl := req.GetSession()
-	return atSession(ctx, s, req.GetEntityPath(), sl, byLock, func(r *replica, path string) (*raftbusv1.CloseSessionResponse, error) {
+	return atSession(ctx, s, req.GetEntityPath(), sl, idempotent, func(r *replica, path string) (*raftbusv1.CloseSessionResponse, error) {
 		_, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_ReleaseSession{ReleaseSession: &enginev1.ReleaseSession{
 			EntityPath: path, SessionId: sl.GetSessionId(), LockToken: sl.GetLockToken(),
 		}}})

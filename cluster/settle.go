@@ -26,7 +26,7 @@ func (s *messagingService) settle(ctx context.Context, lock *raftbusv1.MessageLo
 	}
 	e := t.entity
 	cmd.EntityPath, cmd.SubQueue, cmd.LockToken = t.path, lock.GetSubQueue(), lock.GetLockToken()
-	_, err = route(ctx, s.n, e, lock.GetPartitionId(), byLock, func(r *replica) (struct{}, error) {
+	_, err = route(ctx, s.n, e, lock.GetPartitionId(), idempotent, func(r *replica) (struct{}, error) {
 		_, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_Settle{Settle: cmd}})
 		return struct{}{}, err
 	}, func(ctx context.Context, conn grpc.ClientConnInterface) (struct{}, error) {
@@ -97,7 +97,7 @@ func (s *messagingService) RenewLock(ctx context.Context, req *raftbusv1.RenewLo
 		return nil, err
 	}
 	e := t.entity
-	return route(ctx, s.n, e, lock.GetPartitionId(), byLock, func(r *replica) (*raftbusv1.RenewLockResponse, error) {
+	return route(ctx, s.n, e, lock.GetPartitionId(), idempotent, func(r *replica) (*raftbusv1.RenewLockResponse, error) {
 		res, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_RenewLock{RenewLock: &enginev1.RenewLock{
 			EntityPath: t.path, SubQueue: lock.GetSubQueue(), LockToken: lock.GetLockToken(),
 		}}})
@@ -153,7 +153,16 @@ func (s *messagingService) ReceiveDeferred(ctx context.Context, req *raftbusv1.R
 			return resp.GetMessages(), err
 		})
 		if err != nil {
-			return nil, err
+			if len(resp.Messages) == 0 || asAPIError(err).reason == raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN {
+				// Nothing received yet; or this partition may have received
+				// too, and a repeat with the same receive id gets what
+				// every partition received.
+				return nil, err
+			}
+			// The earlier partitions' messages are the answer (they are
+			// locked or removed by now); this partition's stay deferred
+			// for the caller to ask again, as when the answer is full.
+			break
 		}
 		resp.Messages = append(resp.Messages, msgs...)
 		received += answerBytes(msgs)

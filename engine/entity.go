@@ -230,9 +230,19 @@ func (ent *entity) queue(sq raftbusv1.SubQueue) (*queue, *Error) {
 // gives snapshots a deterministic order. A FIFO entry whose expiry no longer
 // matches the map (the id was remembered again later) is stale.
 type duplicateTable struct {
-	expires map[string]int64
-	fifo    []duplicateEntry
-	head    int
+	ids  map[string]firstCopy
+	fifo []duplicateEntry
+	head int
+}
+
+// firstCopy is what the first message with an id got, so that a duplicate
+// (most often a send repeated after an unknown outcome) is answered as the
+// first was: with its sequence number and enqueue time.
+type firstCopy struct {
+	expiresMs  int64
+	seq        int64
+	enqueuedMs int64
+	scheduled  bool
 }
 
 type duplicateEntry struct {
@@ -241,17 +251,18 @@ type duplicateEntry struct {
 }
 
 func newDuplicateTable() duplicateTable {
-	return duplicateTable{expires: make(map[string]int64)}
+	return duplicateTable{ids: make(map[string]firstCopy)}
 }
 
-func (d *duplicateTable) seen(id string, now int64) bool {
-	exp, ok := d.expires[id]
-	return ok && exp > now
+// seen is the first copy of id if it was sent within its window.
+func (d *duplicateTable) seen(id string, now int64) (firstCopy, bool) {
+	c, ok := d.ids[id]
+	return c, ok && c.expiresMs > now
 }
 
-func (d *duplicateTable) remember(id string, expiresMs int64) {
-	d.expires[id] = expiresMs
-	d.fifo = append(d.fifo, duplicateEntry{id, expiresMs})
+func (d *duplicateTable) remember(id string, c firstCopy) {
+	d.ids[id] = c
+	d.fifo = append(d.fifo, duplicateEntry{id, c.expiresMs})
 }
 
 // next is the earliest time an id is forgotten.
@@ -268,8 +279,8 @@ func (d *duplicateTable) next() (int64, bool) {
 func (d *duplicateTable) prune(now int64) {
 	for d.head < len(d.fifo) && d.fifo[d.head].expiresMs <= now {
 		e := d.fifo[d.head]
-		if d.expires[e.id] == e.expiresMs {
-			delete(d.expires, e.id)
+		if d.ids[e.id].expiresMs == e.expiresMs {
+			delete(d.ids, e.id)
 		}
 		d.fifo[d.head] = duplicateEntry{}
 		d.head++
@@ -283,10 +294,10 @@ func (d *duplicateTable) prune(now int64) {
 }
 
 // live calls f for every id remembered after now, in FIFO order.
-func (d *duplicateTable) live(now int64, f func(id string, expiresMs int64)) {
+func (d *duplicateTable) live(now int64, f func(id string, c firstCopy)) {
 	for _, e := range d.fifo[d.head:] {
-		if e.expiresMs > now && d.expires[e.id] == e.expiresMs {
-			f(e.id, e.expiresMs)
+		if c := d.ids[e.id]; e.expiresMs > now && c.expiresMs == e.expiresMs {
+			f(e.id, c)
 		}
 	}
 }

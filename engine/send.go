@@ -12,9 +12,13 @@ var deterministic = proto.MarshalOptions{Deterministic: true}
 
 // incoming is a sent message checked and encoded, before it is stored.
 type incoming struct {
-	meta        []byte
-	size        int64
-	duplicate   bool
+	meta      []byte
+	size      int64
+	duplicate bool
+	// first is the message's first copy when it is a duplicate of one
+	// sent earlier; batchFirst the index of its first copy in this batch.
+	first       firstCopy
+	batchFirst  int
 	scheduled   bool
 	scheduledMs int64
 	ttlMs       int64
@@ -32,7 +36,7 @@ func (e *Engine) send(now int64, path string, msgs []*raftbusv1.Message, schedul
 	}
 	s := &ent.settings
 	in := make([]incoming, len(msgs))
-	var batchIDs map[string]struct{}
+	var batchIDs map[string]int
 	var total int64
 	requiresSession := s.requiresSession || ent.subscriptionRequiresSession()
 	for i, m := range msgs {
@@ -51,14 +55,18 @@ func (e *Engine) send(now int64, path string, msgs []*raftbusv1.Message, schedul
 				"message %d is %d bytes; entity %q accepts at most %d", i, x.size, path, s.maxMessageSizeBytes)
 		}
 		if id := m.GetMessageId(); s.duplicateDetection && id != "" {
-			if ent.duplicates.seen(id, now) {
-				x.duplicate = true
+			x.batchFirst = -1
+			if first, ok := ent.duplicates.seen(id, now); ok {
+				x.duplicate, x.first = true, first
 			} else if len(msgs) > 1 {
 				if batchIDs == nil {
-					batchIDs = make(map[string]struct{}, len(msgs))
+					batchIDs = make(map[string]int, len(msgs))
 				}
-				_, x.duplicate = batchIDs[id]
-				batchIDs[id] = struct{}{}
+				if j, ok := batchIDs[id]; ok {
+					x.duplicate, x.batchFirst = true, j
+				} else {
+					batchIDs[id] = i
+				}
 			}
 		}
 		if x.duplicate {
@@ -86,10 +94,17 @@ func (e *Engine) send(now int64, path string, msgs []*raftbusv1.Message, schedul
 		r.PartitionId, r.Duplicate, r.Scheduled = e.partitionID, x.duplicate, x.scheduled
 		results[i] = r
 		if x.duplicate {
+			// Answered as its first copy was, so that a send repeated after
+			// an unknown outcome learns what the first attempt got.
+			if x.batchFirst >= 0 {
+				first := results[x.batchFirst]
+				r.SequenceNumber, r.EnqueuedTime, r.Scheduled = first.SequenceNumber, first.EnqueuedTime, first.Scheduled
+			} else if x.first.seq != 0 {
+				r.SequenceNumber, r.Scheduled = x.first.seq, x.first.scheduled
+				setTimestamp(&blocks[i].enqueued, x.first.enqueuedMs)
+				r.EnqueuedTime = &blocks[i].enqueued
+			}
 			continue
-		}
-		if s.duplicateDetection && m.GetMessageId() != "" {
-			ent.duplicates.remember(m.GetMessageId(), addMs(now, s.duplicateWindowMs))
 		}
 		sm := &message{id: m.GetMessageId(), body: m.GetBody(), meta: x.meta, expiresMs: x.ttlMs}
 		if ent.main.sessions != nil {
@@ -109,6 +124,10 @@ func (e *Engine) send(now int64, path string, msgs []*raftbusv1.Message, schedul
 		r.SequenceNumber = sm.seq
 		setTimestamp(&blocks[i].enqueued, sm.enqueuedMs)
 		r.EnqueuedTime = &blocks[i].enqueued
+		if s.duplicateDetection && m.GetMessageId() != "" {
+			ent.duplicates.remember(m.GetMessageId(), firstCopy{
+				expiresMs: addMs(now, s.duplicateWindowMs), seq: sm.seq, enqueuedMs: sm.enqueuedMs, scheduled: x.scheduled})
+		}
 	}
 	return results, nil
 }

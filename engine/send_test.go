@@ -88,8 +88,16 @@ func TestDuplicateWithinTheWindowIsAcceptedButNotEnqueued(t *testing.T) {
 	first := h.send(&raftbusv1.Message{MessageId: "id", Body: []byte("1")})[0]
 	h.advance(59 * time.Second)
 	dup := h.send(&raftbusv1.Message{MessageId: "id", Body: []byte("2")}, &raftbusv1.Message{MessageId: "other"}, &raftbusv1.Message{MessageId: "other"})
-	if first.GetDuplicate() || !dup[0].GetDuplicate() || dup[0].GetSequenceNumber() != 0 || dup[1].GetDuplicate() || !dup[2].GetDuplicate() {
+	if first.GetDuplicate() || !dup[0].GetDuplicate() || dup[1].GetDuplicate() || !dup[2].GetDuplicate() {
 		t.Fatalf("results %v then %v", first, dup)
+	}
+	// A duplicate is answered as its first copy was: a send repeated after
+	// an unknown outcome learns what the first attempt got.
+	if dup[0].GetSequenceNumber() != first.GetSequenceNumber() || !dup[0].GetEnqueuedTime().AsTime().Equal(first.GetEnqueuedTime().AsTime()) {
+		t.Fatalf("duplicate answered %v, first copy got %v", dup[0], first)
+	}
+	if dup[2].GetSequenceNumber() != dup[1].GetSequenceNumber() || dup[2].GetSequenceNumber() == 0 {
+		t.Fatalf("duplicate in the batch answered %v, its first copy got %v", dup[2], dup[1])
 	}
 	if c := h.counts(); c.GetActiveMessageCount() != 2 {
 		t.Fatalf("counts %v", c)
@@ -100,6 +108,22 @@ func TestDuplicateWithinTheWindowIsAcceptedButNotEnqueued(t *testing.T) {
 	h.advance(time.Second) // the window of the first "id" ends
 	if again := h.send(&raftbusv1.Message{MessageId: "id"})[0]; again.GetDuplicate() {
 		t.Fatal("an id was remembered past its window")
+	}
+}
+
+func TestDuplicateOfAScheduledMessageIsAnsweredWithItsScheduleNumber(t *testing.T) {
+	h := newHarness(t, &raftbusv1.QueueProperties{RequiresDuplicateDetection: ptr(true)})
+	m := &raftbusv1.Message{MessageId: "later", ScheduledEnqueueTime: timestamp(h.now + 60_000)}
+	first := h.send(m)[0]
+	again := h.send(m)[0]
+	if !first.GetScheduled() || !again.GetDuplicate() || !again.GetScheduled() || again.GetSequenceNumber() != first.GetSequenceNumber() {
+		t.Fatalf("first %v, repeat %v", first, again)
+	}
+	// The number answered cancels the one scheduled message.
+	h.ok(&enginev1.Command{Body: &enginev1.Command_CancelScheduled{CancelScheduled: &enginev1.CancelScheduled{
+		EntityPath: testQueue, SequenceNumbers: []int64{again.GetSequenceNumber()}}}})
+	if c := h.counts(); c.GetScheduledMessageCount() != 0 {
+		t.Fatalf("counts after cancelling %v", c)
 	}
 }
 

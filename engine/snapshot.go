@@ -56,10 +56,11 @@ func (e *Engine) Snapshot(w io.Writer) error {
 				return err == nil
 			})
 		}
-		ent.duplicates.live(e.now, func(id string, expiresMs int64) {
+		ent.duplicates.live(e.now, func(id string, c firstCopy) {
 			if err == nil {
 				err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_DuplicateId{DuplicateId: &enginev1.DuplicateId{
-					MessageId: id, ExpiresUnixMs: expiresMs,
+					MessageId: id, ExpiresUnixMs: c.expiresMs,
+					SequenceNumber: c.seq, EnqueuedUnixMs: c.enqueuedMs, Scheduled: c.scheduled,
 				}}})
 			}
 		})
@@ -208,7 +209,9 @@ func restore(r *bufio.Reader) (*Engine, error) {
 			if ent == nil {
 				return nil, errors.New("a duplicate id record before any entity")
 			}
-			ent.duplicates.remember(x.DuplicateId.GetMessageId(), x.DuplicateId.GetExpiresUnixMs())
+			d := x.DuplicateId
+			ent.duplicates.remember(d.GetMessageId(), firstCopy{
+				expiresMs: d.GetExpiresUnixMs(), seq: d.GetSequenceNumber(), enqueuedMs: d.GetEnqueuedUnixMs(), scheduled: d.GetScheduled()})
 		case *enginev1.SnapshotRecord_Session:
 			if ent == nil {
 				return nil, errors.New("a session record before any entity")

@@ -36,8 +36,8 @@ func TestSnapshotRestoresEveryState(t *testing.T) {
 	// The restored engine honours the old lock and the remembered ids.
 	h.e = restored
 	h.settle(ms[2], complete)
-	if r := h.send(&raftbusv1.Message{MessageId: "m0"}); !r[0].GetDuplicate() {
-		t.Fatal("duplicate detection forgot an id")
+	if r := h.send(&raftbusv1.Message{MessageId: "m0"}); !r[0].GetDuplicate() || r[0].GetSequenceNumber() != 1 {
+		t.Fatalf("duplicate detection forgot an id or its first copy: %v", r[0])
 	}
 }
 

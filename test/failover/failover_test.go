@@ -36,11 +36,6 @@ type mix struct {
 	// features of the workload (see start).
 	features []string
 	changes  []string
-	// retries is the SDK's RetryOptions.MaxRetries: how often it repeats
-	// a call that failed retryably (or, where that is safe, with an
-	// unknown outcome) before it gives the caller the error; negative:
-	// never, the workload sees every failure.
-	retries int
 }
 
 // The workload's features.
@@ -57,12 +52,7 @@ var allFeatures = []string{featureQueue, featureSessions, featureSchedule, featu
 
 // ciMix is the 45 s run of `go test ./test/failover` on three nodes:
 // every feature, and every fault but those that need five nodes (two down
-// at once, the majorities ring). It goes without the SDK's retries: the SDK repeats a call
-// after an unknown outcome and then reports the last failure, not the
-// unknown, so that applied sends, settlements and state writes read as
-// failed, and it repeats PeekLock receives whose locks nobody sees. The
-// soak keeps the retries; the CI run takes them back once the SDK keeps an
-// unknown outcome unknown.
+// at once, the majorities ring).
 var ciMix = mix{
 	name:          "ci",
 	processFaults: []nemesis.Kind{nemesis.Kill, nemesis.KillLeader, nemesis.Pause, nemesis.KillAll, nemesis.Term, nemesis.ClockSkew},
@@ -70,12 +60,10 @@ var ciMix = mix{
 	interval:      3 * time.Second, hold: 2 * time.Second,
 	features: allFeatures,
 	changes:  []string{ChangeSubscriptions, ChangeRules, ChangeSettings, ChangeQueues},
-	retries:  -1,
 }
 
 // soakMix is scripts/failover.sh: everything, more often, held longer
-// (up to three lock durations), with the SDK's retries as applications
-// use them.
+// (up to three lock durations).
 var soakMix = mix{
 	name:          "soak",
 	processFaults: nemesis.ProcessKinds,
@@ -83,7 +71,6 @@ var soakMix = mix{
 	interval:      2 * time.Second, hold: 4 * time.Second,
 	features: allFeatures,
 	changes:  []string{ChangeSubscriptions, ChangeRules, ChangeSettings, ChangeQueues},
-	retries:  3,
 }
 
 // settings of a run, from the environment: RAFTBUS_FAILOVER_DURATION (of
@@ -188,7 +175,7 @@ func TestFailover(t *testing.T) {
 		cluster = procs.Start(t, raftbusd, nodes)
 	}
 
-	c, err := client.New(cluster.Addrs(), &client.ClientOptions{RetryOptions: client.RetryOptions{MaxRetries: m.retries, RetryDelay: 20 * time.Millisecond, MaxRetryDelay: 200 * time.Millisecond}})
+	c, err := client.New(cluster.Addrs(), &client.ClientOptions{RetryOptions: client.RetryOptions{MaxRetries: 3, RetryDelay: 20 * time.Millisecond, MaxRetryDelay: 200 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}

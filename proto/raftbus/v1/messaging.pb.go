@@ -243,7 +243,9 @@ type SendResult struct {
 	EnqueuedTime   *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=enqueued_time,json=enqueuedTime,proto3" json:"enqueued_time,omitempty"`
 	PartitionId    uint32                 `protobuf:"varint,3,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
 	// The MessageId was seen within the duplicate detection window: the
-	// message was accepted but not enqueued; sequence_number is zero.
+	// message was accepted but not enqueued again; sequence_number,
+	// enqueued_time and scheduled are those of its first copy (a send
+	// repeated after an unknown outcome learns what the first attempt got).
 	Duplicate bool `protobuf:"varint,4,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
 	// The message was scheduled (sequence_number is its schedule number).
 	Scheduled     bool `protobuf:"varint,5,opt,name=scheduled,proto3" json:"scheduled,omitempty"`

@@ -116,7 +116,12 @@ type MessagingServiceClient interface {
 	// partition is not a deferred message. A response holds at most 4 MiB of
 	// messages per partition (and at least one message): when those asked
 	// for add up to more, it holds the first ones asked for, the others stay
-	// deferred, and a request for them receives them.
+	// deferred, and a request for them receives them. Numbers of several
+	// partitions are received partition by partition: when one fails after
+	// an earlier one received, the response holds what was received and the
+	// failing partition's messages stay deferred (a request for them reports
+	// the failure), unless its outcome is unknown: then OUTCOME_UNKNOWN, and
+	// a repeat with the same receive_id gets what every partition received.
 	ReceiveDeferred(ctx context.Context, in *ReceiveDeferredRequest, opts ...grpc.CallOption) (*ReceiveDeferredResponse, error)
 	// Peek browses messages from a sequence number without locking them or
 	// counting a delivery: active, locked, deferred and scheduled ones. A
@@ -391,7 +396,12 @@ type MessagingServiceServer interface {
 	// partition is not a deferred message. A response holds at most 4 MiB of
 	// messages per partition (and at least one message): when those asked
 	// for add up to more, it holds the first ones asked for, the others stay
-	// deferred, and a request for them receives them.
+	// deferred, and a request for them receives them. Numbers of several
+	// partitions are received partition by partition: when one fails after
+	// an earlier one received, the response holds what was received and the
+	// failing partition's messages stay deferred (a request for them reports
+	// the failure), unless its outcome is unknown: then OUTCOME_UNKNOWN, and
+	// a repeat with the same receive_id gets what every partition received.
 	ReceiveDeferred(context.Context, *ReceiveDeferredRequest) (*ReceiveDeferredResponse, error)
 	// Peek browses messages from a sequence number without locking them or
 	// counting a delivery: active, locked, deferred and scheduled ones. A

@@ -635,13 +635,18 @@ func (x *StoredMessage) GetOriginOrder() uint64 {
 	return 0
 }
 
-// DuplicateId is a message id remembered for duplicate detection.
+// DuplicateId is a message id remembered for duplicate detection, with
+// what its first copy got (zero in snapshots written before they were
+// kept), so that a duplicate is answered as the first copy was.
 type DuplicateId struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	MessageId     string                 `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
-	ExpiresUnixMs int64                  `protobuf:"varint,2,opt,name=expires_unix_ms,json=expiresUnixMs,proto3" json:"expires_unix_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	MessageId      string                 `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	ExpiresUnixMs  int64                  `protobuf:"varint,2,opt,name=expires_unix_ms,json=expiresUnixMs,proto3" json:"expires_unix_ms,omitempty"`
+	SequenceNumber int64                  `protobuf:"varint,3,opt,name=sequence_number,json=sequenceNumber,proto3" json:"sequence_number,omitempty"`
+	EnqueuedUnixMs int64                  `protobuf:"varint,4,opt,name=enqueued_unix_ms,json=enqueuedUnixMs,proto3" json:"enqueued_unix_ms,omitempty"`
+	Scheduled      bool                   `protobuf:"varint,5,opt,name=scheduled,proto3" json:"scheduled,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *DuplicateId) Reset() {
@@ -686,6 +691,27 @@ func (x *DuplicateId) GetExpiresUnixMs() int64 {
 		return x.ExpiresUnixMs
 	}
 	return 0
+}
+
+func (x *DuplicateId) GetSequenceNumber() int64 {
+	if x != nil {
+		return x.SequenceNumber
+	}
+	return 0
+}
+
+func (x *DuplicateId) GetEnqueuedUnixMs() int64 {
+	if x != nil {
+		return x.EnqueuedUnixMs
+	}
+	return 0
+}
+
+func (x *DuplicateId) GetScheduled() bool {
+	if x != nil {
+		return x.Scheduled
+	}
+	return false
 }
 
 // Receipt is what one receive with a receive id received (see
@@ -916,11 +942,14 @@ const file_raftbus_engine_v1_snapshot_proto_rawDesc = "" +
 	"\x12dead_letter_source\x18\x10 \x01(\tR\x10deadLetterSource\x128\n" +
 	"\x18enqueued_sequence_number\x18\x11 \x01(\x03R\x16enqueuedSequenceNumber\x125\n" +
 	"\x17session_lost_lock_token\x18\x12 \x01(\fR\x14sessionLostLockToken\x12!\n" +
-	"\forigin_order\x18\x16 \x01(\x04R\voriginOrder\"T\n" +
+	"\forigin_order\x18\x16 \x01(\x04R\voriginOrder\"\xc5\x01\n" +
 	"\vDuplicateId\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12&\n" +
-	"\x0fexpires_unix_ms\x18\x02 \x01(\x03R\rexpiresUnixMs\"\x9e\x03\n" +
+	"\x0fexpires_unix_ms\x18\x02 \x01(\x03R\rexpiresUnixMs\x12'\n" +
+	"\x0fsequence_number\x18\x03 \x01(\x03R\x0esequenceNumber\x12(\n" +
+	"\x10enqueued_unix_ms\x18\x04 \x01(\x03R\x0eenqueuedUnixMs\x12\x1c\n" +
+	"\tscheduled\x18\x05 \x01(\bR\tscheduled\"\x9e\x03\n" +
 	"\aReceipt\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x12\x1d\n" +
