@@ -140,6 +140,15 @@ func TestEachRuleCatchesItsViolation(t *testing.T) {
 		field: func(r *Report) []string { return r.SequenceViolations },
 		want:  "n got seq 15 after m got seq 20",
 	}, {
+		name: "duplicate answered with another message's number",
+		ops: func() []history.Op {
+			dup := send("a", 3) // "a" got 1; 3 is c's
+			dup.Duplicate = true
+			return clean().add(dup).ops
+		},
+		field: func(r *Report) []string { return r.SequenceViolations },
+		want:  "seq 3 handed to both c and a",
+	}, {
 		name: "session processed out of order",
 		ops: func() []history.Op {
 			h := clean()
@@ -185,6 +194,16 @@ func TestEachRuleCatchesItsViolation(t *testing.T) {
 				t.Fatal("OK() is true despite a violation")
 			}
 		})
+	}
+}
+
+func TestDuplicateAnsweredWithItsFirstCopysNumberIsNotAViolation(t *testing.T) {
+	h := clean()
+	dup := send("b", 2) // a repeat of b, answered as b's first copy was
+	dup.Duplicate = true
+	h.add(dup)
+	if r := Check(h.ops, Options{}); !r.OK() {
+		t.Fatalf("a duplicate carries its first copy's number, older than those acknowledged since:\n%s", r)
 	}
 }
 

@@ -125,6 +125,9 @@ type run struct {
 	settles         []*history.Op               // Complete and DeadLetter, acknowledged
 	cancels         map[string][]*history.Op
 	numbered        []history.Op // every acknowledged Send with a number
+	// answeredAsFirst: acknowledged Sends taken as duplicates, answered
+	// with the number and enqueue time of the id's first copy.
+	answeredAsFirst []history.Op
 	digests         []*history.Op
 	drainEnd        int64   // when the last drain ended
 	successes       []int64 // End of every acknowledged client operation
@@ -191,7 +194,11 @@ func (c *run) index(op *history.Op) {
 		}
 		m.attempts = append(m.attempts, op)
 		if op.Outcome == history.OK && op.Kind == history.Send && op.Seq != 0 {
-			c.numbered = append(c.numbered, *op)
+			if op.Duplicate {
+				c.answeredAsFirst = append(c.answeredAsFirst, *op)
+			} else {
+				c.numbered = append(c.numbered, *op)
+			}
 		}
 	case history.Receive:
 		switch op.Outcome {

@@ -14,8 +14,9 @@ type stream struct {
 }
 
 // sequences checks that numbers are unique per partition, that a message
-// keeps the number it was acknowledged with, and that acknowledged numbers
-// increase in acknowledged order.
+// keeps the number it was acknowledged with (a duplicate is answered with
+// its first copy's), and that acknowledged numbers increase in
+// acknowledged order.
 func (c *run) sequences() []string {
 	var out []string
 	type key struct {
@@ -36,6 +37,9 @@ func (c *run) sequences() []string {
 		owner[k] = id
 	}
 	for _, op := range c.numbered {
+		claim(key{op.Entity, op.Partition, op.Seq}, op.MessageID)
+	}
+	for _, op := range c.answeredAsFirst {
 		claim(key{op.Entity, op.Partition, op.Seq}, op.MessageID)
 	}
 	for _, cp := range c.sortedCopies() {
@@ -111,7 +115,7 @@ func (c *run) enqueueTimes() []string {
 		}
 		m[seq] = stamp{seq, ms, id}
 	}
-	for _, op := range c.numbered {
+	for _, op := range append(c.numbered, c.answeredAsFirst...) {
 		note(stream{op.Entity, op.Partition}, op.Seq, op.Enqueued, op.MessageID)
 	}
 	for _, cp := range c.sortedCopies() {
