@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/raftbus/raftbus/test/history"
 )
@@ -17,9 +18,14 @@ type delivery struct {
 	dlq    bool
 	// rad: taken by a ReceiveAndDelete receive, which removed it.
 	rad bool
+	// taken is the earliest the message may have been taken: the start
+	// of its receive, or of an earlier receive of the same receiver whose
+	// outcome was unknown, whose messages the SDK hands out with the
+	// receiver's next receive.
+	taken int64
 }
 
-func (d *delivery) start() int64 { return d.op.Start }
+func (d *delivery) start() int64 { return d.taken }
 func (d *delivery) end() int64   { return d.op.End }
 
 // locked reports whether the delivery holds a PeekLock lock.
@@ -120,11 +126,14 @@ type run struct {
 	// unknownReceives of each entity: receives with an unknown outcome,
 	// which may have locked or taken messages nobody saw.
 	unknownReceives map[string][]*history.Op
-	holds           map[string]*hold
-	states          map[[2]string][]*history.Op // by entity and session
-	settles         []*history.Op               // Complete and DeadLetter, acknowledged
-	cancels         map[string][]*history.Op
-	numbered        []history.Op // every acknowledged Send with a number
+	// unclaimed: the unknown receives of each process and entity, whose
+	// messages that process's next receives may hand out.
+	unclaimed map[procEntity][]*history.Op
+	holds     map[string]*hold
+	states    map[[2]string][]*history.Op // by entity and session
+	settles   []*history.Op               // Complete and DeadLetter, acknowledged
+	cancels   map[string][]*history.Op
+	numbered  []history.Op // every acknowledged Send with a number
 	// answeredAsFirst: acknowledged Sends taken as duplicates, answered
 	// with the number and enqueue time of the id's first copy.
 	answeredAsFirst []history.Op
@@ -141,6 +150,7 @@ func newRun(ops []history.Op, opt Options) *run {
 		messages:        make(map[string]*message),
 		copies:          make(map[copyKey]*copyOf),
 		unknownReceives: make(map[string][]*history.Op),
+		unclaimed:       make(map[procEntity][]*history.Op),
 		holds:           make(map[string]*hold),
 		states:          make(map[[2]string][]*history.Op),
 		cancels:         make(map[string][]*history.Op),
@@ -203,11 +213,14 @@ func (c *run) index(op *history.Op) {
 	case history.Receive:
 		switch op.Outcome {
 		case history.OK:
+			taken := c.claimable(op)
 			for _, d := range op.Messages {
-				c.deliver(op, d, false)
+				c.deliver(op, d, false).taken = taken
 			}
 		case history.Unknown:
 			c.unknownReceives[op.Entity] = append(c.unknownReceives[op.Entity], op)
+			k := procEntity{op.Process, op.Entity}
+			c.unclaimed[k] = append(c.unclaimed[k], op)
 		}
 	case history.Complete, history.Abandon, history.DeadLetter, history.Defer, history.RenewLock:
 		cp := c.copyOf(copyKey{op.Entity, op.MessageID})
@@ -231,10 +244,40 @@ func (c *run) index(op *history.Op) {
 	}
 }
 
-func (c *run) deliver(op *history.Op, d history.Delivery, drain bool) {
+func (c *run) deliver(op *history.Op, d history.Delivery, drain bool) *delivery {
 	cp := c.copyOf(copyKey{op.Entity, d.MessageID})
-	cp.deliveries = append(cp.deliveries, &delivery{Delivery: d, entity: op.Entity, op: op, drain: drain, dlq: op.DLQ,
-		rad: !drain && op.Mode == history.ReceiveAndDelete})
+	dl := &delivery{Delivery: d, entity: op.Entity, op: op, drain: drain, dlq: op.DLQ,
+		rad: !drain && op.Mode == history.ReceiveAndDelete, taken: op.Start}
+	cp.deliveries = append(cp.deliveries, dl)
+	return dl
+}
+
+type procEntity struct {
+	proc   int
+	entity string
+}
+
+// receiptWindow is the shortest time the broker keeps what a receive
+// received for its repeats; it keeps it for the lock duration when that
+// is longer.
+const receiptWindow = int64(30 * time.Second)
+
+// claimable is the earliest start of the receives of op's process and
+// entity whose outcome was unknown and whose messages op may hand out:
+// those still within the broker's receipt window (op.Start when none).
+func (c *run) claimable(op *history.Op) int64 {
+	window := receiptWindow
+	for _, s := range c.settingsOf(op.Entity) {
+		window = max(window, s.LockDuration)
+	}
+	window += int64(c.opt.ClockUncertainty)
+	taken := op.Start
+	for _, u := range c.unclaimed[procEntity{op.Process, op.Entity}] {
+		if u.End+window >= op.Start {
+			taken = min(taken, u.Start)
+		}
+	}
+	return taken
 }
 
 func (c *run) copyOf(k copyKey) *copyOf {

@@ -217,7 +217,7 @@ func (c *run) deliveryCounts() []string {
 				if hi > 0 && d.DeliveryCount > hi {
 					out = append(out, fmt.Sprintf("%s: delivered with count %d, beyond MaxDeliveryCount %d", name, d.DeliveryCount, hi))
 				}
-				prev, since, last = d.DeliveryCount, d.start(), d
+				prev, since, last = d.DeliveryCount, c.lockedAt(cp, d), d
 			}
 			for _, d := range drained {
 				if d.DeliveryCount < prev {
@@ -234,6 +234,24 @@ func (c *run) deliveryCounts() []string {
 		}
 	}
 	return out
+}
+
+// lockedAt is the earliest d's message may have been locked or taken:
+// the start of its receive (or of the unknown receive whose messages that
+// receive handed out), but no earlier than its locked-until less the
+// longest lock duration, give or take the clock uncertainty.
+func (c *run) lockedAt(cp *copyOf, d *delivery) int64 {
+	if !d.locked() || d.LockedUntil == 0 {
+		return d.start()
+	}
+	var longest int64
+	for _, s := range c.settingsOf(cp.key.entity) {
+		longest = max(longest, s.LockDuration)
+	}
+	if longest == 0 {
+		return d.start()
+	}
+	return max(d.start(), d.LockedUntil-longest-int64(c.opt.ClockUncertainty))
 }
 
 // unseenLocks counts the receives of entity with an unknown outcome that

@@ -357,6 +357,27 @@ func TestTimeRules(t *testing.T) {
 			settleAt(history.Complete, "q", "m", 1, "t1", 15*sec, 15*sec+1, history.OK)),
 		field: ttlRule, want: "m in q seq 1: received at 13s, though it expired by 12.01s",
 	}, {
+		name: "handed out after it expired by the receive after one whose outcome was unknown",
+		ops: expiring(
+			history.Op{Kind: history.Receive, Entity: "q", Process: 7, Start: 10 * sec, End: 12 * sec, Outcome: history.Unknown},
+			func() history.Op {
+				op := recvAt("q", 13*sec, 14*sec, locked("m", 1, 1, "t1", 16*sec))
+				op.Process = 7
+				return op
+			}(),
+			settleAt(history.Complete, "q", "m", 1, "t1", 15*sec, 15*sec+1, history.OK)),
+	}, {
+		name: "received after it expired, after another receiver's unknown receive",
+		ops: expiring(
+			history.Op{Kind: history.Receive, Entity: "q", Process: 8, Start: 10 * sec, End: 12 * sec, Outcome: history.Unknown},
+			func() history.Op {
+				op := recvAt("q", 13*sec, 14*sec, locked("m", 1, 1, "t1", 16*sec))
+				op.Process = 7
+				return op
+			}(),
+			settleAt(history.Complete, "q", "m", 1, "t1", 15*sec, 15*sec+1, history.OK)),
+		field: ttlRule, want: "m in q seq 1: received at 13s, though it expired by 12.01s",
+	}, {
 		name:  "still in the queue long after it expired",
 		ops:   expiring(drainAt("q", false, history.Delivery{MessageID: "m", Seq: 1})),
 		field: ttlRule, want: "still in the queue at 50s",
