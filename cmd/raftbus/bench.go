@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,25 +64,28 @@ type benchConfig struct {
 
 // BenchReport is what a run measured (the --output json form).
 type BenchReport struct {
-	Queue           string        `json:"queue"`
-	Producers       int           `json:"producers"`
-	Consumers       int           `json:"consumers"`
-	InFlight        int           `json:"in_flight"`
-	MessageBytes    int           `json:"message_bytes"`
-	Partitions      int           `json:"partitions"`
-	Sessions        int           `json:"sessions"`
-	ReceiveMode     string        `json:"receive_mode"`
-	Sent            int64         `json:"sent"`
-	SendErrors      int64         `json:"send_errors"`
-	Received        int64         `json:"received"`
-	Redelivered     int64         `json:"redelivered"`
-	SendSeconds     float64       `json:"send_seconds"`
-	ReceiveSeconds  float64       `json:"receive_seconds"`
-	SendPerSecond   float64       `json:"send_msgs_per_second"`
-	RecvPerSecond   float64       `json:"receive_settle_msgs_per_second"`
-	SendMBPerSecond float64       `json:"send_mb_per_second"`
-	SendLatency     LatencyReport `json:"send_ack_latency"`
-	EndToEnd        LatencyReport `json:"end_to_end_latency"`
+	Queue        string `json:"queue"`
+	Producers    int    `json:"producers"`
+	Consumers    int    `json:"consumers"`
+	InFlight     int    `json:"in_flight"`
+	MessageBytes int    `json:"message_bytes"`
+	Partitions   int    `json:"partitions"`
+	Sessions     int    `json:"sessions"`
+	ReceiveMode  string `json:"receive_mode"`
+	Sent         int64  `json:"sent"`
+	SendErrors   int64  `json:"send_errors"`
+	// SendErrorReasons counts the failed sends by reason (the client's
+	// Code, e.g. "SERVER_BUSY"), so that a run with errors says which.
+	SendErrorReasons map[string]int64 `json:"send_error_reasons,omitempty"`
+	Received         int64            `json:"received"`
+	Redelivered      int64            `json:"redelivered"`
+	SendSeconds      float64          `json:"send_seconds"`
+	ReceiveSeconds   float64          `json:"receive_seconds"`
+	SendPerSecond    float64          `json:"send_msgs_per_second"`
+	RecvPerSecond    float64          `json:"receive_settle_msgs_per_second"`
+	SendMBPerSecond  float64          `json:"send_mb_per_second"`
+	SendLatency      LatencyReport    `json:"send_ack_latency"`
+	EndToEnd         LatencyReport    `json:"end_to_end_latency"`
 }
 
 // LatencyReport summarises a latency distribution, in milliseconds.
@@ -161,6 +166,8 @@ func bench(ctx context.Context, c *client.Client, cfg benchConfig, progress io.W
 		MessageBytes: cfg.size, Partitions: cfg.partitions, Sessions: cfg.sessions, ReceiveMode: cfg.mode,
 	}
 	var sent, sendErrors, received, redelivered atomic.Int64
+	var reasonsMu sync.Mutex
+	reasons := make(map[string]int64)
 	// seen tells first deliveries from redeliveries (and from copies of a
 	// send the SDK repeated after an unknown outcome).
 	var seenMu sync.Mutex
@@ -240,6 +247,9 @@ func bench(ctx context.Context, c *client.Client, cfg benchConfig, progress io.W
 					// A send cut off by the end of the run is not a failure.
 					if pctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
 						sendErrors.Add(1)
+						reasonsMu.Lock()
+						reasons[errorReason(err)]++
+						reasonsMu.Unlock()
 					}
 					continue
 				}
@@ -295,6 +305,11 @@ func bench(ctx context.Context, c *client.Client, cfg benchConfig, progress io.W
 		return nil, fmt.Errorf("receive: %w", recvErr)
 	}
 	rep.Sent, rep.SendErrors, rep.Received, rep.Redelivered = sent.Load(), sendErrors.Load(), received.Load(), redelivered.Load()
+	reasonsMu.Lock()
+	if len(reasons) > 0 {
+		rep.SendErrorReasons = reasons
+	}
+	reasonsMu.Unlock()
 	rep.SendSeconds = sendElapsed.Seconds()
 	rep.ReceiveSeconds = time.Duration(lastReceive.Load()).Seconds()
 	if rep.SendSeconds > 0 {
@@ -414,6 +429,14 @@ func printBench(w io.Writer, r *BenchReport) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "send:            %9d msgs in %6.2fs  %9.0f msgs/s  %7.2f MB/s  (%d errors)\n", r.Sent, r.SendSeconds, r.SendPerSecond, r.SendMBPerSecond, r.SendErrors)
+	if len(r.SendErrorReasons) > 0 {
+		names := slices.Sorted(maps.Keys(r.SendErrorReasons))
+		parts := make([]string, len(names))
+		for i, n := range names {
+			parts[i] = fmt.Sprintf("%s %d", n, r.SendErrorReasons[n])
+		}
+		fmt.Fprintf(w, "send errors:     %s\n", strings.Join(parts, ", "))
+	}
 	fmt.Fprintf(w, "receive+settle:  %9d msgs in %6.2fs  %9.0f msgs/s  (%d delivered again)\n", r.Received, r.ReceiveSeconds, r.RecvPerSecond, r.Redelivered)
 	for _, l := range []struct {
 		name string
@@ -421,4 +444,13 @@ func printBench(w io.Writer, r *BenchReport) {
 	}{{"send-ack", r.SendLatency}, {"end-to-end", r.EndToEnd}} {
 		fmt.Fprintf(w, "%-16s p50 %8.2f ms  p90 %8.2f ms  p99 %8.2f ms  max %8.2f ms\n", l.name+":", l.l.P50, l.l.P90, l.l.P99, l.l.Max)
 	}
+}
+
+// errorReason names the reason of a failed send for the report.
+func errorReason(err error) string {
+	var e *client.Error
+	if errors.As(err, &e) {
+		return e.Code.String()
+	}
+	return "OTHER"
 }
