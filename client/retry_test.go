@@ -161,6 +161,20 @@ func TestRetriesEndWithTheCallersContext(t *testing.T) {
 	}
 }
 
+func TestDeadlineRunOutByTheServerIsTheDeadline(t *testing.T) {
+	f := &fakeNode{failures: []error{status.Error(codes.DeadlineExceeded, "context deadline exceeded")}}
+	startFake(t, f)
+	s, _ := fastClient(t, f.addr).NewSender("q", nil)
+	err := s.SendMessage(context.Background(), &Message{Body: []byte("x")}, nil)
+	var e *Error
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &e) || e.Code != CodeOutcomeUnknown {
+		t.Fatalf("send the server timed out: %v, want OUTCOME_UNKNOWN that is context.DeadlineExceeded", err)
+	}
+	if errors.Is(&Error{Code: CodeOutcomeUnknown, Status: codes.Unavailable}, context.DeadlineExceeded) {
+		t.Fatal("a broken connection is not a deadline")
+	}
+}
+
 func TestPartitionForKeyIsFNV1a(t *testing.T) {
 	// FNV-1a 32 of "" is the offset basis 2166136261; of "a" 0xe40c292c.
 	if got := partitionForKey("", 1000); got != 2166136261%1000 {

@@ -77,15 +77,17 @@ type BenchReport struct {
 	// SendErrorReasons counts the failed sends by reason (the client's
 	// Code, e.g. "SERVER_BUSY"), so that a run with errors says which.
 	SendErrorReasons map[string]int64 `json:"send_error_reasons,omitempty"`
-	Received         int64            `json:"received"`
-	Redelivered      int64            `json:"redelivered"`
-	SendSeconds      float64          `json:"send_seconds"`
-	ReceiveSeconds   float64          `json:"receive_seconds"`
-	SendPerSecond    float64          `json:"send_msgs_per_second"`
-	RecvPerSecond    float64          `json:"receive_settle_msgs_per_second"`
-	SendMBPerSecond  float64          `json:"send_mb_per_second"`
-	SendLatency      LatencyReport    `json:"send_ack_latency"`
-	EndToEnd         LatencyReport    `json:"end_to_end_latency"`
+	// SendErrorSamples holds the first error message seen per reason.
+	SendErrorSamples map[string]string `json:"send_error_samples,omitempty"`
+	Received         int64             `json:"received"`
+	Redelivered      int64             `json:"redelivered"`
+	SendSeconds      float64           `json:"send_seconds"`
+	ReceiveSeconds   float64           `json:"receive_seconds"`
+	SendPerSecond    float64           `json:"send_msgs_per_second"`
+	RecvPerSecond    float64           `json:"receive_settle_msgs_per_second"`
+	SendMBPerSecond  float64           `json:"send_mb_per_second"`
+	SendLatency      LatencyReport     `json:"send_ack_latency"`
+	EndToEnd         LatencyReport     `json:"end_to_end_latency"`
 }
 
 // LatencyReport summarises a latency distribution, in milliseconds.
@@ -168,6 +170,7 @@ func bench(ctx context.Context, c *client.Client, cfg benchConfig, progress io.W
 	var sent, sendErrors, received, redelivered atomic.Int64
 	var reasonsMu sync.Mutex
 	reasons := make(map[string]int64)
+	samples := make(map[string]string)
 	// seen tells first deliveries from redeliveries (and from copies of a
 	// send the SDK repeated after an unknown outcome).
 	var seenMu sync.Mutex
@@ -248,7 +251,10 @@ func bench(ctx context.Context, c *client.Client, cfg benchConfig, progress io.W
 					if pctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
 						sendErrors.Add(1)
 						reasonsMu.Lock()
-						reasons[errorReason(err)]++
+						reason := errorReason(err)
+						if reasons[reason]++; reasons[reason] == 1 {
+							samples[reason] = err.Error()
+						}
 						reasonsMu.Unlock()
 					}
 					continue
@@ -308,6 +314,7 @@ func bench(ctx context.Context, c *client.Client, cfg benchConfig, progress io.W
 	reasonsMu.Lock()
 	if len(reasons) > 0 {
 		rep.SendErrorReasons = reasons
+		rep.SendErrorSamples = samples
 	}
 	reasonsMu.Unlock()
 	rep.SendSeconds = sendElapsed.Seconds()
@@ -436,6 +443,9 @@ func printBench(w io.Writer, r *BenchReport) {
 			parts[i] = fmt.Sprintf("%s %d", n, r.SendErrorReasons[n])
 		}
 		fmt.Fprintf(w, "send errors:     %s\n", strings.Join(parts, ", "))
+		for _, n := range names {
+			fmt.Fprintf(w, "  first %s: %s\n", n, r.SendErrorSamples[n])
+		}
 	}
 	fmt.Fprintf(w, "receive+settle:  %9d msgs in %6.2fs  %9.0f msgs/s  (%d delivered again)\n", r.Received, r.ReceiveSeconds, r.RecvPerSecond, r.Redelivered)
 	for _, l := range []struct {
