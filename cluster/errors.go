@@ -193,6 +193,23 @@ func statusInterceptor(log *slog.Logger) grpc.UnaryServerInterceptor {
 			}
 		}()
 		resp, err = handler(ctx, req)
-		return resp, toStatus(err)
+		return resp, deadlineCode(ctx, toStatus(err))
 	}
+}
+
+// deadlineCode gives an unknown outcome that the caller's deadline caused
+// gRPC's DeadlineExceeded code. The caller's context ends a moment after
+// the server's (the deadline travels as a timeout), so without it a caller
+// would see its call fail while its own deadline had not yet passed.
+func deadlineCode(ctx context.Context, err error) error {
+	if err == nil || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return err
+	}
+	st := status.Convert(err)
+	if st.Code() == codes.DeadlineExceeded || asAPIError(err).reason != raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN {
+		return err
+	}
+	p := st.Proto()
+	p.Code = int32(codes.DeadlineExceeded)
+	return status.FromProto(p).Err()
 }

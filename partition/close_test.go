@@ -119,9 +119,9 @@ func proposeUntilClosed(t *testing.T, p *partition.Partition, senders int) (wait
 // callers waiting on those entries learn that the outcome is unknown.
 func TestCloseEndsWhenRaftDropsCommittedEntries(t *testing.T) {
 	for range 5 {
-		// One command per entry: each is committed, and queued for the
-		// state machine, on its own.
-		p := openAlone(t, func(c *partition.Config) { c.MaxCommandsPerEntry = 1 })
+		// One command per entry, all proposed at once: each is committed,
+		// and queued for the state machine, on its own.
+		p := openAlone(t, func(c *partition.Config) { c.MaxCommandsPerEntry, c.MaxEntriesInFlight = 1, 64 })
 		wait := proposeUntilClosed(t, p, 16)
 		// Hold the state machine so that committed entries queue up for it.
 		held, release := make(chan struct{}), make(chan struct{})

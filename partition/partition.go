@@ -30,6 +30,9 @@ type Partition struct {
 	// log order, to the responder.
 	proposals chan *proposal
 	inflight  chan inflightEntry
+	// slots holds a token for each entry proposed and not yet applied
+	// (see Config.MaxEntriesInFlight).
+	slots chan struct{}
 
 	// readyTerm is the term in which this replica, as leader, has applied
 	// every entry committed before its election; reads are served only then.
@@ -69,7 +72,8 @@ func Open(cfg Config) (*Partition, error) {
 		cfg:       cfg,
 		fsm:       newFSM(cfg.Name, cfg.PartitionID, cfg.PartitionCount),
 		proposals: make(chan *proposal, 4*cfg.MaxCommandsPerEntry),
-		inflight:  make(chan inflightEntry, 1024),
+		inflight:  make(chan inflightEntry, cfg.MaxEntriesInFlight),
+		slots:     make(chan struct{}, cfg.MaxEntriesInFlight),
 		stop:      make(chan struct{}),
 	}
 	// Raft reads back what it just appended to replicate and apply it;

@@ -38,9 +38,10 @@ type inflightEntry struct {
 
 // runProposer collects whatever proposals are waiting (up to
 // MaxCommandsPerEntry, and MaxEntryBytes), stamps them with the leader's
-// time and token seeds and proposes them as one log entry. Under load many
-// callers share one entry and, through Raft's batched apply channel, one
-// disk write.
+// time and token seeds and proposes them as one log entry. While
+// MaxEntriesInFlight entries are on their way it waits, and what arrives
+// meanwhile goes into the next entry: under load many callers share one
+// entry.
 func (p *Partition) runProposer() {
 	defer p.wg.Done()
 	var next *proposal // taken from the queue but left for the next entry
@@ -53,22 +54,31 @@ func (p *Partition) runProposer() {
 				return
 			}
 		}
+		select {
+		case p.slots <- struct{}{}:
+		case <-p.stop:
+			first.done <- proposalResult{err: p.closing()}
+			return
+		}
 		var batch []*proposal
 		batch, next = p.collect(first)
+		fail := func(err error) {
+			<-p.slots
+			respondAll(batch, proposalResult{err: err})
+		}
 		now, err := p.stampTime()
 		if err != nil {
-			respondAll(batch, proposalResult{err: err})
+			fail(err)
 			continue
 		}
 		entry, err := stamp(batch, now)
 		if err != nil {
-			respondAll(batch, proposalResult{err: err})
+			fail(err)
 			continue
 		}
 		data, err := proto.Marshal(entry)
 		if err != nil {
-			respondAll(batch, proposalResult{err: newError(raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT,
-				"partition %s: encode command: %v", p.name, err)})
+			fail(newError(raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "partition %s: encode command: %v", p.name, err))
 			continue
 		}
 		select {
@@ -162,7 +172,9 @@ func (p *Partition) runResponder() {
 			return
 		}
 		// Not in.future.Error(): Raft may never answer it at shutdown.
-		if err := p.await(context.Background(), in.future); err != nil {
+		err := p.await(context.Background(), in.future)
+		<-p.slots
+		if err != nil {
 			respondAll(in.batch, proposalResult{err: p.proposalError(err)})
 			continue
 		}

@@ -139,7 +139,8 @@ func TestReadOnAStalledLeaderEndsWithItsContext(t *testing.T) {
 // AppliedIndex covers them) but they are not applied. A read must wait for
 // them, not read the state without them.
 func TestReadWaitsForTheStateMachineToApplyTheReadIndex(t *testing.T) {
-	p := openAlone(t, func(c *partition.Config) { c.MaxCommandsPerEntry = 1 })
+	// An entry each, all proposed at once.
+	p := openAlone(t, func(c *partition.Config) { c.MaxCommandsPerEntry, c.MaxEntriesInFlight = 1, 64 })
 	held, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	releaseFSM := func() { once.Do(func() { close(release) }) }

@@ -32,11 +32,17 @@ type FSM struct {
 	mu      sync.RWMutex
 	state   *clusterv1.MetaSnapshot
 	changed chan struct{}
+
+	// entities holds the copies Entity handed out since the last applied
+	// command: every send and settle looks its entity up, and copying a
+	// partitioned entity's placement each time showed in profiles.
+	entitiesMu sync.Mutex
+	entities   map[string]*clusterv1.Entity
 }
 
 // NewFSM returns the empty state.
 func NewFSM() *FSM {
-	return &FSM{state: &clusterv1.MetaSnapshot{}, changed: make(chan struct{})}
+	return &FSM{state: &clusterv1.MetaSnapshot{}, changed: make(chan struct{}), entities: make(map[string]*clusterv1.Entity)}
 }
 
 // View calls fn with the current state. fn must not keep or modify it.
@@ -46,14 +52,26 @@ func (f *FSM) View(fn func(s *clusterv1.MetaSnapshot)) {
 	fn(f.state)
 }
 
-// Entity returns a copy of the named entity, or nil.
+// Entity returns a copy of the named entity, or nil. The copy is shared
+// with other callers until the next applied command: it must not be
+// modified.
 func (f *FSM) Entity(name string) *clusterv1.Entity {
-	var out *clusterv1.Entity
-	f.View(func(s *clusterv1.MetaSnapshot) {
-		if e := findEntity(s, name); e != nil {
-			out = proto.Clone(e).(*clusterv1.Entity)
-		}
-	})
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	f.entitiesMu.Lock()
+	out, ok := f.entities[name]
+	f.entitiesMu.Unlock()
+	if ok {
+		return out
+	}
+	e := findEntity(f.state, name)
+	if e == nil {
+		return nil
+	}
+	out = proto.Clone(e).(*clusterv1.Entity)
+	f.entitiesMu.Lock()
+	f.entities[name] = out
+	f.entitiesMu.Unlock()
 	return out
 }
 
@@ -64,7 +82,12 @@ func (f *FSM) Changes() <-chan struct{} {
 	return f.changed
 }
 
+// notify wakes the waiters on Changes and forgets the copies Entity
+// handed out. The caller holds mu for writing.
 func (f *FSM) notify() {
+	f.entitiesMu.Lock()
+	clear(f.entities)
+	f.entitiesMu.Unlock()
 	close(f.changed)
 	f.changed = make(chan struct{})
 }

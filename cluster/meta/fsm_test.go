@@ -76,7 +76,13 @@ func TestSameCommandsGiveSameStateAndSnapshotsRestoreIt(t *testing.T) {
 	if !bytes.Equal(s1, snapshotBytes(t, f2)) {
 		t.Fatal("two replicas applying the same commands differ")
 	}
+	// The restored replica had a queue "c" of its own and handed it out:
+	// after the restore it is gone, and "b" is the snapshot's.
 	restored := NewFSM()
+	applyAll(t, restored, addNode("n1"), putQueueCmd("c", 1, true), putQueueCmd("b", 1, true))
+	if restored.Entity("c") == nil || len(restored.Entity("b").GetPartitions()) != 1 {
+		t.Fatal("queues before the restore")
+	}
 	if err := restored.Restore(io.NopCloser(bytes.NewReader(s1))); err != nil {
 		t.Fatal(err)
 	}
@@ -88,6 +94,9 @@ func TestSameCommandsGiveSameStateAndSnapshotsRestoreIt(t *testing.T) {
 			t.Fatalf("restored state %v", s)
 		}
 	})
+	if restored.Entity("c") != nil || len(restored.Entity("b").GetPartitions()) != 3 {
+		t.Fatal("Entity answers from before the restore")
+	}
 }
 
 func TestPlacementSpreadsPartitionsAndPreferredLeaders(t *testing.T) {

@@ -65,7 +65,8 @@ const (
 	// The caller is not allowed to do this (PERMISSION_DENIED).
 	ErrorReason_ERROR_REASON_UNAUTHORIZED ErrorReason = 11
 	// The operation was proposed but the node lost leadership before it knew
-	// whether the operation committed (UNAVAILABLE). The operation may or may
+	// whether the operation committed (UNAVAILABLE), or the caller's deadline
+	// passed first (DEADLINE_EXCEEDED). The operation may or may
 	// not have taken effect: a send may be retried safely only when the
 	// entity has duplicate detection on and the message carries a MessageId.
 	ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN ErrorReason = 12
