@@ -79,15 +79,21 @@ type BenchReport struct {
 	SendErrorReasons map[string]int64 `json:"send_error_reasons,omitempty"`
 	// SendErrorSamples holds the first error message seen per reason.
 	SendErrorSamples map[string]string `json:"send_error_samples,omitempty"`
-	Received         int64             `json:"received"`
-	Redelivered      int64             `json:"redelivered"`
-	SendSeconds      float64           `json:"send_seconds"`
-	ReceiveSeconds   float64           `json:"receive_seconds"`
-	SendPerSecond    float64           `json:"send_msgs_per_second"`
-	RecvPerSecond    float64           `json:"receive_settle_msgs_per_second"`
-	SendMBPerSecond  float64           `json:"send_mb_per_second"`
-	SendLatency      LatencyReport     `json:"send_ack_latency"`
-	EndToEnd         LatencyReport     `json:"end_to_end_latency"`
+	// ReceiveErrors counts the receives and settlements that failed with
+	// an error a retry can get past (the run goes on; a message whose
+	// settlement was lost comes again), by reason.
+	ReceiveErrors       int64             `json:"receive_errors"`
+	ReceiveErrorReasons map[string]int64  `json:"receive_error_reasons,omitempty"`
+	ReceiveErrorSamples map[string]string `json:"receive_error_samples,omitempty"`
+	Received            int64             `json:"received"`
+	Redelivered         int64             `json:"redelivered"`
+	SendSeconds         float64           `json:"send_seconds"`
+	ReceiveSeconds      float64           `json:"receive_seconds"`
+	SendPerSecond       float64           `json:"send_msgs_per_second"`
+	RecvPerSecond       float64           `json:"receive_settle_msgs_per_second"`
+	SendMBPerSecond     float64           `json:"send_mb_per_second"`
+	SendLatency         LatencyReport     `json:"send_ack_latency"`
+	EndToEnd            LatencyReport     `json:"end_to_end_latency"`
 }
 
 // LatencyReport summarises a latency distribution, in milliseconds.
@@ -167,10 +173,8 @@ func bench(ctx context.Context, c *client.Client, cfg benchConfig, progress io.W
 		Queue: cfg.queue, Producers: cfg.producers, Consumers: cfg.consumers, InFlight: cfg.inflight,
 		MessageBytes: cfg.size, Partitions: cfg.partitions, Sessions: cfg.sessions, ReceiveMode: cfg.mode,
 	}
-	var sent, sendErrors, received, redelivered atomic.Int64
-	var reasonsMu sync.Mutex
-	reasons := make(map[string]int64)
-	samples := make(map[string]string)
+	var sent, received, redelivered atomic.Int64
+	var sendErrs, recvErrs errorTally
 	// seen tells first deliveries from redeliveries (and from copies of a
 	// send the SDK repeated after an unknown outcome).
 	var seenMu sync.Mutex
@@ -190,7 +194,7 @@ func bench(ctx context.Context, c *client.Client, cfg benchConfig, progress io.W
 		consumers.Add(1)
 		go func() {
 			defer consumers.Done()
-			err := consume(cctx, c, cfg, func(msgs []*client.ReceivedMessage) {
+			err := consume(cctx, c, cfg, recvErrs.add, func(msgs []*client.ReceivedMessage) {
 				now := time.Now()
 				fresh := 0
 				seenMu.Lock()
@@ -249,13 +253,7 @@ func bench(ctx context.Context, c *client.Client, cfg benchConfig, progress io.W
 				if err := sender.SendMessage(pctx, m, nil); err != nil {
 					// A send cut off by the end of the run is not a failure.
 					if pctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
-						sendErrors.Add(1)
-						reasonsMu.Lock()
-						reason := errorReason(err)
-						if reasons[reason]++; reasons[reason] == 1 {
-							samples[reason] = err.Error()
-						}
-						reasonsMu.Unlock()
+						sendErrs.add(err)
 					}
 					continue
 				}
@@ -291,7 +289,7 @@ func bench(ctx context.Context, c *client.Client, cfg benchConfig, progress io.W
 		case <-tick.C:
 			el := time.Since(start).Seconds()
 			fmt.Fprintf(progress, "%5.0fs  sent %9d (%7.0f/s)  received %9d (%7.0f/s)  errors %d %s", el,
-				sent.Load(), float64(sent.Load())/el, received.Load(), float64(received.Load())/el, sendErrors.Load(), eol)
+				sent.Load(), float64(sent.Load())/el, received.Load(), float64(received.Load())/el, sendErrs.total(), eol)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -310,13 +308,9 @@ func bench(ctx context.Context, c *client.Client, cfg benchConfig, progress io.W
 	if recvErr != nil {
 		return nil, fmt.Errorf("receive: %w", recvErr)
 	}
-	rep.Sent, rep.SendErrors, rep.Received, rep.Redelivered = sent.Load(), sendErrors.Load(), received.Load(), redelivered.Load()
-	reasonsMu.Lock()
-	if len(reasons) > 0 {
-		rep.SendErrorReasons = reasons
-		rep.SendErrorSamples = samples
-	}
-	reasonsMu.Unlock()
+	rep.Sent, rep.Received, rep.Redelivered = sent.Load(), received.Load(), redelivered.Load()
+	rep.SendErrors, rep.SendErrorReasons, rep.SendErrorSamples = sendErrs.report()
+	rep.ReceiveErrors, rep.ReceiveErrorReasons, rep.ReceiveErrorSamples = recvErrs.report()
 	rep.SendSeconds = sendElapsed.Seconds()
 	rep.ReceiveSeconds = time.Duration(lastReceive.Load()).Seconds()
 	if rep.SendSeconds > 0 {
@@ -331,8 +325,9 @@ func bench(ctx context.Context, c *client.Client, cfg benchConfig, progress io.W
 }
 
 // consume receives (and completes, in peek-lock mode) until ctx ends,
-// calling got for each batch once it is settled.
-func consume(ctx context.Context, c *client.Client, cfg benchConfig, got func([]*client.ReceivedMessage)) error {
+// calling got for each batch once it is settled. A failure a retry can
+// get past goes to failed and the consumer goes on; another ends it.
+func consume(ctx context.Context, c *client.Client, cfg benchConfig, failed func(error), got func([]*client.ReceivedMessage)) error {
 	mode := client.ReceiveModePeekLock
 	if cfg.mode == "receive-and-delete" {
 		mode = client.ReceiveModeReceiveAndDelete
@@ -341,15 +336,14 @@ func consume(ctx context.Context, c *client.Client, cfg benchConfig, got func([]
 	drain := func(r *client.Receiver) (int, error) {
 		msgs, err := r.ReceiveMessages(ctx, cfg.batch, opts)
 		if err != nil {
-			return 0, err
+			return 0, retried(ctx, err, failed)
 		}
+		var settleErr error
 		if mode == client.ReceiveModePeekLock {
-			if err := completeAll(ctx, r, msgs); err != nil {
-				return 0, err
-			}
+			settleErr = completeAll(ctx, r, msgs, failed)
 		}
 		got(msgs)
-		return len(msgs), nil
+		return len(msgs), settleErr
 	}
 	if cfg.sessions == 0 {
 		r, err := c.NewReceiverForQueue(cfg.queue, &client.ReceiverOptions{ReceiveMode: mode})
@@ -386,7 +380,7 @@ func consume(ctx context.Context, c *client.Client, cfg benchConfig, got func([]
 
 // completeAll completes a batch concurrently: settlement is one round
 // trip each, and the partition batches them into shared log entries.
-func completeAll(ctx context.Context, r *client.Receiver, msgs []*client.ReceivedMessage) error {
+func completeAll(ctx context.Context, r *client.Receiver, msgs []*client.ReceivedMessage, failed func(error)) error {
 	errs := make(chan error, len(msgs))
 	for _, m := range msgs {
 		go func() { errs <- r.CompleteMessage(ctx, m, nil) }()
@@ -396,11 +390,62 @@ func completeAll(ctx context.Context, r *client.Receiver, msgs []*client.Receive
 		// A lost lock (its leader changed while the lock was held, or a
 		// settlement repeated after an unknown outcome) means the message
 		// may come again; the run counts that as a redelivery.
-		if err := <-errs; err != nil && first == nil && !errors.Is(err, client.ErrLockLost) {
+		err := <-errs
+		if err == nil || errors.Is(err, client.ErrLockLost) {
+			continue
+		}
+		if err := retried(ctx, err, failed); err != nil && first == nil {
 			first = err
 		}
 	}
 	return first
+}
+
+// retried passes err to failed and returns nil when a retry can get past
+// it (or the run is over); otherwise it returns err.
+func retried(ctx context.Context, err error, failed func(error)) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	var e *client.Error
+	if errors.As(err, &e) && e.Retryable {
+		failed(err)
+		return nil
+	}
+	return err
+}
+
+// errorTally counts errors by reason and keeps the first message of each.
+type errorTally struct {
+	mu      sync.Mutex
+	n       int64
+	reasons map[string]int64
+	samples map[string]string
+}
+
+func (t *errorTally) add(err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.reasons == nil {
+		t.reasons, t.samples = make(map[string]int64), make(map[string]string)
+	}
+	t.n++
+	reason := errorReason(err)
+	if t.reasons[reason]++; t.reasons[reason] == 1 {
+		t.samples[reason] = err.Error()
+	}
+}
+
+func (t *errorTally) total() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.n
+}
+
+func (t *errorTally) report() (int64, map[string]int64, map[string]string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.n, t.reasons, t.samples
 }
 
 // latencies collects durations from many goroutines.
@@ -436,18 +481,9 @@ func printBench(w io.Writer, r *BenchReport) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "send:            %9d msgs in %6.2fs  %9.0f msgs/s  %7.2f MB/s  (%d errors)\n", r.Sent, r.SendSeconds, r.SendPerSecond, r.SendMBPerSecond, r.SendErrors)
-	if len(r.SendErrorReasons) > 0 {
-		names := slices.Sorted(maps.Keys(r.SendErrorReasons))
-		parts := make([]string, len(names))
-		for i, n := range names {
-			parts[i] = fmt.Sprintf("%s %d", n, r.SendErrorReasons[n])
-		}
-		fmt.Fprintf(w, "send errors:     %s\n", strings.Join(parts, ", "))
-		for _, n := range names {
-			fmt.Fprintf(w, "  first %s: %s\n", n, r.SendErrorSamples[n])
-		}
-	}
-	fmt.Fprintf(w, "receive+settle:  %9d msgs in %6.2fs  %9.0f msgs/s  (%d delivered again)\n", r.Received, r.ReceiveSeconds, r.RecvPerSecond, r.Redelivered)
+	printErrors(w, "send errors:", r.SendErrorReasons, r.SendErrorSamples)
+	fmt.Fprintf(w, "receive+settle:  %9d msgs in %6.2fs  %9.0f msgs/s  (%d delivered again, %d errors)\n", r.Received, r.ReceiveSeconds, r.RecvPerSecond, r.Redelivered, r.ReceiveErrors)
+	printErrors(w, "receive errors:", r.ReceiveErrorReasons, r.ReceiveErrorSamples)
 	for _, l := range []struct {
 		name string
 		l    LatencyReport
@@ -456,7 +492,24 @@ func printBench(w io.Writer, r *BenchReport) {
 	}
 }
 
-// errorReason names the reason of a failed send for the report.
+// printErrors prints the errors of a kind by reason, with the first
+// message of each.
+func printErrors(w io.Writer, title string, reasons map[string]int64, samples map[string]string) {
+	if len(reasons) == 0 {
+		return
+	}
+	names := slices.Sorted(maps.Keys(reasons))
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s %d", n, reasons[n])
+	}
+	fmt.Fprintf(w, "%-16s %s\n", title, strings.Join(parts, ", "))
+	for _, n := range names {
+		fmt.Fprintf(w, "  first %s: %s\n", n, samples[n])
+	}
+}
+
+// errorReason names the reason of a failed call for the report.
 func errorReason(err error) string {
 	var e *client.Error
 	if errors.As(err, &e) {
