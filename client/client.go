@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -98,11 +96,7 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	}
 	dial := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
-		// gRPC's reconnect backoff grows to two minutes; a node that was
-		// restarted should be used again within a second.
-		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{
-			BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second,
-		}, MinConnectTimeout: 5 * time.Second}),
+		grpc.WithConnectParams(raftbusv1.DialConnectParams()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxGRPCMessage), grpc.MaxCallSendMsgSize(maxGRPCMessage)),
 	}, c.opts.DialOptions...)
 	conn, err := grpc.NewClient(addr, dial...)

@@ -341,7 +341,7 @@ func (r *Receiver) ReceiveDeferredMessages(ctx context.Context, sequenceNumbers 
 	for _, seq := range sequenceNumbers {
 		id := uint32(0)
 		if parts > 1 {
-			id = partitionOfSequence(seq)
+			id = raftbusv1.PartitionOfSequence(seq)
 		}
 		if _, ok := byPartition[id]; !ok {
 			order = append(order, id)

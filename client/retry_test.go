@@ -175,19 +175,6 @@ func TestDeadlineRunOutByTheServerIsTheDeadline(t *testing.T) {
 	}
 }
 
-func TestPartitionForKeyIsFNV1a(t *testing.T) {
-	// FNV-1a 32 of "" is the offset basis 2166136261; of "a" 0xe40c292c.
-	if got := partitionForKey("", 1000); got != 2166136261%1000 {
-		t.Fatalf("empty key: %d", got)
-	}
-	if got := partitionForKey("a", 7); got != 0xe40c292c%7 {
-		t.Fatalf("key a: %d", got)
-	}
-	if partitionOfSequence(int64(3)<<48|42) != 3 {
-		t.Fatal("partition of a sequence number")
-	}
-}
-
 func TestBackoffGrowsAndIsCapped(t *testing.T) {
 	o := RetryOptions{RetryDelay: 100 * time.Millisecond, MaxRetryDelay: time.Second}.withDefaults()
 	for n, base := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, time.Second, time.Second} {

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"hash/fnv"
 	"sync"
 
 	"google.golang.org/grpc/metadata"
@@ -11,23 +10,6 @@ import (
 	"github.com/raftbus/raftbus/internal/rpcreach"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
-
-// forwardKey is the metadata that asks a node not to forward a call to a
-// partition it does not lead but to answer NOT_LEADER with the leader's
-// address; the client then calls the leader itself.
-const forwardKey = "raftbus-forward"
-
-// partitionForKey is the partition of a session id or partition key, the
-// same function the server uses: FNV-1a (32 bit) modulo the count.
-func partitionForKey(key string, partitions uint32) uint32 {
-	h := fnv.New32a()
-	h.Write([]byte(key))
-	return h.Sum32() % partitions
-}
-
-// partitionOfSequence is the partition a sequence number of a partitioned
-// entity belongs to (its top 16 bits).
-func partitionOfSequence(seq int64) uint32 { return uint32(uint64(seq) >> 48) }
 
 // routingTable caches, per entity path, the address of each partition's
 // leader, from AdminService.GetRoutingTable. Entries are corrected by
@@ -152,7 +134,7 @@ func (c *Client) onPartition(ctx context.Context, path string, id uint32, unknow
 			// No leader known: let any node forward the call.
 			addr = c.seed()
 		} else {
-			callCtx = metadata.AppendToOutgoingContext(ctx, forwardKey, "never")
+			callCtx = metadata.AppendToOutgoingContext(ctx, raftbusv1.ForwardMetadataKey, raftbusv1.NeverForward)
 		}
 		cc, err := c.conn(addr)
 		if err != nil {

@@ -216,7 +216,7 @@ func (s *Sender) CancelScheduledMessages(ctx context.Context, sequenceNumbers []
 	for _, seq := range sequenceNumbers {
 		id := uint32(0)
 		if parts > 1 {
-			id = partitionOfSequence(seq)
+			id = raftbusv1.PartitionOfSequence(seq)
 		}
 		if _, ok := byPartition[id]; !ok {
 			order = append(order, id)
@@ -280,12 +280,12 @@ func (s *Sender) partition(ctx context.Context, m *raftbusv1.Message) (uint32, e
 		return 0, nil
 	}
 	if key := keyOf(m); key != "" {
-		return partitionForKey(key, parts), nil
+		return raftbusv1.PartitionForKey(key, parts), nil
 	}
 	// Duplicate detection is kept per partition: a message sent again
 	// after an unknown outcome must go where the first attempt went.
 	if id := m.GetMessageId(); id != "" {
-		return partitionForKey(id, parts), nil
+		return raftbusv1.PartitionForKey(id, parts), nil
 	}
 	return s.rr.Add(1) % parts, nil
 }

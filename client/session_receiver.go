@@ -82,7 +82,7 @@ func (c *Client) acceptSession(ctx context.Context, path, sessionID string, opti
 		// which is not the truth, so that outcome goes to the caller as
 		// CodeOutcomeUnknown.
 		if sessionID != "" && parts > 0 {
-			err = c.onPartition(ctx, path, partitionForKey(sessionID, parts), false, call)
+			err = c.onPartition(ctx, path, raftbusv1.PartitionForKey(sessionID, parts), false, call)
 		} else {
 			err = c.onAnyNode(ctx, true, call)
 		}

@@ -50,7 +50,7 @@ func atMetaLeader[Resp any](ctx context.Context, n *Node,
 		return zero, n.meta.notLeader()
 	}
 	addr := n.meta.leaderAddr()
-	fctx := metadata.AppendToOutgoingContext(ctx, ForwardKey, NeverForward)
+	fctx := metadata.AppendToOutgoingContext(ctx, raftbusv1.ForwardMetadataKey, raftbusv1.NeverForward)
 	for attempt := 0; attempt < maxRouteAttempts; attempt++ {
 		if addr == "" {
 			return zero, busy("the metadata group has no leader yet")

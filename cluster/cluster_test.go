@@ -228,7 +228,7 @@ func TestNotLeaderWhenForwardingIsRefused(t *testing.T) {
 }
 
 func contextNoForward() context.Context {
-	return metadata.AppendToOutgoingContext(context.Background(), ForwardKey, NeverForward)
+	return metadata.AppendToOutgoingContext(context.Background(), raftbusv1.ForwardMetadataKey, raftbusv1.NeverForward)
 }
 
 // leaderCounts counts, per node index, the partitions of queue it leads.

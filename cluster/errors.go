@@ -31,7 +31,7 @@ type apiError struct {
 func (e *apiError) Error() string { return e.msg }
 
 func errorf(reason raftbusv1.ErrorReason, format string, args ...any) *apiError {
-	return &apiError{reason: reason, msg: fmt.Sprintf(format, args...), retryable: retryable(reason)}
+	return &apiError{reason: reason, msg: fmt.Sprintf(format, args...), retryable: reason.Retryable()}
 }
 
 func invalid(format string, args ...any) *apiError {
@@ -44,18 +44,6 @@ func notFound(format string, args ...any) *apiError {
 
 func busy(format string, args ...any) *apiError {
 	return errorf(raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY, format, args...)
-}
-
-func retryable(r raftbusv1.ErrorReason) bool {
-	switch r {
-	case raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER,
-		raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY,
-		raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN,
-		raftbusv1.ErrorReason_ERROR_REASON_SESSION_CANNOT_BE_LOCKED,
-		raftbusv1.ErrorReason_ERROR_REASON_QUOTA_EXCEEDED:
-		return true
-	}
-	return false
 }
 
 // codeOf is the gRPC code that goes with a reason.

@@ -138,15 +138,15 @@ func (n *Node) sendTarget(ctx context.Context, path string, msgs []*raftbusv1.Me
 	switch {
 	case requested != nil:
 		id = *requested
-		if key != "" && parts > 1 && PartitionForKey(key, parts) != id {
-			return nil, 0, invalid("partition_id %d is not the partition of key %q (%d)", id, key, PartitionForKey(key, parts))
+		if key != "" && parts > 1 && raftbusv1.PartitionForKey(key, parts) != id {
+			return nil, 0, invalid("partition_id %d is not the partition of key %q (%d)", id, key, raftbusv1.PartitionForKey(key, parts))
 		}
 	case key != "":
-		id = PartitionForKey(key, parts)
+		id = raftbusv1.PartitionForKey(key, parts)
 	case len(msgs) == 1 && msgs[0].GetMessageId() != "":
 		// Duplicate detection is kept per partition: the same message sent
 		// again must meet its first copy.
-		id = PartitionForKey(msgs[0].GetMessageId(), parts)
+		id = raftbusv1.PartitionForKey(msgs[0].GetMessageId(), parts)
 	default:
 		id = n.rr.pick(parts)
 	}
@@ -183,7 +183,7 @@ func bySequencePartition(e *clusterv1.Entity, seqs []int64) map[uint32][]int64 {
 	for _, seq := range seqs {
 		var id uint32
 		if len(e.GetPartitions()) > 1 {
-			id = uint32(uint64(seq) >> 48)
+			id = raftbusv1.PartitionOfSequence(seq)
 		}
 		out[id] = append(out[id], seq)
 	}

@@ -432,5 +432,5 @@ func internal(ctx context.Context) context.Context {
 // node forwarding already).
 func forwarded(ctx context.Context) bool {
 	md, _ := metadata.FromIncomingContext(ctx)
-	return slices.Contains(md.Get(ForwardKey), NeverForward)
+	return slices.Contains(md.Get(raftbusv1.ForwardMetadataKey), raftbusv1.NeverForward)
 }

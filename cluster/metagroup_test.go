@@ -158,7 +158,7 @@ func TestDeposedMetadataLeaderDoesNotAnswerStaleReads(t *testing.T) {
 	putQueueOn(t, old, &raftbusv1.QueueProperties{Name: "orders", MaxDeliveryCount: proto.Int32(10)}, true)
 	admin := &adminService{n: old.n}
 	asked := func(ctx context.Context) context.Context {
-		return metadata.NewIncomingContext(ctx, metadata.Pairs(ForwardKey, NeverForward))
+		return metadata.NewIncomingContext(ctx, metadata.Pairs(raftbusv1.ForwardMetadataKey, raftbusv1.NeverForward))
 	}
 	if q, err := admin.GetQueue(asked(ctx), &raftbusv1.GetQueueRequest{Name: "orders"}); err != nil || q.GetQueue().GetMaxDeliveryCount() != 10 {
 		t.Fatalf("read on the leader: %v, %v", q, err)

@@ -34,7 +34,7 @@ func (s *nodeService) Join(ctx context.Context, req *clusterv1.JoinRequest) (*cl
 		if err != nil {
 			return nil, err
 		}
-		return clusterv1.NewNodeServiceClient(conn).Join(metadata.AppendToOutgoingContext(ctx, ForwardKey, NeverForward), req)
+		return clusterv1.NewNodeServiceClient(conn).Join(metadata.AppendToOutgoingContext(ctx, raftbusv1.ForwardMetadataKey, raftbusv1.NeverForward), req)
 	}
 	if addrs := n.nodeAddrs(); addrs[req.GetNodeId()] != "" && addrs[req.GetNodeId()] != req.GetAddress() {
 		n.log.Info("member changes address", "member", req.GetNodeId(), "from", addrs[req.GetNodeId()], "to", req.GetAddress())

@@ -305,7 +305,7 @@ func (n *Node) demoteAndWipe(name string, e *clusterv1.Entity, id uint32, others
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req := &clusterv1.DemoteReplicaRequest{EntityPath: e.GetName(), Incarnation: e.GetIncarnation(), PartitionId: id, NodeId: n.cfg.NodeID}
-	ctx = metadata.AppendToOutgoingContext(ctx, ForwardKey, NeverForward)
+	ctx = metadata.AppendToOutgoingContext(ctx, raftbusv1.ForwardMetadataKey, raftbusv1.NeverForward)
 	queue := make([]string, 0, len(others))
 	for _, s := range others {
 		queue = append(queue, string(s.Address))

@@ -2,13 +2,10 @@ package cluster
 
 import (
 	"context"
-	"hash/fnv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"google.golang.org/grpc"
-	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -17,16 +14,6 @@ import (
 	"github.com/raftbus/raftbus/internal/rpcreach"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
-)
-
-// ForwardKey set to NeverForward in a call's gRPC metadata asks a node to
-// serve the call only if it leads the partition (or metadata group)
-// concerned, and to answer NOT_LEADER with the leader's address otherwise.
-// Nodes set it on the calls they forward, so a call travels at most one
-// hop; clients that route by themselves set it too.
-const (
-	ForwardKey   = "raftbus-forward"
-	NeverForward = "never"
 )
 
 // maxRouteAttempts bounds how many nodes one request is tried at: the
@@ -50,11 +37,7 @@ func (pc *peerConns) get(addr string) (*grpc.ClientConn, error) {
 	}
 	c, err := grpc.NewClient(addr,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		// A restarted peer is forwarded to again within a second, not
-		// after gRPC's default backoff of up to two minutes.
-		grpc.WithConnectParams(grpc.ConnectParams{Backoff: grpcbackoff.Config{
-			BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second,
-		}, MinConnectTimeout: 5 * time.Second}),
+		grpc.WithConnectParams(raftbusv1.DialConnectParams()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
 	)
 	if err != nil {
@@ -103,15 +86,6 @@ func (c *leaderCache) set(group, addr string) {
 type roundRobin struct{ next atomic.Uint32 }
 
 func (r *roundRobin) pick(n uint32) uint32 { return r.next.Add(1) % n }
-
-// PartitionForKey is the partition of a session id or partition key:
-// FNV-1a (32 bit) of the key modulo the partition count. Clients that pick
-// partitions themselves use the same function.
-func PartitionForKey(key string, partitions uint32) uint32 {
-	h := fnv.New32a()
-	h.Write([]byte(key))
-	return h.Sum32() % partitions
-}
 
 // target is where one partition's request is served.
 type target struct {
@@ -204,7 +178,7 @@ func route[Resp any](ctx context.Context, n *Node, e *clusterv1.Entity, id uint3
 		return resp, nil
 	}
 	group := groupName(e, id)
-	fctx := metadata.AppendToOutgoingContext(ctx, ForwardKey, NeverForward)
+	fctx := metadata.AppendToOutgoingContext(ctx, raftbusv1.ForwardMetadataKey, raftbusv1.NeverForward)
 	var lastErr, unknown *apiError
 	queue := t.addrs
 	for attempt := 0; attempt < maxRouteAttempts && len(queue) > 0; attempt++ {

@@ -32,7 +32,7 @@ func (n *Node) sessionEntity(ctx context.Context, path string) (resolved, error)
 
 // sessionPartition is the partition of a session of e.
 func sessionPartition(e *clusterv1.Entity, sessionID string) uint32 {
-	return PartitionForKey(sessionID, uint32(len(e.GetPartitions())))
+	return raftbusv1.PartitionForKey(sessionID, uint32(len(e.GetPartitions())))
 }
 
 // heldSession checks a SessionLock and returns its partition.

@@ -37,7 +37,7 @@ func TestSessionsAreServedAtTheirPartitionThroughAnyNode(t *testing.T) {
 	sessions := []string{"alpha", "bravo", "charlie"}
 	for _, s := range sessions {
 		for i := range 3 {
-			if res := sendToSession(t, c.client(0), "orders", s, fmt.Sprintf("%s-%d", s, i)); res.GetPartitionId() != PartitionForKey(s, 3) {
+			if res := sendToSession(t, c.client(0), "orders", s, fmt.Sprintf("%s-%d", s, i)); res.GetPartitionId() != raftbusv1.PartitionForKey(s, 3) {
 				t.Fatalf("session %s sent to partition %d", s, res.GetPartitionId())
 			}
 		}
@@ -46,7 +46,7 @@ func TestSessionsAreServedAtTheirPartitionThroughAnyNode(t *testing.T) {
 	var accepted []string
 	for range sessions {
 		a := acceptNext(t, c.client(1), "orders", 5*time.Second)
-		if a.GetSessionId() == "" || a.GetPartitionId() != PartitionForKey(a.GetSessionId(), 3) || len(a.GetLockToken()) != 16 {
+		if a.GetSessionId() == "" || a.GetPartitionId() != raftbusv1.PartitionForKey(a.GetSessionId(), 3) || len(a.GetLockToken()) != 16 {
 			t.Fatalf("accepted %v", a)
 		}
 		accepted = append(accepted, a.GetSessionId())

@@ -193,7 +193,7 @@ func (s *messagingService) Peek(ctx context.Context, req *raftbusv1.PeekRequest)
 	parts := uint32(len(e.GetPartitions()))
 	first, last := uint32(0), parts-1
 	if parts > 1 {
-		first = min(uint32(uint64(max(req.GetFromSequenceNumber(), 0))>>48), parts)
+		first = min(raftbusv1.PartitionOfSequence(max(req.GetFromSequenceNumber(), 0)), parts)
 	}
 	if req.PartitionId != nil {
 		first, last = req.GetPartitionId(), req.GetPartitionId()
@@ -206,7 +206,7 @@ func (s *messagingService) Peek(ctx context.Context, req *raftbusv1.PeekRequest)
 	for id := first; id <= last && id < parts && len(resp.Messages) < int(batch) && received < maxReceiveBytes; id++ {
 		from := req.GetFromSequenceNumber()
 		if parts > 1 && id > first {
-			from = int64(uint64(id) << 48)
+			from = raftbusv1.SequenceNumber(id, 0)
 		}
 		want, budget := int(batch)-len(resp.Messages), int64(maxReceiveBytes-received)
 		msgs, err := route(ctx, s.n, e, id, idempotent, func(r *replica) ([]*raftbusv1.ReceivedMessage, error) {

@@ -13,7 +13,6 @@ import (
 )
 
 const (
-	counterBits48 = 1<<48 - 1
 	counterBits63 = 1<<63 - 1
 	tokenSeedSize = 16
 )
@@ -204,7 +203,7 @@ func (e *Engine) sequence() (int64, uint64) {
 	order := e.nextOrder
 	e.nextOrder++
 	if e.partitionCount > 1 {
-		return int64(uint64(e.partitionID)<<48 | order&counterBits48), order
+		return raftbusv1.SequenceNumber(e.partitionID, order), order
 	}
 	return int64(order & counterBits63), order
 }
@@ -213,7 +212,7 @@ func (e *Engine) sequence() (int64, uint64) {
 // rest is the prefix every number of this partition has.
 func (e *Engine) counterMask() (mask, prefix uint64) {
 	if e.partitionCount > 1 {
-		return counterBits48, uint64(e.partitionID) << 48
+		return 1<<raftbusv1.SequenceCounterBits - 1, uint64(raftbusv1.SequenceNumber(e.partitionID, 0))
 	}
 	return counterBits63, 0
 }

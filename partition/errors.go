@@ -25,19 +25,9 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 
-// retryableReasons are the reasons whose operations may succeed when
-// repeated unchanged.
-var retryableReasons = map[raftbusv1.ErrorReason]bool{
-	raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER:               true,
-	raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY:              true,
-	raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN:          true,
-	raftbusv1.ErrorReason_ERROR_REASON_SESSION_CANNOT_BE_LOCKED: true,
-	raftbusv1.ErrorReason_ERROR_REASON_QUOTA_EXCEEDED:           true,
-}
-
 // newError builds an Error whose retryability follows from its reason.
 func newError(reason raftbusv1.ErrorReason, format string, args ...any) *Error {
-	return &Error{Reason: reason, Message: fmt.Sprintf(format, args...), Retryable: retryableReasons[reason]}
+	return &Error{Reason: reason, Message: fmt.Sprintf(format, args...), Retryable: reason.Retryable()}
 }
 
 // ReasonOf returns the reason code of err, or ERROR_REASON_UNSPECIFIED when

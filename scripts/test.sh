@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The test command: formatting, vet, proto lint, generated code up to date,
-# build, and every package's tests under the race detector.
+# The test command: formatting, vet, proto lint and breaking-change check,
+# generated code up to date, build, and every package's tests under the
+# race detector.
 # Extra arguments go to `go test` (e.g. scripts/test.sh -run TestX ./engine).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -20,6 +21,17 @@ go vet ./...
 
 step buf lint
 buf lint
+
+# The protos are the Raft log and snapshot formats on disk as well as the
+# API: a change that breaks either must be a decision. The baseline is
+# where this branch left main (main's last commit when on main, so that
+# uncommitted edits are checked).
+step buf breaking
+if base=$(git merge-base HEAD main 2>/dev/null || git merge-base HEAD origin/main 2>/dev/null); then
+  buf breaking --against ".git#ref=$base"
+else
+  echo "no main branch to compare with: skipped"
+fi
 
 step generated code is current
 tmp=$(mktemp -d)

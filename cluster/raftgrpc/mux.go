@@ -10,11 +10,11 @@ import (
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	raftv1 "github.com/raftbus/raftbus/proto/raftbus/raft/v1"
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
 const (
@@ -77,15 +77,7 @@ type Config struct {
 func defaultDialOptions() []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff: backoff.Config{
-				BaseDelay:  50 * time.Millisecond,
-				Multiplier: 1.6,
-				Jitter:     0.2,
-				MaxDelay:   time.Second,
-			},
-			MinConnectTimeout: 5 * time.Second,
-		}),
+		grpc.WithConnectParams(raftbusv1.DialConnectParams()),
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/raftbus/raftbus/client"
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 	"github.com/raftbus/raftbus/test/history"
 )
 
@@ -130,7 +131,7 @@ func (w *Workload) Schedule(ctx context.Context) {
 				seqs, err := sender.ScheduleMessages(ctx, []*client.Message{{MessageID: id, Body: []byte(id)}}, at, nil)
 				if err == nil && len(seqs) == 1 {
 					seq, op.Seq = seqs[0], seqs[0]
-					op.Partition = uint32(uint64(seq) >> 48)
+					op.Partition = raftbusv1.PartitionOfSequence(seq)
 				}
 				return err
 			})
