@@ -5,6 +5,7 @@
 package procs
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -23,11 +24,16 @@ import (
 	"github.com/raftbus/raftbus/test/netns"
 )
 
-// Build compiles raftbusd into dir and returns the binary's path. Test
-// packages call it once, from TestMain.
+// Build compiles raftbusd into dir and returns the binary's path, with the
+// race detector when the calling tests have it. Test packages call it
+// once, from TestMain.
 func Build(dir string) (string, error) {
 	bin := filepath.Join(dir, "raftbusd")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/raftbus/raftbus/cmd/raftbusd")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, "github.com/raftbus/raftbus/cmd/raftbusd")...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build raftbusd: %v\n%s", err, out)
 	}
@@ -281,6 +287,13 @@ func (c *Cluster) killAll() {
 			c.Kill(i)
 		}
 	}
+	for _, n := range c.Nodes {
+		if b, err := os.ReadFile(n.LogPath); err == nil {
+			if i := bytes.Index(b, []byte(raceReport)); i >= 0 {
+				c.t.Errorf("%s had a data race:\n%s", n.ID, b[i:min(len(b), i+8192)])
+			}
+		}
+	}
 	if c.t.Failed() {
 		for _, n := range c.Nodes {
 			if b, err := os.ReadFile(n.LogPath); err == nil {
@@ -289,6 +302,9 @@ func (c *Cluster) killAll() {
 		}
 	}
 }
+
+// raceReport starts what the race detector writes on a race.
+const raceReport = "WARNING: DATA RACE"
 
 func tail(b []byte, n int) []byte {
 	if len(b) > n {

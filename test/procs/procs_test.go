@@ -1,0 +1,29 @@
+package procs
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+type recorder struct {
+	testing.TB
+	errs []string
+}
+
+func (r *recorder) Errorf(format string, args ...any) { r.errs = append(r.errs, fmt.Sprintf(format, args...)) }
+
+func TestARaceInANodeFailsTheTest(t *testing.T) {
+	dir := t.TempDir()
+	clean, racy := filepath.Join(dir, "n1.log"), filepath.Join(dir, "n2.log")
+	os.WriteFile(clean, []byte("level=INFO msg=\"raftbusd serving\"\n"), 0o600)
+	os.WriteFile(racy, []byte("level=INFO msg=started\n==================\nWARNING: DATA RACE\nWrite at 0x00c000 by goroutine 7:\n"), 0o600)
+	rec := &recorder{TB: t}
+	c := &Cluster{t: rec, Nodes: []*Node{{ID: "n1", LogPath: clean}, {ID: "n2", LogPath: racy}}}
+	c.killAll()
+	if len(rec.errs) != 1 || !strings.Contains(rec.errs[0], "n2 had a data race") || !strings.Contains(rec.errs[0], "goroutine 7") {
+		t.Fatalf("errors %q, want n2's race", rec.errs)
+	}
+}
