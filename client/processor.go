@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -78,12 +77,7 @@ type Processor struct {
 	handler MessageHandler
 	opts    ProcessorOptions
 
-	stopReceiving context.CancelFunc
-	receiveCtx    context.Context
-	handlerCtx    context.Context
-	cancelHandler context.CancelFunc
-	done          chan struct{}
-	running       atomic.Bool
+	*lifecycle
 }
 
 // NewProcessorForQueue returns a Processor for a queue; Run starts it.
@@ -100,7 +94,7 @@ func (c *Client) newProcessor(path string, handler MessageHandler, options *Proc
 	if handler == nil {
 		return nil, &Error{Code: CodeInvalidArgument, Message: "nil message handler"}
 	}
-	p := &Processor{handler: handler, done: make(chan struct{})}
+	p := &Processor{handler: handler}
 	if options != nil {
 		p.opts = *options
 	}
@@ -114,8 +108,7 @@ func (c *Client) newProcessor(path string, handler MessageHandler, options *Proc
 		return nil, err
 	}
 	p.r = r
-	p.receiveCtx, p.stopReceiving = context.WithCancel(context.Background())
-	p.handlerCtx, p.cancelHandler = context.WithCancel(context.Background())
+	p.lifecycle = newLifecycle(p.opts.ErrorHandler)
 	return p, nil
 }
 
@@ -123,12 +116,11 @@ func (c *Client) newProcessor(path string, handler MessageHandler, options *Proc
 // once every handler call has finished. It returns nil after Close and
 // ctx's error when ctx ended.
 func (p *Processor) Run(ctx context.Context) error {
-	if !p.running.CompareAndSwap(false, true) {
-		return &Error{Code: CodeInvalidArgument, Message: "the processor is already running"}
+	end, err := p.begin(ctx)
+	if err != nil {
+		return err
 	}
-	defer close(p.done)
-	stop := context.AfterFunc(ctx, p.stopReceiving)
-	defer stop()
+	defer end()
 
 	work := make(chan *ReceivedMessage, p.opts.PrefetchCount)
 	var workers sync.WaitGroup
@@ -137,7 +129,7 @@ func (p *Processor) Run(ctx context.Context) error {
 		go func() {
 			defer workers.Done()
 			for m := range work {
-				if p.receiveCtx.Err() != nil {
+				if p.stopCtx.Err() != nil {
 					p.release(m)
 					continue
 				}
@@ -168,7 +160,7 @@ func (p *Processor) receiveLoop(work chan<- *ReceivedMessage) {
 		select {
 		case <-free:
 			n = 1
-		case <-p.receiveCtx.Done():
+		case <-p.stopCtx.Done():
 			return
 		}
 	more:
@@ -180,8 +172,8 @@ func (p *Processor) receiveLoop(work chan<- *ReceivedMessage) {
 				break more
 			}
 		}
-		msgs, err := p.r.ReceiveMessages(p.receiveCtx, n, &ReceiveMessagesOptions{MaxWaitTime: 30 * time.Second})
-		if err != nil && p.receiveCtx.Err() == nil {
+		msgs, err := p.r.ReceiveMessages(p.stopCtx, n, &ReceiveMessagesOptions{MaxWaitTime: 30 * time.Second})
+		if err != nil && p.stopCtx.Err() == nil {
 			p.report(err)
 			p.pause()
 		}
@@ -192,11 +184,11 @@ func (p *Processor) receiveLoop(work chan<- *ReceivedMessage) {
 			m.onDone = func() { free <- struct{}{} }
 			select {
 			case work <- m:
-			case <-p.receiveCtx.Done():
+			case <-p.stopCtx.Done():
 				p.release(m)
 			}
 		}
-		if p.receiveCtx.Err() != nil {
+		if p.stopCtx.Err() != nil {
 			return
 		}
 	}
@@ -209,7 +201,7 @@ func (p *Processor) pause() {
 	defer t.Stop()
 	select {
 	case <-t.C:
-	case <-p.receiveCtx.Done():
+	case <-p.stopCtx.Done():
 	}
 }
 
@@ -292,26 +284,7 @@ func (p *Processor) release(m *ReceivedMessage) {
 	}
 }
 
-func (p *Processor) report(err error) {
-	if p.opts.ErrorHandler != nil && !errors.Is(err, context.Canceled) {
-		p.opts.ErrorHandler(err)
-	}
-}
-
 // Close stops receiving and waits for running handlers to finish, until
 // ctx ends; then their ctx is cancelled and Close waits for them to return.
 // Prefetched messages not yet handed out are abandoned.
-func (p *Processor) Close(ctx context.Context) error {
-	p.stopReceiving()
-	if !p.running.Load() {
-		return nil
-	}
-	select {
-	case <-p.done:
-		return nil
-	case <-ctx.Done():
-		p.cancelHandler()
-		<-p.done
-		return ctx.Err()
-	}
-}
+func (p *Processor) Close(ctx context.Context) error { return p.close(ctx) }

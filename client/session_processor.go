@@ -2,9 +2,7 @@ package client
 
 import (
 	"context"
-	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -44,12 +42,7 @@ type SessionProcessor struct {
 	handler SessionMessageHandler
 	opts    SessionProcessorOptions
 
-	stopCtx       context.Context
-	stop          context.CancelFunc
-	handlerCtx    context.Context
-	cancelHandler context.CancelFunc
-	done          chan struct{}
-	running       atomic.Bool
+	*lifecycle
 }
 
 // NewSessionProcessorForQueue returns a SessionProcessor for a session
@@ -68,7 +61,7 @@ func (c *Client) newSessionProcessor(path string, handler SessionMessageHandler,
 	if handler == nil {
 		return nil, &Error{Code: CodeInvalidArgument, Message: "nil message handler"}
 	}
-	p := &SessionProcessor{c: c, path: path, handler: handler, done: make(chan struct{})}
+	p := &SessionProcessor{c: c, path: path, handler: handler}
 	if options != nil {
 		p.opts = *options
 	}
@@ -81,18 +74,17 @@ func (c *Client) newSessionProcessor(path string, handler SessionMessageHandler,
 	if p.opts.MaxAutoLockRenewalDuration == 0 {
 		p.opts.MaxAutoLockRenewalDuration = 5 * time.Minute
 	}
-	p.stopCtx, p.stop = context.WithCancel(context.Background())
-	p.handlerCtx, p.cancelHandler = context.WithCancel(context.Background())
+	p.lifecycle = newLifecycle(p.opts.ErrorHandler)
 	return p, nil
 }
 
 // Run processes sessions until ctx ends or Close is called.
 func (p *SessionProcessor) Run(ctx context.Context) error {
-	if !p.running.CompareAndSwap(false, true) {
-		return &Error{Code: CodeInvalidArgument, Message: "the processor is already running"}
+	end, err := p.begin(ctx)
+	if err != nil {
+		return err
 	}
-	defer close(p.done)
-	defer context.AfterFunc(ctx, p.stop)()
+	defer end()
 	var wg sync.WaitGroup
 	for range p.opts.MaxConcurrentSessions {
 		wg.Add(1)
@@ -150,7 +142,8 @@ func (p *SessionProcessor) serveNextSession() {
 			MaxAutoLockRenewalDuration: p.opts.MaxAutoLockRenewalDuration,
 			DisableAutoComplete:        p.opts.DisableAutoComplete, ErrorHandler: p.opts.ErrorHandler,
 		},
-		handlerCtx: p.handlerCtx,
+		// The session processor's: its handler context and error handler.
+		lifecycle: p.lifecycle,
 		handler: func(ctx context.Context, ev *ProcessMessageEvent) error {
 			sev := &ProcessSessionMessageEvent{Session: s}
 			sev.Message, sev.r = ev.Message, ev.r
@@ -176,28 +169,9 @@ func (p *SessionProcessor) serveNextSession() {
 	}
 }
 
-func (p *SessionProcessor) report(err error) {
-	if p.opts.ErrorHandler != nil && !errors.Is(err, context.Canceled) {
-		p.opts.ErrorHandler(err)
-	}
-}
-
 // Close stops accepting sessions and waits for running handlers, as
 // Processor.Close.
-func (p *SessionProcessor) Close(ctx context.Context) error {
-	p.stop()
-	if !p.running.Load() {
-		return nil
-	}
-	select {
-	case <-p.done:
-		return nil
-	case <-ctx.Done():
-		p.cancelHandler()
-		<-p.done
-		return ctx.Err()
-	}
-}
+func (p *SessionProcessor) Close(ctx context.Context) error { return p.close(ctx) }
 
 // sleepCtx waits d or until ctx ends; it reports whether d passed.
 func sleepCtx(ctx context.Context, d time.Duration) bool {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/raftbus/raftbus/internal/await"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
@@ -28,7 +29,7 @@ func leading(nd *Node) []string {
 
 func (c *testCluster) waitClocks(state raftbusv1.ClockState, nodes ...int) {
 	c.t.Helper()
-	waitFor(c.t, 15*time.Second, fmt.Sprintf("clocks of %v %v", nodes, state), func() bool {
+	await.Until(c.t, 15*time.Second, fmt.Sprintf("clocks of %v %v", nodes, state), func() bool {
 		for _, i := range nodes {
 			if c.nodes[i].clocks.state() != state {
 				return false
@@ -67,7 +68,7 @@ func TestASkewedNodeHandsOverAndItsClockNeverReachesTheLog(t *testing.T) {
 	c.clocks[victim].SetOffset(11 * time.Minute)
 	skewed := time.Now()
 	nd := c.nodes[victim]
-	waitFor(t, 20*time.Second, "the skewed node to hand over every group", func() bool {
+	await.Until(t, 20*time.Second, "the skewed node to hand over every group", func() bool {
 		return nd.clocks.state() == raftbusv1.ClockState_CLOCK_STATE_SKEWED && !nd.meta.isLeader() && len(leading(nd)) == 0
 	})
 	t.Logf("n%d handed over every group %v after its clock jumped", victim+1, time.Since(skewed).Round(time.Millisecond))
@@ -145,5 +146,5 @@ func TestASkewedNodeHandsOverAndItsClockNeverReachesTheLog(t *testing.T) {
 	// Fixed, the node is trusted again and gets its partitions back.
 	c.clocks[victim].SetOffset(0)
 	c.waitClocks(raftbusv1.ClockState_CLOCK_STATE_HEALTHY, victim)
-	waitFor(t, 30*time.Second, "the healed node to lead its preferred partition again", func() bool { return len(leading(nd)) > 0 })
+	await.Until(t, 30*time.Second, "the healed node to lead its preferred partition again", func() bool { return len(leading(nd)) > 0 })
 }

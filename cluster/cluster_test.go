@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/raftbus/raftbus/internal/await"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
@@ -16,7 +17,7 @@ import (
 func (c *testCluster) leaderOf(queue string, id uint32) int {
 	c.t.Helper()
 	idx := -1
-	waitFor(c.t, 10*time.Second, fmt.Sprintf("a leader of %s/%d", queue, id), func() bool {
+	await.Until(c.t, 10*time.Second, fmt.Sprintf("a leader of %s/%d", queue, id), func() bool {
 		for i, nd := range c.nodes {
 			if nd == nil {
 				continue
@@ -93,7 +94,7 @@ func TestRestartedNodeCatchesUp(t *testing.T) {
 	c.start(victim, addr)
 
 	e := c.nodes[alive].meta.fsm.Entity("q")
-	waitFor(t, 20*time.Second, "the restarted replica to catch up", func() bool {
+	await.Until(t, 20*time.Second, "the restarted replica to catch up", func() bool {
 		lead := c.leaderOf("q", 0)
 		r := c.nodes[victim].replica(e, 0)
 		return r != nil && r.p.Info().AppliedIndex >= c.nodes[lead].replica(e, 0).p.Info().CommitIndex
@@ -129,7 +130,7 @@ func TestNodeJoiningLaterGetsReplicasOfNewEntities(t *testing.T) {
 	}
 	late := c.nodes[0].meta.fsm.Entity("late")
 	for i, nd := range c.nodes {
-		waitFor(t, 10*time.Second, fmt.Sprintf("node %d to open its replicas", i), func() bool {
+		await.Until(t, 10*time.Second, fmt.Sprintf("node %d to open its replicas", i), func() bool {
 			return nd.replica(late, 0) != nil && nd.replica(late, 1) != nil
 		})
 	}
@@ -256,15 +257,15 @@ func TestLeadersSpreadOverNodesAndReturnToARestartedNode(t *testing.T) {
 		counts := c.leaderCounts("q", 6)
 		return counts[0] == 2 && counts[1] == 2 && counts[2] == 2
 	}
-	waitFor(t, 30*time.Second, "two partition leaders per node", even)
+	await.Until(t, 30*time.Second, "two partition leaders per node", even)
 
 	addr := c.stop(1)
-	waitFor(t, 20*time.Second, "the stopped node's partitions to elect other leaders", func() bool {
+	await.Until(t, 20*time.Second, "the stopped node's partitions to elect other leaders", func() bool {
 		counts := c.leaderCounts("q", 6)
 		return counts[0]+counts[2] == 6
 	})
 	c.start(1, addr)
-	waitFor(t, 30*time.Second, "leadership to flow back to the restarted node", even)
+	await.Until(t, 30*time.Second, "leadership to flow back to the restarted node", even)
 }
 
 func TestCreateThroughAnyNodeIsReadyWhenAnswered(t *testing.T) {

@@ -188,17 +188,6 @@ func retry[T any](t testing.TB, timeout time.Duration, op func(ctx context.Conte
 	}
 }
 
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for attempt := 0; !cond(); attempt++ {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(backoff(attempt))
-	}
-}
-
 func createQueue(t testing.TB, c clients, q *raftbusv1.QueueProperties) {
 	t.Helper()
 	retry(t, 20*time.Second, func(ctx context.Context) (*raftbusv1.CreateQueueResponse, error) {

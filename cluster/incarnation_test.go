@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/raftbus/raftbus/cluster/identity"
+	"github.com/raftbus/raftbus/internal/await"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftv1 "github.com/raftbus/raftbus/proto/raftbus/raft/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -28,7 +29,7 @@ const refusal = "join under a new id, or restore its data dir"
 func (c *testCluster) waitIncarnations(i int) map[string]string {
 	c.t.Helper()
 	out := make(map[string]string)
-	waitFor(c.t, 15*time.Second, "every member's incarnation to be recorded", func() bool {
+	await.Until(c.t, 15*time.Second, "every member's incarnation to be recorded", func() bool {
 		clear(out)
 		c.nodes[i].meta.fsm.View(func(s *clusterv1.MetaSnapshot) {
 			for _, m := range s.Nodes {

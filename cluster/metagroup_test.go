@@ -16,6 +16,7 @@ import (
 	"github.com/raftbus/raftbus/cluster/clock"
 	"github.com/raftbus/raftbus/cluster/meta"
 	"github.com/raftbus/raftbus/engine"
+	"github.com/raftbus/raftbus/internal/await"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -115,7 +116,7 @@ func newMetaGroupOnMemory(t *testing.T, size int) []*metaMember {
 func metaLeader(t *testing.T, members []*metaMember, except *metaMember) *metaMember {
 	t.Helper()
 	var leader *metaMember
-	waitFor(t, 10*time.Second, "a metadata leader", func() bool {
+	await.Until(t, 10*time.Second, "a metadata leader", func() bool {
 		for _, m := range members {
 			if m != except && m.n.meta.isLeader() {
 				leader = m

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/raftbus/raftbus/internal/await"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -46,7 +47,7 @@ func TestPartitionStatusReportsTheReplicaDigest(t *testing.T) {
 		t.Helper()
 		var last string
 		var digest []byte
-		waitFor(t, 20*time.Second, "replicas to agree", func() bool {
+		await.Until(t, 20*time.Second, "replicas to agree", func() bool {
 			var rs []*clusterv1.PartitionStatusResponse
 			for i := range nodes {
 				rs = append(rs, status(i, true))

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/raftbus/raftbus/internal/await"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
@@ -62,7 +63,7 @@ func TestDamagedReplicaIsRebuiltFromItsPeers(t *testing.T) {
 	group := groupName(e, 0)
 	victimID := e.GetPartitions()[0].GetNodeIds()[0] // the preferred leader
 	v := c.indexOf(victimID)
-	waitFor(t, 20*time.Second, "the victim to apply every send", func() bool {
+	await.Until(t, 20*time.Second, "the victim to apply every send", func() bool {
 		r := c.nodes[v].replica(e, 0)
 		return r != nil && r.p.Info().AppliedIndex >= uint64(n)
 	})
@@ -78,7 +79,7 @@ func TestDamagedReplicaIsRebuiltFromItsPeers(t *testing.T) {
 
 	// Rebuilt: a voter again, healthy, and (as the preferred leader)
 	// leading again.
-	waitFor(t, 60*time.Second, "the rebuilt replica to lead", func() bool {
+	await.Until(t, 60*time.Second, "the rebuilt replica to lead", func() bool {
 		r := nd.replica(e, 0)
 		if r == nil || !r.p.IsLeader() {
 			return false
@@ -153,7 +154,7 @@ func TestLostNodeLogRebuildsEveryReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	nd := c.start(2, addr)
-	waitFor(t, 60*time.Second, "every replica on the node to vote again", func() bool {
+	await.Until(t, 60*time.Second, "every replica on the node to vote again", func() bool {
 		for id := range uint32(3) {
 			r := nd.replica(e, id)
 			if r == nil || suffrage(r.p.Raft(), nd.ID()) != raft.Voter {
@@ -208,13 +209,13 @@ func TestReplicaOfAnEntityDeletedWhileDownIsForgotten(t *testing.T) {
 	sendOne(t, c.client(0), "q", "m1")
 	e := c.nodes[0].meta.fsm.Entity("q")
 	group := groupName(e, 0)
-	waitFor(t, 20*time.Second, "node 3 to hold its replica", func() bool { return c.nodes[2].replica(e, 0) != nil })
+	await.Until(t, 20*time.Second, "node 3 to hold its replica", func() bool { return c.nodes[2].replica(e, 0) != nil })
 	addr := c.stop(2)
 	retry(t, 20*time.Second, func(ctx context.Context) (*raftbusv1.DeleteQueueResponse, error) {
 		return c.client(0).admin.DeleteQueue(ctx, &raftbusv1.DeleteQueueRequest{Name: "q"})
 	})
 	nd := c.start(2, addr)
-	waitFor(t, 60*time.Second, "the deleted entity's replica to be forgotten", func() bool {
+	await.Until(t, 60*time.Second, "the deleted entity's replica to be forgotten", func() bool {
 		for _, g := range nd.nodeLog.Groups() {
 			if g == group {
 				return false

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/raftbus/raftbus/internal/await"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
@@ -93,7 +94,7 @@ func TestLargeMessagesReachALaggingFollower(t *testing.T) {
 
 	e := c.nodes[other].meta.fsm.Entity("big")
 	follower, leader := c.nodes[lagging].replica(e, 0), c.nodes[other].replica(e, 0)
-	waitFor(t, 30*time.Second, "the caught-up follower to apply everything committed", func() bool {
+	await.Until(t, 30*time.Second, "the caught-up follower to apply everything committed", func() bool {
 		return follower.p.Info().AppliedIndex >= leader.p.Info().CommitIndex
 	})
 	if follower.p.Digest() != leader.p.Digest() {

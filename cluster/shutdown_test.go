@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/raftbus/raftbus/internal/await"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
@@ -40,7 +41,7 @@ func sendUntilStopped(t *testing.T, c clients, queue string, senders int) (stop 
 			}
 		}()
 	}
-	waitFor(t, 20*time.Second, "sends to "+queue+" to be acknowledged", func() bool { return acked.Load() >= 20 })
+	await.Until(t, 20*time.Second, "sends to "+queue+" to be acknowledged", func() bool { return acked.Load() >= 20 })
 	return func() {
 		close(done)
 		wg.Wait()
@@ -69,7 +70,7 @@ func TestDeleteAndShutdownUnderTrafficEnd(t *testing.T) {
 				}
 				return resp, err
 			})
-			waitFor(t, bound, "the deleted queue's replicas to close", func() bool {
+			await.Until(t, bound, "the deleted queue's replicas to close", func() bool {
 				return n.replica(e, 0) == nil && n.replica(e, 1) == nil
 			})
 			stop()

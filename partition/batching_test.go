@@ -2,11 +2,10 @@ package partition_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/raftbus/raftbus/engine"
+	"github.com/raftbus/raftbus/internal/await"
 	"github.com/raftbus/raftbus/partition"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -17,15 +16,7 @@ import (
 // one each.
 func TestCommandsArrivingWhileAnEntryIsOnItsWayShareTheNext(t *testing.T) {
 	p := openAlone(t, func(c *partition.Config) { c.MaxEntriesInFlight = 1 })
-	held, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	releaseFSM := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(releaseFSM)
-	go p.ReadApplied(func(*engine.Engine) {
-		close(held)
-		<-release
-	})
-	<-held
+	releaseFSM := holdStateMachine(t, p)
 
 	base := p.Info().CommitIndex
 	const later = 10
@@ -35,12 +26,12 @@ func TestCommandsArrivingWhileAnEntryIsOnItsWayShareTheNext(t *testing.T) {
 		errs <- err
 	}
 	go send()
-	waitFor(t, 10*time.Second, "the first send to commit", func() bool { return p.Info().CommitIndex == base+1 })
+	await.Until(t, 10*time.Second, "the first send to commit", func() bool { return p.Info().CommitIndex == base+1 })
 	for range later {
 		go send()
 	}
 	// The proposer holds the first of them while it waits.
-	waitFor(t, 10*time.Second, "the later sends to queue", func() bool { return p.QueuedProposals() == later-1 })
+	await.Until(t, 10*time.Second, "the later sends to queue", func() bool { return p.QueuedProposals() == later-1 })
 	if got := p.Info().CommitIndex; got != base+1 {
 		t.Fatalf("commit index %d while the first entry is on its way, want %d: entries were proposed past the limit", got, base+1)
 	}

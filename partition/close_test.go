@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftbus/raftbus/engine"
+	"github.com/raftbus/raftbus/internal/await"
 	"github.com/raftbus/raftbus/partition"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 	"github.com/raftbus/raftbus/raftlog"
@@ -19,6 +20,22 @@ import (
 // closeBound is how long Close may take. Nothing in it waits for more than
 // a shutdown of Raft, which is quick with the in-memory transport.
 const closeBound = 10 * time.Second
+
+// holdStateMachine keeps p's state machine from applying anything until
+// the returned release is called (or the test ends): committed entries
+// queue up for it meanwhile.
+func holdStateMachine(t *testing.T, p *partition.Partition) (release func()) {
+	held, unblock := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(unblock) }) }
+	t.Cleanup(release)
+	go p.ReadApplied(func(*engine.Engine) {
+		close(held)
+		<-unblock
+	})
+	<-held
+	return release
+}
 
 // openAlone opens a single-replica partition, ready to serve, and closes it
 // at the end of the test unless the test did, never waiting past
@@ -51,7 +68,7 @@ func openAlone(t *testing.T, tune func(*partition.Config)) *partition.Partition 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { closeWithin(t, p, closeBound) })
-	waitFor(t, 10*time.Second, "the replica to lead", func() bool {
+	await.Until(t, 10*time.Second, "the replica to lead", func() bool {
 		return p.Read(context.Background(), func(*engine.Engine) {}) == nil
 	})
 	configure(t, p, nil)
@@ -124,14 +141,9 @@ func TestCloseEndsWhenRaftDropsCommittedEntries(t *testing.T) {
 		p := openAlone(t, func(c *partition.Config) { c.MaxCommandsPerEntry, c.MaxEntriesInFlight = 1, 64 })
 		wait := proposeUntilClosed(t, p, 16)
 		// Hold the state machine so that committed entries queue up for it.
-		held, release := make(chan struct{}), make(chan struct{})
-		go p.ReadApplied(func(*engine.Engine) {
-			close(held)
-			<-release
-		})
-		<-held
+		releaseFSM := holdStateMachine(t, p)
 		target := p.Info().AppliedIndex + 8
-		waitFor(t, 10*time.Second, "entries to commit behind the held state machine", func() bool {
+		await.Until(t, 10*time.Second, "entries to commit behind the held state machine", func() bool {
 			return p.Info().CommitIndex >= target
 		})
 		closed := make(chan struct{})
@@ -139,10 +151,10 @@ func TestCloseEndsWhenRaftDropsCommittedEntries(t *testing.T) {
 			defer close(closed)
 			closeWithin(t, p, closeBound)
 		}()
-		waitFor(t, 10*time.Second, "raft to begin its shutdown", func() bool {
+		await.Until(t, 10*time.Second, "raft to begin its shutdown", func() bool {
 			return p.Raft().State() == raft.Shutdown
 		})
-		close(release)
+		releaseFSM()
 		<-closed
 		wait()
 		if t.Failed() {
@@ -157,7 +169,7 @@ func TestCloseUnderProposalsEnds(t *testing.T) {
 	for range 20 {
 		p := openAlone(t, nil)
 		wait := proposeUntilClosed(t, p, 8)
-		waitFor(t, 10*time.Second, "proposals to commit", func() bool { return p.Info().AppliedIndex > 50 })
+		await.Until(t, 10*time.Second, "proposals to commit", func() bool { return p.Info().AppliedIndex > 50 })
 		closeWithin(t, p, closeBound)
 		wait()
 		if t.Failed() {

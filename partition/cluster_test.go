@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftbus/raftbus/engine"
+	"github.com/raftbus/raftbus/internal/await"
 	"github.com/raftbus/raftbus/partition"
 	"github.com/raftbus/raftbus/raftlog"
 )
@@ -152,7 +153,7 @@ func (c *testCluster) closeAll() {
 func (c *testCluster) leader() int {
 	c.t.Helper()
 	var found int
-	waitFor(c.t, 10*time.Second, "a leader", func() bool {
+	await.Until(c.t, 10*time.Second, "a leader", func() bool {
 		found = -1
 		for i, p := range c.replicas {
 			if p != nil && p.IsLeader() {
@@ -171,7 +172,7 @@ func (c *testCluster) leader() int {
 // holds the same state.
 func (c *testCluster) converged() {
 	c.t.Helper()
-	waitFor(c.t, 10*time.Second, "replicas to converge", func() bool {
+	await.Until(c.t, 10*time.Second, "replicas to converge", func() bool {
 		var want *partition.Info
 		var digest [32]byte
 		for _, p := range c.replicas {
@@ -189,17 +190,4 @@ func (c *testCluster) converged() {
 		}
 		return true
 	})
-}
-
-// waitFor polls cond until it holds or the timeout passes. Raft exposes no
-// event for "replica caught up", so the tests poll with a deadline.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftbus/raftbus/engine"
+	"github.com/raftbus/raftbus/internal/await"
 	"github.com/raftbus/raftbus/partition"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -141,15 +142,7 @@ func TestReadOnAStalledLeaderEndsWithItsContext(t *testing.T) {
 func TestReadWaitsForTheStateMachineToApplyTheReadIndex(t *testing.T) {
 	// An entry each, all proposed at once.
 	p := openAlone(t, func(c *partition.Config) { c.MaxCommandsPerEntry, c.MaxEntriesInFlight = 1, 64 })
-	held, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	releaseFSM := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(releaseFSM)
-	go p.ReadApplied(func(*engine.Engine) {
-		close(held)
-		<-release
-	})
-	<-held
+	releaseFSM := holdStateMachine(t, p)
 
 	const sends = 20
 	base := p.Info().CommitIndex
@@ -163,7 +156,7 @@ func TestReadWaitsForTheStateMachineToApplyTheReadIndex(t *testing.T) {
 			errs <- err
 		}()
 	}
-	waitFor(t, 10*time.Second, "the sends to commit and be handed to the held state machine", func() bool {
+	await.Until(t, 10*time.Second, "the sends to commit and be handed to the held state machine", func() bool {
 		info := p.Info()
 		return info.CommitIndex >= base+sends && info.AppliedIndex >= info.CommitIndex
 	})

@@ -3,7 +3,6 @@ package raftgrpc
 import (
 	"net"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
@@ -63,16 +62,4 @@ func (n *testNode) openTransport(t testing.TB, group string) *GroupTransport {
 	}
 	t.Cleanup(func() { _ = trans.Close() })
 	return trans
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/raftbus/raftbus/internal/await"
 	raftv1 "github.com/raftbus/raftbus/proto/raftbus/raft/v1"
 )
 
@@ -408,11 +409,11 @@ func TestPeerRestartedOnTheSameAddressIsReachedAgain(t *testing.T) {
 
 	b.mux.Close()
 	b.server.Stop()
-	waitFor(t, 5*time.Second, "requests to the stopped peer to fail", func() bool { return send() != nil })
+	await.Until(t, 5*time.Second, "requests to the stopped peer to fail", func() bool { return send() != nil })
 
 	restarted := startNodeAt(t, string(b.addr), Config{})
 	answerAll(t, restarted.openTransport(t, "meta"))
-	waitFor(t, 3*time.Second, "the restarted peer to be reached", func() bool { return send() == nil })
+	await.Until(t, 3*time.Second, "the restarted peer to be reached", func() bool { return send() == nil })
 	if dials := a.mux.dials.Load(); dials != 1 {
 		t.Errorf("reaching the restarted peer took %d connections, want the one reconnecting", dials)
 	}

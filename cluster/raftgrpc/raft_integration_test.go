@@ -13,6 +13,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/raftbus/raftbus/internal/await"
 )
 
 // keySetFSM is a trivial state machine: the set of the commands applied.
@@ -182,7 +184,7 @@ func (m *raftMember) stop(t *testing.T) {
 func (g *raftGroup) waitLeader(t *testing.T) *raftMember {
 	t.Helper()
 	var leader *raftMember
-	waitFor(t, 10*time.Second, "a leader of "+g.name, func() bool {
+	await.Until(t, 10*time.Second, "a leader of "+g.name, func() bool {
 		for _, m := range g.members {
 			if m.raft != nil && m.raft.State() == raft.Leader {
 				leader = m
@@ -220,7 +222,7 @@ func (g *raftGroup) waitReplicated(t *testing.T, want []string) {
 		if m.raft == nil {
 			continue
 		}
-		waitFor(t, 10*time.Second, fmt.Sprintf("%s to apply %d keys", m.id, len(want)), func() bool {
+		await.Until(t, 10*time.Second, fmt.Sprintf("%s to apply %d keys", m.id, len(want)), func() bool {
 			got, _ := m.fsm.state()
 			return strings.Join(got, ",") == strings.Join(sorted, ",")
 		})

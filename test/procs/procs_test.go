@@ -13,7 +13,9 @@ type recorder struct {
 	errs []string
 }
 
-func (r *recorder) Errorf(format string, args ...any) { r.errs = append(r.errs, fmt.Sprintf(format, args...)) }
+func (r *recorder) Errorf(format string, args ...any) {
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
 
 func TestARaceInANodeFailsTheTest(t *testing.T) {
 	dir := t.TempDir()
