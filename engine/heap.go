@@ -1,65 +1,92 @@
 package engine
 
-// deadlineHeap is an indexed min-heap of messages ordered by a deadline, ties
-// broken by the order sequence numbers were handed out in, so that the heap's
-// behaviour never depends on insertion order. Each message records its own
-// position (through F), which makes removal and re-keying O(log n).
-type deadlineHeap[F heapField] struct {
-	items []*message
+import "strings"
+
+// indexedHeap is a min-heap in which every item records its own position
+// (through K), which makes removal and re-keying O(log n). K also orders
+// the items, and every order breaks ties by something unique (a message's
+// order, a session's id), so that the heap never depends on insertion
+// order.
+type indexedHeap[T any, K heapKey[T]] struct {
+	items []T
 }
 
-// heapField selects which deadline and which position field a heap uses.
-type heapField interface {
-	deadline(m *message) int64
-	index(m *message) *int32
+// heapKey orders the items of a heap and names the field where each keeps
+// its position (-1 outside the heap).
+type heapKey[T any] interface {
+	less(a, b T) bool
+	index(a T) *int32
 }
 
-// timerField orders by dueMs: lock expiry of locked messages, activation
+// byDeadline orders messages by a deadline, ties by the order sequence
+// numbers were handed out in.
+func byDeadline(da, db int64, a, b *message) bool {
+	return da < db || (da == db && a.order < b.order)
+}
+
+// timerKey orders by dueMs: lock expiry of locked messages, activation
 // time of scheduled ones.
-type timerField struct{}
+type timerKey struct{}
 
-func (timerField) deadline(m *message) int64 { return m.dueMs }
-func (timerField) index(m *message) *int32   { return &m.timerIdx }
+func (timerKey) less(a, b *message) bool { return byDeadline(a.dueMs, b.dueMs, a, b) }
+func (timerKey) index(m *message) *int32 { return &m.timerIdx }
 
-// returnedField orders available messages back from a lock by order
-// alone. It shares the position field with timerField: a message is never
-// locked or scheduled and available at once.
-type returnedField struct{}
+// returnedKey orders available messages back from a lock by order alone.
+// It shares the position field with timerKey: a message is never locked
+// or scheduled and available at once.
+type returnedKey struct{}
 
-func (returnedField) deadline(*message) int64 { return 0 }
-func (returnedField) index(m *message) *int32 { return &m.timerIdx }
+func (returnedKey) less(a, b *message) bool { return a.order < b.order }
+func (returnedKey) index(m *message) *int32 { return &m.timerIdx }
 
-// expiryField orders by expiresMs (time to live).
-type expiryField struct{}
+// expiryKey orders by expiresMs (time to live).
+type expiryKey struct{}
 
-func (expiryField) deadline(m *message) int64 { return m.expiresMs }
-func (expiryField) index(m *message) *int32   { return &m.expiryIdx }
+func (expiryKey) less(a, b *message) bool { return byDeadline(a.expiresMs, b.expiresMs, a, b) }
+func (expiryKey) index(m *message) *int32 { return &m.expiryIdx }
 
-func (h *deadlineHeap[F]) Len() int { return len(h.items) }
+// sessionLockKey orders held sessions by lock expiry, ties by id.
+type sessionLockKey struct{}
 
-// top returns the message with the earliest deadline, or nil.
-func (h *deadlineHeap[F]) top() *message {
+func (sessionLockKey) less(a, b *session) bool {
+	return a.lockedUntil < b.lockedUntil || (a.lockedUntil == b.lockedUntil && strings.Compare(a.id, b.id) < 0)
+}
+func (sessionLockKey) index(s *session) *int32 { return &s.lockIdx }
+
+// sessionReadyKey orders sessions by the order of their head message.
+type sessionReadyKey struct{}
+
+func (sessionReadyKey) less(a, b *session) bool {
+	return a.active.first().order < b.active.first().order
+}
+func (sessionReadyKey) index(s *session) *int32 { return &s.readyIdx }
+
+func (h *indexedHeap[T, K]) Len() int { return len(h.items) }
+
+// top returns the least item, or the zero T (nil) when empty.
+func (h *indexedHeap[T, K]) top() T {
 	if len(h.items) == 0 {
-		return nil
+		var zero T
+		return zero
 	}
 	return h.items[0]
 }
 
-func (h *deadlineHeap[F]) contains(m *message) bool {
-	var f F
-	return *f.index(m) >= 0
+func (h *indexedHeap[T, K]) contains(x T) bool {
+	var k K
+	return *k.index(x) >= 0
 }
 
-func (h *deadlineHeap[F]) push(m *message) {
-	var f F
-	*f.index(m) = int32(len(h.items))
-	h.items = append(h.items, m)
+func (h *indexedHeap[T, K]) push(x T) {
+	var k K
+	*k.index(x) = int32(len(h.items))
+	h.items = append(h.items, x)
 	h.up(len(h.items) - 1)
 }
 
-func (h *deadlineHeap[F]) remove(m *message) {
-	var f F
-	i := int(*f.index(m))
+func (h *indexedHeap[T, K]) remove(x T) {
+	var k K
+	i := int(*k.index(x))
 	if i < 0 {
 		return
 	}
@@ -67,43 +94,42 @@ func (h *deadlineHeap[F]) remove(m *message) {
 	if i != last {
 		h.swap(i, last)
 	}
-	h.items[last] = nil
+	var zero T
+	h.items[last] = zero
 	h.items = h.items[:last]
-	*f.index(m) = -1
+	*k.index(x) = -1
 	if i != last {
 		h.fix(i)
 	}
 }
 
-// changed restores the heap order after m's deadline changed.
-func (h *deadlineHeap[F]) changed(m *message) {
-	var f F
-	if i := int(*f.index(m)); i >= 0 {
+// changed restores the heap order after x's key changed.
+func (h *indexedHeap[T, K]) changed(x T) {
+	var k K
+	if i := int(*k.index(x)); i >= 0 {
 		h.fix(i)
 	}
 }
 
-func (h *deadlineHeap[F]) fix(i int) {
+func (h *indexedHeap[T, K]) fix(i int) {
 	if !h.down(i) {
 		h.up(i)
 	}
 }
 
-func (h *deadlineHeap[F]) less(i, j int) bool {
-	var f F
-	a, b := h.items[i], h.items[j]
-	da, db := f.deadline(a), f.deadline(b)
-	return da < db || (da == db && a.order < b.order)
+func (h *indexedHeap[T, K]) less(i, j int) bool {
+	var k K
+	return k.less(h.items[i], h.items[j])
 }
 
-func (h *deadlineHeap[F]) swap(i, j int) {
-	var f F
+func (h *indexedHeap[T, K]) swap(i, j int) {
+	var k K
 	h.items[i], h.items[j] = h.items[j], h.items[i]
-	*f.index(h.items[i]) = int32(i)
-	*f.index(h.items[j]) = int32(j)
+	*k.index(h.items[i]) = int32(i)
+	*k.index(h.items[j]) = int32(j)
 }
 
-func (h *deadlineHeap[F]) up(j int) {
+func (h *indexedHeap[T, K]) up(j int) {
 	for j > 0 {
 		i := (j - 1) / 2
 		if !h.less(j, i) {
@@ -114,7 +140,7 @@ func (h *deadlineHeap[F]) up(j int) {
 	}
 }
 
-func (h *deadlineHeap[F]) down(i0 int) bool {
+func (h *indexedHeap[T, K]) down(i0 int) bool {
 	i, n := i0, len(h.items)
 	for {
 		j := 2*i + 1

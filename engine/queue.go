@@ -84,9 +84,9 @@ type queue struct {
 	deadLetter bool
 	all        messageLog // every message
 	fresh      messageLog // available messages appended in order
-	returned   deadlineHeap[returnedField]
-	timers     deadlineHeap[timerField]
-	expiries   deadlineHeap[expiryField]
+	returned   indexedHeap[*message, returnedKey]
+	timers     indexedHeap[*message, timerKey]
+	expiries   indexedHeap[*message, expiryKey]
 	locks      map[lockToken]*message
 	// sessions indexes the messages by session in the main queue of an
 	// entity that requires sessions; nil otherwise.

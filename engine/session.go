@@ -95,7 +95,7 @@ func (e *Engine) renewSessionLock(now int64, c *enginev1.RenewSessionLock) (int6
 		return 0, err
 	}
 	s.lockedUntil = addMs(now, q.entity.settings.lockDurationMs)
-	q.sessions.expiring.fix(int(s.lockIdx))
+	q.sessions.expiring.changed(s)
 	return s.lockedUntil, nil
 }
 

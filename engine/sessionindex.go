@@ -2,7 +2,6 @@ package engine
 
 import (
 	"slices"
-	"strings"
 
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -48,9 +47,9 @@ type sessionIndex struct {
 	byID map[string]*session
 	// ready are the sessions nobody holds whose head is available, by the
 	// order of the head: accept-next takes the top.
-	ready sessionHeap
+	ready indexedHeap[*session, sessionReadyKey]
 	// expiring are the held sessions by lock expiry.
-	expiring sessionHeap
+	expiring indexedHeap[*session, sessionLockKey]
 	// owner is the session of every message of the queue.
 	owner map[*message]*session
 	// lost holds the lock tokens messages had when their session lock was
@@ -66,7 +65,6 @@ func newSessionIndex() *sessionIndex {
 	return &sessionIndex{
 		byID: make(map[string]*session), owner: make(map[*message]*session),
 		lost: make(map[lockToken]*message), lostBy: make(map[*message]lockToken),
-		expiring: sessionHeap{byLock: true},
 	}
 }
 
@@ -115,7 +113,7 @@ func (x *sessionIndex) update(s *session) {
 		if s.readyIdx < 0 {
 			x.ready.push(s)
 		} else {
-			x.ready.fix(int(s.readyIdx))
+			x.ready.changed(s)
 		}
 	} else {
 		x.ready.remove(s)
@@ -217,98 +215,4 @@ func (x *sessionIndex) nextEvent() (int64, bool) {
 		return s.lockedUntil, true
 	}
 	return 0, false
-}
-
-// sessionHeap is an indexed min-heap of sessions: by lock expiry (ties by
-// id) or by the order of their head message.
-type sessionHeap struct {
-	items  []*session
-	byLock bool
-}
-
-func (h *sessionHeap) index(s *session) *int32 {
-	if h.byLock {
-		return &s.lockIdx
-	}
-	return &s.readyIdx
-}
-
-func (h *sessionHeap) top() *session {
-	if len(h.items) == 0 {
-		return nil
-	}
-	return h.items[0]
-}
-
-func (h *sessionHeap) less(i, j int) bool {
-	a, b := h.items[i], h.items[j]
-	if h.byLock {
-		return a.lockedUntil < b.lockedUntil || (a.lockedUntil == b.lockedUntil && strings.Compare(a.id, b.id) < 0)
-	}
-	return a.active.first().order < b.active.first().order
-}
-
-func (h *sessionHeap) swap(i, j int) {
-	h.items[i], h.items[j] = h.items[j], h.items[i]
-	*h.index(h.items[i]) = int32(i)
-	*h.index(h.items[j]) = int32(j)
-}
-
-func (h *sessionHeap) push(s *session) {
-	*h.index(s) = int32(len(h.items))
-	h.items = append(h.items, s)
-	h.up(len(h.items) - 1)
-}
-
-func (h *sessionHeap) remove(s *session) {
-	i := int(*h.index(s))
-	if i < 0 {
-		return
-	}
-	last := len(h.items) - 1
-	if i != last {
-		h.swap(i, last)
-	}
-	h.items[last] = nil
-	h.items = h.items[:last]
-	*h.index(s) = -1
-	if i != last {
-		h.fix(i)
-	}
-}
-
-func (h *sessionHeap) fix(i int) {
-	if !h.down(i) {
-		h.up(i)
-	}
-}
-
-func (h *sessionHeap) up(j int) {
-	for j > 0 {
-		i := (j - 1) / 2
-		if !h.less(j, i) {
-			break
-		}
-		h.swap(i, j)
-		j = i
-	}
-}
-
-func (h *sessionHeap) down(i0 int) bool {
-	i, n := i0, len(h.items)
-	for {
-		j := 2*i + 1
-		if j >= n {
-			break
-		}
-		if r := j + 1; r < n && h.less(r, j) {
-			j = r
-		}
-		if !h.less(j, i) {
-			break
-		}
-		h.swap(i, j)
-		i = j
-	}
-	return i > i0
 }
