@@ -129,6 +129,52 @@ func (s *entitySettings) subscription() *admin.SubscriptionProperties {
 	}
 }
 
+// adminCall is an entity command ready to run: its action, the positional
+// arguments the action names, an admin client and the call's context.
+type adminCall struct {
+	verb string
+	pos  []string
+	ad   *admin.Client
+	ctx  context.Context
+	done func()
+}
+
+// adminCommand starts a create, update, get, delete or list command on an
+// entity kind: it splits off the action, parses the flags flags sets up
+// and the positional arguments (the parents, then the entity's name except
+// for list), and connects. The caller calls done.
+func (a *app) adminCommand(ctx context.Context, kind string, args []string, parents []string, flags func(*flag.FlagSet)) (*adminCall, error) {
+	v, args, err := verb(args)
+	if err != nil {
+		return nil, err
+	}
+	fs := a.flags(kind + " " + v)
+	if flags != nil {
+		flags(fs)
+	}
+	names := append(parents[:len(parents):len(parents)], "name")
+	switch v {
+	case "create", "update", "get", "delete":
+	case "list":
+		names = parents
+	default:
+		return nil, usagef("unknown action %q", v)
+	}
+	pos, err := a.parse(fs, args, names...)
+	if err != nil {
+		return nil, err
+	}
+	ad, err := a.admin()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := a.withTimeout(ctx)
+	return &adminCall{verb: v, pos: pos, ad: ad, ctx: ctx, done: func() {
+		cancel()
+		ad.Close()
+	}}, nil
+}
+
 // verb splits "<verb> args..." off a command line.
 func verb(args []string) (string, []string, error) {
 	if len(args) == 0 {
@@ -141,28 +187,13 @@ func verb(args []string) (string, []string, error) {
 }
 
 func runQueue(ctx context.Context, a *app, args []string) error {
-	v, args, err := verb(args)
+	var settings *entitySettings
+	c, err := a.adminCommand(ctx, "queue", args, nil, func(fs *flag.FlagSet) { settings = newEntitySettings(fs) })
 	if err != nil {
 		return err
 	}
-	fs := a.flags("queue " + v)
-	settings := newEntitySettings(fs)
-	want := map[string][]string{"create": {"name"}, "update": {"name"}, "get": {"name"}, "delete": {"name"}, "list": {}}
-	names, ok := want[v]
-	if !ok {
-		return usagef("unknown action %q", v)
-	}
-	pos, err := a.parse(fs, args, names...)
-	if err != nil {
-		return err
-	}
-	ad, err := a.admin()
-	if err != nil {
-		return err
-	}
-	defer ad.Close()
-	ctx, cancel := a.withTimeout(ctx)
-	defer cancel()
+	defer c.done()
+	v, pos, ad, ctx := c.verb, c.pos, c.ad, c.ctx
 	switch v {
 	case "create":
 		q, err := ad.CreateQueue(ctx, pos[0], settings.queue())

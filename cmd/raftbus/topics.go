@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 
 	"github.com/raftbus/raftbus/client/admin"
@@ -51,28 +52,13 @@ Examples:
 `
 
 func runTopic(ctx context.Context, a *app, args []string) error {
-	v, args, err := verb(args)
+	var settings *entitySettings
+	c, err := a.adminCommand(ctx, "topic", args, nil, func(fs *flag.FlagSet) { settings = newEntitySettings(fs) })
 	if err != nil {
 		return err
 	}
-	fs := a.flags("topic " + v)
-	settings := newEntitySettings(fs)
-	want := map[string][]string{"create": {"name"}, "update": {"name"}, "get": {"name"}, "delete": {"name"}, "list": {}}
-	names, ok := want[v]
-	if !ok {
-		return usagef("unknown action %q", v)
-	}
-	pos, err := a.parse(fs, args, names...)
-	if err != nil {
-		return err
-	}
-	ad, err := a.admin()
-	if err != nil {
-		return err
-	}
-	defer ad.Close()
-	ctx, cancel := a.withTimeout(ctx)
-	defer cancel()
+	defer c.done()
+	v, pos, ad, ctx := c.verb, c.pos, c.ad, c.ctx
 	switch v {
 	case "create":
 		t, err := ad.CreateTopic(ctx, pos[0], settings.topic())
@@ -105,29 +91,17 @@ func runTopic(ctx context.Context, a *app, args []string) error {
 }
 
 func runSubscription(ctx context.Context, a *app, args []string) error {
-	v, args, err := verb(args)
+	var settings *entitySettings
+	var sql *string
+	c, err := a.adminCommand(ctx, "subscription", args, []string{"topic"}, func(fs *flag.FlagSet) {
+		settings = newEntitySettings(fs)
+		sql = fs.String("sql", "", "")
+	})
 	if err != nil {
 		return err
 	}
-	fs := a.flags("subscription " + v)
-	settings := newEntitySettings(fs)
-	sql := fs.String("sql", "", "")
-	want := map[string][]string{"create": {"topic", "name"}, "update": {"topic", "name"}, "get": {"topic", "name"}, "delete": {"topic", "name"}, "list": {"topic"}}
-	names, ok := want[v]
-	if !ok {
-		return usagef("unknown action %q", v)
-	}
-	pos, err := a.parse(fs, args, names...)
-	if err != nil {
-		return err
-	}
-	ad, err := a.admin()
-	if err != nil {
-		return err
-	}
-	defer ad.Close()
-	ctx, cancel := a.withTimeout(ctx)
-	defer cancel()
+	defer c.done()
+	v, pos, ad, ctx := c.verb, c.pos, c.ad, c.ctx
 	switch v {
 	case "create":
 		var rule *admin.RuleProperties
@@ -164,26 +138,20 @@ func runSubscription(ctx context.Context, a *app, args []string) error {
 }
 
 func runRule(ctx context.Context, a *app, args []string) error {
-	v, args, err := verb(args)
+	var sql, correlation, action *string
+	var always, never *bool
+	c, err := a.adminCommand(ctx, "rule", args, []string{"topic", "subscription"}, func(fs *flag.FlagSet) {
+		sql = fs.String("sql", "", "")
+		correlation = fs.String("correlation-id", "", "")
+		always = fs.Bool("true", false, "")
+		never = fs.Bool("false", false, "")
+		action = fs.String("action", "", "")
+	})
 	if err != nil {
 		return err
 	}
-	fs := a.flags("rule " + v)
-	sql := fs.String("sql", "", "")
-	correlation := fs.String("correlation-id", "", "")
-	always := fs.Bool("true", false, "")
-	never := fs.Bool("false", false, "")
-	action := fs.String("action", "", "")
-	want := map[string][]string{"create": {"topic", "subscription", "name"}, "update": {"topic", "subscription", "name"},
-		"get": {"topic", "subscription", "name"}, "delete": {"topic", "subscription", "name"}, "list": {"topic", "subscription"}}
-	names, ok := want[v]
-	if !ok {
-		return usagef("unknown action %q", v)
-	}
-	pos, err := a.parse(fs, args, names...)
-	if err != nil {
-		return err
-	}
+	defer c.done()
+	v, pos, ad, ctx := c.verb, c.pos, c.ad, c.ctx
 	rule := func() (*admin.RuleProperties, error) {
 		r := &admin.RuleProperties{Name: pos[2], Filter: &raftbusv1.RuleFilter{}}
 		switch {
@@ -203,13 +171,6 @@ func runRule(ctx context.Context, a *app, args []string) error {
 		}
 		return r, nil
 	}
-	ad, err := a.admin()
-	if err != nil {
-		return err
-	}
-	defer ad.Close()
-	ctx, cancel := a.withTimeout(ctx)
-	defer cancel()
 	switch v {
 	case "create", "update":
 		r, err := rule()
