@@ -25,6 +25,13 @@ func startNode(t testing.TB, cfg Config) *testNode {
 // startNodeAt is startNode listening on addr.
 func startNodeAt(t testing.TB, addr string, cfg Config) *testNode {
 	t.Helper()
+	return startNodeWith(t, addr, cfg, func(m *Mux, s *grpc.Server) { m.Register(s) })
+}
+
+// startNodeWith is startNodeAt with register putting the Mux's service on
+// the server (in a test's own way).
+func startNodeWith(t testing.TB, addr string, cfg Config, register func(*Mux, *grpc.Server), opts ...grpc.ServerOption) *testNode {
+	t.Helper()
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatalf("listen: %v", err)
@@ -34,8 +41,8 @@ func startNodeAt(t testing.TB, addr string, cfg Config) *testNode {
 	if err != nil {
 		t.Fatalf("new mux: %v", err)
 	}
-	server := grpc.NewServer()
-	mux.Register(server)
+	server := grpc.NewServer(opts...)
+	register(mux, server)
 	served := make(chan struct{})
 	go func() {
 		defer close(served)

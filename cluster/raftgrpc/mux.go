@@ -97,13 +97,16 @@ type Mux struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu     sync.RWMutex
-	closed bool
-	conns  map[raft.ServerAddress]*grpc.ClientConn
-	groups map[string]*GroupTransport
+	mu         sync.RWMutex
+	closed     bool
+	conns      map[raft.ServerAddress]*grpc.ClientConn
+	groups     map[string]*GroupTransport
+	heartbeats map[heartbeatKey]*heartbeats
 
-	// dials counts the connections made, for tests.
-	dials atomic.Int64
+	// dials counts the connections made, heartbeatStreams the heartbeat
+	// streams opened, for tests.
+	dials            atomic.Int64
+	heartbeatStreams atomic.Int64
 }
 
 // NewMux returns the Mux of a node advertising cfg.LocalAddr.
@@ -149,6 +152,7 @@ func NewMux(cfg Config) (*Mux, error) {
 		cancel:           cancel,
 		conns:            make(map[raft.ServerAddress]*grpc.ClientConn),
 		groups:           make(map[string]*GroupTransport),
+		heartbeats:       make(map[heartbeatKey]*heartbeats),
 	}, nil
 }
 

@@ -108,7 +108,14 @@ func (t *GroupTransport) Close() error {
 }
 
 // AppendEntries sends one AppendEntries RPC and waits for its answer.
+// Heartbeats go on the peer's heartbeat stream.
 func (t *GroupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	if isHeartbeat(args) {
+		err := t.heartbeat(id, target, args, resp)
+		if !errors.Is(err, errNoHeartbeatStream) {
+			return err
+		}
+	}
 	err := t.call(id, target, t.mux.timeout, func(ctx context.Context, c raftv1.RaftTransportServiceClient) error {
 		out, err := c.AppendEntries(ctx, appendEntriesRequestToProto(t.group, args))
 		if err != nil {
@@ -120,6 +127,24 @@ func (t *GroupTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 	if err != nil {
 		return fmt.Errorf("raftgrpc: append entries to %s (group %s): %w", target, t.group, err)
 	}
+	return nil
+}
+
+// heartbeat sends a heartbeat on the heartbeat stream to target.
+func (t *GroupTransport) heartbeat(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	if err := t.ctx.Err(); err != nil {
+		return ErrClosed
+	}
+	ctx, cancel := context.WithTimeout(t.ctx, t.mux.timeout)
+	defer cancel()
+	out, err := t.mux.heartbeatsTo(id, target).send(ctx, appendEntriesRequestToProto(t.group, args))
+	if err != nil {
+		if errors.Is(err, errNoHeartbeatStream) {
+			return err
+		}
+		return fmt.Errorf("raftgrpc: heartbeat to %s (group %s): %w", target, t.group, err)
+	}
+	*resp = appendEntriesResponseFromProto(out)
 	return nil
 }
 

@@ -1124,6 +1124,123 @@ func (x *InstallSnapshotResponse) GetSuccess() bool {
 	return false
 }
 
+// HeartbeatsRequest carries one heartbeat: an AppendEntries request with
+// no entries and no commit index.
+type HeartbeatsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Chosen by the caller, unique on the stream; the answer carries it.
+	Id            uint64                `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Request       *AppendEntriesRequest `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeartbeatsRequest) Reset() {
+	*x = HeartbeatsRequest{}
+	mi := &file_raftbus_raft_v1_transport_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeartbeatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeartbeatsRequest) ProtoMessage() {}
+
+func (x *HeartbeatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_raft_v1_transport_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeartbeatsRequest.ProtoReflect.Descriptor instead.
+func (*HeartbeatsRequest) Descriptor() ([]byte, []int) {
+	return file_raftbus_raft_v1_transport_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *HeartbeatsRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *HeartbeatsRequest) GetRequest() *AppendEntriesRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+// HeartbeatsResponse answers the heartbeat of the same id: a response, or
+// the error that kept its group from answering.
+type HeartbeatsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Response      *AppendEntriesResponse `protobuf:"bytes,2,opt,name=response,proto3" json:"response,omitempty"`
+	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeartbeatsResponse) Reset() {
+	*x = HeartbeatsResponse{}
+	mi := &file_raftbus_raft_v1_transport_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeartbeatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeartbeatsResponse) ProtoMessage() {}
+
+func (x *HeartbeatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_raft_v1_transport_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeartbeatsResponse.ProtoReflect.Descriptor instead.
+func (*HeartbeatsResponse) Descriptor() ([]byte, []int) {
+	return file_raftbus_raft_v1_transport_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *HeartbeatsResponse) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *HeartbeatsResponse) GetResponse() *AppendEntriesResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *HeartbeatsResponse) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 var File_raftbus_raft_v1_transport_proto protoreflect.FileDescriptor
 
 const file_raftbus_raft_v1_transport_proto_rawDesc = "" +
@@ -1204,14 +1321,21 @@ const file_raftbus_raft_v1_transport_proto_rawDesc = "" +
 	"\x17InstallSnapshotResponse\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.raftbus.raft.v1.RPCHeaderR\x06header\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x18\n" +
-	"\asuccess\x18\x03 \x01(\bR\asuccess*\xb7\x01\n" +
+	"\asuccess\x18\x03 \x01(\bR\asuccess\"d\n" +
+	"\x11HeartbeatsRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12?\n" +
+	"\arequest\x18\x02 \x01(\v2%.raftbus.raft.v1.AppendEntriesRequestR\arequest\"~\n" +
+	"\x12HeartbeatsResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12B\n" +
+	"\bresponse\x18\x02 \x01(\v2&.raftbus.raft.v1.AppendEntriesResponseR\bresponse\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error*\xb7\x01\n" +
 	"\aLogType\x12 \n" +
 	"\x1cLOG_TYPE_COMMAND_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rLOG_TYPE_NOOP\x10\x01\x12 \n" +
 	"\x1cLOG_TYPE_ADD_PEER_DEPRECATED\x10\x02\x12#\n" +
 	"\x1fLOG_TYPE_REMOVE_PEER_DEPRECATED\x10\x03\x12\x14\n" +
 	"\x10LOG_TYPE_BARRIER\x10\x04\x12\x1a\n" +
-	"\x16LOG_TYPE_CONFIGURATION\x10\x052\xee\x04\n" +
+	"\x16LOG_TYPE_CONFIGURATION\x10\x052\xc9\x05\n" +
 	"\x14RaftTransportService\x12^\n" +
 	"\rAppendEntries\x12%.raftbus.raft.v1.AppendEntriesRequest\x1a&.raftbus.raft.v1.AppendEntriesResponse\x12z\n" +
 	"\x15AppendEntriesPipeline\x12-.raftbus.raft.v1.AppendEntriesPipelineRequest\x1a..raftbus.raft.v1.AppendEntriesPipelineResponse(\x010\x01\x12X\n" +
@@ -1219,7 +1343,9 @@ const file_raftbus_raft_v1_transport_proto_rawDesc = "" +
 	"\x0eRequestPreVote\x12&.raftbus.raft.v1.RequestPreVoteRequest\x1a'.raftbus.raft.v1.RequestPreVoteResponse\x12U\n" +
 	"\n" +
 	"TimeoutNow\x12\".raftbus.raft.v1.TimeoutNowRequest\x1a#.raftbus.raft.v1.TimeoutNowResponse\x12f\n" +
-	"\x0fInstallSnapshot\x12'.raftbus.raft.v1.InstallSnapshotRequest\x1a(.raftbus.raft.v1.InstallSnapshotResponse(\x01B9Z7github.com/raftbus/raftbus/proto/raftbus/raft/v1;raftv1b\x06proto3"
+	"\x0fInstallSnapshot\x12'.raftbus.raft.v1.InstallSnapshotRequest\x1a(.raftbus.raft.v1.InstallSnapshotResponse(\x01\x12Y\n" +
+	"\n" +
+	"Heartbeats\x12\".raftbus.raft.v1.HeartbeatsRequest\x1a#.raftbus.raft.v1.HeartbeatsResponse(\x010\x01B9Z7github.com/raftbus/raftbus/proto/raftbus/raft/v1;raftv1b\x06proto3"
 
 var (
 	file_raftbus_raft_v1_transport_proto_rawDescOnce sync.Once
@@ -1234,7 +1360,7 @@ func file_raftbus_raft_v1_transport_proto_rawDescGZIP() []byte {
 }
 
 var file_raftbus_raft_v1_transport_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_raftbus_raft_v1_transport_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_raftbus_raft_v1_transport_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_raftbus_raft_v1_transport_proto_goTypes = []any{
 	(LogType)(0),                          // 0: raftbus.raft.v1.LogType
 	(*RPCHeader)(nil),                     // 1: raftbus.raft.v1.RPCHeader
@@ -1252,6 +1378,8 @@ var file_raftbus_raft_v1_transport_proto_goTypes = []any{
 	(*SnapshotMeta)(nil),                  // 13: raftbus.raft.v1.SnapshotMeta
 	(*InstallSnapshotRequest)(nil),        // 14: raftbus.raft.v1.InstallSnapshotRequest
 	(*InstallSnapshotResponse)(nil),       // 15: raftbus.raft.v1.InstallSnapshotResponse
+	(*HeartbeatsRequest)(nil),             // 16: raftbus.raft.v1.HeartbeatsRequest
+	(*HeartbeatsResponse)(nil),            // 17: raftbus.raft.v1.HeartbeatsResponse
 }
 var file_raftbus_raft_v1_transport_proto_depIdxs = []int32{
 	0,  // 0: raftbus.raft.v1.Log.type:type_name -> raftbus.raft.v1.LogType
@@ -1269,23 +1397,27 @@ var file_raftbus_raft_v1_transport_proto_depIdxs = []int32{
 	1,  // 12: raftbus.raft.v1.SnapshotMeta.header:type_name -> raftbus.raft.v1.RPCHeader
 	13, // 13: raftbus.raft.v1.InstallSnapshotRequest.meta:type_name -> raftbus.raft.v1.SnapshotMeta
 	1,  // 14: raftbus.raft.v1.InstallSnapshotResponse.header:type_name -> raftbus.raft.v1.RPCHeader
-	3,  // 15: raftbus.raft.v1.RaftTransportService.AppendEntries:input_type -> raftbus.raft.v1.AppendEntriesRequest
-	5,  // 16: raftbus.raft.v1.RaftTransportService.AppendEntriesPipeline:input_type -> raftbus.raft.v1.AppendEntriesPipelineRequest
-	7,  // 17: raftbus.raft.v1.RaftTransportService.RequestVote:input_type -> raftbus.raft.v1.RequestVoteRequest
-	9,  // 18: raftbus.raft.v1.RaftTransportService.RequestPreVote:input_type -> raftbus.raft.v1.RequestPreVoteRequest
-	11, // 19: raftbus.raft.v1.RaftTransportService.TimeoutNow:input_type -> raftbus.raft.v1.TimeoutNowRequest
-	14, // 20: raftbus.raft.v1.RaftTransportService.InstallSnapshot:input_type -> raftbus.raft.v1.InstallSnapshotRequest
-	4,  // 21: raftbus.raft.v1.RaftTransportService.AppendEntries:output_type -> raftbus.raft.v1.AppendEntriesResponse
-	6,  // 22: raftbus.raft.v1.RaftTransportService.AppendEntriesPipeline:output_type -> raftbus.raft.v1.AppendEntriesPipelineResponse
-	8,  // 23: raftbus.raft.v1.RaftTransportService.RequestVote:output_type -> raftbus.raft.v1.RequestVoteResponse
-	10, // 24: raftbus.raft.v1.RaftTransportService.RequestPreVote:output_type -> raftbus.raft.v1.RequestPreVoteResponse
-	12, // 25: raftbus.raft.v1.RaftTransportService.TimeoutNow:output_type -> raftbus.raft.v1.TimeoutNowResponse
-	15, // 26: raftbus.raft.v1.RaftTransportService.InstallSnapshot:output_type -> raftbus.raft.v1.InstallSnapshotResponse
-	21, // [21:27] is the sub-list for method output_type
-	15, // [15:21] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	3,  // 15: raftbus.raft.v1.HeartbeatsRequest.request:type_name -> raftbus.raft.v1.AppendEntriesRequest
+	4,  // 16: raftbus.raft.v1.HeartbeatsResponse.response:type_name -> raftbus.raft.v1.AppendEntriesResponse
+	3,  // 17: raftbus.raft.v1.RaftTransportService.AppendEntries:input_type -> raftbus.raft.v1.AppendEntriesRequest
+	5,  // 18: raftbus.raft.v1.RaftTransportService.AppendEntriesPipeline:input_type -> raftbus.raft.v1.AppendEntriesPipelineRequest
+	7,  // 19: raftbus.raft.v1.RaftTransportService.RequestVote:input_type -> raftbus.raft.v1.RequestVoteRequest
+	9,  // 20: raftbus.raft.v1.RaftTransportService.RequestPreVote:input_type -> raftbus.raft.v1.RequestPreVoteRequest
+	11, // 21: raftbus.raft.v1.RaftTransportService.TimeoutNow:input_type -> raftbus.raft.v1.TimeoutNowRequest
+	14, // 22: raftbus.raft.v1.RaftTransportService.InstallSnapshot:input_type -> raftbus.raft.v1.InstallSnapshotRequest
+	16, // 23: raftbus.raft.v1.RaftTransportService.Heartbeats:input_type -> raftbus.raft.v1.HeartbeatsRequest
+	4,  // 24: raftbus.raft.v1.RaftTransportService.AppendEntries:output_type -> raftbus.raft.v1.AppendEntriesResponse
+	6,  // 25: raftbus.raft.v1.RaftTransportService.AppendEntriesPipeline:output_type -> raftbus.raft.v1.AppendEntriesPipelineResponse
+	8,  // 26: raftbus.raft.v1.RaftTransportService.RequestVote:output_type -> raftbus.raft.v1.RequestVoteResponse
+	10, // 27: raftbus.raft.v1.RaftTransportService.RequestPreVote:output_type -> raftbus.raft.v1.RequestPreVoteResponse
+	12, // 28: raftbus.raft.v1.RaftTransportService.TimeoutNow:output_type -> raftbus.raft.v1.TimeoutNowResponse
+	15, // 29: raftbus.raft.v1.RaftTransportService.InstallSnapshot:output_type -> raftbus.raft.v1.InstallSnapshotResponse
+	17, // 30: raftbus.raft.v1.RaftTransportService.Heartbeats:output_type -> raftbus.raft.v1.HeartbeatsResponse
+	24, // [24:31] is the sub-list for method output_type
+	17, // [17:24] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_raft_v1_transport_proto_init() }
@@ -1303,7 +1435,7 @@ func file_raftbus_raft_v1_transport_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftbus_raft_v1_transport_proto_rawDesc), len(file_raftbus_raft_v1_transport_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
