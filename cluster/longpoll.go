@@ -3,21 +3,21 @@ package cluster
 import (
 	"time"
 
+	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
-// firstAcross asks the parts partitions of an entity for something
-// (messages, a session) until one has it or wait ends: one pass without
-// waiting, starting at partition start (the next in turn, so that none is
-// starved), then waits of up to pollSlice on each in turn. ask reports what it found and
-// whether it found anything.
+// firstAcross asks the partitions of an entity, in order (see
+// Node.pollOrder), for something (messages, a session) until one has it or
+// wait ends: one pass without waiting, then waits of up to pollSlice on
+// each in turn. ask reports what it found and whether it found anything.
 //
 // A partition that fails (no leader, unreachable) does not keep the others
 // from serving: its failure is the answer only when no partition answered
 // in a pass. A failure whose outcome is unknown ends the search at once:
 // that partition may have handed something out, and the caller must learn
 // it may have (a receive is then replayed by its receive id).
-func firstAcross[T any](start, parts uint32, wait time.Duration,
+func firstAcross[T any](order []uint32, wait time.Duration,
 	ask func(id uint32, wait time.Duration) (T, bool, error),
 ) (T, error) {
 	var zero T
@@ -25,11 +25,10 @@ func firstAcross[T any](start, parts uint32, wait time.Duration,
 	for pass := 0; ; pass++ {
 		var failed error
 		answered := false
-		for k := uint32(0); k < parts; k++ {
-			id := (start + k) % parts
+		for _, id := range order {
 			var slice time.Duration
 			switch {
-			case parts == 1:
+			case len(order) == 1:
 				slice = time.Until(deadline)
 			case pass > 0:
 				slice = min(time.Until(deadline), pollSlice)
@@ -53,4 +52,24 @@ func firstAcross[T any](start, parts uint32, wait time.Duration,
 			return zero, nil
 		}
 	}
+}
+
+// pollOrder is the order in which a call across e's partitions asks them:
+// first those this node leads (served here, with no hop to another node),
+// then the others, each group starting at the next in turn so that no
+// partition is starved.
+func (n *Node) pollOrder(e *clusterv1.Entity) []uint32 {
+	parts := uint32(len(e.GetPartitions()))
+	start := n.rr.pick(parts)
+	order := make([]uint32, 0, parts)
+	var remote []uint32
+	for k := range parts {
+		id := (start + k) % parts
+		if r := n.replica(e, id); r != nil && r.p.IsLeader() {
+			order = append(order, id)
+		} else {
+			remote = append(remote, id)
+		}
+	}
+	return append(order, remote...)
 }

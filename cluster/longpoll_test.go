@@ -2,8 +2,11 @@ package cluster
 
 import (
 	"errors"
+	"maps"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -11,7 +14,7 @@ import (
 func TestFirstAcrossServesWhatAnyPartitionHasWhileAnotherIsDown(t *testing.T) {
 	down := busy("partition 0 has no reachable leader")
 	asked := 0
-	got, err := firstAcross(0, 3, time.Second, func(id uint32, wait time.Duration) (string, bool, error) {
+	got, err := firstAcross([]uint32{0, 1, 2}, time.Second, func(id uint32, wait time.Duration) (string, bool, error) {
 		asked++
 		switch id {
 		case 0:
@@ -27,7 +30,7 @@ func TestFirstAcrossServesWhatAnyPartitionHasWhileAnotherIsDown(t *testing.T) {
 }
 
 func TestFirstAcrossEndsEmptyWhenTheOthersHaveNothing(t *testing.T) {
-	got, err := firstAcross(1, 2, 120*time.Millisecond, func(id uint32, wait time.Duration) (string, bool, error) {
+	got, err := firstAcross([]uint32{1, 0}, 120*time.Millisecond, func(id uint32, wait time.Duration) (string, bool, error) {
 		if id == 0 {
 			return "", false, busy("no leader")
 		}
@@ -40,7 +43,7 @@ func TestFirstAcrossEndsEmptyWhenTheOthersHaveNothing(t *testing.T) {
 }
 
 func TestFirstAcrossFailsWhenNoPartitionAnswers(t *testing.T) {
-	_, err := firstAcross(0, 2, time.Minute, func(id uint32, wait time.Duration) (string, bool, error) {
+	_, err := firstAcross([]uint32{0, 1}, time.Minute, func(id uint32, wait time.Duration) (string, bool, error) {
 		return "", false, busy("partition %d has no reachable leader", id)
 	})
 	if asAPIError(err).reason != raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY {
@@ -51,7 +54,7 @@ func TestFirstAcrossFailsWhenNoPartitionAnswers(t *testing.T) {
 func TestFirstAcrossStopsAtAnUnknownOutcome(t *testing.T) {
 	unknown := errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN, "connection broke")
 	asked := 0
-	_, err := firstAcross(0, 3, time.Second, func(id uint32, wait time.Duration) (string, bool, error) {
+	_, err := firstAcross([]uint32{0, 1, 2}, time.Second, func(id uint32, wait time.Duration) (string, bool, error) {
 		asked++
 		if id == 0 {
 			return "", false, unknown
@@ -60,5 +63,46 @@ func TestFirstAcrossStopsAtAnUnknownOutcome(t *testing.T) {
 	})
 	if !errors.Is(err, unknown) || asked != 1 {
 		t.Fatalf("got %v after %d asks; want the unknown outcome of partition 0, asking no further", err, asked)
+	}
+}
+
+// A receive across partitions asks those its node leads first: they are
+// served without a hop to another node.
+func TestPollOrderAsksThePartitionsThisNodeLeadsFirst(t *testing.T) {
+	c := newTestCluster(t, 3)
+	const parts = 6
+	createQueue(t, c.client(0), &raftbusv1.QueueProperties{Name: "spread", PartitionCount: proto.Uint32(parts)})
+	for id := range uint32(parts) {
+		c.leaderOf("spread", id)
+	}
+	for i, nd := range c.nodes {
+		e := nd.meta.fsm.Entity("spread")
+		leads := func() map[uint32]bool {
+			out := make(map[uint32]bool)
+			for id := range uint32(parts) {
+				if r := nd.replica(e, id); r != nil && r.p.IsLeader() {
+					out[id] = true
+				}
+			}
+			return out
+		}
+		for checked := 0; checked < 3; {
+			before := leads()
+			order := nd.pollOrder(e)
+			if !maps.Equal(before, leads()) {
+				continue // leadership moved meanwhile (leaders are rebalanced)
+			}
+			checked++
+			seen := make(map[uint32]bool)
+			for k, id := range order {
+				seen[id] = true
+				if before[id] != (k < len(before)) {
+					t.Fatalf("node %d leads %v; order %v does not ask those first", i, before, order)
+				}
+			}
+			if len(order) != parts || len(seen) != parts {
+				t.Fatalf("node %d: order %v is not every partition once", i, order)
+			}
+		}
 	}
 }

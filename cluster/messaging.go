@@ -223,8 +223,7 @@ func (s *messagingService) Receive(ctx context.Context, req *raftbusv1.ReceiveRe
 		msgs, err := s.n.receiveFrom(ctx, e, req.GetPartitionId(), lock, wait)
 		return &raftbusv1.ReceiveResponse{Messages: msgs}, err
 	}
-	parts := uint32(len(e.GetPartitions()))
-	msgs, err := firstAcross(s.n.rr.pick(parts), parts, wait, func(id uint32, wait time.Duration) ([]*raftbusv1.ReceivedMessage, bool, error) {
+	msgs, err := firstAcross(s.n.pollOrder(e), wait, func(id uint32, wait time.Duration) ([]*raftbusv1.ReceivedMessage, bool, error) {
 		msgs, err := s.n.receiveFrom(ctx, e, id, lock, wait)
 		return msgs, len(msgs) > 0, err
 	})

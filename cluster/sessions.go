@@ -83,8 +83,7 @@ func (s *messagingService) AcceptSession(ctx context.Context, req *raftbusv1.Acc
 	if req.PartitionId != nil {
 		return s.n.acceptFrom(ctx, t, req.GetPartitionId(), "", wait)
 	}
-	parts := uint32(len(e.GetPartitions()))
-	resp, err := firstAcross(s.n.rr.pick(parts), parts, wait, func(id uint32, wait time.Duration) (*raftbusv1.AcceptSessionResponse, bool, error) {
+	resp, err := firstAcross(s.n.pollOrder(e), wait, func(id uint32, wait time.Duration) (*raftbusv1.AcceptSessionResponse, bool, error) {
 		resp, err := s.n.acceptFrom(ctx, t, id, "", wait)
 		return resp, resp.GetSessionId() != "", err
 	})
