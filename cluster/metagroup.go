@@ -55,8 +55,8 @@ type metaGroup struct {
 	raft  *raft.Raft
 	store *raftboltdb.BoltStore
 	snaps *partition.Snapshots
-	// transport is closed after Raft shuts down, so no RPC is waited out.
-	transport raft.WithClose
+	// transport is closed as Raft shuts down, so no RPC is waited out.
+	transport raft.Transport
 	// readyTerm is the term in which this node, as leader, has applied
 	// every entry committed before its election (see confirmLeadership).
 	readyTerm atomic.Uint64
@@ -74,22 +74,10 @@ func openMetaGroup(n *Node) (*metaGroup, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: open metadata log in %s (is another raftbusd using this data dir?): %w", dir, err)
 	}
-	logger := partition.RaftLogger(n.log, metaGroupName)
 	logs := checkedLog{store}
-	snaps, err := partition.OpenSnapshots(dir, metaGroupName, n.log, func(err error) {
-		n.log.Error("the metadata group's snapshot is damaged", "err", err)
-	})
-	if err != nil {
+	if err := logs.verify(); err != nil {
 		store.Close()
-		return nil, fmt.Errorf("cluster: open metadata snapshots: %w", err)
-	}
-	err = logs.verify()
-	if err == nil {
-		err = partition.CheckStored(metaGroupName, snaps, logs, store)
-	}
-	if err != nil {
-		store.Close()
-		return nil, fmt.Errorf("cluster: the metadata log in %s is damaged (%w); this node cannot start on it: restore the data dir from a backup", dir, err)
+		return nil, metaDamaged(dir, err)
 	}
 	transport, err := n.mux.Transport(metaGroupName)
 	if err != nil {
@@ -97,16 +85,23 @@ func openMetaGroup(n *Node) (*metaGroup, error) {
 		return nil, fmt.Errorf("cluster: metadata transport: %w", err)
 	}
 	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(n.cfg.NodeID)
 	rc.HeartbeatTimeout = n.raftTimes(partition.DefaultHeartbeatTimeout)
 	rc.ElectionTimeout = n.raftTimes(partition.DefaultElectionTimeout)
 	rc.LeaderLeaseTimeout = n.raftTimes(partition.DefaultLeaderLeaseTimeout)
 	rc.MaxAppendEntries = metaMaxAppendEntries
-	rc.Logger = logger
-	g := &metaGroup{n: n, fsm: meta.NewFSM(), store: store, snaps: snaps, transport: transport}
-	g.raft, err = raft.NewRaft(rc, g.fsm, logs, store, snaps, transport)
+	g := &metaGroup{n: n, fsm: meta.NewFSM(), store: store, transport: transport}
+	g.raft, g.snaps, err = partition.StartGroup(partition.Group{
+		Name: metaGroupName, NodeID: n.cfg.NodeID, Dir: dir,
+		Log: logs, Stable: store, Transport: transport, FSM: g.fsm,
+		Logger: n.log, Config: rc,
+		OnDamage: func(err error) { n.log.Error("the metadata group's snapshot is damaged", "err", err) },
+	})
 	if err != nil {
+		transport.Close()
 		store.Close()
+		if errors.Is(err, partition.ErrDamaged) {
+			return nil, metaDamaged(dir, err)
+		}
 		return nil, fmt.Errorf("cluster: start metadata group: %w", err)
 	}
 	return g, nil
@@ -120,15 +115,18 @@ const metaShutdownTimeout = 10 * time.Second
 // transport first, so that Raft waits out no RPC, and bounds the wait for
 // Raft; the log stays open when Raft has not stopped by then.
 func (g *metaGroup) close() {
-	shutdown := g.raft.Shutdown()
-	g.transport.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), metaShutdownTimeout)
-	defer cancel()
-	if err := partition.Await(ctx, nil, shutdown); err != nil {
-		g.n.log.Warn("metadata group did not shut down; its log stays open", "within", metaShutdownTimeout, "err", err)
+	if err := partition.StopGroup(g.raft, g.transport, metaShutdownTimeout); err != nil {
+		g.n.log.Warn("metadata group did not shut down; its log stays open", "err", err)
 		return
 	}
 	g.store.Close()
+}
+
+// metaDamaged is the error of a node whose metadata log or snapshot is
+// damaged: the metadata group is not rebuilt from peers like a partition,
+// so the node cannot start.
+func metaDamaged(dir string, err error) error {
+	return fmt.Errorf("cluster: the metadata log in %s is damaged (%w); this node cannot start on it: restore the data dir from a backup", dir, err)
 }
 
 // await waits for a Raft future of the node's groups (see

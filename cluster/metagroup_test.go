@@ -2,8 +2,12 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +21,7 @@ import (
 	"github.com/raftbus/raftbus/cluster/meta"
 	"github.com/raftbus/raftbus/engine"
 	"github.com/raftbus/raftbus/internal/await"
+	"github.com/raftbus/raftbus/partition"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -203,5 +208,27 @@ func TestDeposedMetadataLeaderDoesNotAnswerStaleReads(t *testing.T) {
 	// The current leader answers.
 	if q, err := (&adminService{n: leader.n}).GetQueue(asked(ctx), &raftbusv1.GetQueueRequest{Name: "orders"}); err != nil || q.GetQueue().GetMaxDeliveryCount() != 3 {
 		t.Fatalf("read on the new leader: %v, %v", q, err)
+	}
+}
+
+// A node whose metadata snapshot cannot be read does not start on it: the
+// metadata group is not rebuilt from peers like a partition.
+func TestANodeWithADamagedMetadataSnapshotRefusesToStart(t *testing.T) {
+	c := newTestCluster(t, 1)
+	addr := c.stop(0)
+	snap := filepath.Join(c.dir, c.nodeID(0), "meta", "snapshots", "1-10-1700000000000")
+	if err := os.MkdirAll(snap, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(snap, "meta.json"), []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	nd, err := Start(Config{NodeID: c.nodeID(0), ListenAddr: addr, DataDir: filepath.Join(c.dir, c.nodeID(0))})
+	if err == nil {
+		nd.Close()
+		t.Fatal("a node started on a damaged metadata snapshot")
+	}
+	if !errors.Is(err, partition.ErrDamaged) || !strings.Contains(err.Error(), "restore the data dir from a backup") {
+		t.Fatalf("start: %v, want the damage named and what to do", err)
 	}
 }

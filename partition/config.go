@@ -167,10 +167,10 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// raftConfig is the hashicorp/raft configuration for this replica.
+// raftConfig is the hashicorp/raft configuration for this replica
+// (StartGroup sets its LocalID and Logger).
 func (c *Config) raftConfig() *raft.Config {
 	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(c.NodeID)
 	rc.HeartbeatTimeout = c.HeartbeatTimeout
 	rc.ElectionTimeout = c.ElectionTimeout
 	rc.LeaderLeaseTimeout = c.LeaderLeaseTimeout
@@ -184,6 +184,5 @@ func (c *Config) raftConfig() *raft.Config {
 	// commands that arrive while one entry is being written share the next.
 	// Bounds the bytes of an AppendEntries request (see limits.go).
 	rc.MaxAppendEntries = MaxAppendEntries
-	rc.Logger = RaftLogger(c.Logger, c.Name)
 	return rc
 }

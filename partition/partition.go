@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,16 +56,6 @@ func Open(cfg Config) (*Partition, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
-		return nil, fmt.Errorf("partition %s: create data dir: %w", cfg.Name, err)
-	}
-	snaps, err := OpenSnapshots(cfg.Dir, cfg.Name, cfg.Logger, cfg.OnDamage)
-	if err != nil {
-		return nil, err
-	}
-	if err := CheckStored(cfg.Name, snaps, cfg.Log, cfg.Stable); err != nil {
-		return nil, err
-	}
 	p := &Partition{
 		name:      cfg.Name,
 		cfg:       cfg,
@@ -82,13 +71,17 @@ func Open(cfg Config) (*Partition, error) {
 	if cfg.wrapLogStore != nil {
 		logs = cfg.wrapLogStore(logs)
 	}
-	logs, err = raft.NewLogCache(logCacheSize, logs)
+	logs, err := raft.NewLogCache(logCacheSize, logs)
 	if err != nil {
 		return nil, fmt.Errorf("partition %s: log cache: %w", cfg.Name, err)
 	}
-	p.raft, err = raft.NewRaft(cfg.raftConfig(), p.fsm, logs, cfg.Stable, snaps, cfg.Transport)
+	p.raft, _, err = StartGroup(Group{
+		Name: cfg.Name, NodeID: cfg.NodeID, Dir: cfg.Dir,
+		Log: logs, Stable: cfg.Stable, Transport: cfg.Transport, FSM: p.fsm,
+		Logger: cfg.Logger, OnDamage: cfg.OnDamage, Config: cfg.raftConfig(),
+	})
 	if err != nil {
-		return nil, fmt.Errorf("partition %s: start raft: %w", cfg.Name, err)
+		return nil, err
 	}
 	if len(cfg.Bootstrap) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.ApplyTimeout)
@@ -123,20 +116,12 @@ func (p *Partition) Close() error {
 		// The replica's goroutines and callers stop waiting on Raft first:
 		// Raft may never answer some futures once it shuts down.
 		close(p.stop)
-		shutdown := p.raft.Shutdown()
-		// Abort the RPCs in flight too, so that Raft's goroutines need not
-		// wait out their timeouts (Raft closes the transport itself, but
-		// only after they ended).
-		if t, ok := p.cfg.Transport.(raft.WithClose); ok {
-			t.Close()
-		}
+		// StopGroup aborts the RPCs in flight too, so that Raft's
+		// goroutines need not wait out their timeouts (Raft closes the
+		// transport itself, but only after they ended).
+		err = StopGroup(p.raft, p.cfg.Transport, shutdownTimeout)
 		p.wg.Wait()
 		p.failPending()
-		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-		defer cancel()
-		if err = Await(ctx, nil, shutdown); err != nil {
-			err = fmt.Errorf("raft did not shut down within %v: %w", shutdownTimeout, err)
-		}
 	})
 	if err != nil {
 		return fmt.Errorf("partition %s: close: %w", p.name, err)

@@ -1,0 +1,78 @@
+package partition
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Group is what starting a Raft group takes, for every group of a node:
+// partitions and the metadata group alike. StartGroup checks what is
+// stored before Raft sees it, and StopGroup bounds the shutdown, so that
+// both kinds of group start and stop the same way.
+type Group struct {
+	// Name identifies the group in logs and errors.
+	Name   string
+	NodeID string
+	// Dir holds the group's snapshots. Created if missing.
+	Dir string
+	// Log and Stable are the group's Raft log and stable store; Log may be
+	// a wrapper of the store Stable is part of.
+	Log       raft.LogStore
+	Stable    raft.StableStore
+	Transport raft.Transport
+	FSM       raft.FSM
+	// Logger receives Raft's logs; OnDamage is told of a snapshot found
+	// damaged when read to be sent.
+	Logger   *slog.Logger
+	OnDamage func(err error)
+	// Config is the group's Raft configuration except for LocalID and
+	// Logger, which StartGroup sets.
+	Config *raft.Config
+}
+
+// StartGroup opens g's snapshots, checks that its stored state holds
+// together (CheckStored: a failure wraps ErrDamaged, and the group must
+// not start on it) and starts Raft.
+func StartGroup(g Group) (*raft.Raft, *Snapshots, error) {
+	if err := os.MkdirAll(g.Dir, 0o750); err != nil {
+		return nil, nil, fmt.Errorf("group %s: create data dir: %w", g.Name, err)
+	}
+	snaps, err := OpenSnapshots(g.Dir, g.Name, g.Logger, g.OnDamage)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := CheckStored(g.Name, snaps, g.Log, g.Stable); err != nil {
+		return nil, nil, err
+	}
+	rc := *g.Config
+	rc.LocalID = raft.ServerID(g.NodeID)
+	rc.Logger = RaftLogger(g.Logger, g.Name)
+	r, err := raft.NewRaft(&rc, g.FSM, g.Log, g.Stable, snaps, g.Transport)
+	if err != nil {
+		return nil, nil, fmt.Errorf("group %s: start raft: %w", g.Name, err)
+	}
+	return r, snaps, nil
+}
+
+// StopGroup shuts r down and waits up to timeout for it. It closes the
+// transport first (when it can be closed), so that Raft's goroutines
+// wait out no RPC in flight. When Raft has not stopped in time it returns
+// an error: Raft may still write the group's log, so the caller must keep
+// it open.
+func StopGroup(r *raft.Raft, transport raft.Transport, timeout time.Duration) error {
+	shutdown := r.Shutdown()
+	if t, ok := transport.(raft.WithClose); ok {
+		t.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := Await(ctx, nil, shutdown); err != nil {
+		return fmt.Errorf("raft did not shut down within %v: %w", timeout, err)
+	}
+	return nil
+}
