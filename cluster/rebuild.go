@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -73,7 +72,7 @@ func (n *Node) rebuildMarkPath(group string) string {
 // writeRebuildMark records a replica's rebuild phase durably.
 func (n *Node) writeRebuildMark(group, content string) error {
 	dir := n.replicaDir(group)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	if err := n.makeReplicaDir(group); err != nil {
 		return err
 	}
 	path := n.rebuildMarkPath(group)
@@ -113,8 +112,8 @@ func (n *Node) readRebuildMarks() error {
 		return err
 	}
 	for _, m := range marks {
-		group, err := url.PathUnescape(filepath.Base(filepath.Dir(m)))
-		if err != nil {
+		group, ok := groupOfDir(filepath.Dir(m))
+		if !ok {
 			continue
 		}
 		b, err := os.ReadFile(m)
@@ -151,8 +150,8 @@ func (n *Node) findDamage(logLost bool) error {
 		}
 		dirs, _ := filepath.Glob(filepath.Join(n.cfg.DataDir, "partitions", "*"))
 		for _, d := range dirs {
-			group, err := url.PathUnescape(filepath.Base(d))
-			if err != nil || known[group] {
+			group, ok := groupOfDir(d)
+			if !ok || known[group] {
 				continue
 			}
 			if logLost {
@@ -346,7 +345,7 @@ func (n *Node) demoteAndWipe(name string, e *clusterv1.Entity, id uint32, others
 		return err
 	}
 	for _, en := range entries {
-		if en.Name() == rebuildMarkName {
+		if en.Name() == rebuildMarkName || en.Name() == groupFile {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(dir, en.Name())); err != nil {

@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/url"
 	"os"
@@ -261,6 +263,10 @@ func (n *Node) openReplica(name string, e *clusterv1.Entity, id uint32, peers []
 		transport.Close()
 		return err
 	}
+	if err := n.makeReplicaDir(name); err != nil {
+		transport.Close()
+		return fmt.Errorf("create the replica's directory: %w", err)
+	}
 	bootstrap := peers
 	if phase, _ := n.rebuildPhaseOf(name); phase == phaseWiped {
 		// A rebuilt replica joins as the non-voter the leader made it.
@@ -300,8 +306,53 @@ func (n *Node) openReplica(name string, e *clusterv1.Entity, id uint32, peers []
 	return nil
 }
 
+// replicaDir is where a replica keeps its snapshots and rebuild mark: the
+// group name, escaped, where that makes a file name. Entity names run to
+// 260 characters and '/' escapes to three, past the 255 bytes file
+// systems allow, so a longer name is cut and a hash of the whole added; its
+// group name is then kept in a file inside (see makeReplicaDir).
 func (n *Node) replicaDir(group string) string {
-	return filepath.Join(n.cfg.DataDir, "partitions", url.PathEscape(group))
+	return filepath.Join(n.cfg.DataDir, "partitions", replicaDirName(group))
+}
+
+// maxDirName is the longest replica directory name, well under the limit.
+const maxDirName = 200
+
+// groupFile names the group of a replica directory whose name is cut.
+const groupFile = "group"
+
+func replicaDirName(group string) string {
+	name := url.PathEscape(group)
+	if len(name) <= maxDirName {
+		return name
+	}
+	sum := sha256.Sum256([]byte(group))
+	return name[:maxDirName-33] + "-" + hex.EncodeToString(sum[:16])
+}
+
+// makeReplicaDir creates group's replica directory, with the file that
+// names its group when the directory's name cannot.
+func (n *Node) makeReplicaDir(group string) error {
+	dir := n.replicaDir(group)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	if replicaDirName(group) == url.PathEscape(group) {
+		return nil
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, groupFile)); err == nil && string(b) == group {
+		return nil
+	}
+	return os.WriteFile(filepath.Join(dir, groupFile), []byte(group), 0o640)
+}
+
+// groupOfDir is the group whose replica directory is dir.
+func groupOfDir(dir string) (string, bool) {
+	if b, err := os.ReadFile(filepath.Join(dir, groupFile)); err == nil {
+		return string(b), true
+	}
+	group, err := url.PathUnescape(filepath.Base(dir))
+	return group, err == nil
 }
 
 // closeReplica stops a replica; remove deletes its data too (the entity is
