@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,16 +45,22 @@ func runStatus(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	// Counts per partition, from each queue's runtime properties.
+	// Counts per partition, from each queue's runtime properties. A queue
+	// that cannot answer (a partition without a leader) is named, and hides
+	// nothing else.
 	counts := map[string]*raftbusv1.RuntimeProperties{}
+	unavailable := map[string]string{}
 	queues, err := ad.ListQueues(ctx)
 	if err != nil {
 		return err
 	}
 	for _, q := range queues {
-		rt, err := ad.GetQueueRuntimeProperties(ctx, q.GetName())
+		qctx, cancel := context.WithTimeout(ctx, runtimeTimeout)
+		rt, err := ad.GetQueueRuntimeProperties(qctx, q.GetName())
+		cancel()
 		if err != nil {
-			return fmt.Errorf("counts of %s: %w", q.GetName(), err)
+			unavailable[q.GetName()] = err.Error()
+			continue
 		}
 		counts[q.GetName()] = rt
 	}
@@ -61,7 +69,7 @@ func runStatus(ctx context.Context, a *app, args []string) error {
 		for name, rt := range counts {
 			rts[name] = rawProto(rt)
 		}
-		return a.printJSON(map[string]any{"cluster": rawProto(info), "runtime": rts})
+		return a.printJSON(map[string]any{"cluster": rawProto(info), "runtime": rts, "runtimeUnavailable": unavailable})
 	}
 	fmt.Fprintf(a.stdout, "cluster %s\n\n", info.GetClusterId())
 	var rows [][]string
@@ -120,8 +128,18 @@ func runStatus(ctx context.Context, a *app, args []string) error {
 			fmt.Fprintln(a.stdout, "  "+d)
 		}
 	}
+	if len(unavailable) > 0 {
+		fmt.Fprintln(a.stdout, "\ncounts unavailable:")
+		for _, name := range slices.Sorted(maps.Keys(unavailable)) {
+			fmt.Fprintf(a.stdout, "  %s: %s\n", name, unavailable[name])
+		}
+	}
 	return nil
 }
+
+// runtimeTimeout bounds the wait for one queue's counts, so that a queue
+// that cannot answer does not use up the whole command's time.
+const runtimeTimeout = 3 * time.Second
 
 // clockCell is a node's clock as the answering node sees it: the node's
 // own judgement, and its offset from the answering node's clock.
