@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,6 +34,17 @@ func TestAnUnknownOutcomeAtTheCallersDeadlineIsDeadlineExceeded(t *testing.T) {
 		}
 		if !hasErrorInfo(st) || asAPIError(st.Err()).reason != c.err.(*partition.Error).Reason {
 			t.Errorf("%s: lost its ErrorInfo: %v", c.name, st.Details())
+		}
+	}
+}
+
+func TestDeadLetterTextLongerThanDocumentedIsRefused(t *testing.T) {
+	s := &messagingService{}
+	long := strings.Repeat("é", maxDeadLetterText+1)
+	for _, req := range []*raftbusv1.DeadLetterRequest{{Reason: long}, {ErrorDescription: long}} {
+		_, err := s.DeadLetter(context.Background(), req)
+		if asAPIError(err).reason != raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT {
+			t.Errorf("dead-letter with %d characters: %v, want INVALID_ARGUMENT", maxDeadLetterText+1, err)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"sort"
+	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -59,7 +60,16 @@ func (s *messagingService) Abandon(ctx context.Context, req *raftbusv1.AbandonRe
 	return &raftbusv1.AbandonResponse{}, nil
 }
 
+// maxDeadLetterText is the most characters a dead-letter reason or error
+// description may have (messaging.proto; Service Bus's limit too).
+const maxDeadLetterText = 4096
+
 func (s *messagingService) DeadLetter(ctx context.Context, req *raftbusv1.DeadLetterRequest) (*raftbusv1.DeadLetterResponse, error) {
+	for _, f := range []struct{ name, text string }{{"reason", req.GetReason()}, {"error_description", req.GetErrorDescription()}} {
+		if n := utf8.RuneCountInString(f.text); n > maxDeadLetterText {
+			return nil, invalid("%s must be at most %d characters, not %d", f.name, maxDeadLetterText, n)
+		}
+	}
 	err := s.settle(ctx, req.GetLock(), &enginev1.Settle{
 		Disposition:                enginev1.Disposition_DISPOSITION_DEAD_LETTER,
 		DeadLetterReason:           req.GetReason(),
