@@ -162,6 +162,14 @@ func TestBadRequestsGetReasonsAndChangeNothing(t *testing.T) {
 			_, err := cl.msg.Send(ctx, &raftbusv1.SendRequest{EntityPath: "nope", Messages: []*raftbusv1.Message{{Body: []byte("x")}}})
 			return err
 		}, raftbusv1.ErrorReason_ERROR_REASON_NOT_FOUND},
+		{"malformed path", func() error {
+			_, err := cl.msg.Send(ctx, &raftbusv1.SendRequest{EntityPath: "bad//path", Messages: []*raftbusv1.Message{{Body: []byte("x")}}})
+			return err
+		}, raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT},
+		{"malformed subscription path", func() error {
+			_, err := cl.msg.Receive(ctx, &raftbusv1.ReceiveRequest{EntityPath: "small/subscriptions/no way", MaxMessages: 1})
+			return err
+		}, raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT},
 		{"malformed name", func() error {
 			_, err := cl.admin.CreateQueue(ctx, &raftbusv1.CreateQueueRequest{Queue: &raftbusv1.QueueProperties{Name: "bad name!"}})
 			return err

@@ -333,6 +333,9 @@ func (r resolved) requiresSession() bool {
 // subscription ("<topic>/subscriptions/<name>", held by the topic's
 // partitions).
 func (n *Node) resolve(ctx context.Context, path string) (resolved, error) {
+	if err := checkPath(path); err != nil {
+		return resolved{}, err
+	}
 	if topic, name, ok := meta.SplitSubscriptionPath(path); ok {
 		e, sub, err := n.subscription(ctx, topic, name)
 		if err != nil {
@@ -349,8 +352,24 @@ func (n *Node) resolve(ctx context.Context, path string) (resolved, error) {
 
 // sendable finds the queue or topic a send names.
 func (n *Node) sendable(ctx context.Context, path string) (*clusterv1.Entity, error) {
+	if err := checkPath(path); err != nil {
+		return nil, err
+	}
 	if _, _, ok := meta.SplitSubscriptionPath(path); ok {
 		return nil, invalid("%q is a subscription: send to its topic", path)
 	}
 	return n.entity(ctx, path)
+}
+
+// checkPath refuses an entity path that no entity could have (INVALID_
+// ARGUMENT, as errors.proto says), so that only a well-formed path of an
+// entity that does not exist gets NOT_FOUND.
+func checkPath(path string) error {
+	if topic, name, ok := meta.SplitSubscriptionPath(path); ok {
+		if err := checkEntityName("topic", topic); err != nil {
+			return err
+		}
+		return checkChildName("subscription", name)
+	}
+	return checkEntityName("entity", path)
 }
