@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"google.golang.org/grpc/codes"
 )
 
 // RetryOptions bound how the client retries failures the server marks
@@ -91,6 +93,7 @@ func (c *Client) retry(ctx context.Context, unknownIsSafe bool, op func(ctx cont
 		}
 		if e.Code == CodeOutcomeUnknown {
 			unknown = e
+			awaitOwnDeadline(ctx, e)
 		}
 		if ctx.Err() != nil {
 			return fail(&gaveUpError{ctx.Err(), e})
@@ -132,3 +135,24 @@ func (g *gaveUpError) Error() string {
 }
 
 func (g *gaveUpError) Unwrap() []error { return []error{g.ctxErr, g.last} }
+
+// deadlineSkew is how far apart the caller's deadline and the end of a
+// call cut short by it are seen.
+const deadlineSkew = 50 * time.Millisecond
+
+// awaitOwnDeadline waits for ctx to end when e is a call that ended at
+// ctx's deadline: the server (or gRPC's own timer) may see the deadline a
+// moment before ctx does, and then the caller must still hear that its
+// deadline passed, not that the call failed on its own.
+func awaitOwnDeadline(ctx context.Context, e *Error) {
+	d, ok := ctx.Deadline()
+	if !ok || ctx.Err() != nil || (e.Status != codes.DeadlineExceeded && e.Status != codes.Canceled) || time.Until(d) > deadlineSkew {
+		return
+	}
+	t := time.NewTimer(time.Until(d) + deadlineSkew)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -152,12 +152,33 @@ func TestRetriesEndWithTheCallersContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	err = s.SendMessage(ctx, &Message{Body: []byte("x")}, nil)
+	// The last failure is the busy node's, or, when the deadline cut an
+	// attempt short, that attempt's unknown outcome.
 	var e *Error
-	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &e) || e.Code != CodeServerBusy {
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &e) || e.Code != CodeServerBusy && e.Code != CodeOutcomeUnknown {
 		t.Fatalf("send to a busy node: %v, want the deadline with the last failure", err)
 	}
 	if n := f.sends.Load(); n < 3 {
 		t.Fatalf("only %d attempts before the deadline", n)
+	}
+}
+
+func TestACallCutShortByTheDeadlineWaitsForTheCallersContext(t *testing.T) {
+	cut := &Error{Code: CodeOutcomeUnknown, Status: codes.Canceled}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	awaitOwnDeadline(ctx, cut)
+	if ctx.Err() == nil {
+		t.Fatal("returned before the caller's deadline, which had cut the call short")
+	}
+	far, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, e := range []*Error{cut, {Code: CodeOutcomeUnknown, Status: codes.Unavailable}} {
+		start := time.Now()
+		awaitOwnDeadline(far, e)
+		if time.Since(start) > time.Second {
+			t.Fatalf("waited %v for a deadline a minute away (%v)", time.Since(start), e.Status)
+		}
 	}
 }
 
