@@ -86,14 +86,8 @@ func (e *Error) Error() string {
 	return s
 }
 
-// Is reports whether target is an *Error with the same Code. An error the
-// server ended with gRPC's DeadlineExceeded also is
-// context.DeadlineExceeded: the server runs out the caller's deadline (sent
-// with the call) a moment before the caller's own context does.
+// Is reports whether target is an *Error with the same Code.
 func (e *Error) Is(target error) bool {
-	if target == context.DeadlineExceeded {
-		return e.Status == codes.DeadlineExceeded
-	}
 	t, ok := target.(*Error)
 	return ok && t.Code == e.Code
 }

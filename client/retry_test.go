@@ -182,11 +182,15 @@ func TestACallCutShortByTheDeadlineWaitsForTheCallersContext(t *testing.T) {
 	}
 }
 
+// The server runs out the caller's deadline (sent with the call) a moment
+// before the caller's own context does.
 func TestDeadlineRunOutByTheServerIsTheDeadline(t *testing.T) {
 	f := &fakeNode{failures: []error{status.Error(codes.DeadlineExceeded, "context deadline exceeded")}}
 	startFake(t, f)
 	s, _ := fastClient(t, f.addr).NewSender("q", nil)
-	err := s.SendMessage(context.Background(), &Message{Body: []byte("x")}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Millisecond)
+	defer cancel()
+	err := s.SendMessage(ctx, &Message{Body: []byte("x")}, nil)
 	var e *Error
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &e) || e.Code != CodeOutcomeUnknown {
 		t.Fatalf("send the server timed out: %v, want OUTCOME_UNKNOWN that is context.DeadlineExceeded", err)

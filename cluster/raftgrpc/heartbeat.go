@@ -75,8 +75,8 @@ func (h *heartbeats) send(ctx context.Context, req *raftv1.AppendEntriesRequest)
 	err = stream.Send(&raftv1.HeartbeatsRequest{Id: id, Request: req})
 	h.sendMu.Unlock()
 	if err != nil {
-		// The receiving goroutine learns why from Recv and fails every
-		// heartbeat waiting on the stream, this one included.
+		// The stream is broken: every heartbeat waiting on it fails, this
+		// one included, and the next one opens a new stream.
 		h.fail(stream, err)
 	}
 	select {

@@ -43,7 +43,7 @@ func heartbeatPair(t *testing.T, n int, register func(*Mux, *grpc.Server)) (lead
 	return leader, follower, leaderNode, unary
 }
 
-func sendHeartbeat(t *testing.T, from, to *GroupTransport, term uint64) (raft.AppendEntriesResponse, error) {
+func sendHeartbeat(from, to *GroupTransport, term uint64) (raft.AppendEntriesResponse, error) {
 	req := &raft.AppendEntriesRequest{RPCHeader: header("leader", from.LocalAddr()), Term: term, Leader: []byte(from.LocalAddr())}
 	var resp raft.AppendEntriesResponse
 	err := from.AppendEntries("follower", to.LocalAddr(), req, &resp)
@@ -58,7 +58,7 @@ func TestHeartbeatsOfEveryGroupShareOneStream(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				resp, err := sendHeartbeat(t, leader[i], follower[i], uint64(10+i))
+				resp, err := sendHeartbeat(leader[i], follower[i], uint64(10+i))
 				if err != nil || !resp.Success || resp.Term != uint64(10+i) {
 					t.Errorf("heartbeat of g%d: %+v, %v", i, resp, err)
 				}
@@ -77,14 +77,14 @@ func TestHeartbeatsOfEveryGroupShareOneStream(t *testing.T) {
 func TestAHeartbeatToAGroupNotRunningFailsAlone(t *testing.T) {
 	leader, follower, _, _ := heartbeatPair(t, 2, func(m *Mux, s *grpc.Server) { m.Register(s) })
 	follower[1].SetHeartbeatHandler(nil) // raft not started yet
-	if _, err := sendHeartbeat(t, leader[1], follower[1], 11); err == nil || !strings.Contains(err.Error(), "not running yet") {
+	if _, err := sendHeartbeat(leader[1], follower[1], 11); err == nil || !strings.Contains(err.Error(), "not running yet") {
 		t.Fatalf("heartbeat to a group without raft: %v, want it refused", err)
 	}
 	follower[1].Close()
-	if _, err := sendHeartbeat(t, leader[1], follower[1], 11); err == nil || !strings.Contains(err.Error(), "does not run") {
+	if _, err := sendHeartbeat(leader[1], follower[1], 11); err == nil || !strings.Contains(err.Error(), "does not run") {
 		t.Fatalf("heartbeat to a closed group: %v, want it refused", err)
 	}
-	if resp, err := sendHeartbeat(t, leader[0], follower[0], 10); err != nil || !resp.Success {
+	if resp, err := sendHeartbeat(leader[0], follower[0], 10); err != nil || !resp.Success {
 		t.Fatalf("heartbeat of another group on the same stream: %+v, %v", resp, err)
 	}
 }
@@ -102,7 +102,7 @@ func TestHeartbeatsGoUnaryToAPeerWithoutTheStream(t *testing.T) {
 	})
 	for range 3 {
 		for i := range leader {
-			if resp, err := sendHeartbeat(t, leader[i], follower[i], uint64(10+i)); err != nil || resp.Term != uint64(10+i) {
+			if resp, err := sendHeartbeat(leader[i], follower[i], uint64(10+i)); err != nil || resp.Term != uint64(10+i) {
 				t.Fatalf("heartbeat of g%d: %+v, %v", i, resp, err)
 			}
 		}
