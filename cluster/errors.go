@@ -46,29 +46,6 @@ func busy(format string, args ...any) *apiError {
 	return errorf(raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY, format, args...)
 }
 
-// codeOf is the gRPC code that goes with a reason.
-func codeOf(r raftbusv1.ErrorReason) codes.Code {
-	switch r {
-	case raftbusv1.ErrorReason_ERROR_REASON_NOT_FOUND:
-		return codes.NotFound
-	case raftbusv1.ErrorReason_ERROR_REASON_ALREADY_EXISTS:
-		return codes.AlreadyExists
-	case raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_SIZE_EXCEEDED:
-		return codes.InvalidArgument
-	case raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST, raftbusv1.ErrorReason_ERROR_REASON_SESSION_LOCK_LOST,
-		raftbusv1.ErrorReason_ERROR_REASON_SESSION_CANNOT_BE_LOCKED:
-		return codes.FailedPrecondition
-	case raftbusv1.ErrorReason_ERROR_REASON_QUOTA_EXCEEDED:
-		return codes.ResourceExhausted
-	case raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER, raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY,
-		raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN:
-		return codes.Unavailable
-	case raftbusv1.ErrorReason_ERROR_REASON_UNAUTHORIZED:
-		return codes.PermissionDenied
-	}
-	return codes.Internal
-}
-
 // asAPIError classifies any error of the layers below.
 func asAPIError(err error) *apiError {
 	var ae *apiError
@@ -123,22 +100,35 @@ func toStatus(err error) error {
 		}
 		code = st.Code()
 	}
-	e := asAPIError(err)
-	if e.reason != raftbusv1.ErrorReason_ERROR_REASON_UNSPECIFIED || code == codes.Unknown {
-		code = codeOf(e.reason)
+	info := apiErrorInfo(err)
+	if info.Reason != raftbusv1.ErrorReason_ERROR_REASON_UNSPECIFIED || code == codes.Unknown {
+		code = info.Reason.StatusCode()
 	}
-	info := &raftbusv1.ErrorInfo{
+	st, derr := status.New(code, info.Message).WithDetails(info)
+	if derr != nil {
+		return status.Error(code, info.Message)
+	}
+	return st.Err()
+}
+
+// apiErrorInfo is what a client learns of err: in a status (toStatus), or as
+// the outcome of one item of a call that has one per item (Settle).
+func apiErrorInfo(err error) *raftbusv1.ErrorInfo {
+	if st, ok := status.FromError(err); ok {
+		for _, d := range st.Details() {
+			if info, ok := d.(*raftbusv1.ErrorInfo); ok {
+				return info
+			}
+		}
+	}
+	e := asAPIError(err)
+	return &raftbusv1.ErrorInfo{
 		Reason:     e.reason,
 		Message:    e.msg,
 		TrackingId: trackingID(),
 		Retryable:  e.retryable,
 		Leader:     e.leader,
 	}
-	st, derr := status.New(code, e.msg).WithDetails(info)
-	if derr != nil {
-		return status.Error(code, e.msg)
-	}
-	return st.Err()
 }
 
 func hasErrorInfo(st *status.Status) bool {

@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"sort"
-	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -65,10 +64,8 @@ func (s *messagingService) Abandon(ctx context.Context, req *raftbusv1.AbandonRe
 const maxDeadLetterText = 4096
 
 func (s *messagingService) DeadLetter(ctx context.Context, req *raftbusv1.DeadLetterRequest) (*raftbusv1.DeadLetterResponse, error) {
-	for _, f := range []struct{ name, text string }{{"reason", req.GetReason()}, {"error_description", req.GetErrorDescription()}} {
-		if n := utf8.RuneCountInString(f.text); n > maxDeadLetterText {
-			return nil, invalid("%s must be at most %d characters, not %d", f.name, maxDeadLetterText, n)
-		}
+	if err := checkDeadLetterText(req.GetReason(), req.GetErrorDescription()); err != nil {
+		return nil, err
 	}
 	err := s.settle(ctx, req.GetLock(), &enginev1.Settle{
 		Disposition:                enginev1.Disposition_DISPOSITION_DEAD_LETTER,

@@ -148,46 +148,89 @@ func (p *Partition) Leader() (address, id string) { return p.leader() }
 // MESSAGE_SIZE_EXCEEDED (a command larger than MaxCommandBytes, not
 // proposed) and OUTCOME_UNKNOWN (the command may or may not take effect).
 func (p *Partition) Apply(ctx context.Context, cmd *enginev1.Command) (*enginev1.Result, error) {
-	size := proto.Size(cmd)
-	if size > MaxCommandBytes {
-		return nil, newError(raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_SIZE_EXCEEDED,
-			"partition %s: the request is %d bytes; raftbus replicates at most %d bytes of messages per request (%d KiB per message): send smaller messages, or fewer at once",
-			p.name, size, MaxCommandBytes, engine.MaxMaxMessageSizeInKilobytes)
+	out := p.ApplyAll(ctx, []*enginev1.Command{cmd})
+	return out[0].Result, out[0].Err
+}
+
+// Applied is the outcome of one command of ApplyAll: as Apply returns it.
+type Applied struct {
+	Result *enginev1.Result
+	Err    error
+}
+
+// ApplyAll replicates cmds, in order, and returns each one's outcome as
+// Apply would: commands proposed together go into the same log entries, so
+// this costs about as much as one Apply. Each command succeeds or fails on
+// its own.
+func (p *Partition) ApplyAll(ctx context.Context, cmds []*enginev1.Command) []Applied {
+	out := make([]Applied, len(cmds))
+	fail := func(err error) []Applied {
+		for i := range out {
+			if out[i].Err == nil {
+				out[i].Err = err
+			}
+		}
+		return out
 	}
 	if p.raft.State() != raft.Leader {
-		return nil, p.notLeader()
+		return fail(p.notLeader())
 	}
 	// Fail fast while the clock is not trusted; the proposer checks again
 	// when it stamps.
 	if _, err := p.Now(); err != nil {
-		return nil, err
+		return fail(err)
 	}
-	pr := &proposal{cmd: cmd, size: size + commandFraming, done: make(chan proposalResult, 1)}
-	select {
-	case p.proposals <- pr:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-p.stop:
-		return nil, p.closing()
+	proposed := make([]*proposal, len(cmds))
+	for i, cmd := range cmds {
+		size := proto.Size(cmd)
+		if size > MaxCommandBytes {
+			out[i].Err = newError(raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_SIZE_EXCEEDED,
+				"partition %s: the request is %d bytes; raftbus replicates at most %d bytes of messages per request (%d KiB per message): send smaller messages, or fewer at once",
+				p.name, size, MaxCommandBytes, engine.MaxMaxMessageSizeInKilobytes)
+			continue
+		}
+		pr := &proposal{cmd: cmd, size: size + commandFraming, done: make(chan proposalResult, 1)}
+		select {
+		case p.proposals <- pr:
+			proposed[i] = pr
+		case <-ctx.Done():
+			// Nothing of this one or the rest was proposed.
+			out[i].Err = ctx.Err()
+		case <-p.stop:
+			out[i].Err = p.closing()
+		}
+		if out[i].Err != nil {
+			for j := i + 1; j < len(cmds); j++ {
+				out[j].Err = out[i].Err
+			}
+			break
+		}
 	}
-	select {
-	case r := <-pr.done:
-		if r.err != nil {
-			return nil, r.err
+	for i, pr := range proposed {
+		if pr == nil {
+			continue
 		}
-		if e := r.res.GetError(); e != nil {
-			return nil, newError(e.Reason, "%s", e.Message)
-		}
-		return r.res, nil
-	case <-p.stop:
-		return nil, p.proposalError(raft.ErrRaftShutdown)
-	case <-ctx.Done():
-		return nil, &Error{
-			Reason:    raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN,
-			Message:   fmt.Sprintf("partition %s: %v while the operation was being replicated; it may or may not take effect", p.name, ctx.Err()),
-			Retryable: true,
+		select {
+		case r := <-pr.done:
+			switch {
+			case r.err != nil:
+				out[i].Err = r.err
+			case r.res.GetError() != nil:
+				out[i].Err = newError(r.res.GetError().Reason, "%s", r.res.GetError().Message)
+			default:
+				out[i].Result = r.res
+			}
+		case <-p.stop:
+			out[i].Err = p.proposalError(raft.ErrRaftShutdown)
+		case <-ctx.Done():
+			out[i].Err = &Error{
+				Reason:    raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN,
+				Message:   fmt.Sprintf("partition %s: %v while the operation was being replicated; it may or may not take effect", p.name, ctx.Err()),
+				Retryable: true,
+			}
 		}
 	}
+	return out
 }
 
 // Read runs fn against the leader's state, after making sure this replica

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 )
 
 // The rules of the wire that are not in the .proto files: how a key picks
@@ -71,4 +72,28 @@ func DialConnectParams() grpc.ConnectParams {
 		Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
 		MinConnectTimeout: 5 * time.Second,
 	}
+}
+
+// StatusCode is the gRPC status code that goes with a reason (listed next
+// to each reason in errors.proto).
+func (r ErrorReason) StatusCode() codes.Code {
+	switch r {
+	case ErrorReason_ERROR_REASON_NOT_FOUND:
+		return codes.NotFound
+	case ErrorReason_ERROR_REASON_ALREADY_EXISTS:
+		return codes.AlreadyExists
+	case ErrorReason_ERROR_REASON_INVALID_ARGUMENT, ErrorReason_ERROR_REASON_MESSAGE_SIZE_EXCEEDED:
+		return codes.InvalidArgument
+	case ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST, ErrorReason_ERROR_REASON_SESSION_LOCK_LOST,
+		ErrorReason_ERROR_REASON_SESSION_CANNOT_BE_LOCKED:
+		return codes.FailedPrecondition
+	case ErrorReason_ERROR_REASON_QUOTA_EXCEEDED:
+		return codes.ResourceExhausted
+	case ErrorReason_ERROR_REASON_NOT_LEADER, ErrorReason_ERROR_REASON_SERVER_BUSY,
+		ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN:
+		return codes.Unavailable
+	case ErrorReason_ERROR_REASON_UNAUTHORIZED:
+		return codes.PermissionDenied
+	}
+	return codes.Internal
 }

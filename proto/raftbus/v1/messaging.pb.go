@@ -74,6 +74,66 @@ func (ReceiveMode) EnumDescriptor() ([]byte, []int) {
 	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{0}
 }
 
+// Disposition is how Settle ends a message lock.
+type Disposition int32
+
+const (
+	Disposition_DISPOSITION_UNSPECIFIED Disposition = 0
+	// As Complete.
+	Disposition_DISPOSITION_COMPLETE Disposition = 1
+	// As Abandon.
+	Disposition_DISPOSITION_ABANDON Disposition = 2
+	// As DeadLetter.
+	Disposition_DISPOSITION_DEAD_LETTER Disposition = 3
+	// As Defer.
+	Disposition_DISPOSITION_DEFER Disposition = 4
+)
+
+// Enum value maps for Disposition.
+var (
+	Disposition_name = map[int32]string{
+		0: "DISPOSITION_UNSPECIFIED",
+		1: "DISPOSITION_COMPLETE",
+		2: "DISPOSITION_ABANDON",
+		3: "DISPOSITION_DEAD_LETTER",
+		4: "DISPOSITION_DEFER",
+	}
+	Disposition_value = map[string]int32{
+		"DISPOSITION_UNSPECIFIED": 0,
+		"DISPOSITION_COMPLETE":    1,
+		"DISPOSITION_ABANDON":     2,
+		"DISPOSITION_DEAD_LETTER": 3,
+		"DISPOSITION_DEFER":       4,
+	}
+)
+
+func (x Disposition) Enum() *Disposition {
+	p := new(Disposition)
+	*p = x
+	return p
+}
+
+func (x Disposition) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Disposition) Descriptor() protoreflect.EnumDescriptor {
+	return file_raftbus_v1_messaging_proto_enumTypes[1].Descriptor()
+}
+
+func (Disposition) Type() protoreflect.EnumType {
+	return &file_raftbus_v1_messaging_proto_enumTypes[1]
+}
+
+func (x Disposition) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Disposition.Descriptor instead.
+func (Disposition) EnumDescriptor() ([]byte, []int) {
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{1}
+}
+
 // SessionLock identifies a session held by the caller (from AcceptSession).
 type SessionLock struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1114,6 +1174,223 @@ func (*DeferResponse) Descriptor() ([]byte, []int) {
 	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{18}
 }
 
+type SettleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 1000.
+	Settlements   []*Settlement `protobuf:"bytes,1,rep,name=settlements,proto3" json:"settlements,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettleRequest) Reset() {
+	*x = SettleRequest{}
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettleRequest) ProtoMessage() {}
+
+func (x *SettleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettleRequest.ProtoReflect.Descriptor instead.
+func (*SettleRequest) Descriptor() ([]byte, []int) {
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *SettleRequest) GetSettlements() []*Settlement {
+	if x != nil {
+		return x.Settlements
+	}
+	return nil
+}
+
+// Settlement is one message's settlement in a SettleRequest.
+type Settlement struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Lock        *MessageLock           `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`
+	Disposition Disposition            `protobuf:"varint,2,opt,name=disposition,proto3,enum=raftbus.v1.Disposition" json:"disposition,omitempty"`
+	// With DISPOSITION_DEAD_LETTER: up to 4096 characters each.
+	DeadLetterReason           string `protobuf:"bytes,3,opt,name=dead_letter_reason,json=deadLetterReason,proto3" json:"dead_letter_reason,omitempty"`
+	DeadLetterErrorDescription string `protobuf:"bytes,4,opt,name=dead_letter_error_description,json=deadLetterErrorDescription,proto3" json:"dead_letter_error_description,omitempty"`
+	// Merged into the application properties (not with
+	// DISPOSITION_COMPLETE).
+	PropertiesToModify map[string]*PropertyValue `protobuf:"bytes,5,rep,name=properties_to_modify,json=propertiesToModify,proto3" json:"properties_to_modify,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *Settlement) Reset() {
+	*x = Settlement{}
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Settlement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Settlement) ProtoMessage() {}
+
+func (x *Settlement) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Settlement.ProtoReflect.Descriptor instead.
+func (*Settlement) Descriptor() ([]byte, []int) {
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *Settlement) GetLock() *MessageLock {
+	if x != nil {
+		return x.Lock
+	}
+	return nil
+}
+
+func (x *Settlement) GetDisposition() Disposition {
+	if x != nil {
+		return x.Disposition
+	}
+	return Disposition_DISPOSITION_UNSPECIFIED
+}
+
+func (x *Settlement) GetDeadLetterReason() string {
+	if x != nil {
+		return x.DeadLetterReason
+	}
+	return ""
+}
+
+func (x *Settlement) GetDeadLetterErrorDescription() string {
+	if x != nil {
+		return x.DeadLetterErrorDescription
+	}
+	return ""
+}
+
+func (x *Settlement) GetPropertiesToModify() map[string]*PropertyValue {
+	if x != nil {
+		return x.PropertiesToModify
+	}
+	return nil
+}
+
+type SettleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per settlement, in request order.
+	Results       []*SettleResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettleResponse) Reset() {
+	*x = SettleResponse{}
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettleResponse) ProtoMessage() {}
+
+func (x *SettleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettleResponse.ProtoReflect.Descriptor instead.
+func (*SettleResponse) Descriptor() ([]byte, []int) {
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *SettleResponse) GetResults() []*SettleResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// SettleResult is the outcome of one settlement: settled when error is
+// unset; otherwise the failure Complete (or the others) would have
+// returned for it alone, such as MESSAGE_LOCK_LOST, or OUTCOME_UNKNOWN.
+type SettleResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Error         *ErrorInfo             `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettleResult) Reset() {
+	*x = SettleResult{}
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettleResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettleResult) ProtoMessage() {}
+
+func (x *SettleResult) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettleResult.ProtoReflect.Descriptor instead.
+func (*SettleResult) Descriptor() ([]byte, []int) {
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *SettleResult) GetError() *ErrorInfo {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 type RenewLockRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Lock          *MessageLock           `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`
@@ -1123,7 +1400,7 @@ type RenewLockRequest struct {
 
 func (x *RenewLockRequest) Reset() {
 	*x = RenewLockRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[19]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1135,7 +1412,7 @@ func (x *RenewLockRequest) String() string {
 func (*RenewLockRequest) ProtoMessage() {}
 
 func (x *RenewLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[19]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1148,7 +1425,7 @@ func (x *RenewLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLockRequest.ProtoReflect.Descriptor instead.
 func (*RenewLockRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{19}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RenewLockRequest) GetLock() *MessageLock {
@@ -1167,7 +1444,7 @@ type RenewLockResponse struct {
 
 func (x *RenewLockResponse) Reset() {
 	*x = RenewLockResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[20]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1179,7 +1456,7 @@ func (x *RenewLockResponse) String() string {
 func (*RenewLockResponse) ProtoMessage() {}
 
 func (x *RenewLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[20]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1192,7 +1469,7 @@ func (x *RenewLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLockResponse.ProtoReflect.Descriptor instead.
 func (*RenewLockResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{20}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RenewLockResponse) GetLockedUntil() *timestamppb.Timestamp {
@@ -1219,7 +1496,7 @@ type ReceiveDeferredRequest struct {
 
 func (x *ReceiveDeferredRequest) Reset() {
 	*x = ReceiveDeferredRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[21]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1231,7 +1508,7 @@ func (x *ReceiveDeferredRequest) String() string {
 func (*ReceiveDeferredRequest) ProtoMessage() {}
 
 func (x *ReceiveDeferredRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[21]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1244,7 +1521,7 @@ func (x *ReceiveDeferredRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveDeferredRequest.ProtoReflect.Descriptor instead.
 func (*ReceiveDeferredRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{21}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ReceiveDeferredRequest) GetEntityPath() string {
@@ -1298,7 +1575,7 @@ type ReceiveDeferredResponse struct {
 
 func (x *ReceiveDeferredResponse) Reset() {
 	*x = ReceiveDeferredResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[22]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1310,7 +1587,7 @@ func (x *ReceiveDeferredResponse) String() string {
 func (*ReceiveDeferredResponse) ProtoMessage() {}
 
 func (x *ReceiveDeferredResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[22]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1323,7 +1600,7 @@ func (x *ReceiveDeferredResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveDeferredResponse.ProtoReflect.Descriptor instead.
 func (*ReceiveDeferredResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{22}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReceiveDeferredResponse) GetMessages() []*ReceivedMessage {
@@ -1352,7 +1629,7 @@ type PeekRequest struct {
 
 func (x *PeekRequest) Reset() {
 	*x = PeekRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[23]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1364,7 +1641,7 @@ func (x *PeekRequest) String() string {
 func (*PeekRequest) ProtoMessage() {}
 
 func (x *PeekRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[23]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1377,7 +1654,7 @@ func (x *PeekRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekRequest.ProtoReflect.Descriptor instead.
 func (*PeekRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{23}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PeekRequest) GetEntityPath() string {
@@ -1431,7 +1708,7 @@ type PeekResponse struct {
 
 func (x *PeekResponse) Reset() {
 	*x = PeekResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[24]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1443,7 +1720,7 @@ func (x *PeekResponse) String() string {
 func (*PeekResponse) ProtoMessage() {}
 
 func (x *PeekResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[24]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1456,7 +1733,7 @@ func (x *PeekResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekResponse.ProtoReflect.Descriptor instead.
 func (*PeekResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{24}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PeekResponse) GetMessages() []*ReceivedMessage {
@@ -1482,7 +1759,7 @@ type AcceptSessionRequest struct {
 
 func (x *AcceptSessionRequest) Reset() {
 	*x = AcceptSessionRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[25]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1494,7 +1771,7 @@ func (x *AcceptSessionRequest) String() string {
 func (*AcceptSessionRequest) ProtoMessage() {}
 
 func (x *AcceptSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[25]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1507,7 +1784,7 @@ func (x *AcceptSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptSessionRequest.ProtoReflect.Descriptor instead.
 func (*AcceptSessionRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{25}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AcceptSessionRequest) GetEntityPath() string {
@@ -1552,7 +1829,7 @@ type AcceptSessionResponse struct {
 
 func (x *AcceptSessionResponse) Reset() {
 	*x = AcceptSessionResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[26]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1564,7 +1841,7 @@ func (x *AcceptSessionResponse) String() string {
 func (*AcceptSessionResponse) ProtoMessage() {}
 
 func (x *AcceptSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[26]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1577,7 +1854,7 @@ func (x *AcceptSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptSessionResponse.ProtoReflect.Descriptor instead.
 func (*AcceptSessionResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{26}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AcceptSessionResponse) GetSessionId() string {
@@ -1618,7 +1895,7 @@ type RenewSessionLockRequest struct {
 
 func (x *RenewSessionLockRequest) Reset() {
 	*x = RenewSessionLockRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[27]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1630,7 +1907,7 @@ func (x *RenewSessionLockRequest) String() string {
 func (*RenewSessionLockRequest) ProtoMessage() {}
 
 func (x *RenewSessionLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[27]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1643,7 +1920,7 @@ func (x *RenewSessionLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewSessionLockRequest.ProtoReflect.Descriptor instead.
 func (*RenewSessionLockRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{27}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RenewSessionLockRequest) GetEntityPath() string {
@@ -1669,7 +1946,7 @@ type RenewSessionLockResponse struct {
 
 func (x *RenewSessionLockResponse) Reset() {
 	*x = RenewSessionLockResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[28]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1681,7 +1958,7 @@ func (x *RenewSessionLockResponse) String() string {
 func (*RenewSessionLockResponse) ProtoMessage() {}
 
 func (x *RenewSessionLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[28]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1694,7 +1971,7 @@ func (x *RenewSessionLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewSessionLockResponse.ProtoReflect.Descriptor instead.
 func (*RenewSessionLockResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{28}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RenewSessionLockResponse) GetLockedUntil() *timestamppb.Timestamp {
@@ -1714,7 +1991,7 @@ type GetSessionStateRequest struct {
 
 func (x *GetSessionStateRequest) Reset() {
 	*x = GetSessionStateRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[29]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1726,7 +2003,7 @@ func (x *GetSessionStateRequest) String() string {
 func (*GetSessionStateRequest) ProtoMessage() {}
 
 func (x *GetSessionStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[29]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1739,7 +2016,7 @@ func (x *GetSessionStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionStateRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionStateRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{29}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetSessionStateRequest) GetEntityPath() string {
@@ -1765,7 +2042,7 @@ type GetSessionStateResponse struct {
 
 func (x *GetSessionStateResponse) Reset() {
 	*x = GetSessionStateResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[30]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1777,7 +2054,7 @@ func (x *GetSessionStateResponse) String() string {
 func (*GetSessionStateResponse) ProtoMessage() {}
 
 func (x *GetSessionStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[30]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1790,7 +2067,7 @@ func (x *GetSessionStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionStateResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionStateResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{30}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetSessionStateResponse) GetState() []byte {
@@ -1811,7 +2088,7 @@ type SetSessionStateRequest struct {
 
 func (x *SetSessionStateRequest) Reset() {
 	*x = SetSessionStateRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[31]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1823,7 +2100,7 @@ func (x *SetSessionStateRequest) String() string {
 func (*SetSessionStateRequest) ProtoMessage() {}
 
 func (x *SetSessionStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[31]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1836,7 +2113,7 @@ func (x *SetSessionStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSessionStateRequest.ProtoReflect.Descriptor instead.
 func (*SetSessionStateRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{31}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SetSessionStateRequest) GetEntityPath() string {
@@ -1868,7 +2145,7 @@ type SetSessionStateResponse struct {
 
 func (x *SetSessionStateResponse) Reset() {
 	*x = SetSessionStateResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[32]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1880,7 +2157,7 @@ func (x *SetSessionStateResponse) String() string {
 func (*SetSessionStateResponse) ProtoMessage() {}
 
 func (x *SetSessionStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[32]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1893,7 +2170,7 @@ func (x *SetSessionStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSessionStateResponse.ProtoReflect.Descriptor instead.
 func (*SetSessionStateResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{32}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{36}
 }
 
 type CloseSessionRequest struct {
@@ -1906,7 +2183,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[33]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1918,7 +2195,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[33]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1931,7 +2208,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{33}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CloseSessionRequest) GetEntityPath() string {
@@ -1956,7 +2233,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[34]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1968,7 +2245,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[34]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1981,7 +2258,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{34}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{38}
 }
 
 var File_raftbus_v1_messaging_proto protoreflect.FileDescriptor
@@ -1989,7 +2266,7 @@ var File_raftbus_v1_messaging_proto protoreflect.FileDescriptor
 const file_raftbus_v1_messaging_proto_rawDesc = "" +
 	"\n" +
 	"\x1araftbus/v1/messaging.proto\x12\n" +
-	"raftbus.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18raftbus/v1/message.proto\"K\n" +
+	"raftbus.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17raftbus/v1/errors.proto\x1a\x18raftbus/v1/message.proto\"K\n" +
 	"\vSessionLock\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
@@ -2070,7 +2347,23 @@ const file_raftbus_v1_messaging_proto_rawDesc = "" +
 	"\x17PropertiesToModifyEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
 	"\x05value\x18\x02 \x01(\v2\x19.raftbus.v1.PropertyValueR\x05value:\x028\x01\"\x0f\n" +
-	"\rDeferResponse\"?\n" +
+	"\rDeferResponse\"I\n" +
+	"\rSettleRequest\x128\n" +
+	"\vsettlements\x18\x01 \x03(\v2\x16.raftbus.v1.SettlementR\vsettlements\"\xa9\x03\n" +
+	"\n" +
+	"Settlement\x12+\n" +
+	"\x04lock\x18\x01 \x01(\v2\x17.raftbus.v1.MessageLockR\x04lock\x129\n" +
+	"\vdisposition\x18\x02 \x01(\x0e2\x17.raftbus.v1.DispositionR\vdisposition\x12,\n" +
+	"\x12dead_letter_reason\x18\x03 \x01(\tR\x10deadLetterReason\x12A\n" +
+	"\x1ddead_letter_error_description\x18\x04 \x01(\tR\x1adeadLetterErrorDescription\x12`\n" +
+	"\x14properties_to_modify\x18\x05 \x03(\v2..raftbus.v1.Settlement.PropertiesToModifyEntryR\x12propertiesToModify\x1a`\n" +
+	"\x17PropertiesToModifyEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
+	"\x05value\x18\x02 \x01(\v2\x19.raftbus.v1.PropertyValueR\x05value:\x028\x01\"D\n" +
+	"\x0eSettleResponse\x122\n" +
+	"\aresults\x18\x01 \x03(\v2\x18.raftbus.v1.SettleResultR\aresults\";\n" +
+	"\fSettleResult\x12+\n" +
+	"\x05error\x18\x01 \x01(\v2\x15.raftbus.v1.ErrorInfoR\x05error\"?\n" +
 	"\x10RenewLockRequest\x12+\n" +
 	"\x04lock\x18\x01 \x01(\v2\x17.raftbus.v1.MessageLockR\x04lock\"R\n" +
 	"\x11RenewLockResponse\x12=\n" +
@@ -2139,7 +2432,14 @@ const file_raftbus_v1_messaging_proto_rawDesc = "" +
 	"\vReceiveMode\x12\x1c\n" +
 	"\x18RECEIVE_MODE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16RECEIVE_MODE_PEEK_LOCK\x10\x01\x12#\n" +
-	"\x1fRECEIVE_MODE_RECEIVE_AND_DELETE\x10\x022\xeb\t\n" +
+	"\x1fRECEIVE_MODE_RECEIVE_AND_DELETE\x10\x02*\x91\x01\n" +
+	"\vDisposition\x12\x1b\n" +
+	"\x17DISPOSITION_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14DISPOSITION_COMPLETE\x10\x01\x12\x17\n" +
+	"\x13DISPOSITION_ABANDON\x10\x02\x12\x1b\n" +
+	"\x17DISPOSITION_DEAD_LETTER\x10\x03\x12\x15\n" +
+	"\x11DISPOSITION_DEFER\x10\x042\xac\n" +
+	"\n" +
 	"\x10MessagingService\x129\n" +
 	"\x04Send\x12\x17.raftbus.v1.SendRequest\x1a\x18.raftbus.v1.SendResponse\x12E\n" +
 	"\bSchedule\x12\x1b.raftbus.v1.ScheduleRequest\x1a\x1c.raftbus.v1.ScheduleResponse\x12Z\n" +
@@ -2149,7 +2449,8 @@ const file_raftbus_v1_messaging_proto_rawDesc = "" +
 	"\aAbandon\x12\x1a.raftbus.v1.AbandonRequest\x1a\x1b.raftbus.v1.AbandonResponse\x12K\n" +
 	"\n" +
 	"DeadLetter\x12\x1d.raftbus.v1.DeadLetterRequest\x1a\x1e.raftbus.v1.DeadLetterResponse\x12<\n" +
-	"\x05Defer\x12\x18.raftbus.v1.DeferRequest\x1a\x19.raftbus.v1.DeferResponse\x12H\n" +
+	"\x05Defer\x12\x18.raftbus.v1.DeferRequest\x1a\x19.raftbus.v1.DeferResponse\x12?\n" +
+	"\x06Settle\x12\x19.raftbus.v1.SettleRequest\x1a\x1a.raftbus.v1.SettleResponse\x12H\n" +
 	"\tRenewLock\x12\x1c.raftbus.v1.RenewLockRequest\x1a\x1d.raftbus.v1.RenewLockResponse\x12Z\n" +
 	"\x0fReceiveDeferred\x12\".raftbus.v1.ReceiveDeferredRequest\x1a#.raftbus.v1.ReceiveDeferredResponse\x129\n" +
 	"\x04Peek\x12\x17.raftbus.v1.PeekRequest\x1a\x18.raftbus.v1.PeekResponse\x12T\n" +
@@ -2171,128 +2472,144 @@ func file_raftbus_v1_messaging_proto_rawDescGZIP() []byte {
 	return file_raftbus_v1_messaging_proto_rawDescData
 }
 
-var file_raftbus_v1_messaging_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_raftbus_v1_messaging_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_raftbus_v1_messaging_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_raftbus_v1_messaging_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_raftbus_v1_messaging_proto_goTypes = []any{
 	(ReceiveMode)(0),                 // 0: raftbus.v1.ReceiveMode
-	(*SessionLock)(nil),              // 1: raftbus.v1.SessionLock
-	(*SendRequest)(nil),              // 2: raftbus.v1.SendRequest
-	(*SendResponse)(nil),             // 3: raftbus.v1.SendResponse
-	(*SendResult)(nil),               // 4: raftbus.v1.SendResult
-	(*ScheduleRequest)(nil),          // 5: raftbus.v1.ScheduleRequest
-	(*ScheduleResponse)(nil),         // 6: raftbus.v1.ScheduleResponse
-	(*CancelScheduledRequest)(nil),   // 7: raftbus.v1.CancelScheduledRequest
-	(*CancelScheduledResponse)(nil),  // 8: raftbus.v1.CancelScheduledResponse
-	(*ReceiveRequest)(nil),           // 9: raftbus.v1.ReceiveRequest
-	(*ReceiveResponse)(nil),          // 10: raftbus.v1.ReceiveResponse
-	(*MessageLock)(nil),              // 11: raftbus.v1.MessageLock
-	(*CompleteRequest)(nil),          // 12: raftbus.v1.CompleteRequest
-	(*CompleteResponse)(nil),         // 13: raftbus.v1.CompleteResponse
-	(*AbandonRequest)(nil),           // 14: raftbus.v1.AbandonRequest
-	(*AbandonResponse)(nil),          // 15: raftbus.v1.AbandonResponse
-	(*DeadLetterRequest)(nil),        // 16: raftbus.v1.DeadLetterRequest
-	(*DeadLetterResponse)(nil),       // 17: raftbus.v1.DeadLetterResponse
-	(*DeferRequest)(nil),             // 18: raftbus.v1.DeferRequest
-	(*DeferResponse)(nil),            // 19: raftbus.v1.DeferResponse
-	(*RenewLockRequest)(nil),         // 20: raftbus.v1.RenewLockRequest
-	(*RenewLockResponse)(nil),        // 21: raftbus.v1.RenewLockResponse
-	(*ReceiveDeferredRequest)(nil),   // 22: raftbus.v1.ReceiveDeferredRequest
-	(*ReceiveDeferredResponse)(nil),  // 23: raftbus.v1.ReceiveDeferredResponse
-	(*PeekRequest)(nil),              // 24: raftbus.v1.PeekRequest
-	(*PeekResponse)(nil),             // 25: raftbus.v1.PeekResponse
-	(*AcceptSessionRequest)(nil),     // 26: raftbus.v1.AcceptSessionRequest
-	(*AcceptSessionResponse)(nil),    // 27: raftbus.v1.AcceptSessionResponse
-	(*RenewSessionLockRequest)(nil),  // 28: raftbus.v1.RenewSessionLockRequest
-	(*RenewSessionLockResponse)(nil), // 29: raftbus.v1.RenewSessionLockResponse
-	(*GetSessionStateRequest)(nil),   // 30: raftbus.v1.GetSessionStateRequest
-	(*GetSessionStateResponse)(nil),  // 31: raftbus.v1.GetSessionStateResponse
-	(*SetSessionStateRequest)(nil),   // 32: raftbus.v1.SetSessionStateRequest
-	(*SetSessionStateResponse)(nil),  // 33: raftbus.v1.SetSessionStateResponse
-	(*CloseSessionRequest)(nil),      // 34: raftbus.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),     // 35: raftbus.v1.CloseSessionResponse
-	nil,                              // 36: raftbus.v1.AbandonRequest.PropertiesToModifyEntry
-	nil,                              // 37: raftbus.v1.DeadLetterRequest.PropertiesToModifyEntry
-	nil,                              // 38: raftbus.v1.DeferRequest.PropertiesToModifyEntry
-	(*Message)(nil),                  // 39: raftbus.v1.Message
-	(*timestamppb.Timestamp)(nil),    // 40: google.protobuf.Timestamp
-	(SubQueue)(0),                    // 41: raftbus.v1.SubQueue
-	(*durationpb.Duration)(nil),      // 42: google.protobuf.Duration
-	(*ReceivedMessage)(nil),          // 43: raftbus.v1.ReceivedMessage
-	(*PropertyValue)(nil),            // 44: raftbus.v1.PropertyValue
+	(Disposition)(0),                 // 1: raftbus.v1.Disposition
+	(*SessionLock)(nil),              // 2: raftbus.v1.SessionLock
+	(*SendRequest)(nil),              // 3: raftbus.v1.SendRequest
+	(*SendResponse)(nil),             // 4: raftbus.v1.SendResponse
+	(*SendResult)(nil),               // 5: raftbus.v1.SendResult
+	(*ScheduleRequest)(nil),          // 6: raftbus.v1.ScheduleRequest
+	(*ScheduleResponse)(nil),         // 7: raftbus.v1.ScheduleResponse
+	(*CancelScheduledRequest)(nil),   // 8: raftbus.v1.CancelScheduledRequest
+	(*CancelScheduledResponse)(nil),  // 9: raftbus.v1.CancelScheduledResponse
+	(*ReceiveRequest)(nil),           // 10: raftbus.v1.ReceiveRequest
+	(*ReceiveResponse)(nil),          // 11: raftbus.v1.ReceiveResponse
+	(*MessageLock)(nil),              // 12: raftbus.v1.MessageLock
+	(*CompleteRequest)(nil),          // 13: raftbus.v1.CompleteRequest
+	(*CompleteResponse)(nil),         // 14: raftbus.v1.CompleteResponse
+	(*AbandonRequest)(nil),           // 15: raftbus.v1.AbandonRequest
+	(*AbandonResponse)(nil),          // 16: raftbus.v1.AbandonResponse
+	(*DeadLetterRequest)(nil),        // 17: raftbus.v1.DeadLetterRequest
+	(*DeadLetterResponse)(nil),       // 18: raftbus.v1.DeadLetterResponse
+	(*DeferRequest)(nil),             // 19: raftbus.v1.DeferRequest
+	(*DeferResponse)(nil),            // 20: raftbus.v1.DeferResponse
+	(*SettleRequest)(nil),            // 21: raftbus.v1.SettleRequest
+	(*Settlement)(nil),               // 22: raftbus.v1.Settlement
+	(*SettleResponse)(nil),           // 23: raftbus.v1.SettleResponse
+	(*SettleResult)(nil),             // 24: raftbus.v1.SettleResult
+	(*RenewLockRequest)(nil),         // 25: raftbus.v1.RenewLockRequest
+	(*RenewLockResponse)(nil),        // 26: raftbus.v1.RenewLockResponse
+	(*ReceiveDeferredRequest)(nil),   // 27: raftbus.v1.ReceiveDeferredRequest
+	(*ReceiveDeferredResponse)(nil),  // 28: raftbus.v1.ReceiveDeferredResponse
+	(*PeekRequest)(nil),              // 29: raftbus.v1.PeekRequest
+	(*PeekResponse)(nil),             // 30: raftbus.v1.PeekResponse
+	(*AcceptSessionRequest)(nil),     // 31: raftbus.v1.AcceptSessionRequest
+	(*AcceptSessionResponse)(nil),    // 32: raftbus.v1.AcceptSessionResponse
+	(*RenewSessionLockRequest)(nil),  // 33: raftbus.v1.RenewSessionLockRequest
+	(*RenewSessionLockResponse)(nil), // 34: raftbus.v1.RenewSessionLockResponse
+	(*GetSessionStateRequest)(nil),   // 35: raftbus.v1.GetSessionStateRequest
+	(*GetSessionStateResponse)(nil),  // 36: raftbus.v1.GetSessionStateResponse
+	(*SetSessionStateRequest)(nil),   // 37: raftbus.v1.SetSessionStateRequest
+	(*SetSessionStateResponse)(nil),  // 38: raftbus.v1.SetSessionStateResponse
+	(*CloseSessionRequest)(nil),      // 39: raftbus.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),     // 40: raftbus.v1.CloseSessionResponse
+	nil,                              // 41: raftbus.v1.AbandonRequest.PropertiesToModifyEntry
+	nil,                              // 42: raftbus.v1.DeadLetterRequest.PropertiesToModifyEntry
+	nil,                              // 43: raftbus.v1.DeferRequest.PropertiesToModifyEntry
+	nil,                              // 44: raftbus.v1.Settlement.PropertiesToModifyEntry
+	(*Message)(nil),                  // 45: raftbus.v1.Message
+	(*timestamppb.Timestamp)(nil),    // 46: google.protobuf.Timestamp
+	(SubQueue)(0),                    // 47: raftbus.v1.SubQueue
+	(*durationpb.Duration)(nil),      // 48: google.protobuf.Duration
+	(*ReceivedMessage)(nil),          // 49: raftbus.v1.ReceivedMessage
+	(*ErrorInfo)(nil),                // 50: raftbus.v1.ErrorInfo
+	(*PropertyValue)(nil),            // 51: raftbus.v1.PropertyValue
 }
 var file_raftbus_v1_messaging_proto_depIdxs = []int32{
-	39, // 0: raftbus.v1.SendRequest.messages:type_name -> raftbus.v1.Message
-	4,  // 1: raftbus.v1.SendResponse.results:type_name -> raftbus.v1.SendResult
-	40, // 2: raftbus.v1.SendResult.enqueued_time:type_name -> google.protobuf.Timestamp
-	39, // 3: raftbus.v1.ScheduleRequest.messages:type_name -> raftbus.v1.Message
-	41, // 4: raftbus.v1.ReceiveRequest.sub_queue:type_name -> raftbus.v1.SubQueue
+	45, // 0: raftbus.v1.SendRequest.messages:type_name -> raftbus.v1.Message
+	5,  // 1: raftbus.v1.SendResponse.results:type_name -> raftbus.v1.SendResult
+	46, // 2: raftbus.v1.SendResult.enqueued_time:type_name -> google.protobuf.Timestamp
+	45, // 3: raftbus.v1.ScheduleRequest.messages:type_name -> raftbus.v1.Message
+	47, // 4: raftbus.v1.ReceiveRequest.sub_queue:type_name -> raftbus.v1.SubQueue
 	0,  // 5: raftbus.v1.ReceiveRequest.receive_mode:type_name -> raftbus.v1.ReceiveMode
-	42, // 6: raftbus.v1.ReceiveRequest.max_wait:type_name -> google.protobuf.Duration
-	1,  // 7: raftbus.v1.ReceiveRequest.session:type_name -> raftbus.v1.SessionLock
-	43, // 8: raftbus.v1.ReceiveResponse.messages:type_name -> raftbus.v1.ReceivedMessage
-	41, // 9: raftbus.v1.MessageLock.sub_queue:type_name -> raftbus.v1.SubQueue
-	11, // 10: raftbus.v1.CompleteRequest.lock:type_name -> raftbus.v1.MessageLock
-	11, // 11: raftbus.v1.AbandonRequest.lock:type_name -> raftbus.v1.MessageLock
-	36, // 12: raftbus.v1.AbandonRequest.properties_to_modify:type_name -> raftbus.v1.AbandonRequest.PropertiesToModifyEntry
-	11, // 13: raftbus.v1.DeadLetterRequest.lock:type_name -> raftbus.v1.MessageLock
-	37, // 14: raftbus.v1.DeadLetterRequest.properties_to_modify:type_name -> raftbus.v1.DeadLetterRequest.PropertiesToModifyEntry
-	11, // 15: raftbus.v1.DeferRequest.lock:type_name -> raftbus.v1.MessageLock
-	38, // 16: raftbus.v1.DeferRequest.properties_to_modify:type_name -> raftbus.v1.DeferRequest.PropertiesToModifyEntry
-	11, // 17: raftbus.v1.RenewLockRequest.lock:type_name -> raftbus.v1.MessageLock
-	40, // 18: raftbus.v1.RenewLockResponse.locked_until:type_name -> google.protobuf.Timestamp
-	41, // 19: raftbus.v1.ReceiveDeferredRequest.sub_queue:type_name -> raftbus.v1.SubQueue
-	0,  // 20: raftbus.v1.ReceiveDeferredRequest.receive_mode:type_name -> raftbus.v1.ReceiveMode
-	1,  // 21: raftbus.v1.ReceiveDeferredRequest.session:type_name -> raftbus.v1.SessionLock
-	43, // 22: raftbus.v1.ReceiveDeferredResponse.messages:type_name -> raftbus.v1.ReceivedMessage
-	41, // 23: raftbus.v1.PeekRequest.sub_queue:type_name -> raftbus.v1.SubQueue
-	43, // 24: raftbus.v1.PeekResponse.messages:type_name -> raftbus.v1.ReceivedMessage
-	42, // 25: raftbus.v1.AcceptSessionRequest.max_wait:type_name -> google.protobuf.Duration
-	40, // 26: raftbus.v1.AcceptSessionResponse.locked_until:type_name -> google.protobuf.Timestamp
-	1,  // 27: raftbus.v1.RenewSessionLockRequest.session:type_name -> raftbus.v1.SessionLock
-	40, // 28: raftbus.v1.RenewSessionLockResponse.locked_until:type_name -> google.protobuf.Timestamp
-	1,  // 29: raftbus.v1.GetSessionStateRequest.session:type_name -> raftbus.v1.SessionLock
-	1,  // 30: raftbus.v1.SetSessionStateRequest.session:type_name -> raftbus.v1.SessionLock
-	1,  // 31: raftbus.v1.CloseSessionRequest.session:type_name -> raftbus.v1.SessionLock
-	44, // 32: raftbus.v1.AbandonRequest.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
-	44, // 33: raftbus.v1.DeadLetterRequest.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
-	44, // 34: raftbus.v1.DeferRequest.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
-	2,  // 35: raftbus.v1.MessagingService.Send:input_type -> raftbus.v1.SendRequest
-	5,  // 36: raftbus.v1.MessagingService.Schedule:input_type -> raftbus.v1.ScheduleRequest
-	7,  // 37: raftbus.v1.MessagingService.CancelScheduled:input_type -> raftbus.v1.CancelScheduledRequest
-	9,  // 38: raftbus.v1.MessagingService.Receive:input_type -> raftbus.v1.ReceiveRequest
-	12, // 39: raftbus.v1.MessagingService.Complete:input_type -> raftbus.v1.CompleteRequest
-	14, // 40: raftbus.v1.MessagingService.Abandon:input_type -> raftbus.v1.AbandonRequest
-	16, // 41: raftbus.v1.MessagingService.DeadLetter:input_type -> raftbus.v1.DeadLetterRequest
-	18, // 42: raftbus.v1.MessagingService.Defer:input_type -> raftbus.v1.DeferRequest
-	20, // 43: raftbus.v1.MessagingService.RenewLock:input_type -> raftbus.v1.RenewLockRequest
-	22, // 44: raftbus.v1.MessagingService.ReceiveDeferred:input_type -> raftbus.v1.ReceiveDeferredRequest
-	24, // 45: raftbus.v1.MessagingService.Peek:input_type -> raftbus.v1.PeekRequest
-	26, // 46: raftbus.v1.MessagingService.AcceptSession:input_type -> raftbus.v1.AcceptSessionRequest
-	28, // 47: raftbus.v1.MessagingService.RenewSessionLock:input_type -> raftbus.v1.RenewSessionLockRequest
-	30, // 48: raftbus.v1.MessagingService.GetSessionState:input_type -> raftbus.v1.GetSessionStateRequest
-	32, // 49: raftbus.v1.MessagingService.SetSessionState:input_type -> raftbus.v1.SetSessionStateRequest
-	34, // 50: raftbus.v1.MessagingService.CloseSession:input_type -> raftbus.v1.CloseSessionRequest
-	3,  // 51: raftbus.v1.MessagingService.Send:output_type -> raftbus.v1.SendResponse
-	6,  // 52: raftbus.v1.MessagingService.Schedule:output_type -> raftbus.v1.ScheduleResponse
-	8,  // 53: raftbus.v1.MessagingService.CancelScheduled:output_type -> raftbus.v1.CancelScheduledResponse
-	10, // 54: raftbus.v1.MessagingService.Receive:output_type -> raftbus.v1.ReceiveResponse
-	13, // 55: raftbus.v1.MessagingService.Complete:output_type -> raftbus.v1.CompleteResponse
-	15, // 56: raftbus.v1.MessagingService.Abandon:output_type -> raftbus.v1.AbandonResponse
-	17, // 57: raftbus.v1.MessagingService.DeadLetter:output_type -> raftbus.v1.DeadLetterResponse
-	19, // 58: raftbus.v1.MessagingService.Defer:output_type -> raftbus.v1.DeferResponse
-	21, // 59: raftbus.v1.MessagingService.RenewLock:output_type -> raftbus.v1.RenewLockResponse
-	23, // 60: raftbus.v1.MessagingService.ReceiveDeferred:output_type -> raftbus.v1.ReceiveDeferredResponse
-	25, // 61: raftbus.v1.MessagingService.Peek:output_type -> raftbus.v1.PeekResponse
-	27, // 62: raftbus.v1.MessagingService.AcceptSession:output_type -> raftbus.v1.AcceptSessionResponse
-	29, // 63: raftbus.v1.MessagingService.RenewSessionLock:output_type -> raftbus.v1.RenewSessionLockResponse
-	31, // 64: raftbus.v1.MessagingService.GetSessionState:output_type -> raftbus.v1.GetSessionStateResponse
-	33, // 65: raftbus.v1.MessagingService.SetSessionState:output_type -> raftbus.v1.SetSessionStateResponse
-	35, // 66: raftbus.v1.MessagingService.CloseSession:output_type -> raftbus.v1.CloseSessionResponse
-	51, // [51:67] is the sub-list for method output_type
-	35, // [35:51] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	48, // 6: raftbus.v1.ReceiveRequest.max_wait:type_name -> google.protobuf.Duration
+	2,  // 7: raftbus.v1.ReceiveRequest.session:type_name -> raftbus.v1.SessionLock
+	49, // 8: raftbus.v1.ReceiveResponse.messages:type_name -> raftbus.v1.ReceivedMessage
+	47, // 9: raftbus.v1.MessageLock.sub_queue:type_name -> raftbus.v1.SubQueue
+	12, // 10: raftbus.v1.CompleteRequest.lock:type_name -> raftbus.v1.MessageLock
+	12, // 11: raftbus.v1.AbandonRequest.lock:type_name -> raftbus.v1.MessageLock
+	41, // 12: raftbus.v1.AbandonRequest.properties_to_modify:type_name -> raftbus.v1.AbandonRequest.PropertiesToModifyEntry
+	12, // 13: raftbus.v1.DeadLetterRequest.lock:type_name -> raftbus.v1.MessageLock
+	42, // 14: raftbus.v1.DeadLetterRequest.properties_to_modify:type_name -> raftbus.v1.DeadLetterRequest.PropertiesToModifyEntry
+	12, // 15: raftbus.v1.DeferRequest.lock:type_name -> raftbus.v1.MessageLock
+	43, // 16: raftbus.v1.DeferRequest.properties_to_modify:type_name -> raftbus.v1.DeferRequest.PropertiesToModifyEntry
+	22, // 17: raftbus.v1.SettleRequest.settlements:type_name -> raftbus.v1.Settlement
+	12, // 18: raftbus.v1.Settlement.lock:type_name -> raftbus.v1.MessageLock
+	1,  // 19: raftbus.v1.Settlement.disposition:type_name -> raftbus.v1.Disposition
+	44, // 20: raftbus.v1.Settlement.properties_to_modify:type_name -> raftbus.v1.Settlement.PropertiesToModifyEntry
+	24, // 21: raftbus.v1.SettleResponse.results:type_name -> raftbus.v1.SettleResult
+	50, // 22: raftbus.v1.SettleResult.error:type_name -> raftbus.v1.ErrorInfo
+	12, // 23: raftbus.v1.RenewLockRequest.lock:type_name -> raftbus.v1.MessageLock
+	46, // 24: raftbus.v1.RenewLockResponse.locked_until:type_name -> google.protobuf.Timestamp
+	47, // 25: raftbus.v1.ReceiveDeferredRequest.sub_queue:type_name -> raftbus.v1.SubQueue
+	0,  // 26: raftbus.v1.ReceiveDeferredRequest.receive_mode:type_name -> raftbus.v1.ReceiveMode
+	2,  // 27: raftbus.v1.ReceiveDeferredRequest.session:type_name -> raftbus.v1.SessionLock
+	49, // 28: raftbus.v1.ReceiveDeferredResponse.messages:type_name -> raftbus.v1.ReceivedMessage
+	47, // 29: raftbus.v1.PeekRequest.sub_queue:type_name -> raftbus.v1.SubQueue
+	49, // 30: raftbus.v1.PeekResponse.messages:type_name -> raftbus.v1.ReceivedMessage
+	48, // 31: raftbus.v1.AcceptSessionRequest.max_wait:type_name -> google.protobuf.Duration
+	46, // 32: raftbus.v1.AcceptSessionResponse.locked_until:type_name -> google.protobuf.Timestamp
+	2,  // 33: raftbus.v1.RenewSessionLockRequest.session:type_name -> raftbus.v1.SessionLock
+	46, // 34: raftbus.v1.RenewSessionLockResponse.locked_until:type_name -> google.protobuf.Timestamp
+	2,  // 35: raftbus.v1.GetSessionStateRequest.session:type_name -> raftbus.v1.SessionLock
+	2,  // 36: raftbus.v1.SetSessionStateRequest.session:type_name -> raftbus.v1.SessionLock
+	2,  // 37: raftbus.v1.CloseSessionRequest.session:type_name -> raftbus.v1.SessionLock
+	51, // 38: raftbus.v1.AbandonRequest.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
+	51, // 39: raftbus.v1.DeadLetterRequest.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
+	51, // 40: raftbus.v1.DeferRequest.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
+	51, // 41: raftbus.v1.Settlement.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
+	3,  // 42: raftbus.v1.MessagingService.Send:input_type -> raftbus.v1.SendRequest
+	6,  // 43: raftbus.v1.MessagingService.Schedule:input_type -> raftbus.v1.ScheduleRequest
+	8,  // 44: raftbus.v1.MessagingService.CancelScheduled:input_type -> raftbus.v1.CancelScheduledRequest
+	10, // 45: raftbus.v1.MessagingService.Receive:input_type -> raftbus.v1.ReceiveRequest
+	13, // 46: raftbus.v1.MessagingService.Complete:input_type -> raftbus.v1.CompleteRequest
+	15, // 47: raftbus.v1.MessagingService.Abandon:input_type -> raftbus.v1.AbandonRequest
+	17, // 48: raftbus.v1.MessagingService.DeadLetter:input_type -> raftbus.v1.DeadLetterRequest
+	19, // 49: raftbus.v1.MessagingService.Defer:input_type -> raftbus.v1.DeferRequest
+	21, // 50: raftbus.v1.MessagingService.Settle:input_type -> raftbus.v1.SettleRequest
+	25, // 51: raftbus.v1.MessagingService.RenewLock:input_type -> raftbus.v1.RenewLockRequest
+	27, // 52: raftbus.v1.MessagingService.ReceiveDeferred:input_type -> raftbus.v1.ReceiveDeferredRequest
+	29, // 53: raftbus.v1.MessagingService.Peek:input_type -> raftbus.v1.PeekRequest
+	31, // 54: raftbus.v1.MessagingService.AcceptSession:input_type -> raftbus.v1.AcceptSessionRequest
+	33, // 55: raftbus.v1.MessagingService.RenewSessionLock:input_type -> raftbus.v1.RenewSessionLockRequest
+	35, // 56: raftbus.v1.MessagingService.GetSessionState:input_type -> raftbus.v1.GetSessionStateRequest
+	37, // 57: raftbus.v1.MessagingService.SetSessionState:input_type -> raftbus.v1.SetSessionStateRequest
+	39, // 58: raftbus.v1.MessagingService.CloseSession:input_type -> raftbus.v1.CloseSessionRequest
+	4,  // 59: raftbus.v1.MessagingService.Send:output_type -> raftbus.v1.SendResponse
+	7,  // 60: raftbus.v1.MessagingService.Schedule:output_type -> raftbus.v1.ScheduleResponse
+	9,  // 61: raftbus.v1.MessagingService.CancelScheduled:output_type -> raftbus.v1.CancelScheduledResponse
+	11, // 62: raftbus.v1.MessagingService.Receive:output_type -> raftbus.v1.ReceiveResponse
+	14, // 63: raftbus.v1.MessagingService.Complete:output_type -> raftbus.v1.CompleteResponse
+	16, // 64: raftbus.v1.MessagingService.Abandon:output_type -> raftbus.v1.AbandonResponse
+	18, // 65: raftbus.v1.MessagingService.DeadLetter:output_type -> raftbus.v1.DeadLetterResponse
+	20, // 66: raftbus.v1.MessagingService.Defer:output_type -> raftbus.v1.DeferResponse
+	23, // 67: raftbus.v1.MessagingService.Settle:output_type -> raftbus.v1.SettleResponse
+	26, // 68: raftbus.v1.MessagingService.RenewLock:output_type -> raftbus.v1.RenewLockResponse
+	28, // 69: raftbus.v1.MessagingService.ReceiveDeferred:output_type -> raftbus.v1.ReceiveDeferredResponse
+	30, // 70: raftbus.v1.MessagingService.Peek:output_type -> raftbus.v1.PeekResponse
+	32, // 71: raftbus.v1.MessagingService.AcceptSession:output_type -> raftbus.v1.AcceptSessionResponse
+	34, // 72: raftbus.v1.MessagingService.RenewSessionLock:output_type -> raftbus.v1.RenewSessionLockResponse
+	36, // 73: raftbus.v1.MessagingService.GetSessionState:output_type -> raftbus.v1.GetSessionStateResponse
+	38, // 74: raftbus.v1.MessagingService.SetSessionState:output_type -> raftbus.v1.SetSessionStateResponse
+	40, // 75: raftbus.v1.MessagingService.CloseSession:output_type -> raftbus.v1.CloseSessionResponse
+	59, // [59:76] is the sub-list for method output_type
+	42, // [42:59] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_v1_messaging_proto_init() }
@@ -2300,19 +2617,20 @@ func file_raftbus_v1_messaging_proto_init() {
 	if File_raftbus_v1_messaging_proto != nil {
 		return
 	}
+	file_raftbus_v1_errors_proto_init()
 	file_raftbus_v1_message_proto_init()
 	file_raftbus_v1_messaging_proto_msgTypes[1].OneofWrappers = []any{}
 	file_raftbus_v1_messaging_proto_msgTypes[4].OneofWrappers = []any{}
 	file_raftbus_v1_messaging_proto_msgTypes[8].OneofWrappers = []any{}
-	file_raftbus_v1_messaging_proto_msgTypes[23].OneofWrappers = []any{}
-	file_raftbus_v1_messaging_proto_msgTypes[25].OneofWrappers = []any{}
+	file_raftbus_v1_messaging_proto_msgTypes[27].OneofWrappers = []any{}
+	file_raftbus_v1_messaging_proto_msgTypes[29].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftbus_v1_messaging_proto_rawDesc), len(file_raftbus_v1_messaging_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   38,
+			NumEnums:      2,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

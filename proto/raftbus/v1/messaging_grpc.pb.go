@@ -27,6 +27,7 @@ const (
 	MessagingService_Abandon_FullMethodName          = "/raftbus.v1.MessagingService/Abandon"
 	MessagingService_DeadLetter_FullMethodName       = "/raftbus.v1.MessagingService/DeadLetter"
 	MessagingService_Defer_FullMethodName            = "/raftbus.v1.MessagingService/Defer"
+	MessagingService_Settle_FullMethodName           = "/raftbus.v1.MessagingService/Settle"
 	MessagingService_RenewLock_FullMethodName        = "/raftbus.v1.MessagingService/RenewLock"
 	MessagingService_ReceiveDeferred_FullMethodName  = "/raftbus.v1.MessagingService/ReceiveDeferred"
 	MessagingService_Peek_FullMethodName             = "/raftbus.v1.MessagingService/Peek"
@@ -107,6 +108,13 @@ type MessagingServiceClient interface {
 	// Defer sets a locked message aside: it is receivable only by its
 	// sequence number (ReceiveDeferred). Fails like Complete.
 	Defer(ctx context.Context, in *DeferRequest, opts ...grpc.CallOption) (*DeferResponse, error)
+	// Settle settles many locked messages in one call, each with its own
+	// disposition, as Complete, Abandon, DeadLetter and Defer do one by one:
+	// the settlements of one partition are replicated together. Each gets
+	// its own result, in request order; the call itself fails only when
+	// none could be attempted (malformed request, more than 1000
+	// settlements).
+	Settle(ctx context.Context, in *SettleRequest, opts ...grpc.CallOption) (*SettleResponse, error)
 	// RenewLock extends a message lock by the entity's LockDuration from now
 	// and returns the new LockedUntil. Fails like Complete.
 	RenewLock(ctx context.Context, in *RenewLockRequest, opts ...grpc.CallOption) (*RenewLockResponse, error)
@@ -231,6 +239,16 @@ func (c *messagingServiceClient) Defer(ctx context.Context, in *DeferRequest, op
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DeferResponse)
 	err := c.cc.Invoke(ctx, MessagingService_Defer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *messagingServiceClient) Settle(ctx context.Context, in *SettleRequest, opts ...grpc.CallOption) (*SettleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SettleResponse)
+	err := c.cc.Invoke(ctx, MessagingService_Settle_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -387,6 +405,13 @@ type MessagingServiceServer interface {
 	// Defer sets a locked message aside: it is receivable only by its
 	// sequence number (ReceiveDeferred). Fails like Complete.
 	Defer(context.Context, *DeferRequest) (*DeferResponse, error)
+	// Settle settles many locked messages in one call, each with its own
+	// disposition, as Complete, Abandon, DeadLetter and Defer do one by one:
+	// the settlements of one partition are replicated together. Each gets
+	// its own result, in request order; the call itself fails only when
+	// none could be attempted (malformed request, more than 1000
+	// settlements).
+	Settle(context.Context, *SettleRequest) (*SettleResponse, error)
 	// RenewLock extends a message lock by the entity's LockDuration from now
 	// and returns the new LockedUntil. Fails like Complete.
 	RenewLock(context.Context, *RenewLockRequest) (*RenewLockResponse, error)
@@ -460,6 +485,9 @@ func (UnimplementedMessagingServiceServer) DeadLetter(context.Context, *DeadLett
 }
 func (UnimplementedMessagingServiceServer) Defer(context.Context, *DeferRequest) (*DeferResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Defer not implemented")
+}
+func (UnimplementedMessagingServiceServer) Settle(context.Context, *SettleRequest) (*SettleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Settle not implemented")
 }
 func (UnimplementedMessagingServiceServer) RenewLock(context.Context, *RenewLockRequest) (*RenewLockResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RenewLock not implemented")
@@ -650,6 +678,24 @@ func _MessagingService_Defer_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MessagingService_Settle_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SettleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MessagingServiceServer).Settle(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MessagingService_Settle_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MessagingServiceServer).Settle(ctx, req.(*SettleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _MessagingService_RenewLock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RenewLockRequest)
 	if err := dec(in); err != nil {
@@ -832,6 +878,10 @@ var MessagingService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Defer",
 			Handler:    _MessagingService_Defer_Handler,
+		},
+		{
+			MethodName: "Settle",
+			Handler:    _MessagingService_Settle_Handler,
 		},
 		{
 			MethodName: "RenewLock",
