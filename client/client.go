@@ -41,6 +41,9 @@ type Client struct {
 	opts   ClientOptions
 	routes *routingTable
 	next   atomic.Uint32 // round robin over seeds and spreading sends
+	// settles gathers concurrent settlements of one partition, from all
+	// receivers, into Settle requests.
+	settles *coalescer[settleKey, *raftbusv1.Settlement, struct{}]
 
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
@@ -60,6 +63,7 @@ func New(addrs []string, options *ClientOptions) (*Client, error) {
 	}
 	c.opts.RetryOptions = c.opts.RetryOptions.withDefaults()
 	c.routes = newRoutingTable(c)
+	c.settles = newCoalescer(maxSettlements, maxSettleBytes, coalescedRequests, c.settleCoalesced)
 	return c, nil
 }
 

@@ -112,14 +112,7 @@ func asError(err error) error {
 	}
 	for _, d := range st.Details() {
 		if info, ok := d.(*raftbusv1.ErrorInfo); ok {
-			return &Error{
-				Code:       Code(info.GetReason()),
-				Message:    info.GetMessage(),
-				TrackingID: info.GetTrackingId(),
-				Retryable:  info.GetRetryable(),
-				Status:     st.Code(),
-				leaderAddr: info.GetLeader().GetAddress(),
-			}
+			return errorOfInfo(info, st.Code())
 		}
 	}
 	e = &Error{Code: CodeUnspecified, Message: st.Message(), Status: st.Code()}
@@ -136,6 +129,23 @@ func asError(err error) error {
 		e.Code = CodeInvalidArgument
 	}
 	return e
+}
+
+// errorOfInfo is the *Error of an ErrorInfo that came with status code
+// (codes.Unknown: none, as for one item of a Settle; the reason's own
+// code is used).
+func errorOfInfo(info *raftbusv1.ErrorInfo, code codes.Code) *Error {
+	if code == codes.Unknown {
+		code = info.GetReason().StatusCode()
+	}
+	return &Error{
+		Code:       Code(info.GetReason()),
+		Message:    info.GetMessage(),
+		TrackingID: info.GetTrackingId(),
+		Retryable:  info.GetRetryable(),
+		Status:     code,
+		leaderAddr: info.GetLeader().GetAddress(),
+	}
 }
 
 // callError is asError for a call made through conn: a connection

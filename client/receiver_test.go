@@ -434,3 +434,58 @@ func (e *env) testPartitionedSequenceNumbers(t *testing.T) {
 		}
 	}
 }
+
+// testConcurrentCallsKeepTheirOwnOutcomes sends and settles many messages
+// at once, so that they travel together, with one bad call among them
+// each time: only the bad call fails.
+func (e *env) testConcurrentCallsKeepTheirOwnOutcomes(t *testing.T) {
+	ctx := ctxT(t, 60*time.Second)
+	e.createQueue("together", &admin.QueueProperties{MaxMessageSizeInKilobytes: proto.Int64(1)})
+	s := e.sender("together")
+	const n = 200
+	var msgs []*client.Message
+	for i := range n {
+		msgs = append(msgs, &client.Message{MessageID: fmt.Sprint(i), Body: []byte(fmt.Sprint(i))})
+	}
+	msgs = append(msgs[:n/2], append([]*client.Message{{MessageID: "big", Body: make([]byte, 4096)}}, msgs[n/2:]...)...)
+	err := s.SendMessages(ctx, msgs)
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Code != client.CodeMessageSizeExceeded || !strings.HasPrefix(err.Error(), fmt.Sprintf("message %d:", n/2)) ||
+		strings.Contains(err.Error(), "\n") {
+		t.Fatalf("sending %d messages and an oversized one: %v, want MESSAGE_SIZE_EXCEEDED for message %d alone", n, err, n/2)
+	}
+
+	r := e.receiver("together", nil)
+	got := receiveN(t, ctx, r, n)
+	seqs := map[int64]bool{}
+	for _, m := range got {
+		if string(m.Body) != m.MessageID {
+			t.Fatalf("message %s holds %q", m.MessageID, m.Body)
+		}
+		seqs[m.SequenceNumber] = true
+	}
+	if len(seqs) != n {
+		t.Fatalf("%d distinct sequence numbers for %d messages", len(seqs), n)
+	}
+	bogus := *got[0]
+	bogus.LockToken = [16]byte{1}
+	errs := make(chan error, n+1)
+	for _, m := range append(got, &bogus) {
+		go func() { errs <- r.CompleteMessage(ctx, m, nil) }()
+	}
+	var lost int
+	for range n + 1 {
+		if err := <-errs; errors.Is(err, client.ErrLockLost) {
+			lost++
+		} else if err != nil {
+			t.Fatalf("complete: %v", err)
+		}
+	}
+	if lost != 1 {
+		t.Fatalf("%d completions lost their lock, want 1 (the bogus one)", lost)
+	}
+	rt, err := e.admin.GetQueueRuntimeProperties(ctx, "together")
+	if err != nil || rt.GetActiveMessageCount() != 0 {
+		t.Fatalf("runtime %v, %v: want the queue empty", rt, err)
+	}
+}

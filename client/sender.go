@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -36,7 +37,24 @@ type Sender struct {
 	path     string
 	inFlight chan struct{}
 	rr       atomic.Uint32
+	// singles gathers concurrent SendMessage calls into Send requests.
+	singles *coalescer[sendKey, *raftbusv1.Message, *raftbusv1.SendResult]
 }
+
+// sendKey is what messages must share to go in one Send request: their
+// partition, their session id or partition key (the broker takes a
+// request's messages when they share it), and whether the request may be
+// repeated after an unknown outcome (see Sender.repeatable).
+type sendKey struct {
+	partition  uint32
+	key        string
+	repeatable bool
+}
+
+// coalescedRequests is how many Send requests (or settlement requests)
+// for one partition a Sender (or Receiver) has on the wire at once: one
+// being replicated while the next gathers what arrives meanwhile.
+const coalescedRequests = 2
 
 // NewSender returns a Sender for the queue or topic queueOrTopic.
 func (c *Client) NewSender(queueOrTopic string, options *NewSenderOptions) (*Sender, error) {
@@ -47,7 +65,9 @@ func (c *Client) NewSender(queueOrTopic string, options *NewSenderOptions) (*Sen
 	if options != nil && options.MaxInFlight > 0 {
 		n = options.MaxInFlight
 	}
-	return &Sender{c: c, path: queueOrTopic, inFlight: make(chan struct{}, n)}, nil
+	s := &Sender{c: c, path: queueOrTopic, inFlight: make(chan struct{}, n)}
+	s.singles = newCoalescer(maxBatchMessages, DefaultMaxBatchBytes, coalescedRequests, s.sendCoalesced)
+	return s, nil
 }
 
 // Close releases the Sender. Sends in progress finish.
@@ -78,18 +98,28 @@ type SendResult struct {
 }
 
 // SendMessage sends one message and returns once the broker has committed
-// it on a quorum of replicas.
+// it on a quorum of replicas. Messages sent concurrently to the same
+// partition travel together in one request, each with its own outcome.
 func (s *Sender) SendMessage(ctx context.Context, message *Message, options *SendMessageOptions) error {
 	pm, err := toProtoMessage(message)
 	if err != nil {
 		return err
 	}
-	resp, err := s.send(ctx, []*raftbusv1.Message{pm})
+	key, err := s.sendKeyOf(ctx, pm)
 	if err != nil {
 		return err
 	}
-	if options != nil && options.Result != nil && len(resp.GetResults()) == 1 {
-		r := resp.GetResults()[0]
+	r, err := s.singles.do(ctx, key, pm, proto.Size(pm), func(ctxErr error) error {
+		return &gaveUpError{ctxErr, &Error{
+			Code:      CodeOutcomeUnknown,
+			Message:   fmt.Sprintf("%v while the message was being sent; it may or may not have been enqueued", ctxErr),
+			Retryable: true,
+		}}
+	})
+	if err != nil {
+		return err
+	}
+	if options != nil && options.Result != nil {
 		*options.Result = SendResult{
 			SequenceNumber: r.GetSequenceNumber(), PartitionID: r.GetPartitionId(), EnqueuedTime: timeOf(r.GetEnqueuedTime()),
 			Duplicate: r.GetDuplicate(), Scheduled: r.GetScheduled(),
@@ -246,15 +276,88 @@ func (s *Sender) send(ctx context.Context, msgs []*raftbusv1.Message) (*raftbusv
 	if err != nil {
 		return nil, err
 	}
+	return s.sendTo(ctx, id, safe, msgs)
+}
+
+// sendTo sends msgs to partition id in one request; safe: the request may
+// be repeated after an unknown outcome.
+func (s *Sender) sendTo(ctx context.Context, id uint32, safe bool, msgs []*raftbusv1.Message) (*raftbusv1.SendResponse, error) {
 	var resp *raftbusv1.SendResponse
-	err = s.withSlot(ctx, func() error {
+	err := s.withSlot(ctx, func() error {
 		return s.c.onPartition(ctx, s.path, id, safe, func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
 			var err error
 			resp, err = ms.Send(ctx, &raftbusv1.SendRequest{EntityPath: s.path, Messages: msgs, PartitionId: &id})
 			return err
 		})
 	})
+	if err == nil && len(resp.GetResults()) != len(msgs) {
+		return nil, &Error{Code: CodeUnspecified, Message: fmt.Sprintf("the broker answered %d results for %d messages", len(resp.GetResults()), len(msgs))}
+	}
 	return resp, err
+}
+
+// sendKeyOf is where a single message goes and with which others it may
+// travel.
+func (s *Sender) sendKeyOf(ctx context.Context, m *raftbusv1.Message) (sendKey, error) {
+	id, err := s.partition(ctx, m)
+	if err != nil {
+		return sendKey{}, err
+	}
+	safe, err := s.repeatable(ctx, []*raftbusv1.Message{m})
+	if err != nil {
+		return sendKey{}, err
+	}
+	return sendKey{partition: id, key: keyOf(m), repeatable: safe}, nil
+}
+
+// sendCoalesced sends the messages of concurrent SendMessage calls in one
+// request. A request is all or nothing; when it fails for a reason one
+// message may cause alone (too large, malformed, over the quota), nothing
+// was enqueued, and each message is sent again on its own so that each
+// caller learns its own outcome.
+func (s *Sender) sendCoalesced(ctx context.Context, key sendKey, calls []*call[*raftbusv1.Message, *raftbusv1.SendResult]) {
+	msgs := make([]*raftbusv1.Message, len(calls))
+	for i, c := range calls {
+		msgs[i] = c.item
+	}
+	resp, err := s.sendTo(ctx, key.partition, key.repeatable, msgs)
+	if err == nil {
+		for i, c := range calls {
+			c.res = resp.GetResults()[i]
+		}
+		return
+	}
+	var e *Error
+	if len(calls) == 1 || !errors.As(err, &e) || !oneMessageCanCause(e.Code) {
+		for _, c := range calls {
+			c.err = err
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for _, c := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := s.sendTo(c.ctx, key.partition, key.repeatable, []*raftbusv1.Message{c.item})
+			if err != nil {
+				c.err = err
+				return
+			}
+			c.res = resp.GetResults()[0]
+		}()
+	}
+	wg.Wait()
+}
+
+// oneMessageCanCause tells whether a request can fail with code because
+// of one of its messages alone.
+func oneMessageCanCause(code Code) bool {
+	switch code {
+	case CodeMessageSizeExceeded, CodeInvalidArgument, CodeQuotaExceeded:
+		return true
+	}
+	return false
 }
 
 // withSlot runs f holding one of the Sender's in-flight slots.

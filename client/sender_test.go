@@ -24,6 +24,7 @@ func TestSingleNode(t *testing.T) {
 	t.Run("ScheduleAndCancel", e.testScheduleAndCancel)
 	t.Run("DeferAndDeadLetter", e.testDeferAndDeadLetter)
 	t.Run("PipelinedSends", e.testPipelinedSends)
+	t.Run("ConcurrentCallsKeepTheirOwnOutcomes", e.testConcurrentCallsKeepTheirOwnOutcomes)
 	t.Run("PartitionedSequenceNumbers", e.testPartitionedSequenceNumbers)
 	t.Run("Processor", e.testProcessor)
 	t.Run("ProcessorCloseWaitsForHandlers", e.testProcessorCloseWaitsForHandlers)

@@ -2,12 +2,37 @@ package client
 
 import (
 	"context"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
 // Settlement calls are safe to retry after an unknown outcome: a repeat of
 // one that took effect fails with CodeLockLost and changes nothing.
+//
+// Complete, Abandon, DeadLetter and Defer calls made concurrently (from
+// any receivers of one Client) for messages of the same partition travel
+// together in one Settle request, each with its own outcome.
+
+const (
+	// maxSettlements bounds one Settle request (the broker's limit).
+	maxSettlements = 1000
+	// maxSettleBytes bounds the encoded settlements of one request, far
+	// below the gRPC message limit (a settlement may carry properties
+	// and a dead-letter description).
+	maxSettleBytes = 1 << 20
+)
+
+// settleKey is where a settlement goes: the route key of its entity and
+// its partition.
+type settleKey struct {
+	path      string
+	partition uint32
+}
 
 // CompleteMessageOptions are reserved for future options.
 type CompleteMessageOptions struct{}
@@ -40,10 +65,7 @@ type RenewMessageLockOptions struct{}
 // CompleteMessage removes a locked message: it was processed. Fails with
 // CodeLockLost when the lock expired or the token is wrong.
 func (r *Receiver) CompleteMessage(ctx context.Context, message *ReceivedMessage, options *CompleteMessageOptions) error {
-	return r.settle(ctx, message, func(ctx context.Context, ms raftbusv1.MessagingServiceClient, lock *raftbusv1.MessageLock) error {
-		_, err := ms.Complete(ctx, &raftbusv1.CompleteRequest{Lock: lock})
-		return err
-	})
+	return r.settle(ctx, message, &raftbusv1.Settlement{Disposition: raftbusv1.Disposition_DISPOSITION_COMPLETE})
 }
 
 // AbandonMessage releases a message's lock: it is available again at its
@@ -57,33 +79,26 @@ func (r *Receiver) AbandonMessage(ctx context.Context, message *ReceivedMessage,
 	if err != nil {
 		return err
 	}
-	return r.settle(ctx, message, func(ctx context.Context, ms raftbusv1.MessagingServiceClient, lock *raftbusv1.MessageLock) error {
-		_, err := ms.Abandon(ctx, &raftbusv1.AbandonRequest{Lock: lock, PropertiesToModify: pp})
-		return err
-	})
+	return r.settle(ctx, message, &raftbusv1.Settlement{Disposition: raftbusv1.Disposition_DISPOSITION_ABANDON, PropertiesToModify: pp})
 }
 
 // DeadLetterMessage moves a locked message to the dead-letter sub-queue.
 func (r *Receiver) DeadLetterMessage(ctx context.Context, message *ReceivedMessage, options *DeadLetterOptions) error {
-	req := &raftbusv1.DeadLetterRequest{}
+	st := &raftbusv1.Settlement{Disposition: raftbusv1.Disposition_DISPOSITION_DEAD_LETTER}
 	if options != nil {
 		if options.Reason != nil {
-			req.Reason = *options.Reason
+			st.DeadLetterReason = *options.Reason
 		}
 		if options.ErrorDescription != nil {
-			req.ErrorDescription = *options.ErrorDescription
+			st.DeadLetterErrorDescription = *options.ErrorDescription
 		}
 		pp, err := toProtoProperties(options.PropertiesToModify)
 		if err != nil {
 			return err
 		}
-		req.PropertiesToModify = pp
+		st.PropertiesToModify = pp
 	}
-	return r.settle(ctx, message, func(ctx context.Context, ms raftbusv1.MessagingServiceClient, lock *raftbusv1.MessageLock) error {
-		req.Lock = lock
-		_, err := ms.DeadLetter(ctx, req)
-		return err
-	})
+	return r.settle(ctx, message, st)
 }
 
 // DeferMessage sets a locked message aside, receivable only by its
@@ -97,16 +112,17 @@ func (r *Receiver) DeferMessage(ctx context.Context, message *ReceivedMessage, o
 	if err != nil {
 		return err
 	}
-	return r.settle(ctx, message, func(ctx context.Context, ms raftbusv1.MessagingServiceClient, lock *raftbusv1.MessageLock) error {
-		_, err := ms.Defer(ctx, &raftbusv1.DeferRequest{Lock: lock, PropertiesToModify: pp})
-		return err
-	})
+	return r.settle(ctx, message, &raftbusv1.Settlement{Disposition: raftbusv1.Disposition_DISPOSITION_DEFER, PropertiesToModify: pp})
 }
 
 // RenewMessageLock extends a message's lock by the entity's LockDuration
 // and updates message.LockedUntil.
 func (r *Receiver) RenewMessageLock(ctx context.Context, message *ReceivedMessage, options *RenewMessageLockOptions) error {
-	return r.settle(ctx, message, func(ctx context.Context, ms raftbusv1.MessagingServiceClient, lock *raftbusv1.MessageLock) error {
+	lock, err := r.lockOf(message)
+	if err != nil {
+		return err
+	}
+	return r.c.onPartition(ctx, lock.GetEntityPath(), lock.GetPartitionId(), true, func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
 		resp, err := ms.RenewLock(ctx, &raftbusv1.RenewLockRequest{Lock: lock})
 		if err == nil {
 			message.LockedUntil = resp.GetLockedUntil().AsTime()
@@ -115,20 +131,113 @@ func (r *Receiver) RenewMessageLock(ctx context.Context, message *ReceivedMessag
 	})
 }
 
-func (r *Receiver) settle(ctx context.Context, m *ReceivedMessage,
-	call func(ctx context.Context, ms raftbusv1.MessagingServiceClient, lock *raftbusv1.MessageLock) error) error {
+// lockOf is the lock of a received message.
+func (r *Receiver) lockOf(m *ReceivedMessage) (*raftbusv1.MessageLock, error) {
 	if m == nil {
-		return &Error{Code: CodeInvalidArgument, Message: "nil message"}
+		return nil, &Error{Code: CodeInvalidArgument, Message: "nil message"}
 	}
 	if m.LockToken == ([16]byte{}) {
-		return &Error{Code: CodeInvalidArgument, Message: "the message has no lock token: it was peeked or received in ReceiveAndDelete mode"}
+		return nil, &Error{Code: CodeInvalidArgument, Message: "the message has no lock token: it was peeked or received in ReceiveAndDelete mode"}
 	}
 	path, sub := m.entityPath, m.subQueue
 	if path == "" {
 		path, sub = r.path, r.sub
 	}
-	lock := &raftbusv1.MessageLock{EntityPath: path, SubQueue: sub, PartitionId: m.PartitionID, LockToken: m.LockToken[:]}
-	return r.c.onPartition(ctx, path, m.PartitionID, true, func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
-		return call(ctx, ms, lock)
+	return &raftbusv1.MessageLock{EntityPath: path, SubQueue: sub, PartitionId: m.PartitionID, LockToken: m.LockToken[:]}, nil
+}
+
+// settle ends the lock of m as st says, with the settlements of the same
+// partition made meanwhile.
+func (r *Receiver) settle(ctx context.Context, m *ReceivedMessage, st *raftbusv1.Settlement) error {
+	lock, err := r.lockOf(m)
+	if err != nil {
+		return err
+	}
+	st.Lock = lock
+	key := settleKey{path: routeKey(lock.GetEntityPath()), partition: lock.GetPartitionId()}
+	_, err = r.c.settles.do(ctx, key, st, proto.Size(st), func(ctxErr error) error {
+		return &gaveUpError{ctxErr, &Error{
+			Code:      CodeOutcomeUnknown,
+			Message:   fmt.Sprintf("%v while the settlement was on its way; it may or may not have taken effect", ctxErr),
+			Retryable: true,
+		}}
+	})
+	return err
+}
+
+// settleCoalesced sends the settlements of concurrent calls for one
+// partition in one Settle request, retried as a whole while the request
+// fails for a reason a retry can get past. A settlement that fails on
+// its own for such a reason (the leader changed between two of them) is
+// retried on its own.
+func (c *Client) settleCoalesced(ctx context.Context, key settleKey, calls []*call[*raftbusv1.Settlement, struct{}]) {
+	req := &raftbusv1.SettleRequest{Settlements: make([]*raftbusv1.Settlement, len(calls))}
+	for i, cl := range calls {
+		req.Settlements[i] = cl.item
+	}
+	// maybeDone: an attempt of the request may have taken effect, so a
+	// settlement that a later attempt finds gone was most likely settled
+	// by it (as in Client.retry).
+	var maybeDone *Error
+	var resp *raftbusv1.SettleResponse
+	err := c.onPartition(ctx, key.path, key.partition, true, func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
+		var err error
+		resp, err = ms.Settle(ctx, req)
+		if err == nil && len(resp.GetResults()) != len(calls) {
+			err = status.Errorf(codes.Internal, "the broker answered %d results for %d settlements", len(resp.GetResults()), len(calls))
+		}
+		if e, ok := asError(err).(*Error); ok && e.Code == CodeOutcomeUnknown {
+			maybeDone = e
+		}
+		return err
+	})
+	if err != nil {
+		for _, cl := range calls {
+			cl.err = err
+		}
+		return
+	}
+	for i, cl := range calls {
+		info := resp.GetResults()[i].GetError()
+		if info == nil {
+			continue
+		}
+		e := errorOfInfo(info, codes.Unknown)
+		switch {
+		case maybeDone != nil:
+			// As for the request: no failure after an unknown outcome
+			// says that nothing happened.
+			cl.err = maybeDone
+			if e.Code == CodeOutcomeUnknown || e.Retryable {
+				cl.err = c.settleAlone(cl.ctx, key, cl.item, maybeDone)
+			}
+		case e.Retryable:
+			cl.err = c.settleAlone(cl.ctx, key, cl.item, e)
+		default:
+			cl.err = e
+		}
+	}
+}
+
+// settleAlone retries one settlement whose first attempt failed with
+// first, with the retry policy of Client.retry.
+func (c *Client) settleAlone(ctx context.Context, key settleKey, st *raftbusv1.Settlement, first *Error) error {
+	attempted := false
+	return c.onPartition(ctx, key.path, key.partition, true, func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
+		if !attempted {
+			attempted = true
+			return first
+		}
+		resp, err := ms.Settle(ctx, &raftbusv1.SettleRequest{Settlements: []*raftbusv1.Settlement{st}})
+		if err != nil {
+			return err
+		}
+		if len(resp.GetResults()) != 1 {
+			return status.Errorf(codes.Internal, "the broker answered %d results for 1 settlement", len(resp.GetResults()))
+		}
+		if info := resp.GetResults()[0].GetError(); info != nil {
+			return errorOfInfo(info, codes.Unknown)
+		}
+		return nil
 	})
 }
