@@ -36,6 +36,9 @@ type options struct {
 	MaxClockOffset string `json:"max_clock_offset"`
 	LogLevel       string `json:"log_level"`
 	LogFormat      string `json:"log_format"`
+	// Pprof is a loopback host:port to serve Go's profiles on; empty:
+	// none.
+	Pprof string `json:"pprof"`
 }
 
 const usage = `raftbusd is a raftbus node: a message broker with Azure Service Bus
@@ -96,6 +99,13 @@ func run(args []string, stderr io.Writer) error {
 	if offset != 0 {
 		log.Warn("clock offset injected for fault testing", "env", clock.FaultOffsetEnv, "offset", offset)
 	}
+	if opts.Pprof != "" {
+		_, stop, err := servePprof(opts.Pprof, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	node, err := cluster.Start(cluster.Config{
 		NodeID:            opts.NodeID,
 		ListenAddr:        opts.Listen,
@@ -154,6 +164,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&flagged.MaxClockOffset, "max-clock-offset", opts.MaxClockOffset, "how far this node's clock may be from a majority of the cluster's before it refuses to lead (the same on every node)")
 	fs.StringVar(&flagged.LogLevel, "log-level", opts.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&flagged.LogFormat, "log-format", opts.LogFormat, "text or json")
+	fs.StringVar(&flagged.Pprof, "pprof", "", "serve Go's profiles (/debug/pprof/) on this loopback `host:port`")
 	if err := fs.Parse(args); err != nil {
 		return opts, err
 	}
@@ -193,6 +204,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 			opts.LogLevel = flagged.LogLevel
 		case "log-format":
 			opts.LogFormat = flagged.LogFormat
+		case "pprof":
+			opts.Pprof = flagged.Pprof
 		}
 	})
 	if opts.Partitions < 1 || opts.Partitions > cluster.MaxPartitions {

@@ -2,7 +2,9 @@ package main
 
 import (
 	"io"
+	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,6 +46,7 @@ func TestStartUpErrorsSayWhatIsWrong(t *testing.T) {
 		{"unknown config setting", []string{"--config", badConfig}, "unknown field"},
 		{"partitions out of range", []string{"--partitions", "0"}, "--partitions"},
 		{"stray argument", []string{"serve"}, "unexpected argument"},
+		{"profiles off loopback", []string{"--pprof", "0.0.0.0:6060", "--data-dir", t.TempDir()}, "loopback"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -52,5 +55,22 @@ func TestStartUpErrorsSayWhatIsWrong(t *testing.T) {
 				t.Fatalf("got %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestPprofServesProfilesOnLoopback(t *testing.T) {
+	addr, stop, err := servePprof("127.0.0.1:0", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	resp, err := http.Get("http://" + addr + "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "servePprof") {
+		t.Fatalf("goroutine profile: %s\n%s", resp.Status, body)
 	}
 }
