@@ -16,8 +16,8 @@ import (
 )
 
 // fakeNode is a scripted server: its routing table names leader as the
-// leader of every entity's single partition, and Send answers with the
-// next of failures (nil: success).
+// leader of every entity's single partition, and each Send or SendEach
+// answers with the next of failures (nil: success).
 type fakeNode struct {
 	raftbusv1.UnimplementedAdminServiceServer
 	raftbusv1.UnimplementedMessagingServiceServer
@@ -42,6 +42,19 @@ func (f *fakeNode) Send(ctx context.Context, req *raftbusv1.SendRequest) (*raftb
 		return nil, f.failures[n]
 	}
 	return &raftbusv1.SendResponse{Results: []*raftbusv1.SendResult{{SequenceNumber: 1}}}, nil
+}
+
+// SendEach answers as Send does, for the request as a whole.
+func (f *fakeNode) SendEach(ctx context.Context, req *raftbusv1.SendEachRequest) (*raftbusv1.SendEachResponse, error) {
+	n := int(f.sends.Add(1)) - 1
+	if n < len(f.failures) && f.failures[n] != nil {
+		return nil, f.failures[n]
+	}
+	resp := &raftbusv1.SendEachResponse{}
+	for range req.GetMessages() {
+		resp.Results = append(resp.Results, &raftbusv1.SendEachResult{Result: &raftbusv1.SendResult{SequenceNumber: 1}})
+	}
+	return resp, nil
 }
 
 func startFake(t *testing.T, f *fakeNode) {

@@ -155,6 +155,37 @@ func (c *Client) onPartition(ctx context.Context, path string, id uint32, unknow
 	})
 }
 
+// leaderOf is the address of the leader of partition id of path as the
+// routing table knows it, "" when unknown.
+func (c *Client) leaderOf(ctx context.Context, path string, id uint32) (string, error) {
+	rt, err := c.routes.route(ctx, routeKey(path))
+	if err != nil {
+		return "", err
+	}
+	if id < uint32(len(rt.leaders)) {
+		return rt.leaders[id], nil
+	}
+	return "", nil
+}
+
+// onNode makes one call at addr, a partition leader, which answers
+// NOT_LEADER for what it does not lead instead of forwarding it; "" sends
+// it to any node, which forwards. No retries: a call carrying the work of
+// several callers leaves retrying to each of them (see coalescer).
+func (c *Client) onNode(ctx context.Context, addr string, call func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error) error {
+	if addr == "" {
+		addr = c.seed()
+	} else {
+		ctx = metadata.AppendToOutgoingContext(ctx, raftbusv1.ForwardMetadataKey, raftbusv1.NeverForward)
+	}
+	cc, err := c.conn(addr)
+	if err != nil {
+		return err
+	}
+	conn := rpcreach.Wrap(cc)
+	return callError(call(ctx, raftbusv1.NewMessagingServiceClient(conn)), conn)
+}
+
 // onAnyNode runs a call that spans partitions (a receive or peek across
 // all of them) on any node, which forwards to the leaders.
 func (c *Client) onAnyNode(ctx context.Context, unknownIsSafe bool,

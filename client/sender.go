@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -38,22 +40,22 @@ type Sender struct {
 	inFlight chan struct{}
 	rr       atomic.Uint32
 	// singles gathers concurrent SendMessage calls into Send requests.
-	singles *coalescer[sendKey, *raftbusv1.Message, *raftbusv1.SendResult]
+	singles *coalescer[sendKey, *raftbusv1.PartitionedMessage, *raftbusv1.SendResult]
 }
 
-// sendKey is what messages must share to go in one Send request: their
-// partition, their session id or partition key (the broker takes a
-// request's messages when they share it), and whether the request may be
-// repeated after an unknown outcome (see Sender.repeatable).
+// sendKey is what messages must share to go in one SendEach request: the
+// node that leads their partitions ("" when unknown: any node, which
+// forwards), and whether the request may be repeated after an unknown
+// outcome (see Sender.repeatable).
 type sendKey struct {
-	partition  uint32
-	key        string
+	addr       string
 	repeatable bool
 }
 
-// coalescedRequests is how many Send requests (or settlement requests)
-// for one partition a Sender (or Receiver) has on the wire at once: one
-// being replicated while the next gathers what arrives meanwhile.
+// coalescedRequests is how many SendEach requests (or Settle requests) for
+// one leader a Sender (or a Client, for settlements) has on the wire at
+// once: one being replicated while the next gathers what arrives
+// meanwhile.
 const coalescedRequests = 2
 
 // NewSender returns a Sender for the queue or topic queueOrTopic.
@@ -99,17 +101,26 @@ type SendResult struct {
 
 // SendMessage sends one message and returns once the broker has committed
 // it on a quorum of replicas. Messages sent concurrently to the same
-// partition travel together in one request, each with its own outcome.
+// leader travel together in one request, each with its own outcome.
 func (s *Sender) SendMessage(ctx context.Context, message *Message, options *SendMessageOptions) error {
 	pm, err := toProtoMessage(message)
 	if err != nil {
 		return err
 	}
-	key, err := s.sendKeyOf(ctx, pm)
+	id, err := s.partition(ctx, pm)
 	if err != nil {
 		return err
 	}
-	r, err := s.singles.do(ctx, key, pm, proto.Size(pm), func(ctxErr error) error {
+	safe, err := s.repeatable(ctx, []*raftbusv1.Message{pm})
+	if err != nil {
+		return err
+	}
+	addr, err := s.c.leaderOf(ctx, s.path, id)
+	if err != nil {
+		return err
+	}
+	item := &raftbusv1.PartitionedMessage{Message: pm, PartitionId: id}
+	r, err := s.singles.do(ctx, sendKey{addr: addr, repeatable: safe}, item, proto.Size(item), func(ctxErr error) error {
 		return &gaveUpError{ctxErr, &Error{
 			Code:      CodeOutcomeUnknown,
 			Message:   fmt.Sprintf("%v while the message was being sent; it may or may not have been enqueued", ctxErr),
@@ -296,68 +307,77 @@ func (s *Sender) sendTo(ctx context.Context, id uint32, safe bool, msgs []*raftb
 	return resp, err
 }
 
-// sendKeyOf is where a single message goes and with which others it may
-// travel.
-func (s *Sender) sendKeyOf(ctx context.Context, m *raftbusv1.Message) (sendKey, error) {
-	id, err := s.partition(ctx, m)
-	if err != nil {
-		return sendKey{}, err
-	}
-	safe, err := s.repeatable(ctx, []*raftbusv1.Message{m})
-	if err != nil {
-		return sendKey{}, err
-	}
-	return sendKey{partition: id, key: keyOf(m), repeatable: safe}, nil
-}
-
-// sendCoalesced sends the messages of concurrent SendMessage calls in one
-// request. A request is all or nothing; when it fails for a reason one
-// message may cause alone (too large, malformed, over the quota), nothing
-// was enqueued, and each message is sent again on its own so that each
-// caller learns its own outcome.
-func (s *Sender) sendCoalesced(ctx context.Context, key sendKey, calls []*call[*raftbusv1.Message, *raftbusv1.SendResult]) {
-	msgs := make([]*raftbusv1.Message, len(calls))
+// sendCoalesced sends the messages of concurrent SendMessage calls bound
+// for one leader in one SendEach request, once. When the request as a
+// whole fails, or a message fails for a reason a retry can get past (its
+// partition's leader moved), each message goes on alone under the retry
+// policy of Client.retry (which knows when an unknown outcome may be
+// repeated and when a deadline is the caller's), so that one caller's
+// trouble holds up no other.
+func (s *Sender) sendCoalesced(ctx context.Context, key sendKey, calls []*call[*raftbusv1.PartitionedMessage, *raftbusv1.SendResult]) {
+	req := &raftbusv1.SendEachRequest{EntityPath: s.path, Messages: make([]*raftbusv1.PartitionedMessage, len(calls))}
 	for i, c := range calls {
-		msgs[i] = c.item
+		req.Messages[i] = c.item
 	}
-	resp, err := s.sendTo(ctx, key.partition, key.repeatable, msgs)
-	if err == nil {
-		for i, c := range calls {
-			c.res = resp.GetResults()[i]
-		}
-		return
-	}
-	var e *Error
-	if len(calls) == 1 || !errors.As(err, &e) || !oneMessageCanCause(e.Code) {
-		for _, c := range calls {
-			c.err = err
-		}
-		return
-	}
+	var resp *raftbusv1.SendEachResponse
+	err := s.withSlot(ctx, func() error {
+		return s.c.onNode(ctx, key.addr, func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
+			var err error
+			resp, err = ms.SendEach(ctx, req)
+			if err == nil && len(resp.GetResults()) != len(calls) {
+				err = status.Errorf(codes.Internal, "the broker answered %d results for %d messages", len(resp.GetResults()), len(calls))
+			}
+			return err
+		})
+	})
 	var wg sync.WaitGroup
-	for _, c := range calls {
+	for i, c := range calls {
+		failure := err
+		if err == nil {
+			r := resp.GetResults()[i]
+			if r.GetError() == nil {
+				c.res = r.GetResult()
+				continue
+			}
+			failure = errorOfInfo(r.GetError(), codes.Unknown)
+		}
+		var e *Error
+		if !errors.As(failure, &e) || (err == nil && !e.Retryable) {
+			c.err = failure
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, err := s.sendTo(c.ctx, key.partition, key.repeatable, []*raftbusv1.Message{c.item})
-			if err != nil {
-				c.err = err
-				return
-			}
-			c.res = resp.GetResults()[0]
+			c.res, c.err = s.sendAlone(c.ctx, c.item, key.repeatable, e)
 		}()
 	}
 	wg.Wait()
 }
 
-// oneMessageCanCause tells whether a request can fail with code because
-// of one of its messages alone.
-func oneMessageCanCause(code Code) bool {
-	switch code {
-	case CodeMessageSizeExceeded, CodeInvalidArgument, CodeQuotaExceeded:
-		return true
-	}
-	return false
+// sendAlone retries one message whose first attempt failed with first.
+func (s *Sender) sendAlone(ctx context.Context, pm *raftbusv1.PartitionedMessage, safe bool, first *Error) (*raftbusv1.SendResult, error) {
+	attempted := false
+	var res *raftbusv1.SendResult
+	err := s.withSlot(ctx, func() error {
+		return s.c.onPartition(ctx, s.path, pm.GetPartitionId(), safe, func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
+			if !attempted {
+				attempted = true
+				return first
+			}
+			id := pm.GetPartitionId()
+			resp, err := ms.Send(ctx, &raftbusv1.SendRequest{EntityPath: s.path, Messages: []*raftbusv1.Message{pm.GetMessage()}, PartitionId: &id})
+			if err != nil {
+				return err
+			}
+			if len(resp.GetResults()) != 1 {
+				return status.Errorf(codes.Internal, "the broker answered %d results for 1 message", len(resp.GetResults()))
+			}
+			res = resp.GetResults()[0]
+			return nil
+		})
+	})
+	return res, err
 }
 
 // withSlot runs f holding one of the Sender's in-flight slots.

@@ -2,7 +2,9 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -15,8 +17,8 @@ import (
 // one that took effect fails with CodeLockLost and changes nothing.
 //
 // Complete, Abandon, DeadLetter and Defer calls made concurrently (from
-// any receivers of one Client) for messages of the same partition travel
-// together in one Settle request, each with its own outcome.
+// any receivers of one Client) for messages whose partitions have the same
+// leader travel together in one Settle request, each with its own outcome.
 
 const (
 	// maxSettlements bounds one Settle request (the broker's limit).
@@ -27,11 +29,10 @@ const (
 	maxSettleBytes = 1 << 20
 )
 
-// settleKey is where a settlement goes: the route key of its entity and
-// its partition.
+// settleKey is where a settlement goes: the node that leads its
+// partition, "" when unknown (any node, which forwards).
 type settleKey struct {
-	path      string
-	partition uint32
+	addr string
 }
 
 // CompleteMessageOptions are reserved for future options.
@@ -154,8 +155,11 @@ func (r *Receiver) settle(ctx context.Context, m *ReceivedMessage, st *raftbusv1
 		return err
 	}
 	st.Lock = lock
-	key := settleKey{path: routeKey(lock.GetEntityPath()), partition: lock.GetPartitionId()}
-	_, err = r.c.settles.do(ctx, key, st, proto.Size(st), func(ctxErr error) error {
+	addr, err := r.c.leaderOf(ctx, lock.GetEntityPath(), lock.GetPartitionId())
+	if err != nil {
+		return err
+	}
+	_, err = r.c.settles.do(ctx, settleKey{addr: addr}, st, proto.Size(st), func(ctxErr error) error {
 		return &gaveUpError{ctxErr, &Error{
 			Code:      CodeOutcomeUnknown,
 			Message:   fmt.Sprintf("%v while the settlement was on its way; it may or may not have taken effect", ctxErr),
@@ -165,65 +169,55 @@ func (r *Receiver) settle(ctx context.Context, m *ReceivedMessage, st *raftbusv1
 	return err
 }
 
-// settleCoalesced sends the settlements of concurrent calls for one
-// partition in one Settle request, retried as a whole while the request
-// fails for a reason a retry can get past. A settlement that fails on
-// its own for such a reason (the leader changed between two of them) is
-// retried on its own.
+// settleCoalesced sends the settlements of concurrent calls bound for one
+// leader in one Settle request, once. When the request as a whole fails,
+// or a settlement fails for a reason a retry can get past (its partition's
+// leader moved), each settlement goes on alone under the retry policy of
+// Client.retry: after an unknown outcome, a lock found gone reports the
+// outcome unknown, not lost.
 func (c *Client) settleCoalesced(ctx context.Context, key settleKey, calls []*call[*raftbusv1.Settlement, struct{}]) {
 	req := &raftbusv1.SettleRequest{Settlements: make([]*raftbusv1.Settlement, len(calls))}
 	for i, cl := range calls {
 		req.Settlements[i] = cl.item
 	}
-	// maybeDone: an attempt of the request may have taken effect, so a
-	// settlement that a later attempt finds gone was most likely settled
-	// by it (as in Client.retry).
-	var maybeDone *Error
 	var resp *raftbusv1.SettleResponse
-	err := c.onPartition(ctx, key.path, key.partition, true, func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
+	err := c.onNode(ctx, key.addr, func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
 		var err error
 		resp, err = ms.Settle(ctx, req)
 		if err == nil && len(resp.GetResults()) != len(calls) {
 			err = status.Errorf(codes.Internal, "the broker answered %d results for %d settlements", len(resp.GetResults()), len(calls))
 		}
-		if e, ok := asError(err).(*Error); ok && e.Code == CodeOutcomeUnknown {
-			maybeDone = e
-		}
 		return err
 	})
-	if err != nil {
-		for _, cl := range calls {
-			cl.err = err
-		}
-		return
-	}
+	var wg sync.WaitGroup
 	for i, cl := range calls {
-		info := resp.GetResults()[i].GetError()
-		if info == nil {
+		failure := err
+		if err == nil {
+			info := resp.GetResults()[i].GetError()
+			if info == nil {
+				continue
+			}
+			failure = errorOfInfo(info, codes.Unknown)
+		}
+		var e *Error
+		if !errors.As(failure, &e) || (err == nil && !e.Retryable) {
+			cl.err = failure
 			continue
 		}
-		e := errorOfInfo(info, codes.Unknown)
-		switch {
-		case maybeDone != nil:
-			// As for the request: no failure after an unknown outcome
-			// says that nothing happened.
-			cl.err = maybeDone
-			if e.Code == CodeOutcomeUnknown || e.Retryable {
-				cl.err = c.settleAlone(cl.ctx, key, cl.item, maybeDone)
-			}
-		case e.Retryable:
-			cl.err = c.settleAlone(cl.ctx, key, cl.item, e)
-		default:
-			cl.err = e
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl.err = c.settleAlone(cl.ctx, cl.item, e)
+		}()
 	}
+	wg.Wait()
 }
 
 // settleAlone retries one settlement whose first attempt failed with
-// first, with the retry policy of Client.retry.
-func (c *Client) settleAlone(ctx context.Context, key settleKey, st *raftbusv1.Settlement, first *Error) error {
+// first.
+func (c *Client) settleAlone(ctx context.Context, st *raftbusv1.Settlement, first *Error) error {
 	attempted := false
-	return c.onPartition(ctx, key.path, key.partition, true, func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
+	return c.onPartition(ctx, st.GetLock().GetEntityPath(), st.GetLock().GetPartitionId(), true, func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
 		if !attempted {
 			attempted = true
 			return first

@@ -121,6 +121,13 @@ func (n *Node) sendTarget(ctx context.Context, path string, msgs []*raftbusv1.Me
 	if err != nil {
 		return nil, 0, err
 	}
+	id, err = n.sendPartition(ent, msgs, requested)
+	return ent, id, err
+}
+
+// sendPartition checks that msgs may go together and picks their
+// partition (see sendTarget).
+func (n *Node) sendPartition(ent *clusterv1.Entity, msgs []*raftbusv1.Message, requested *uint32) (uint32, error) {
 	parts := uint32(len(ent.GetPartitions()))
 	key := ""
 	for i, m := range msgs {
@@ -128,29 +135,28 @@ func (n *Node) sendTarget(ctx context.Context, path string, msgs []*raftbusv1.Me
 		if k == "" {
 			k = m.GetPartitionKey()
 		} else if pk := m.GetPartitionKey(); pk != "" && pk != k {
-			return nil, 0, invalid("message %d: partition_key %q must equal session_id %q", i, pk, k)
+			return 0, invalid("message %d: partition_key %q must equal session_id %q", i, pk, k)
 		}
 		if i > 0 && k != key {
-			return nil, 0, invalid("the messages of one send must share their session id and partition key (message %d differs)", i)
+			return 0, invalid("the messages of one send must share their session id and partition key (message %d differs)", i)
 		}
 		key = k
 	}
 	switch {
 	case requested != nil:
-		id = *requested
+		id := *requested
 		if key != "" && parts > 1 && raftbusv1.PartitionForKey(key, parts) != id {
-			return nil, 0, invalid("partition_id %d is not the partition of key %q (%d)", id, key, raftbusv1.PartitionForKey(key, parts))
+			return 0, invalid("partition_id %d is not the partition of key %q (%d)", id, key, raftbusv1.PartitionForKey(key, parts))
 		}
+		return id, nil
 	case key != "":
-		id = raftbusv1.PartitionForKey(key, parts)
+		return raftbusv1.PartitionForKey(key, parts), nil
 	case len(msgs) == 1 && msgs[0].GetMessageId() != "":
 		// Duplicate detection is kept per partition: the same message sent
 		// again must meet its first copy.
-		id = raftbusv1.PartitionForKey(msgs[0].GetMessageId(), parts)
-	default:
-		id = n.rr.pick(parts)
+		return raftbusv1.PartitionForKey(msgs[0].GetMessageId(), parts), nil
 	}
-	return ent, id, nil
+	return n.rr.pick(parts), nil
 }
 
 func (s *messagingService) CancelScheduled(ctx context.Context, req *raftbusv1.CancelScheduledRequest) (*raftbusv1.CancelScheduledResponse, error) {

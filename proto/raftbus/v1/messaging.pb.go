@@ -378,6 +378,214 @@ func (x *SendResult) GetScheduled() bool {
 	return false
 }
 
+type SendEachRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A queue or topic name.
+	EntityPath string `protobuf:"bytes,1,opt,name=entity_path,json=entityPath,proto3" json:"entity_path,omitempty"`
+	// 1 to 1000.
+	Messages      []*PartitionedMessage `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SendEachRequest) Reset() {
+	*x = SendEachRequest{}
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendEachRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendEachRequest) ProtoMessage() {}
+
+func (x *SendEachRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendEachRequest.ProtoReflect.Descriptor instead.
+func (*SendEachRequest) Descriptor() ([]byte, []int) {
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SendEachRequest) GetEntityPath() string {
+	if x != nil {
+		return x.EntityPath
+	}
+	return ""
+}
+
+func (x *SendEachRequest) GetMessages() []*PartitionedMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+// PartitionedMessage is a message and the partition it goes to: the one
+// of its SessionId, else PartitionKey (as Send picks it; a message naming
+// another is refused), else any.
+type PartitionedMessage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Message       *Message               `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	PartitionId   uint32                 `protobuf:"varint,2,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionedMessage) Reset() {
+	*x = PartitionedMessage{}
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionedMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionedMessage) ProtoMessage() {}
+
+func (x *PartitionedMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionedMessage.ProtoReflect.Descriptor instead.
+func (*PartitionedMessage) Descriptor() ([]byte, []int) {
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *PartitionedMessage) GetMessage() *Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *PartitionedMessage) GetPartitionId() uint32 {
+	if x != nil {
+		return x.PartitionId
+	}
+	return 0
+}
+
+type SendEachResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per message, in request order.
+	Results       []*SendEachResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SendEachResponse) Reset() {
+	*x = SendEachResponse{}
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendEachResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendEachResponse) ProtoMessage() {}
+
+func (x *SendEachResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendEachResponse.ProtoReflect.Descriptor instead.
+func (*SendEachResponse) Descriptor() ([]byte, []int) {
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SendEachResponse) GetResults() []*SendEachResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// SendEachResult is the outcome of one message of a SendEach: result when
+// it was accepted, error otherwise.
+type SendEachResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Result        *SendResult            `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	Error         *ErrorInfo             `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SendEachResult) Reset() {
+	*x = SendEachResult{}
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendEachResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendEachResult) ProtoMessage() {}
+
+func (x *SendEachResult) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendEachResult.ProtoReflect.Descriptor instead.
+func (*SendEachResult) Descriptor() ([]byte, []int) {
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SendEachResult) GetResult() *SendResult {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *SendEachResult) GetError() *ErrorInfo {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 type ScheduleRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	EntityPath string                 `protobuf:"bytes,1,opt,name=entity_path,json=entityPath,proto3" json:"entity_path,omitempty"`
@@ -390,7 +598,7 @@ type ScheduleRequest struct {
 
 func (x *ScheduleRequest) Reset() {
 	*x = ScheduleRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[4]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -402,7 +610,7 @@ func (x *ScheduleRequest) String() string {
 func (*ScheduleRequest) ProtoMessage() {}
 
 func (x *ScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[4]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -415,7 +623,7 @@ func (x *ScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleRequest.ProtoReflect.Descriptor instead.
 func (*ScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{4}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ScheduleRequest) GetEntityPath() string {
@@ -449,7 +657,7 @@ type ScheduleResponse struct {
 
 func (x *ScheduleResponse) Reset() {
 	*x = ScheduleResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[5]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -461,7 +669,7 @@ func (x *ScheduleResponse) String() string {
 func (*ScheduleResponse) ProtoMessage() {}
 
 func (x *ScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[5]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -474,7 +682,7 @@ func (x *ScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResponse.ProtoReflect.Descriptor instead.
 func (*ScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{5}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ScheduleResponse) GetSequenceNumbers() []int64 {
@@ -495,7 +703,7 @@ type CancelScheduledRequest struct {
 
 func (x *CancelScheduledRequest) Reset() {
 	*x = CancelScheduledRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[6]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -507,7 +715,7 @@ func (x *CancelScheduledRequest) String() string {
 func (*CancelScheduledRequest) ProtoMessage() {}
 
 func (x *CancelScheduledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[6]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -520,7 +728,7 @@ func (x *CancelScheduledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelScheduledRequest.ProtoReflect.Descriptor instead.
 func (*CancelScheduledRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{6}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CancelScheduledRequest) GetEntityPath() string {
@@ -545,7 +753,7 @@ type CancelScheduledResponse struct {
 
 func (x *CancelScheduledResponse) Reset() {
 	*x = CancelScheduledResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[7]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -557,7 +765,7 @@ func (x *CancelScheduledResponse) String() string {
 func (*CancelScheduledResponse) ProtoMessage() {}
 
 func (x *CancelScheduledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[7]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -570,7 +778,7 @@ func (x *CancelScheduledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelScheduledResponse.ProtoReflect.Descriptor instead.
 func (*CancelScheduledResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{7}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{11}
 }
 
 type ReceiveRequest struct {
@@ -607,7 +815,7 @@ type ReceiveRequest struct {
 
 func (x *ReceiveRequest) Reset() {
 	*x = ReceiveRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[8]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -619,7 +827,7 @@ func (x *ReceiveRequest) String() string {
 func (*ReceiveRequest) ProtoMessage() {}
 
 func (x *ReceiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[8]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -632,7 +840,7 @@ func (x *ReceiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveRequest.ProtoReflect.Descriptor instead.
 func (*ReceiveRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{8}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReceiveRequest) GetEntityPath() string {
@@ -707,7 +915,7 @@ type ReceiveResponse struct {
 
 func (x *ReceiveResponse) Reset() {
 	*x = ReceiveResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[9]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -719,7 +927,7 @@ func (x *ReceiveResponse) String() string {
 func (*ReceiveResponse) ProtoMessage() {}
 
 func (x *ReceiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[9]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -732,7 +940,7 @@ func (x *ReceiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResponse.ProtoReflect.Descriptor instead.
 func (*ReceiveResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{9}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReceiveResponse) GetMessages() []*ReceivedMessage {
@@ -757,7 +965,7 @@ type MessageLock struct {
 
 func (x *MessageLock) Reset() {
 	*x = MessageLock{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[10]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -769,7 +977,7 @@ func (x *MessageLock) String() string {
 func (*MessageLock) ProtoMessage() {}
 
 func (x *MessageLock) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[10]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -782,7 +990,7 @@ func (x *MessageLock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageLock.ProtoReflect.Descriptor instead.
 func (*MessageLock) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{10}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MessageLock) GetEntityPath() string {
@@ -822,7 +1030,7 @@ type CompleteRequest struct {
 
 func (x *CompleteRequest) Reset() {
 	*x = CompleteRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[11]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -834,7 +1042,7 @@ func (x *CompleteRequest) String() string {
 func (*CompleteRequest) ProtoMessage() {}
 
 func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[11]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -847,7 +1055,7 @@ func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{11}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CompleteRequest) GetLock() *MessageLock {
@@ -865,7 +1073,7 @@ type CompleteResponse struct {
 
 func (x *CompleteResponse) Reset() {
 	*x = CompleteResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[12]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -877,7 +1085,7 @@ func (x *CompleteResponse) String() string {
 func (*CompleteResponse) ProtoMessage() {}
 
 func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[12]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -890,7 +1098,7 @@ func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
 func (*CompleteResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{12}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{16}
 }
 
 type AbandonRequest struct {
@@ -903,7 +1111,7 @@ type AbandonRequest struct {
 
 func (x *AbandonRequest) Reset() {
 	*x = AbandonRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[13]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -915,7 +1123,7 @@ func (x *AbandonRequest) String() string {
 func (*AbandonRequest) ProtoMessage() {}
 
 func (x *AbandonRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[13]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -928,7 +1136,7 @@ func (x *AbandonRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbandonRequest.ProtoReflect.Descriptor instead.
 func (*AbandonRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{13}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AbandonRequest) GetLock() *MessageLock {
@@ -953,7 +1161,7 @@ type AbandonResponse struct {
 
 func (x *AbandonResponse) Reset() {
 	*x = AbandonResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[14]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -965,7 +1173,7 @@ func (x *AbandonResponse) String() string {
 func (*AbandonResponse) ProtoMessage() {}
 
 func (x *AbandonResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[14]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -978,7 +1186,7 @@ func (x *AbandonResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbandonResponse.ProtoReflect.Descriptor instead.
 func (*AbandonResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{14}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{18}
 }
 
 type DeadLetterRequest struct {
@@ -994,7 +1202,7 @@ type DeadLetterRequest struct {
 
 func (x *DeadLetterRequest) Reset() {
 	*x = DeadLetterRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[15]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1006,7 +1214,7 @@ func (x *DeadLetterRequest) String() string {
 func (*DeadLetterRequest) ProtoMessage() {}
 
 func (x *DeadLetterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[15]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1019,7 +1227,7 @@ func (x *DeadLetterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterRequest.ProtoReflect.Descriptor instead.
 func (*DeadLetterRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{15}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DeadLetterRequest) GetLock() *MessageLock {
@@ -1058,7 +1266,7 @@ type DeadLetterResponse struct {
 
 func (x *DeadLetterResponse) Reset() {
 	*x = DeadLetterResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[16]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1070,7 +1278,7 @@ func (x *DeadLetterResponse) String() string {
 func (*DeadLetterResponse) ProtoMessage() {}
 
 func (x *DeadLetterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[16]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1083,7 +1291,7 @@ func (x *DeadLetterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterResponse.ProtoReflect.Descriptor instead.
 func (*DeadLetterResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{16}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{20}
 }
 
 type DeferRequest struct {
@@ -1096,7 +1304,7 @@ type DeferRequest struct {
 
 func (x *DeferRequest) Reset() {
 	*x = DeferRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[17]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1108,7 +1316,7 @@ func (x *DeferRequest) String() string {
 func (*DeferRequest) ProtoMessage() {}
 
 func (x *DeferRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[17]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1121,7 +1329,7 @@ func (x *DeferRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeferRequest.ProtoReflect.Descriptor instead.
 func (*DeferRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{17}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeferRequest) GetLock() *MessageLock {
@@ -1146,7 +1354,7 @@ type DeferResponse struct {
 
 func (x *DeferResponse) Reset() {
 	*x = DeferResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[18]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1366,7 @@ func (x *DeferResponse) String() string {
 func (*DeferResponse) ProtoMessage() {}
 
 func (x *DeferResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[18]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1379,7 @@ func (x *DeferResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeferResponse.ProtoReflect.Descriptor instead.
 func (*DeferResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{18}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{22}
 }
 
 type SettleRequest struct {
@@ -1184,7 +1392,7 @@ type SettleRequest struct {
 
 func (x *SettleRequest) Reset() {
 	*x = SettleRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[19]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1196,7 +1404,7 @@ func (x *SettleRequest) String() string {
 func (*SettleRequest) ProtoMessage() {}
 
 func (x *SettleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[19]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1209,7 +1417,7 @@ func (x *SettleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleRequest.ProtoReflect.Descriptor instead.
 func (*SettleRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{19}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SettleRequest) GetSettlements() []*Settlement {
@@ -1236,7 +1444,7 @@ type Settlement struct {
 
 func (x *Settlement) Reset() {
 	*x = Settlement{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[20]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1248,7 +1456,7 @@ func (x *Settlement) String() string {
 func (*Settlement) ProtoMessage() {}
 
 func (x *Settlement) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[20]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1261,7 +1469,7 @@ func (x *Settlement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settlement.ProtoReflect.Descriptor instead.
 func (*Settlement) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{20}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Settlement) GetLock() *MessageLock {
@@ -1309,7 +1517,7 @@ type SettleResponse struct {
 
 func (x *SettleResponse) Reset() {
 	*x = SettleResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[21]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1321,7 +1529,7 @@ func (x *SettleResponse) String() string {
 func (*SettleResponse) ProtoMessage() {}
 
 func (x *SettleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[21]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1334,7 +1542,7 @@ func (x *SettleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleResponse.ProtoReflect.Descriptor instead.
 func (*SettleResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{21}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SettleResponse) GetResults() []*SettleResult {
@@ -1356,7 +1564,7 @@ type SettleResult struct {
 
 func (x *SettleResult) Reset() {
 	*x = SettleResult{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[22]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1368,7 +1576,7 @@ func (x *SettleResult) String() string {
 func (*SettleResult) ProtoMessage() {}
 
 func (x *SettleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[22]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1381,7 +1589,7 @@ func (x *SettleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleResult.ProtoReflect.Descriptor instead.
 func (*SettleResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{22}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SettleResult) GetError() *ErrorInfo {
@@ -1400,7 +1608,7 @@ type RenewLockRequest struct {
 
 func (x *RenewLockRequest) Reset() {
 	*x = RenewLockRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[23]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1412,7 +1620,7 @@ func (x *RenewLockRequest) String() string {
 func (*RenewLockRequest) ProtoMessage() {}
 
 func (x *RenewLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[23]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1425,7 +1633,7 @@ func (x *RenewLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLockRequest.ProtoReflect.Descriptor instead.
 func (*RenewLockRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{23}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RenewLockRequest) GetLock() *MessageLock {
@@ -1444,7 +1652,7 @@ type RenewLockResponse struct {
 
 func (x *RenewLockResponse) Reset() {
 	*x = RenewLockResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[24]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1456,7 +1664,7 @@ func (x *RenewLockResponse) String() string {
 func (*RenewLockResponse) ProtoMessage() {}
 
 func (x *RenewLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[24]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,7 +1677,7 @@ func (x *RenewLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLockResponse.ProtoReflect.Descriptor instead.
 func (*RenewLockResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{24}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RenewLockResponse) GetLockedUntil() *timestamppb.Timestamp {
@@ -1496,7 +1704,7 @@ type ReceiveDeferredRequest struct {
 
 func (x *ReceiveDeferredRequest) Reset() {
 	*x = ReceiveDeferredRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[25]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1508,7 +1716,7 @@ func (x *ReceiveDeferredRequest) String() string {
 func (*ReceiveDeferredRequest) ProtoMessage() {}
 
 func (x *ReceiveDeferredRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[25]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1521,7 +1729,7 @@ func (x *ReceiveDeferredRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveDeferredRequest.ProtoReflect.Descriptor instead.
 func (*ReceiveDeferredRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{25}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReceiveDeferredRequest) GetEntityPath() string {
@@ -1575,7 +1783,7 @@ type ReceiveDeferredResponse struct {
 
 func (x *ReceiveDeferredResponse) Reset() {
 	*x = ReceiveDeferredResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[26]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1587,7 +1795,7 @@ func (x *ReceiveDeferredResponse) String() string {
 func (*ReceiveDeferredResponse) ProtoMessage() {}
 
 func (x *ReceiveDeferredResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[26]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1600,7 +1808,7 @@ func (x *ReceiveDeferredResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveDeferredResponse.ProtoReflect.Descriptor instead.
 func (*ReceiveDeferredResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{26}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReceiveDeferredResponse) GetMessages() []*ReceivedMessage {
@@ -1629,7 +1837,7 @@ type PeekRequest struct {
 
 func (x *PeekRequest) Reset() {
 	*x = PeekRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[27]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1641,7 +1849,7 @@ func (x *PeekRequest) String() string {
 func (*PeekRequest) ProtoMessage() {}
 
 func (x *PeekRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[27]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1654,7 +1862,7 @@ func (x *PeekRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekRequest.ProtoReflect.Descriptor instead.
 func (*PeekRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{27}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PeekRequest) GetEntityPath() string {
@@ -1708,7 +1916,7 @@ type PeekResponse struct {
 
 func (x *PeekResponse) Reset() {
 	*x = PeekResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[28]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1720,7 +1928,7 @@ func (x *PeekResponse) String() string {
 func (*PeekResponse) ProtoMessage() {}
 
 func (x *PeekResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[28]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1733,7 +1941,7 @@ func (x *PeekResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekResponse.ProtoReflect.Descriptor instead.
 func (*PeekResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{28}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PeekResponse) GetMessages() []*ReceivedMessage {
@@ -1759,7 +1967,7 @@ type AcceptSessionRequest struct {
 
 func (x *AcceptSessionRequest) Reset() {
 	*x = AcceptSessionRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[29]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1771,7 +1979,7 @@ func (x *AcceptSessionRequest) String() string {
 func (*AcceptSessionRequest) ProtoMessage() {}
 
 func (x *AcceptSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[29]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1784,7 +1992,7 @@ func (x *AcceptSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptSessionRequest.ProtoReflect.Descriptor instead.
 func (*AcceptSessionRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{29}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AcceptSessionRequest) GetEntityPath() string {
@@ -1829,7 +2037,7 @@ type AcceptSessionResponse struct {
 
 func (x *AcceptSessionResponse) Reset() {
 	*x = AcceptSessionResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[30]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1841,7 +2049,7 @@ func (x *AcceptSessionResponse) String() string {
 func (*AcceptSessionResponse) ProtoMessage() {}
 
 func (x *AcceptSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[30]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1854,7 +2062,7 @@ func (x *AcceptSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptSessionResponse.ProtoReflect.Descriptor instead.
 func (*AcceptSessionResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{30}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AcceptSessionResponse) GetSessionId() string {
@@ -1895,7 +2103,7 @@ type RenewSessionLockRequest struct {
 
 func (x *RenewSessionLockRequest) Reset() {
 	*x = RenewSessionLockRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[31]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1907,7 +2115,7 @@ func (x *RenewSessionLockRequest) String() string {
 func (*RenewSessionLockRequest) ProtoMessage() {}
 
 func (x *RenewSessionLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[31]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1920,7 +2128,7 @@ func (x *RenewSessionLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewSessionLockRequest.ProtoReflect.Descriptor instead.
 func (*RenewSessionLockRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{31}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RenewSessionLockRequest) GetEntityPath() string {
@@ -1946,7 +2154,7 @@ type RenewSessionLockResponse struct {
 
 func (x *RenewSessionLockResponse) Reset() {
 	*x = RenewSessionLockResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[32]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1958,7 +2166,7 @@ func (x *RenewSessionLockResponse) String() string {
 func (*RenewSessionLockResponse) ProtoMessage() {}
 
 func (x *RenewSessionLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[32]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1971,7 +2179,7 @@ func (x *RenewSessionLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewSessionLockResponse.ProtoReflect.Descriptor instead.
 func (*RenewSessionLockResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{32}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RenewSessionLockResponse) GetLockedUntil() *timestamppb.Timestamp {
@@ -1991,7 +2199,7 @@ type GetSessionStateRequest struct {
 
 func (x *GetSessionStateRequest) Reset() {
 	*x = GetSessionStateRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[33]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2003,7 +2211,7 @@ func (x *GetSessionStateRequest) String() string {
 func (*GetSessionStateRequest) ProtoMessage() {}
 
 func (x *GetSessionStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[33]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2016,7 +2224,7 @@ func (x *GetSessionStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionStateRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionStateRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{33}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetSessionStateRequest) GetEntityPath() string {
@@ -2042,7 +2250,7 @@ type GetSessionStateResponse struct {
 
 func (x *GetSessionStateResponse) Reset() {
 	*x = GetSessionStateResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[34]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2054,7 +2262,7 @@ func (x *GetSessionStateResponse) String() string {
 func (*GetSessionStateResponse) ProtoMessage() {}
 
 func (x *GetSessionStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[34]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2067,7 +2275,7 @@ func (x *GetSessionStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionStateResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionStateResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{34}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetSessionStateResponse) GetState() []byte {
@@ -2088,7 +2296,7 @@ type SetSessionStateRequest struct {
 
 func (x *SetSessionStateRequest) Reset() {
 	*x = SetSessionStateRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[35]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2100,7 +2308,7 @@ func (x *SetSessionStateRequest) String() string {
 func (*SetSessionStateRequest) ProtoMessage() {}
 
 func (x *SetSessionStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[35]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2113,7 +2321,7 @@ func (x *SetSessionStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSessionStateRequest.ProtoReflect.Descriptor instead.
 func (*SetSessionStateRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{35}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SetSessionStateRequest) GetEntityPath() string {
@@ -2145,7 +2353,7 @@ type SetSessionStateResponse struct {
 
 func (x *SetSessionStateResponse) Reset() {
 	*x = SetSessionStateResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[36]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2157,7 +2365,7 @@ func (x *SetSessionStateResponse) String() string {
 func (*SetSessionStateResponse) ProtoMessage() {}
 
 func (x *SetSessionStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[36]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2170,7 +2378,7 @@ func (x *SetSessionStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSessionStateResponse.ProtoReflect.Descriptor instead.
 func (*SetSessionStateResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{36}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{40}
 }
 
 type CloseSessionRequest struct {
@@ -2183,7 +2391,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[37]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2195,7 +2403,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[37]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2208,7 +2416,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{37}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CloseSessionRequest) GetEntityPath() string {
@@ -2233,7 +2441,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[38]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2245,7 +2453,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[38]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2258,7 +2466,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{38}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{42}
 }
 
 var File_raftbus_v1_messaging_proto protoreflect.FileDescriptor
@@ -2286,7 +2494,19 @@ const file_raftbus_v1_messaging_proto_rawDesc = "" +
 	"\renqueued_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\fenqueuedTime\x12!\n" +
 	"\fpartition_id\x18\x03 \x01(\rR\vpartitionId\x12\x1c\n" +
 	"\tduplicate\x18\x04 \x01(\bR\tduplicate\x12\x1c\n" +
-	"\tscheduled\x18\x05 \x01(\bR\tscheduled\"\x9c\x01\n" +
+	"\tscheduled\x18\x05 \x01(\bR\tscheduled\"n\n" +
+	"\x0fSendEachRequest\x12\x1f\n" +
+	"\ventity_path\x18\x01 \x01(\tR\n" +
+	"entityPath\x12:\n" +
+	"\bmessages\x18\x02 \x03(\v2\x1e.raftbus.v1.PartitionedMessageR\bmessages\"f\n" +
+	"\x12PartitionedMessage\x12-\n" +
+	"\amessage\x18\x01 \x01(\v2\x13.raftbus.v1.MessageR\amessage\x12!\n" +
+	"\fpartition_id\x18\x02 \x01(\rR\vpartitionId\"H\n" +
+	"\x10SendEachResponse\x124\n" +
+	"\aresults\x18\x01 \x03(\v2\x1a.raftbus.v1.SendEachResultR\aresults\"m\n" +
+	"\x0eSendEachResult\x12.\n" +
+	"\x06result\x18\x01 \x01(\v2\x16.raftbus.v1.SendResultR\x06result\x12+\n" +
+	"\x05error\x18\x02 \x01(\v2\x15.raftbus.v1.ErrorInfoR\x05error\"\x9c\x01\n" +
 	"\x0fScheduleRequest\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x12/\n" +
@@ -2438,10 +2658,11 @@ const file_raftbus_v1_messaging_proto_rawDesc = "" +
 	"\x14DISPOSITION_COMPLETE\x10\x01\x12\x17\n" +
 	"\x13DISPOSITION_ABANDON\x10\x02\x12\x1b\n" +
 	"\x17DISPOSITION_DEAD_LETTER\x10\x03\x12\x15\n" +
-	"\x11DISPOSITION_DEFER\x10\x042\xac\n" +
+	"\x11DISPOSITION_DEFER\x10\x042\xf3\n" +
 	"\n" +
 	"\x10MessagingService\x129\n" +
 	"\x04Send\x12\x17.raftbus.v1.SendRequest\x1a\x18.raftbus.v1.SendResponse\x12E\n" +
+	"\bSendEach\x12\x1b.raftbus.v1.SendEachRequest\x1a\x1c.raftbus.v1.SendEachResponse\x12E\n" +
 	"\bSchedule\x12\x1b.raftbus.v1.ScheduleRequest\x1a\x1c.raftbus.v1.ScheduleResponse\x12Z\n" +
 	"\x0fCancelScheduled\x12\".raftbus.v1.CancelScheduledRequest\x1a#.raftbus.v1.CancelScheduledResponse\x12B\n" +
 	"\aReceive\x12\x1a.raftbus.v1.ReceiveRequest\x1a\x1b.raftbus.v1.ReceiveResponse\x12E\n" +
@@ -2473,7 +2694,7 @@ func file_raftbus_v1_messaging_proto_rawDescGZIP() []byte {
 }
 
 var file_raftbus_v1_messaging_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_raftbus_v1_messaging_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_raftbus_v1_messaging_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_raftbus_v1_messaging_proto_goTypes = []any{
 	(ReceiveMode)(0),                 // 0: raftbus.v1.ReceiveMode
 	(Disposition)(0),                 // 1: raftbus.v1.Disposition
@@ -2481,135 +2702,146 @@ var file_raftbus_v1_messaging_proto_goTypes = []any{
 	(*SendRequest)(nil),              // 3: raftbus.v1.SendRequest
 	(*SendResponse)(nil),             // 4: raftbus.v1.SendResponse
 	(*SendResult)(nil),               // 5: raftbus.v1.SendResult
-	(*ScheduleRequest)(nil),          // 6: raftbus.v1.ScheduleRequest
-	(*ScheduleResponse)(nil),         // 7: raftbus.v1.ScheduleResponse
-	(*CancelScheduledRequest)(nil),   // 8: raftbus.v1.CancelScheduledRequest
-	(*CancelScheduledResponse)(nil),  // 9: raftbus.v1.CancelScheduledResponse
-	(*ReceiveRequest)(nil),           // 10: raftbus.v1.ReceiveRequest
-	(*ReceiveResponse)(nil),          // 11: raftbus.v1.ReceiveResponse
-	(*MessageLock)(nil),              // 12: raftbus.v1.MessageLock
-	(*CompleteRequest)(nil),          // 13: raftbus.v1.CompleteRequest
-	(*CompleteResponse)(nil),         // 14: raftbus.v1.CompleteResponse
-	(*AbandonRequest)(nil),           // 15: raftbus.v1.AbandonRequest
-	(*AbandonResponse)(nil),          // 16: raftbus.v1.AbandonResponse
-	(*DeadLetterRequest)(nil),        // 17: raftbus.v1.DeadLetterRequest
-	(*DeadLetterResponse)(nil),       // 18: raftbus.v1.DeadLetterResponse
-	(*DeferRequest)(nil),             // 19: raftbus.v1.DeferRequest
-	(*DeferResponse)(nil),            // 20: raftbus.v1.DeferResponse
-	(*SettleRequest)(nil),            // 21: raftbus.v1.SettleRequest
-	(*Settlement)(nil),               // 22: raftbus.v1.Settlement
-	(*SettleResponse)(nil),           // 23: raftbus.v1.SettleResponse
-	(*SettleResult)(nil),             // 24: raftbus.v1.SettleResult
-	(*RenewLockRequest)(nil),         // 25: raftbus.v1.RenewLockRequest
-	(*RenewLockResponse)(nil),        // 26: raftbus.v1.RenewLockResponse
-	(*ReceiveDeferredRequest)(nil),   // 27: raftbus.v1.ReceiveDeferredRequest
-	(*ReceiveDeferredResponse)(nil),  // 28: raftbus.v1.ReceiveDeferredResponse
-	(*PeekRequest)(nil),              // 29: raftbus.v1.PeekRequest
-	(*PeekResponse)(nil),             // 30: raftbus.v1.PeekResponse
-	(*AcceptSessionRequest)(nil),     // 31: raftbus.v1.AcceptSessionRequest
-	(*AcceptSessionResponse)(nil),    // 32: raftbus.v1.AcceptSessionResponse
-	(*RenewSessionLockRequest)(nil),  // 33: raftbus.v1.RenewSessionLockRequest
-	(*RenewSessionLockResponse)(nil), // 34: raftbus.v1.RenewSessionLockResponse
-	(*GetSessionStateRequest)(nil),   // 35: raftbus.v1.GetSessionStateRequest
-	(*GetSessionStateResponse)(nil),  // 36: raftbus.v1.GetSessionStateResponse
-	(*SetSessionStateRequest)(nil),   // 37: raftbus.v1.SetSessionStateRequest
-	(*SetSessionStateResponse)(nil),  // 38: raftbus.v1.SetSessionStateResponse
-	(*CloseSessionRequest)(nil),      // 39: raftbus.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),     // 40: raftbus.v1.CloseSessionResponse
-	nil,                              // 41: raftbus.v1.AbandonRequest.PropertiesToModifyEntry
-	nil,                              // 42: raftbus.v1.DeadLetterRequest.PropertiesToModifyEntry
-	nil,                              // 43: raftbus.v1.DeferRequest.PropertiesToModifyEntry
-	nil,                              // 44: raftbus.v1.Settlement.PropertiesToModifyEntry
-	(*Message)(nil),                  // 45: raftbus.v1.Message
-	(*timestamppb.Timestamp)(nil),    // 46: google.protobuf.Timestamp
-	(SubQueue)(0),                    // 47: raftbus.v1.SubQueue
-	(*durationpb.Duration)(nil),      // 48: google.protobuf.Duration
-	(*ReceivedMessage)(nil),          // 49: raftbus.v1.ReceivedMessage
-	(*ErrorInfo)(nil),                // 50: raftbus.v1.ErrorInfo
-	(*PropertyValue)(nil),            // 51: raftbus.v1.PropertyValue
+	(*SendEachRequest)(nil),          // 6: raftbus.v1.SendEachRequest
+	(*PartitionedMessage)(nil),       // 7: raftbus.v1.PartitionedMessage
+	(*SendEachResponse)(nil),         // 8: raftbus.v1.SendEachResponse
+	(*SendEachResult)(nil),           // 9: raftbus.v1.SendEachResult
+	(*ScheduleRequest)(nil),          // 10: raftbus.v1.ScheduleRequest
+	(*ScheduleResponse)(nil),         // 11: raftbus.v1.ScheduleResponse
+	(*CancelScheduledRequest)(nil),   // 12: raftbus.v1.CancelScheduledRequest
+	(*CancelScheduledResponse)(nil),  // 13: raftbus.v1.CancelScheduledResponse
+	(*ReceiveRequest)(nil),           // 14: raftbus.v1.ReceiveRequest
+	(*ReceiveResponse)(nil),          // 15: raftbus.v1.ReceiveResponse
+	(*MessageLock)(nil),              // 16: raftbus.v1.MessageLock
+	(*CompleteRequest)(nil),          // 17: raftbus.v1.CompleteRequest
+	(*CompleteResponse)(nil),         // 18: raftbus.v1.CompleteResponse
+	(*AbandonRequest)(nil),           // 19: raftbus.v1.AbandonRequest
+	(*AbandonResponse)(nil),          // 20: raftbus.v1.AbandonResponse
+	(*DeadLetterRequest)(nil),        // 21: raftbus.v1.DeadLetterRequest
+	(*DeadLetterResponse)(nil),       // 22: raftbus.v1.DeadLetterResponse
+	(*DeferRequest)(nil),             // 23: raftbus.v1.DeferRequest
+	(*DeferResponse)(nil),            // 24: raftbus.v1.DeferResponse
+	(*SettleRequest)(nil),            // 25: raftbus.v1.SettleRequest
+	(*Settlement)(nil),               // 26: raftbus.v1.Settlement
+	(*SettleResponse)(nil),           // 27: raftbus.v1.SettleResponse
+	(*SettleResult)(nil),             // 28: raftbus.v1.SettleResult
+	(*RenewLockRequest)(nil),         // 29: raftbus.v1.RenewLockRequest
+	(*RenewLockResponse)(nil),        // 30: raftbus.v1.RenewLockResponse
+	(*ReceiveDeferredRequest)(nil),   // 31: raftbus.v1.ReceiveDeferredRequest
+	(*ReceiveDeferredResponse)(nil),  // 32: raftbus.v1.ReceiveDeferredResponse
+	(*PeekRequest)(nil),              // 33: raftbus.v1.PeekRequest
+	(*PeekResponse)(nil),             // 34: raftbus.v1.PeekResponse
+	(*AcceptSessionRequest)(nil),     // 35: raftbus.v1.AcceptSessionRequest
+	(*AcceptSessionResponse)(nil),    // 36: raftbus.v1.AcceptSessionResponse
+	(*RenewSessionLockRequest)(nil),  // 37: raftbus.v1.RenewSessionLockRequest
+	(*RenewSessionLockResponse)(nil), // 38: raftbus.v1.RenewSessionLockResponse
+	(*GetSessionStateRequest)(nil),   // 39: raftbus.v1.GetSessionStateRequest
+	(*GetSessionStateResponse)(nil),  // 40: raftbus.v1.GetSessionStateResponse
+	(*SetSessionStateRequest)(nil),   // 41: raftbus.v1.SetSessionStateRequest
+	(*SetSessionStateResponse)(nil),  // 42: raftbus.v1.SetSessionStateResponse
+	(*CloseSessionRequest)(nil),      // 43: raftbus.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),     // 44: raftbus.v1.CloseSessionResponse
+	nil,                              // 45: raftbus.v1.AbandonRequest.PropertiesToModifyEntry
+	nil,                              // 46: raftbus.v1.DeadLetterRequest.PropertiesToModifyEntry
+	nil,                              // 47: raftbus.v1.DeferRequest.PropertiesToModifyEntry
+	nil,                              // 48: raftbus.v1.Settlement.PropertiesToModifyEntry
+	(*Message)(nil),                  // 49: raftbus.v1.Message
+	(*timestamppb.Timestamp)(nil),    // 50: google.protobuf.Timestamp
+	(*ErrorInfo)(nil),                // 51: raftbus.v1.ErrorInfo
+	(SubQueue)(0),                    // 52: raftbus.v1.SubQueue
+	(*durationpb.Duration)(nil),      // 53: google.protobuf.Duration
+	(*ReceivedMessage)(nil),          // 54: raftbus.v1.ReceivedMessage
+	(*PropertyValue)(nil),            // 55: raftbus.v1.PropertyValue
 }
 var file_raftbus_v1_messaging_proto_depIdxs = []int32{
-	45, // 0: raftbus.v1.SendRequest.messages:type_name -> raftbus.v1.Message
+	49, // 0: raftbus.v1.SendRequest.messages:type_name -> raftbus.v1.Message
 	5,  // 1: raftbus.v1.SendResponse.results:type_name -> raftbus.v1.SendResult
-	46, // 2: raftbus.v1.SendResult.enqueued_time:type_name -> google.protobuf.Timestamp
-	45, // 3: raftbus.v1.ScheduleRequest.messages:type_name -> raftbus.v1.Message
-	47, // 4: raftbus.v1.ReceiveRequest.sub_queue:type_name -> raftbus.v1.SubQueue
-	0,  // 5: raftbus.v1.ReceiveRequest.receive_mode:type_name -> raftbus.v1.ReceiveMode
-	48, // 6: raftbus.v1.ReceiveRequest.max_wait:type_name -> google.protobuf.Duration
-	2,  // 7: raftbus.v1.ReceiveRequest.session:type_name -> raftbus.v1.SessionLock
-	49, // 8: raftbus.v1.ReceiveResponse.messages:type_name -> raftbus.v1.ReceivedMessage
-	47, // 9: raftbus.v1.MessageLock.sub_queue:type_name -> raftbus.v1.SubQueue
-	12, // 10: raftbus.v1.CompleteRequest.lock:type_name -> raftbus.v1.MessageLock
-	12, // 11: raftbus.v1.AbandonRequest.lock:type_name -> raftbus.v1.MessageLock
-	41, // 12: raftbus.v1.AbandonRequest.properties_to_modify:type_name -> raftbus.v1.AbandonRequest.PropertiesToModifyEntry
-	12, // 13: raftbus.v1.DeadLetterRequest.lock:type_name -> raftbus.v1.MessageLock
-	42, // 14: raftbus.v1.DeadLetterRequest.properties_to_modify:type_name -> raftbus.v1.DeadLetterRequest.PropertiesToModifyEntry
-	12, // 15: raftbus.v1.DeferRequest.lock:type_name -> raftbus.v1.MessageLock
-	43, // 16: raftbus.v1.DeferRequest.properties_to_modify:type_name -> raftbus.v1.DeferRequest.PropertiesToModifyEntry
-	22, // 17: raftbus.v1.SettleRequest.settlements:type_name -> raftbus.v1.Settlement
-	12, // 18: raftbus.v1.Settlement.lock:type_name -> raftbus.v1.MessageLock
-	1,  // 19: raftbus.v1.Settlement.disposition:type_name -> raftbus.v1.Disposition
-	44, // 20: raftbus.v1.Settlement.properties_to_modify:type_name -> raftbus.v1.Settlement.PropertiesToModifyEntry
-	24, // 21: raftbus.v1.SettleResponse.results:type_name -> raftbus.v1.SettleResult
-	50, // 22: raftbus.v1.SettleResult.error:type_name -> raftbus.v1.ErrorInfo
-	12, // 23: raftbus.v1.RenewLockRequest.lock:type_name -> raftbus.v1.MessageLock
-	46, // 24: raftbus.v1.RenewLockResponse.locked_until:type_name -> google.protobuf.Timestamp
-	47, // 25: raftbus.v1.ReceiveDeferredRequest.sub_queue:type_name -> raftbus.v1.SubQueue
-	0,  // 26: raftbus.v1.ReceiveDeferredRequest.receive_mode:type_name -> raftbus.v1.ReceiveMode
-	2,  // 27: raftbus.v1.ReceiveDeferredRequest.session:type_name -> raftbus.v1.SessionLock
-	49, // 28: raftbus.v1.ReceiveDeferredResponse.messages:type_name -> raftbus.v1.ReceivedMessage
-	47, // 29: raftbus.v1.PeekRequest.sub_queue:type_name -> raftbus.v1.SubQueue
-	49, // 30: raftbus.v1.PeekResponse.messages:type_name -> raftbus.v1.ReceivedMessage
-	48, // 31: raftbus.v1.AcceptSessionRequest.max_wait:type_name -> google.protobuf.Duration
-	46, // 32: raftbus.v1.AcceptSessionResponse.locked_until:type_name -> google.protobuf.Timestamp
-	2,  // 33: raftbus.v1.RenewSessionLockRequest.session:type_name -> raftbus.v1.SessionLock
-	46, // 34: raftbus.v1.RenewSessionLockResponse.locked_until:type_name -> google.protobuf.Timestamp
-	2,  // 35: raftbus.v1.GetSessionStateRequest.session:type_name -> raftbus.v1.SessionLock
-	2,  // 36: raftbus.v1.SetSessionStateRequest.session:type_name -> raftbus.v1.SessionLock
-	2,  // 37: raftbus.v1.CloseSessionRequest.session:type_name -> raftbus.v1.SessionLock
-	51, // 38: raftbus.v1.AbandonRequest.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
-	51, // 39: raftbus.v1.DeadLetterRequest.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
-	51, // 40: raftbus.v1.DeferRequest.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
-	51, // 41: raftbus.v1.Settlement.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
-	3,  // 42: raftbus.v1.MessagingService.Send:input_type -> raftbus.v1.SendRequest
-	6,  // 43: raftbus.v1.MessagingService.Schedule:input_type -> raftbus.v1.ScheduleRequest
-	8,  // 44: raftbus.v1.MessagingService.CancelScheduled:input_type -> raftbus.v1.CancelScheduledRequest
-	10, // 45: raftbus.v1.MessagingService.Receive:input_type -> raftbus.v1.ReceiveRequest
-	13, // 46: raftbus.v1.MessagingService.Complete:input_type -> raftbus.v1.CompleteRequest
-	15, // 47: raftbus.v1.MessagingService.Abandon:input_type -> raftbus.v1.AbandonRequest
-	17, // 48: raftbus.v1.MessagingService.DeadLetter:input_type -> raftbus.v1.DeadLetterRequest
-	19, // 49: raftbus.v1.MessagingService.Defer:input_type -> raftbus.v1.DeferRequest
-	21, // 50: raftbus.v1.MessagingService.Settle:input_type -> raftbus.v1.SettleRequest
-	25, // 51: raftbus.v1.MessagingService.RenewLock:input_type -> raftbus.v1.RenewLockRequest
-	27, // 52: raftbus.v1.MessagingService.ReceiveDeferred:input_type -> raftbus.v1.ReceiveDeferredRequest
-	29, // 53: raftbus.v1.MessagingService.Peek:input_type -> raftbus.v1.PeekRequest
-	31, // 54: raftbus.v1.MessagingService.AcceptSession:input_type -> raftbus.v1.AcceptSessionRequest
-	33, // 55: raftbus.v1.MessagingService.RenewSessionLock:input_type -> raftbus.v1.RenewSessionLockRequest
-	35, // 56: raftbus.v1.MessagingService.GetSessionState:input_type -> raftbus.v1.GetSessionStateRequest
-	37, // 57: raftbus.v1.MessagingService.SetSessionState:input_type -> raftbus.v1.SetSessionStateRequest
-	39, // 58: raftbus.v1.MessagingService.CloseSession:input_type -> raftbus.v1.CloseSessionRequest
-	4,  // 59: raftbus.v1.MessagingService.Send:output_type -> raftbus.v1.SendResponse
-	7,  // 60: raftbus.v1.MessagingService.Schedule:output_type -> raftbus.v1.ScheduleResponse
-	9,  // 61: raftbus.v1.MessagingService.CancelScheduled:output_type -> raftbus.v1.CancelScheduledResponse
-	11, // 62: raftbus.v1.MessagingService.Receive:output_type -> raftbus.v1.ReceiveResponse
-	14, // 63: raftbus.v1.MessagingService.Complete:output_type -> raftbus.v1.CompleteResponse
-	16, // 64: raftbus.v1.MessagingService.Abandon:output_type -> raftbus.v1.AbandonResponse
-	18, // 65: raftbus.v1.MessagingService.DeadLetter:output_type -> raftbus.v1.DeadLetterResponse
-	20, // 66: raftbus.v1.MessagingService.Defer:output_type -> raftbus.v1.DeferResponse
-	23, // 67: raftbus.v1.MessagingService.Settle:output_type -> raftbus.v1.SettleResponse
-	26, // 68: raftbus.v1.MessagingService.RenewLock:output_type -> raftbus.v1.RenewLockResponse
-	28, // 69: raftbus.v1.MessagingService.ReceiveDeferred:output_type -> raftbus.v1.ReceiveDeferredResponse
-	30, // 70: raftbus.v1.MessagingService.Peek:output_type -> raftbus.v1.PeekResponse
-	32, // 71: raftbus.v1.MessagingService.AcceptSession:output_type -> raftbus.v1.AcceptSessionResponse
-	34, // 72: raftbus.v1.MessagingService.RenewSessionLock:output_type -> raftbus.v1.RenewSessionLockResponse
-	36, // 73: raftbus.v1.MessagingService.GetSessionState:output_type -> raftbus.v1.GetSessionStateResponse
-	38, // 74: raftbus.v1.MessagingService.SetSessionState:output_type -> raftbus.v1.SetSessionStateResponse
-	40, // 75: raftbus.v1.MessagingService.CloseSession:output_type -> raftbus.v1.CloseSessionResponse
-	59, // [59:76] is the sub-list for method output_type
-	42, // [42:59] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	50, // 2: raftbus.v1.SendResult.enqueued_time:type_name -> google.protobuf.Timestamp
+	7,  // 3: raftbus.v1.SendEachRequest.messages:type_name -> raftbus.v1.PartitionedMessage
+	49, // 4: raftbus.v1.PartitionedMessage.message:type_name -> raftbus.v1.Message
+	9,  // 5: raftbus.v1.SendEachResponse.results:type_name -> raftbus.v1.SendEachResult
+	5,  // 6: raftbus.v1.SendEachResult.result:type_name -> raftbus.v1.SendResult
+	51, // 7: raftbus.v1.SendEachResult.error:type_name -> raftbus.v1.ErrorInfo
+	49, // 8: raftbus.v1.ScheduleRequest.messages:type_name -> raftbus.v1.Message
+	52, // 9: raftbus.v1.ReceiveRequest.sub_queue:type_name -> raftbus.v1.SubQueue
+	0,  // 10: raftbus.v1.ReceiveRequest.receive_mode:type_name -> raftbus.v1.ReceiveMode
+	53, // 11: raftbus.v1.ReceiveRequest.max_wait:type_name -> google.protobuf.Duration
+	2,  // 12: raftbus.v1.ReceiveRequest.session:type_name -> raftbus.v1.SessionLock
+	54, // 13: raftbus.v1.ReceiveResponse.messages:type_name -> raftbus.v1.ReceivedMessage
+	52, // 14: raftbus.v1.MessageLock.sub_queue:type_name -> raftbus.v1.SubQueue
+	16, // 15: raftbus.v1.CompleteRequest.lock:type_name -> raftbus.v1.MessageLock
+	16, // 16: raftbus.v1.AbandonRequest.lock:type_name -> raftbus.v1.MessageLock
+	45, // 17: raftbus.v1.AbandonRequest.properties_to_modify:type_name -> raftbus.v1.AbandonRequest.PropertiesToModifyEntry
+	16, // 18: raftbus.v1.DeadLetterRequest.lock:type_name -> raftbus.v1.MessageLock
+	46, // 19: raftbus.v1.DeadLetterRequest.properties_to_modify:type_name -> raftbus.v1.DeadLetterRequest.PropertiesToModifyEntry
+	16, // 20: raftbus.v1.DeferRequest.lock:type_name -> raftbus.v1.MessageLock
+	47, // 21: raftbus.v1.DeferRequest.properties_to_modify:type_name -> raftbus.v1.DeferRequest.PropertiesToModifyEntry
+	26, // 22: raftbus.v1.SettleRequest.settlements:type_name -> raftbus.v1.Settlement
+	16, // 23: raftbus.v1.Settlement.lock:type_name -> raftbus.v1.MessageLock
+	1,  // 24: raftbus.v1.Settlement.disposition:type_name -> raftbus.v1.Disposition
+	48, // 25: raftbus.v1.Settlement.properties_to_modify:type_name -> raftbus.v1.Settlement.PropertiesToModifyEntry
+	28, // 26: raftbus.v1.SettleResponse.results:type_name -> raftbus.v1.SettleResult
+	51, // 27: raftbus.v1.SettleResult.error:type_name -> raftbus.v1.ErrorInfo
+	16, // 28: raftbus.v1.RenewLockRequest.lock:type_name -> raftbus.v1.MessageLock
+	50, // 29: raftbus.v1.RenewLockResponse.locked_until:type_name -> google.protobuf.Timestamp
+	52, // 30: raftbus.v1.ReceiveDeferredRequest.sub_queue:type_name -> raftbus.v1.SubQueue
+	0,  // 31: raftbus.v1.ReceiveDeferredRequest.receive_mode:type_name -> raftbus.v1.ReceiveMode
+	2,  // 32: raftbus.v1.ReceiveDeferredRequest.session:type_name -> raftbus.v1.SessionLock
+	54, // 33: raftbus.v1.ReceiveDeferredResponse.messages:type_name -> raftbus.v1.ReceivedMessage
+	52, // 34: raftbus.v1.PeekRequest.sub_queue:type_name -> raftbus.v1.SubQueue
+	54, // 35: raftbus.v1.PeekResponse.messages:type_name -> raftbus.v1.ReceivedMessage
+	53, // 36: raftbus.v1.AcceptSessionRequest.max_wait:type_name -> google.protobuf.Duration
+	50, // 37: raftbus.v1.AcceptSessionResponse.locked_until:type_name -> google.protobuf.Timestamp
+	2,  // 38: raftbus.v1.RenewSessionLockRequest.session:type_name -> raftbus.v1.SessionLock
+	50, // 39: raftbus.v1.RenewSessionLockResponse.locked_until:type_name -> google.protobuf.Timestamp
+	2,  // 40: raftbus.v1.GetSessionStateRequest.session:type_name -> raftbus.v1.SessionLock
+	2,  // 41: raftbus.v1.SetSessionStateRequest.session:type_name -> raftbus.v1.SessionLock
+	2,  // 42: raftbus.v1.CloseSessionRequest.session:type_name -> raftbus.v1.SessionLock
+	55, // 43: raftbus.v1.AbandonRequest.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
+	55, // 44: raftbus.v1.DeadLetterRequest.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
+	55, // 45: raftbus.v1.DeferRequest.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
+	55, // 46: raftbus.v1.Settlement.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
+	3,  // 47: raftbus.v1.MessagingService.Send:input_type -> raftbus.v1.SendRequest
+	6,  // 48: raftbus.v1.MessagingService.SendEach:input_type -> raftbus.v1.SendEachRequest
+	10, // 49: raftbus.v1.MessagingService.Schedule:input_type -> raftbus.v1.ScheduleRequest
+	12, // 50: raftbus.v1.MessagingService.CancelScheduled:input_type -> raftbus.v1.CancelScheduledRequest
+	14, // 51: raftbus.v1.MessagingService.Receive:input_type -> raftbus.v1.ReceiveRequest
+	17, // 52: raftbus.v1.MessagingService.Complete:input_type -> raftbus.v1.CompleteRequest
+	19, // 53: raftbus.v1.MessagingService.Abandon:input_type -> raftbus.v1.AbandonRequest
+	21, // 54: raftbus.v1.MessagingService.DeadLetter:input_type -> raftbus.v1.DeadLetterRequest
+	23, // 55: raftbus.v1.MessagingService.Defer:input_type -> raftbus.v1.DeferRequest
+	25, // 56: raftbus.v1.MessagingService.Settle:input_type -> raftbus.v1.SettleRequest
+	29, // 57: raftbus.v1.MessagingService.RenewLock:input_type -> raftbus.v1.RenewLockRequest
+	31, // 58: raftbus.v1.MessagingService.ReceiveDeferred:input_type -> raftbus.v1.ReceiveDeferredRequest
+	33, // 59: raftbus.v1.MessagingService.Peek:input_type -> raftbus.v1.PeekRequest
+	35, // 60: raftbus.v1.MessagingService.AcceptSession:input_type -> raftbus.v1.AcceptSessionRequest
+	37, // 61: raftbus.v1.MessagingService.RenewSessionLock:input_type -> raftbus.v1.RenewSessionLockRequest
+	39, // 62: raftbus.v1.MessagingService.GetSessionState:input_type -> raftbus.v1.GetSessionStateRequest
+	41, // 63: raftbus.v1.MessagingService.SetSessionState:input_type -> raftbus.v1.SetSessionStateRequest
+	43, // 64: raftbus.v1.MessagingService.CloseSession:input_type -> raftbus.v1.CloseSessionRequest
+	4,  // 65: raftbus.v1.MessagingService.Send:output_type -> raftbus.v1.SendResponse
+	8,  // 66: raftbus.v1.MessagingService.SendEach:output_type -> raftbus.v1.SendEachResponse
+	11, // 67: raftbus.v1.MessagingService.Schedule:output_type -> raftbus.v1.ScheduleResponse
+	13, // 68: raftbus.v1.MessagingService.CancelScheduled:output_type -> raftbus.v1.CancelScheduledResponse
+	15, // 69: raftbus.v1.MessagingService.Receive:output_type -> raftbus.v1.ReceiveResponse
+	18, // 70: raftbus.v1.MessagingService.Complete:output_type -> raftbus.v1.CompleteResponse
+	20, // 71: raftbus.v1.MessagingService.Abandon:output_type -> raftbus.v1.AbandonResponse
+	22, // 72: raftbus.v1.MessagingService.DeadLetter:output_type -> raftbus.v1.DeadLetterResponse
+	24, // 73: raftbus.v1.MessagingService.Defer:output_type -> raftbus.v1.DeferResponse
+	27, // 74: raftbus.v1.MessagingService.Settle:output_type -> raftbus.v1.SettleResponse
+	30, // 75: raftbus.v1.MessagingService.RenewLock:output_type -> raftbus.v1.RenewLockResponse
+	32, // 76: raftbus.v1.MessagingService.ReceiveDeferred:output_type -> raftbus.v1.ReceiveDeferredResponse
+	34, // 77: raftbus.v1.MessagingService.Peek:output_type -> raftbus.v1.PeekResponse
+	36, // 78: raftbus.v1.MessagingService.AcceptSession:output_type -> raftbus.v1.AcceptSessionResponse
+	38, // 79: raftbus.v1.MessagingService.RenewSessionLock:output_type -> raftbus.v1.RenewSessionLockResponse
+	40, // 80: raftbus.v1.MessagingService.GetSessionState:output_type -> raftbus.v1.GetSessionStateResponse
+	42, // 81: raftbus.v1.MessagingService.SetSessionState:output_type -> raftbus.v1.SetSessionStateResponse
+	44, // 82: raftbus.v1.MessagingService.CloseSession:output_type -> raftbus.v1.CloseSessionResponse
+	65, // [65:83] is the sub-list for method output_type
+	47, // [47:65] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_v1_messaging_proto_init() }
@@ -2620,17 +2852,17 @@ func file_raftbus_v1_messaging_proto_init() {
 	file_raftbus_v1_errors_proto_init()
 	file_raftbus_v1_message_proto_init()
 	file_raftbus_v1_messaging_proto_msgTypes[1].OneofWrappers = []any{}
-	file_raftbus_v1_messaging_proto_msgTypes[4].OneofWrappers = []any{}
 	file_raftbus_v1_messaging_proto_msgTypes[8].OneofWrappers = []any{}
-	file_raftbus_v1_messaging_proto_msgTypes[27].OneofWrappers = []any{}
-	file_raftbus_v1_messaging_proto_msgTypes[29].OneofWrappers = []any{}
+	file_raftbus_v1_messaging_proto_msgTypes[12].OneofWrappers = []any{}
+	file_raftbus_v1_messaging_proto_msgTypes[31].OneofWrappers = []any{}
+	file_raftbus_v1_messaging_proto_msgTypes[33].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftbus_v1_messaging_proto_rawDesc), len(file_raftbus_v1_messaging_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   43,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	MessagingService_Send_FullMethodName             = "/raftbus.v1.MessagingService/Send"
+	MessagingService_SendEach_FullMethodName         = "/raftbus.v1.MessagingService/SendEach"
 	MessagingService_Schedule_FullMethodName         = "/raftbus.v1.MessagingService/Schedule"
 	MessagingService_CancelScheduled_FullMethodName  = "/raftbus.v1.MessagingService/CancelScheduled"
 	MessagingService_Receive_FullMethodName          = "/raftbus.v1.MessagingService/Receive"
@@ -72,6 +73,16 @@ type MessagingServiceClient interface {
 	// a session entity, SessionId and PartitionKey differ, messages of one
 	// batch for different partitions).
 	Send(ctx context.Context, in *SendRequest, opts ...grpc.CallOption) (*SendResponse, error)
+	// SendEach sends messages that each succeed or fail on their own, into
+	// the partitions they name (messages of several partitions may travel
+	// together): what a client does with sends made concurrently. The
+	// messages of one partition are proposed together and share log
+	// entries. Each gets its own result, in request order: its SendResult,
+	// or the failure Send would have returned for it alone (for a message
+	// whose partition this node does not lead, NOT_LEADER when forwarding is
+	// refused). The call itself fails only when none could be attempted
+	// (malformed request, unknown entity, more than 1000 messages).
+	SendEach(ctx context.Context, in *SendEachRequest, opts ...grpc.CallOption) (*SendEachResponse, error)
 	// Schedule enqueues messages to appear at their ScheduledEnqueueTime and
 	// returns their sequence numbers, which CancelScheduled takes. A time in
 	// the past makes the message visible at once. Fails like Send.
@@ -169,6 +180,16 @@ func (c *messagingServiceClient) Send(ctx context.Context, in *SendRequest, opts
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SendResponse)
 	err := c.cc.Invoke(ctx, MessagingService_Send_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *messagingServiceClient) SendEach(ctx context.Context, in *SendEachRequest, opts ...grpc.CallOption) (*SendEachResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SendEachResponse)
+	err := c.cc.Invoke(ctx, MessagingService_SendEach_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -369,6 +390,16 @@ type MessagingServiceServer interface {
 	// a session entity, SessionId and PartitionKey differ, messages of one
 	// batch for different partitions).
 	Send(context.Context, *SendRequest) (*SendResponse, error)
+	// SendEach sends messages that each succeed or fail on their own, into
+	// the partitions they name (messages of several partitions may travel
+	// together): what a client does with sends made concurrently. The
+	// messages of one partition are proposed together and share log
+	// entries. Each gets its own result, in request order: its SendResult,
+	// or the failure Send would have returned for it alone (for a message
+	// whose partition this node does not lead, NOT_LEADER when forwarding is
+	// refused). The call itself fails only when none could be attempted
+	// (malformed request, unknown entity, more than 1000 messages).
+	SendEach(context.Context, *SendEachRequest) (*SendEachResponse, error)
 	// Schedule enqueues messages to appear at their ScheduledEnqueueTime and
 	// returns their sequence numbers, which CancelScheduled takes. A time in
 	// the past makes the message visible at once. Fails like Send.
@@ -465,6 +496,9 @@ type UnimplementedMessagingServiceServer struct{}
 func (UnimplementedMessagingServiceServer) Send(context.Context, *SendRequest) (*SendResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Send not implemented")
 }
+func (UnimplementedMessagingServiceServer) SendEach(context.Context, *SendEachRequest) (*SendEachResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SendEach not implemented")
+}
 func (UnimplementedMessagingServiceServer) Schedule(context.Context, *ScheduleRequest) (*ScheduleResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Schedule not implemented")
 }
@@ -548,6 +582,24 @@ func _MessagingService_Send_Handler(srv interface{}, ctx context.Context, dec fu
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(MessagingServiceServer).Send(ctx, req.(*SendRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MessagingService_SendEach_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SendEachRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MessagingServiceServer).SendEach(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MessagingService_SendEach_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MessagingServiceServer).SendEach(ctx, req.(*SendEachRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -850,6 +902,10 @@ var MessagingService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Send",
 			Handler:    _MessagingService_Send_Handler,
+		},
+		{
+			MethodName: "SendEach",
+			Handler:    _MessagingService_SendEach_Handler,
 		},
 		{
 			MethodName: "Schedule",

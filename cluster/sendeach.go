@@ -1,0 +1,101 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+
+	"google.golang.org/grpc"
+
+	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+)
+
+// SendEach sends messages that succeed or fail one by one. The messages
+// of a partition go to its leader together (one forwarded request when it
+// is elsewhere), each as a Send command of its own, all proposed at once:
+// they share log entries, and one refused (too large, over the quota)
+// takes no other down with it.
+func (s *messagingService) SendEach(ctx context.Context, req *raftbusv1.SendEachRequest) (*raftbusv1.SendEachResponse, error) {
+	all := req.GetMessages()
+	if n := len(all); n == 0 || n > maxBatch {
+		return nil, invalid("a send carries 1 to %d messages, not %d", maxBatch, n)
+	}
+	e, err := s.n.sendable(ctx, req.GetEntityPath())
+	if err != nil {
+		return nil, err
+	}
+	results := make([]*raftbusv1.SendEachResult, len(all))
+	failed := func(i int, err error) { results[i] = &raftbusv1.SendEachResult{Error: apiErrorInfo(err)} }
+
+	// The messages of each partition, in request order.
+	type batch struct {
+		id    uint32
+		items []int
+		msgs  []*raftbusv1.Message
+	}
+	var order []*batch
+	batches := map[uint32]*batch{}
+	for i, pm := range all {
+		m := pm.GetMessage()
+		if m == nil {
+			failed(i, invalid("message %d is empty", i))
+			continue
+		}
+		requested := pm.GetPartitionId()
+		id, err := s.n.sendPartition(e, []*raftbusv1.Message{m}, &requested)
+		if err != nil {
+			failed(i, err)
+			continue
+		}
+		b := batches[id]
+		if b == nil {
+			b = &batch{id: id}
+			batches[id] = b
+			order = append(order, b)
+		}
+		b.items = append(b.items, i)
+		b.msgs = append(b.msgs, m)
+	}
+
+	var wg sync.WaitGroup
+	for _, b := range order {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := route(ctx, s.n, e, b.id, sendRepeat(e, b.msgs), func(r *replica) ([]*raftbusv1.SendEachResult, error) {
+				cmds := make([]*enginev1.Command, len(b.msgs))
+				for k, m := range b.msgs {
+					cmds[k] = &enginev1.Command{Body: &enginev1.Command_Send{Send: &enginev1.Send{EntityPath: e.GetName(), Messages: []*raftbusv1.Message{m}}}}
+				}
+				out := make([]*raftbusv1.SendEachResult, len(cmds))
+				for k, a := range r.p.ApplyAll(ctx, cmds) {
+					if a.Err != nil {
+						out[k] = &raftbusv1.SendEachResult{Error: apiErrorInfo(a.Err)}
+						continue
+					}
+					out[k] = &raftbusv1.SendEachResult{Result: a.Result.GetSend().GetMessages()[0]}
+				}
+				return out, nil
+			}, func(ctx context.Context, conn grpc.ClientConnInterface) ([]*raftbusv1.SendEachResult, error) {
+				fwd := &raftbusv1.SendEachRequest{EntityPath: e.GetName(), Messages: make([]*raftbusv1.PartitionedMessage, len(b.items))}
+				for k := range b.items {
+					fwd.Messages[k] = &raftbusv1.PartitionedMessage{Message: b.msgs[k], PartitionId: b.id}
+				}
+				resp, err := raftbusv1.NewMessagingServiceClient(conn).SendEach(ctx, fwd)
+				if err == nil && len(resp.GetResults()) != len(b.items) {
+					err = errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN, "the leader answered %d results for %d messages", len(resp.GetResults()), len(b.items))
+				}
+				return resp.GetResults(), err
+			})
+			for k, i := range b.items {
+				if err != nil {
+					failed(i, err)
+				} else {
+					results[i] = out[k]
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return &raftbusv1.SendEachResponse{Results: results}, nil
+}
