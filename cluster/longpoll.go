@@ -7,25 +7,25 @@ import (
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
-// firstAcross asks the partitions of an entity, in order (see
-// Node.pollOrder), for something (messages, a session) until one has it or
-// wait ends: one pass without waiting, then waits of up to pollSlice on
-// each in turn. ask reports what it found and whether it found anything.
+// firstAcross asks the partitions of an entity in order (see
+// Node.pollOrder), or sources that stand for several (see Node.sources),
+// for something (messages, a session) until one has it or wait ends: one
+// pass without waiting, then waits of up to pollSlice on each in turn. ask reports what it found and whether it found anything.
 //
 // A partition that fails (no leader, unreachable) does not keep the others
 // from serving: its failure is the answer only when no partition answered
 // in a pass. A failure whose outcome is unknown ends the search at once:
 // that partition may have handed something out, and the caller must learn
 // it may have (a receive is then replayed by its receive id).
-func firstAcross[T any](order []uint32, wait time.Duration,
-	ask func(id uint32, wait time.Duration) (T, bool, error),
+func firstAcross[S, T any](order []S, wait time.Duration,
+	ask func(s S, wait time.Duration) (T, bool, error),
 ) (T, error) {
 	var zero T
 	deadline := time.Now().Add(wait)
 	for pass := 0; ; pass++ {
 		var failed error
 		answered := false
-		for _, id := range order {
+		for _, s := range order {
 			var slice time.Duration
 			switch {
 			case len(order) == 1:
@@ -33,7 +33,7 @@ func firstAcross[T any](order []uint32, wait time.Duration,
 			case pass > 0:
 				slice = min(time.Until(deadline), pollSlice)
 			}
-			got, ok, err := ask(id, max(slice, 0))
+			got, ok, err := ask(s, max(slice, 0))
 			switch {
 			case err == nil && ok:
 				return got, nil

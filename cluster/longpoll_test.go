@@ -1,12 +1,18 @@
 package cluster
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/raftbus/raftbus/internal/await"
 
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -104,5 +110,56 @@ func TestPollOrderAsksThePartitionsThisNodeLeadsFirst(t *testing.T) {
 				t.Fatalf("node %d: order %v is not every partition once", i, order)
 			}
 		}
+	}
+}
+
+// A receive across partitions waits by node: this node's partitions are
+// one source, each other leader another, and a node asked by another
+// (forwarding refused) serves only the partitions it leads.
+func TestReceiveAcrossLooksByNode(t *testing.T) {
+	c := newTestCluster(t, 3)
+	const parts = 6
+	createQueue(t, c.client(0), &raftbusv1.QueueProperties{Name: "spread", PartitionCount: proto.Uint32(parts)})
+	for id := range uint32(parts) {
+		c.leaderOf("spread", id)
+	}
+	nd := c.nodes[0]
+	e := nd.meta.fsm.Entity("spread")
+	await.Until(t, 10*time.Second, "a source per node", func() bool {
+		srcs := nd.sources(e)
+		addrs := map[string]bool{}
+		for k, s := range srcs {
+			switch {
+			case s.local && k != 0, s.addr == nd.addr, !s.local && s.addr == "", addrs[s.addr]:
+				return false
+			}
+			addrs[s.addr] = true
+		}
+		return len(srcs) <= 3
+	})
+
+	// A message in a partition led by another node than the one asked.
+	var p uint32
+	var key string
+	asked := 0
+	for i := 0; key == ""; i++ {
+		k := fmt.Sprintf("k%d", i)
+		if id := raftbusv1.PartitionForKey(k, parts); c.leaderOf("spread", id) != asked {
+			p, key = id, k
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.client(0).msg.Send(ctx, &raftbusv1.SendRequest{EntityPath: "spread", Messages: []*raftbusv1.Message{{MessageId: "m", PartitionKey: key}}}); err != nil {
+		t.Fatal(err)
+	}
+	own, err := c.client(asked).msg.Receive(metadata.AppendToOutgoingContext(ctx, raftbusv1.ForwardMetadataKey, raftbusv1.NeverForward),
+		&raftbusv1.ReceiveRequest{EntityPath: "spread", MaxMessages: 10, MaxWait: durationpb.New(0)})
+	if len(own.GetMessages()) != 0 || (err != nil && reasonOf(err) != raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER) {
+		t.Fatalf("node %d, asked not to forward, answered %v, %v; the message is in partition %d, led by node %d", asked, own.GetMessages(), err, p, c.leaderOf("spread", p))
+	}
+	got, err := c.client(asked).msg.Receive(ctx, &raftbusv1.ReceiveRequest{EntityPath: "spread", MaxMessages: 10, MaxWait: durationpb.New(10 * time.Second)})
+	if err != nil || len(got.GetMessages()) != 1 || got.GetMessages()[0].GetMessage().GetMessageId() != "m" || got.GetMessages()[0].GetPartitionId() != p {
+		t.Fatalf("receive across partitions at node %d: %v, %v; want m from partition %d", asked, got.GetMessages(), err, p)
 	}
 }

@@ -23,7 +23,8 @@ const (
 	// maxReceiveID bounds a receive id (the engine's limit).
 	maxReceiveID = 64
 	// pollSlice is how long a receive across partitions waits on one
-	// partition before it looks at the next.
+	// source (this node's partitions, another node's, a partition whose
+	// leader is unknown) before it looks at the next.
 	pollSlice = 50 * time.Millisecond
 	// maxReceiveBytes bounds the messages one partition hands out for a
 	// receive, a deferred receive or a peek, as the engine counts them (an
@@ -229,10 +230,7 @@ func (s *messagingService) Receive(ctx context.Context, req *raftbusv1.ReceiveRe
 		msgs, err := s.n.receiveFrom(ctx, e, req.GetPartitionId(), lock, wait)
 		return &raftbusv1.ReceiveResponse{Messages: msgs}, err
 	}
-	msgs, err := firstAcross(s.n.pollOrder(e), wait, func(id uint32, wait time.Duration) ([]*raftbusv1.ReceivedMessage, bool, error) {
-		msgs, err := s.n.receiveFrom(ctx, e, id, lock, wait)
-		return msgs, len(msgs) > 0, err
-	})
+	msgs, err := s.n.receiveAcross(ctx, e, lock, wait)
 	return &raftbusv1.ReceiveResponse{Messages: msgs}, err
 }
 

@@ -11,6 +11,11 @@ import (
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
+// Changes returns a channel closed after the next batch of commands is
+// applied: what a receive waiting on several partitions at once selects on
+// (take it before looking, so that no change in between goes unseen).
+func (p *Partition) Changes() <-chan struct{} { return p.fsm.changes() }
+
 // Receive applies a Lock command, waiting up to maxWait for a message to
 // become available when there is none. It proposes only when the leader's
 // state shows a message available, so idle receivers cost no log entries,
