@@ -14,6 +14,7 @@ import (
 
 	"github.com/raftbus/raftbus/internal/await"
 
+	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
@@ -113,9 +114,10 @@ func TestPollOrderAsksThePartitionsThisNodeLeadsFirst(t *testing.T) {
 	}
 }
 
-// A receive across partitions waits by node: this node's partitions are
-// one source, each other leader another, and a node asked by another
-// (forwarding refused) serves only the partitions it leads.
+// A receive across partitions looks by node: this node's partitions are
+// one source, each other leader another; a node asked by another
+// (forwarding refused) serves only the partitions it leads; and awaiting
+// messages at a leader sees them without taking them.
 func TestReceiveAcrossLooksByNode(t *testing.T) {
 	c := newTestCluster(t, 3)
 	const parts = 6
@@ -150,8 +152,17 @@ func TestReceiveAcrossLooksByNode(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	leader := c.nodes[c.leaderOf("spread", p)]
+	if ok, err := leader.awaitLocal(ctx, leader.meta.fsm.Entity("spread"), "spread", raftbusv1.SubQueue_SUB_QUEUE_UNSPECIFIED, 0); ok || err != nil {
+		t.Fatalf("the leader of partition %d awaits messages in an empty queue: %v, %v", p, ok, err)
+	}
 	if _, err := c.client(0).msg.Send(ctx, &raftbusv1.SendRequest{EntityPath: "spread", Messages: []*raftbusv1.Message{{MessageId: "m", PartitionKey: key}}}); err != nil {
 		t.Fatal(err)
+	}
+	// Awaiting at the leader, from the node asked, sees the message and
+	// takes nothing (the receive below gets it).
+	if ok, err := c.nodes[asked].awaitAt(ctx, leader.addr, &enginev1.Lock{EntityPath: "spread"}, 10*time.Second); !ok || err != nil {
+		t.Fatalf("awaiting messages at the leader of partition %d: %v, %v", p, ok, err)
 	}
 	own, err := c.client(asked).msg.Receive(metadata.AppendToOutgoingContext(ctx, raftbusv1.ForwardMetadataKey, raftbusv1.NeverForward),
 		&raftbusv1.ReceiveRequest{EntityPath: "spread", MaxMessages: 10, MaxWait: durationpb.New(0)})

@@ -114,3 +114,19 @@ func roleOf(s raft.RaftState) raftbusv1.ReplicaRole {
 	}
 	return raftbusv1.ReplicaRole_REPLICA_ROLE_UNKNOWN
 }
+
+func (s *nodeService) AwaitMessages(ctx context.Context, req *clusterv1.AwaitMessagesRequest) (*clusterv1.AwaitMessagesResponse, error) {
+	t, err := s.n.resolve(ctx, req.GetEntityPath())
+	if err != nil {
+		return nil, err
+	}
+	wait, err := waitTime(req.GetMaxWait())
+	if err != nil {
+		return nil, err
+	}
+	ok, err := s.n.awaitLocal(ctx, t.entity, t.path, req.GetSubQueue(), wait)
+	if err != nil {
+		return nil, err
+	}
+	return &clusterv1.AwaitMessagesResponse{Available: ok}, nil
+}

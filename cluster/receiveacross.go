@@ -15,16 +15,18 @@ import (
 )
 
 // A receive across the partitions of an entity looks by node, not by
-// partition: at the partitions this node leads all at once, then at each
-// other node that leads some, which looks at its own all at once; first
-// without waiting, then waiting up to pollSlice at each in turn. Asking
-// partition by partition (one forwarded call each, then 50 ms of waiting
-// each) had left a message sent to an idle 16-partition queue waiting up
-// to most of a second.
+// partition: at the partitions this node leads, then at each other node
+// that leads some, which looks at its own (forwarding refused). When none
+// has anything it waits on every leader at once, taking nothing
+// (AwaitMessages: each node waits on all its partitions at once), and
+// looks again as soon as one has a message. Asking partition by
+// partition, 50 ms each in turn, had left a message sent to an idle
+// 16-partition queue waiting up to most of a second.
 //
 // It stays a receive of one partition: whatever the source, the first
 // partition that hands out messages ends the search, so a receive id has
-// messages in at most one partition (see Node.replay).
+// messages in at most one partition (see Node.replay). Only the waiting
+// is done everywhere at once, and waiting takes nothing.
 
 // receiveAcross receives from whichever partition of e has messages first,
 // waiting up to wait. A node asked by another (forwarding refused) looks
@@ -36,7 +38,7 @@ func (n *Node) receiveAcross(ctx context.Context, e *clusterv1.Entity, lock *eng
 	if len(e.GetPartitions()) == 1 {
 		return n.receiveFrom(ctx, e, 0, lock, wait)
 	}
-	return firstAcross(n.sources(e), wait, func(s source, wait time.Duration) ([]*raftbusv1.ReceivedMessage, bool, error) {
+	look := func(s source, wait time.Duration) ([]*raftbusv1.ReceivedMessage, bool, error) {
 		var msgs []*raftbusv1.ReceivedMessage
 		var err error
 		switch {
@@ -48,7 +50,20 @@ func (n *Node) receiveAcross(ctx context.Context, e *clusterv1.Entity, lock *eng
 			msgs, err = n.receiveFrom(ctx, e, s.id, lock, wait)
 		}
 		return msgs, len(msgs) > 0, err
-	})
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		srcs := n.sources(e)
+		msgs, err := firstAcross(srcs, 0, look)
+		if err != nil || len(msgs) > 0 || !time.Now().Before(deadline) {
+			return msgs, err
+		}
+		if !n.awaitAny(ctx, e, lock, srcs, time.Until(deadline)) {
+			// Nothing could be waited on (every leader failed to answer):
+			// wait at each in turn, which reports why none serves.
+			return firstAcross(srcs, time.Until(deadline), look)
+		}
+	}
 }
 
 // source is where a receive across partitions looks: the partitions this
@@ -93,9 +108,74 @@ func (n *Node) sources(e *clusterv1.Entity) []source {
 	return append(append(out, remote...), other...)
 }
 
+// awaitAny waits up to wait until one of srcs has a message for lock, at
+// all of them at once, and reports false when none could be waited on.
+// A partition reached on its own (no replica here) cannot be waited on:
+// then the wait is cut to pollSlice, so that it is looked at again soon.
+func (n *Node) awaitAny(ctx context.Context, e *clusterv1.Entity, lock *enginev1.Lock, srcs []source, wait time.Duration) bool {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // the other waits end: they took nothing
+	done := make(chan error, len(srcs))
+	waiting := 0
+	for _, s := range srcs {
+		switch {
+		case s.local:
+			go func() {
+				_, err := n.awaitLocal(ctx, e, lock.GetEntityPath(), lock.GetSubQueue(), wait)
+				done <- err
+			}()
+		case s.addr != "":
+			go func() {
+				_, err := n.awaitAt(ctx, s.addr, lock, wait)
+				done <- err
+			}()
+		default:
+			wait = min(wait, pollSlice)
+			continue
+		}
+		waiting++
+	}
+	if waiting == 0 {
+		return false
+	}
+	for range waiting {
+		if err := <-done; err == nil {
+			return true // a message is there, or the wait passed
+		}
+	}
+	return false
+}
+
+// awaitLocal waits up to wait until a partition of e this node leads has a
+// message for the sub-queue of path, taking nothing.
+func (n *Node) awaitLocal(ctx context.Context, e *clusterv1.Entity, path string, sub raftbusv1.SubQueue, wait time.Duration) (bool, error) {
+	available := false
+	err := n.onLocalPartitions(ctx, e, wait, func(r *replica) (bool, error) {
+		available = r.p.Available(path, sub)
+		return available, nil
+	})
+	return available, err
+}
+
 // receiveLocal receives from whichever partition of e this node leads has
 // messages first, waiting up to wait on all of them at once.
 func (n *Node) receiveLocal(ctx context.Context, e *clusterv1.Entity, lock *enginev1.Lock, wait time.Duration) ([]*raftbusv1.ReceivedMessage, error) {
+	var msgs []*raftbusv1.ReceivedMessage
+	err := n.onLocalPartitions(ctx, e, wait, func(r *replica) (bool, error) {
+		var err error
+		msgs, err = r.p.Receive(ctx, lock, 0)
+		return len(msgs) > 0, err
+	})
+	return msgs, err
+}
+
+// onLocalPartitions asks each partition of e this node leads, in turn,
+// until one is done; when none is, it waits until any of them applies a
+// batch and asks again, until wait passes (nil). A partition that fails
+// does not keep the others from being asked: its failure is the answer
+// only when none answered. A failure whose outcome is unknown ends it at
+// once (the partition may have handed something out).
+func (n *Node) onLocalPartitions(ctx context.Context, e *clusterv1.Entity, wait time.Duration, ask func(r *replica) (bool, error)) error {
 	deadline := time.Now().Add(wait)
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -112,40 +192,40 @@ func (n *Node) receiveLocal(ctx context.Context, e *clusterv1.Entity, lock *engi
 			if r == nil || !r.p.IsLeader() {
 				continue
 			}
-			// Taken before looking, so that a change while looking wakes
-			// the wait below.
+			// Taken before asking, so that a change meanwhile wakes the
+			// wait below.
 			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(r.p.Changes())})
 			if !r.ready() {
 				failed = busy("partition %s is starting; try again", groupName(e, id))
 				continue
 			}
-			msgs, err := r.p.Receive(ctx, lock, 0)
+			ok, err := ask(r)
 			switch {
-			case err == nil && len(msgs) > 0:
-				return msgs, nil
+			case err == nil && ok:
+				return nil
 			case err == nil:
 				answered = true
 			case asAPIError(err).reason == raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN:
-				return nil, asAPIError(err)
+				return asAPIError(err)
 			default:
 				failed = asAPIError(err)
 			}
 		}
 		switch {
 		case !answered && failed != nil:
-			return nil, failed
+			return failed
 		case !answered:
-			return nil, errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER, "this node leads no partition of %q", e.GetName())
+			return errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER, "this node leads no partition of %q", e.GetName())
 		case !time.Now().Before(deadline):
-			return nil, nil
+			return nil
 		}
 		switch chosen, _, _ := reflect.Select(cases); chosen {
 		case 0:
-			return nil, nil
+			return nil
 		case 1:
-			return nil, ctx.Err()
+			return ctx.Err()
 		case 2:
-			return nil, busy("node is shutting down; try another")
+			return busy("node is shutting down; try another")
 		}
 	}
 }
@@ -158,8 +238,7 @@ func (n *Node) receiveAt(ctx context.Context, addr string, lock *enginev1.Lock, 
 		return nil, asAPIError(err)
 	}
 	conn := rpcreach.Wrap(cc)
-	fctx := metadata.AppendToOutgoingContext(ctx, raftbusv1.ForwardMetadataKey, raftbusv1.NeverForward)
-	resp, err := raftbusv1.NewMessagingServiceClient(conn).Receive(fctx, &raftbusv1.ReceiveRequest{
+	resp, err := raftbusv1.NewMessagingServiceClient(conn).Receive(noForward(ctx), &raftbusv1.ReceiveRequest{
 		EntityPath:  lock.GetEntityPath(),
 		SubQueue:    lock.GetSubQueue(),
 		ReceiveMode: lock.GetReceiveMode(),
@@ -171,4 +250,24 @@ func (n *Node) receiveAt(ctx context.Context, addr string, lock *enginev1.Lock, 
 		return nil, asAPIError(forwardError(err, addr, conn.MaybeSent()))
 	}
 	return resp.GetMessages(), nil
+}
+
+// awaitAt asks the node at addr to wait up to wait until a partition of
+// the lock's entity it leads has a message (AwaitMessages).
+func (n *Node) awaitAt(ctx context.Context, addr string, lock *enginev1.Lock, wait time.Duration) (bool, error) {
+	cc, err := n.peers.get(addr)
+	if err != nil {
+		return false, err
+	}
+	resp, err := clusterv1.NewNodeServiceClient(cc).AwaitMessages(noForward(ctx), &clusterv1.AwaitMessagesRequest{
+		EntityPath: lock.GetEntityPath(),
+		SubQueue:   lock.GetSubQueue(),
+		MaxWait:    durationpb.New(wait),
+	})
+	return resp.GetAvailable(), err
+}
+
+// noForward marks a call to another node as one it must serve itself.
+func noForward(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, raftbusv1.ForwardMetadataKey, raftbusv1.NeverForward)
 }

@@ -16,6 +16,17 @@ import (
 // (take it before looking, so that no change in between goes unseen).
 func (p *Partition) Changes() <-chan struct{} { return p.fsm.changes() }
 
+// Available reports whether this leader's applied state shows a message
+// that a receive from the sub-queue of path would get now.
+func (p *Partition) Available(path string, sub raftbusv1.SubQueue) bool {
+	if p.raft.State() != raft.Leader {
+		return false
+	}
+	var ok bool
+	p.fsm.read(func(e *engine.Engine) { ok = e.HasAvailable(path, sub) })
+	return ok
+}
+
 // Receive applies a Lock command, waiting up to maxWait for a message to
 // become available when there is none. It proposes only when the leader's
 // state shows a message available, so idle receivers cost no log entries,

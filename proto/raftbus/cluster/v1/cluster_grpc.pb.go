@@ -25,6 +25,7 @@ const (
 	NodeService_Ping_FullMethodName             = "/raftbus.cluster.v1.NodeService/Ping"
 	NodeService_DemoteReplica_FullMethodName    = "/raftbus.cluster.v1.NodeService/DemoteReplica"
 	NodeService_NodeStatus_FullMethodName       = "/raftbus.cluster.v1.NodeService/NodeStatus"
+	NodeService_AwaitMessages_FullMethodName    = "/raftbus.cluster.v1.NodeService/AwaitMessages"
 )
 
 // NodeServiceClient is the client API for NodeService service.
@@ -57,6 +58,12 @@ type NodeServiceClient interface {
 	DemoteReplica(ctx context.Context, in *DemoteReplicaRequest, opts ...grpc.CallOption) (*DemoteReplicaResponse, error)
 	// NodeStatus reports the answering node's own state.
 	NodeStatus(ctx context.Context, in *NodeStatusRequest, opts ...grpc.CallOption) (*NodeStatusResponse, error)
+	// AwaitMessages waits until a partition of the entity that the answering
+	// node leads has a message to hand out from the sub-queue, or max_wait
+	// passes, and takes nothing: a node serving a receive across partitions
+	// waits on every leader at once this way, then receives where a message
+	// is. Answers NOT_LEADER when the node leads no partition of it.
+	AwaitMessages(ctx context.Context, in *AwaitMessagesRequest, opts ...grpc.CallOption) (*AwaitMessagesResponse, error)
 }
 
 type nodeServiceClient struct {
@@ -127,6 +134,16 @@ func (c *nodeServiceClient) NodeStatus(ctx context.Context, in *NodeStatusReques
 	return out, nil
 }
 
+func (c *nodeServiceClient) AwaitMessages(ctx context.Context, in *AwaitMessagesRequest, opts ...grpc.CallOption) (*AwaitMessagesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AwaitMessagesResponse)
+	err := c.cc.Invoke(ctx, NodeService_AwaitMessages_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServiceServer is the server API for NodeService service.
 // All implementations must embed UnimplementedNodeServiceServer
 // for forward compatibility.
@@ -157,6 +174,12 @@ type NodeServiceServer interface {
 	DemoteReplica(context.Context, *DemoteReplicaRequest) (*DemoteReplicaResponse, error)
 	// NodeStatus reports the answering node's own state.
 	NodeStatus(context.Context, *NodeStatusRequest) (*NodeStatusResponse, error)
+	// AwaitMessages waits until a partition of the entity that the answering
+	// node leads has a message to hand out from the sub-queue, or max_wait
+	// passes, and takes nothing: a node serving a receive across partitions
+	// waits on every leader at once this way, then receives where a message
+	// is. Answers NOT_LEADER when the node leads no partition of it.
+	AwaitMessages(context.Context, *AwaitMessagesRequest) (*AwaitMessagesResponse, error)
 	mustEmbedUnimplementedNodeServiceServer()
 }
 
@@ -184,6 +207,9 @@ func (UnimplementedNodeServiceServer) DemoteReplica(context.Context, *DemoteRepl
 }
 func (UnimplementedNodeServiceServer) NodeStatus(context.Context, *NodeStatusRequest) (*NodeStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method NodeStatus not implemented")
+}
+func (UnimplementedNodeServiceServer) AwaitMessages(context.Context, *AwaitMessagesRequest) (*AwaitMessagesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AwaitMessages not implemented")
 }
 func (UnimplementedNodeServiceServer) mustEmbedUnimplementedNodeServiceServer() {}
 func (UnimplementedNodeServiceServer) testEmbeddedByValue()                     {}
@@ -314,6 +340,24 @@ func _NodeService_NodeStatus_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeService_AwaitMessages_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AwaitMessagesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).AwaitMessages(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_AwaitMessages_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).AwaitMessages(ctx, req.(*AwaitMessagesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // NodeService_ServiceDesc is the grpc.ServiceDesc for NodeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -344,6 +388,10 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "NodeStatus",
 			Handler:    _NodeService_NodeStatus_Handler,
+		},
+		{
+			MethodName: "AwaitMessages",
+			Handler:    _NodeService_AwaitMessages_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
