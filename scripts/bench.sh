@@ -71,6 +71,7 @@ for nodes in 3 1; do
   bench "$nodes" "1 KiB, 1 in flight (latency)" --inflight 1 --producers 1 --consumers 1
   if [[ $nodes == 3 ]]; then
     bench "$nodes" "1 KiB, 256 in flight, 16 partitions" --inflight 256 --producers 4 --consumers 8 --partitions 16
+    bench "$nodes" "1 KiB, 20 msgs/s, 16 partitions (latency)" --inflight 1 --producers 1 --consumers 1 --rate 20 --partitions 16
     bench "$nodes" "64 KiB, 64 in flight" --inflight 64 --producers 4 --consumers 4 --size 65536
     bench "$nodes" "1 KiB, receive-and-delete" --inflight 256 --producers 4 --consumers 4 --mode receive-and-delete
   fi

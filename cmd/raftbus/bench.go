@@ -39,6 +39,9 @@ Flags:
                       through sessions (default 0: no sessions)
   --duration d        how long producers send (default 10s)
   --count n           send this many messages instead of for a duration
+  --rate n            send at most n messages a second in all (default 0:
+                      as fast as the window allows), for latency when
+                      traffic is sparse
   --batch n           messages per receive (default 100)
   --queue name        use this queue rather than a new one
 
@@ -50,16 +53,17 @@ clock).
 Examples:
   raftbus bench --duration 30s
   raftbus bench --inflight 1 --producers 1 --consumers 1 --duration 10s
+  raftbus bench --inflight 1 --producers 1 --consumers 1 --rate 20 --partitions 16
   raftbus bench --partitions 16 --size 65536 --output json
 `
 
 // benchConfig is one run's settings.
 type benchConfig struct {
-	producers, consumers, inflight, size, partitions, sessions, batch int
-	mode                                                              string
-	duration                                                          time.Duration
-	count                                                             int64
-	queue                                                             string
+	producers, consumers, inflight, size, partitions, sessions, batch, rate int
+	mode                                                                    string
+	duration                                                                time.Duration
+	count                                                                   int64
+	queue                                                                   string
 }
 
 // BenchReport is what a run measured (the --output json form).
@@ -118,6 +122,7 @@ func runBench(ctx context.Context, a *app, args []string) error {
 	fs.StringVar(&cfg.mode, "mode", "peek-lock", "")
 	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "")
 	fs.Int64Var(&cfg.count, "count", 0, "")
+	fs.IntVar(&cfg.rate, "rate", 0, "")
 	fs.StringVar(&cfg.queue, "queue", "", "")
 	if _, err := a.parse(fs, args); err != nil {
 		return err
@@ -131,6 +136,8 @@ func runBench(ctx context.Context, a *app, args []string) error {
 		return usagef("--mode is peek-lock or receive-and-delete, not %q", cfg.mode)
 	case cfg.size < 0:
 		return usagef("--size must not be negative")
+	case cfg.rate < 0:
+		return usagef("--rate must not be negative")
 	}
 	c, err := a.client()
 	if err != nil {
@@ -233,6 +240,14 @@ func bench(ctx context.Context, c *client.Client, cfg benchConfig, progress io.W
 		pctx, stopProducers = context.WithTimeout(ctx, cfg.duration)
 		defer stopProducers()
 	}
+	// pace hands out one send a tick at --rate; a tick no producer is
+	// ready for is dropped, so the rate is a ceiling.
+	var pace <-chan time.Time
+	if cfg.rate > 0 {
+		t := time.NewTicker(time.Second / time.Duration(cfg.rate))
+		defer t.Stop()
+		pace = t.C
+	}
 	var next atomic.Int64
 	var producers sync.WaitGroup
 	for i := 0; i < cfg.inflight; i++ {
@@ -241,6 +256,13 @@ func bench(ctx context.Context, c *client.Client, cfg benchConfig, progress io.W
 		go func() {
 			defer producers.Done()
 			for pctx.Err() == nil {
+				if pace != nil {
+					select {
+					case <-pace:
+					case <-pctx.Done():
+						return
+					}
+				}
 				n := next.Add(1)
 				if cfg.count > 0 && n > cfg.count {
 					return

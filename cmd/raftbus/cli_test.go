@@ -198,6 +198,14 @@ func TestCommands(t *testing.T) {
 			t.Fatalf("bench with sessions: %v", sess)
 		}
 		c.fails(2, "--mode", "bench", "--mode", "sideways")
+		// --rate is a ceiling: 20 sends at 100 a second take at least
+		// the 200 ms of 20 ticks.
+		var paced map[string]any
+		c.json(&paced, "bench", "--count", "20", "--rate", "100", "--inflight", "4", "--producers", "2", "--consumers", "1")
+		if paced["received"] != 20.0 || paced["send_seconds"].(float64) < 0.19 {
+			t.Fatalf("bench at 100 a second: %v, want 20 sent in no less than 0.19 s", paced)
+		}
+		c.fails(2, "--rate", "bench", "--rate", "-1")
 	})
 
 	t.Run("SendCount", func(t *testing.T) {
