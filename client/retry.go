@@ -59,6 +59,14 @@ func (o RetryOptions) delay(n int) time.Duration {
 // caller at once. A NOT_LEADER with the leader's address is followed at
 // once, without backoff, a few times.
 func (c *Client) retry(ctx context.Context, unknownIsSafe bool, op func(ctx context.Context, attempt int) error) error {
+	return c.retryAfter(ctx, nil, unknownIsSafe, op)
+}
+
+// retryAfter is retry for an operation whose first attempt was made
+// elsewhere and failed with first (a request carrying the work of several
+// callers, see sendCoalesced): first counts as attempt 0, so that its
+// unknown outcome stays unknown whatever the later attempts meet.
+func (c *Client) retryAfter(ctx context.Context, first *Error, unknownIsSafe bool, op func(ctx context.Context, attempt int) error) error {
 	opts := c.opts.RetryOptions
 	redirects := 0
 	// unknown is the last OUTCOME_UNKNOWN seen. A repeated settlement that
@@ -83,7 +91,12 @@ func (c *Client) retry(ctx context.Context, unknownIsSafe bool, op func(ctx cont
 		return unknown
 	}
 	for attempt, backoffs := 0, 0; ; attempt++ {
-		err := op(ctx, attempt)
+		var err error
+		if attempt == 0 && first != nil {
+			err = first
+		} else {
+			err = op(ctx, attempt)
+		}
 		if err == nil {
 			return nil
 		}

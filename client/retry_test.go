@@ -27,9 +27,16 @@ type fakeNode struct {
 	sends    atomic.Int32
 	// duplicateDetection is what the routing table says of every entity.
 	duplicateDetection bool
+	// routingDown makes GetRoutingTable fail, as a cluster going down does.
+	routingDown atomic.Bool
+	// onSendEach runs as each SendEach arrives.
+	onSendEach func()
 }
 
 func (f *fakeNode) GetRoutingTable(ctx context.Context, req *raftbusv1.GetRoutingTableRequest) (*raftbusv1.GetRoutingTableResponse, error) {
+	if f.routingDown.Load() {
+		return nil, failure(raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY, true, "")
+	}
 	return &raftbusv1.GetRoutingTableResponse{Entities: []*raftbusv1.EntityRoute{{
 		EntityPath: req.GetEntityPath(), PartitionCount: 1, RequiresDuplicateDetection: f.duplicateDetection,
 		Partitions: []*raftbusv1.PartitionRoute{{PartitionId: 0, LeaderAddress: f.leader()}},
@@ -46,6 +53,9 @@ func (f *fakeNode) Send(ctx context.Context, req *raftbusv1.SendRequest) (*raftb
 
 // SendEach answers as Send does, for the request as a whole.
 func (f *fakeNode) SendEach(ctx context.Context, req *raftbusv1.SendEachRequest) (*raftbusv1.SendEachResponse, error) {
+	if f.onSendEach != nil {
+		f.onSendEach()
+	}
 	n := int(f.sends.Add(1)) - 1
 	if n < len(f.failures) && f.failures[n] != nil {
 		return nil, f.failures[n]
@@ -124,6 +134,33 @@ func TestSendOfUnknownOutcomeIsRetriedOnlyWithMessageIDsAndDuplicateDetection(t 
 				t.Fatalf("the send was repeated: %d calls", f.sends.Load())
 			}
 		})
+	}
+}
+
+// A coalesced send whose request had an unknown outcome stays unknown
+// when every later attempt fails before reaching a node (here: the
+// routing table cannot be had), though those failures say nothing was
+// sent.
+func TestUnknownCoalescedSendStaysUnknownWhenTheRetriesGetNowhere(t *testing.T) {
+	unknown := failure(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN, true, "")
+	f := &fakeNode{failures: []error{unknown}, duplicateDetection: true}
+	startFake(t, f)
+	c := fastClient(t, f.addr)
+	f.onSendEach = func() {
+		// The cluster goes down as the request is served: other calls
+		// find the routing table stale, and it cannot be fetched again.
+		f.routingDown.Store(true)
+		c.routes.forget(routeKey("q"))
+	}
+	s, _ := c.NewSender("q", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := s.SendMessage(ctx, &Message{MessageID: "m1", Body: []byte("x")}, nil)
+	if !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("send: %v, want the outcome-unknown error of the first attempt", err)
+	}
+	if f.sends.Load() != 1 {
+		t.Fatalf("%d calls reached the node, want the one", f.sends.Load())
 	}
 }
 

@@ -119,8 +119,18 @@ func routeKey(path string) string {
 // the retry policy of c.retry.
 func (c *Client) onPartition(ctx context.Context, path string, id uint32, unknownIsSafe bool,
 	call func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error) error {
+	return c.onPartitionAfter(ctx, nil, path, id, unknownIsSafe, call)
+}
+
+// onPartitionAfter is onPartition for a call whose first attempt was made
+// elsewhere and failed with first (see Client.retryAfter).
+func (c *Client) onPartitionAfter(ctx context.Context, first *Error, path string, id uint32, unknownIsSafe bool,
+	call func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error) error {
 	key := routeKey(path)
-	return c.retry(ctx, unknownIsSafe, func(ctx context.Context, attempt int) error {
+	if first != nil {
+		c.noteRouting(key, id, first)
+	}
+	return c.retryAfter(ctx, first, unknownIsSafe, func(ctx context.Context, attempt int) error {
 		rt, err := c.routes.lookup(ctx, key)
 		if err != nil {
 			return err
@@ -142,17 +152,23 @@ func (c *Client) onPartition(ctx context.Context, path string, id uint32, unknow
 		}
 		conn := rpcreach.Wrap(cc)
 		err = callError(call(callCtx, raftbusv1.NewMessagingServiceClient(conn)), conn)
-		var e *Error
-		if errors.As(err, &e) {
-			switch {
-			case e.Code == CodeNotLeader && e.leaderAddr != "":
-				c.routes.setLeader(key, id, e.leaderAddr)
-			case e.Code == CodeNotLeader, e.Code == CodeServerBusy, e.Code == CodeOutcomeUnknown, e.Code == CodeNotFound:
-				c.routes.forget(key)
-			}
-		}
+		c.noteRouting(key, id, err)
 		return err
 	})
+}
+
+// noteRouting updates the routing table from a call's failure: the leader
+// a NOT_LEADER names, or, when the table may be stale, nothing.
+func (c *Client) noteRouting(key string, id uint32, err error) {
+	var e *Error
+	if errors.As(err, &e) {
+		switch {
+		case e.Code == CodeNotLeader && e.leaderAddr != "":
+			c.routes.setLeader(key, id, e.leaderAddr)
+		case e.Code == CodeNotLeader, e.Code == CodeServerBusy, e.Code == CodeOutcomeUnknown, e.Code == CodeNotFound:
+			c.routes.forget(key)
+		}
+	}
 }
 
 // leaderOf is the address of the leader of partition id of path as the

@@ -357,14 +357,9 @@ func (s *Sender) sendCoalesced(ctx context.Context, key sendKey, calls []*call[*
 
 // sendAlone retries one message whose first attempt failed with first.
 func (s *Sender) sendAlone(ctx context.Context, pm *raftbusv1.PartitionedMessage, safe bool, first *Error) (*raftbusv1.SendResult, error) {
-	attempted := false
 	var res *raftbusv1.SendResult
 	err := s.withSlot(ctx, func() error {
-		return s.c.onPartition(ctx, s.path, pm.GetPartitionId(), safe, func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
-			if !attempted {
-				attempted = true
-				return first
-			}
+		return s.c.onPartitionAfter(ctx, first, s.path, pm.GetPartitionId(), safe, func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
 			id := pm.GetPartitionId()
 			resp, err := ms.Send(ctx, &raftbusv1.SendRequest{EntityPath: s.path, Messages: []*raftbusv1.Message{pm.GetMessage()}, PartitionId: &id})
 			if err != nil {

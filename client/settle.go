@@ -216,12 +216,7 @@ func (c *Client) settleCoalesced(ctx context.Context, key settleKey, calls []*ca
 // settleAlone retries one settlement whose first attempt failed with
 // first.
 func (c *Client) settleAlone(ctx context.Context, st *raftbusv1.Settlement, first *Error) error {
-	attempted := false
-	return c.onPartition(ctx, st.GetLock().GetEntityPath(), st.GetLock().GetPartitionId(), true, func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
-		if !attempted {
-			attempted = true
-			return first
-		}
+	return c.onPartitionAfter(ctx, first, st.GetLock().GetEntityPath(), st.GetLock().GetPartitionId(), true, func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
 		resp, err := ms.Settle(ctx, &raftbusv1.SettleRequest{Settlements: []*raftbusv1.Settlement{st}})
 		if err != nil {
 			return err
