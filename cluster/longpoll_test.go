@@ -174,3 +174,48 @@ func TestReceiveAcrossLooksByNode(t *testing.T) {
 		t.Fatalf("receive across partitions at node %d: %v, %v; want m from partition %d", asked, got.GetMessages(), err, p)
 	}
 }
+
+// A receive across partitions gathers what the partitions its node leads
+// hold, within its bounds, and a replay of it returns the same messages.
+func TestReceiveAcrossGathersTheNodesPartitions(t *testing.T) {
+	c := newTestCluster(t, 1)
+	const parts = 4
+	createQueue(t, c.client(0), &raftbusv1.QueueProperties{Name: "wide", PartitionCount: proto.Uint32(parts)})
+	for id := range uint32(parts) {
+		c.leaderOf("wide", id)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	perPartition := map[uint32]int{}
+	for i := 0; len(perPartition) < parts || i < 2*parts; i++ {
+		key := fmt.Sprintf("k%d", i)
+		if perPartition[raftbusv1.PartitionForKey(key, parts)] == 2 {
+			continue
+		}
+		if _, err := c.client(0).msg.Send(ctx, &raftbusv1.SendRequest{EntityPath: "wide", Messages: []*raftbusv1.Message{{MessageId: key, PartitionKey: key}}}); err != nil {
+			t.Fatal(err)
+		}
+		perPartition[raftbusv1.PartitionForKey(key, parts)]++
+	}
+
+	id := []byte("gather-1")
+	got, err := c.client(0).msg.Receive(ctx, &raftbusv1.ReceiveRequest{EntityPath: "wide", MaxMessages: 5, ReceiveId: id})
+	if err != nil || len(got.GetMessages()) != 5 {
+		t.Fatalf("receive of at most 5 across %d partitions of 2 messages: %d messages, %v; want 5", parts, len(got.GetMessages()), err)
+	}
+	from := map[uint32]bool{}
+	for _, m := range got.GetMessages() {
+		from[m.GetPartitionId()] = true
+	}
+	if len(from) < 3 {
+		t.Fatalf("5 messages from partitions %v: not gathered", from)
+	}
+	replay, err := c.client(0).msg.Receive(ctx, &raftbusv1.ReceiveRequest{EntityPath: "wide", ReceiveId: id, Replay: true})
+	if err != nil || len(replay.GetMessages()) != 5 {
+		t.Fatalf("replay: %d messages, %v; want the same 5", len(replay.GetMessages()), err)
+	}
+	rest, err := c.client(0).msg.Receive(ctx, &raftbusv1.ReceiveRequest{EntityPath: "wide", MaxMessages: 100})
+	if err != nil || len(rest.GetMessages()) != 2*parts-5 {
+		t.Fatalf("the next receive: %d messages, %v; want the other %d", len(rest.GetMessages()), err, 2*parts-5)
+	}
+}

@@ -253,10 +253,12 @@ func receiveIDOf(id []byte, replay bool) ([]byte, error) {
 // replay collects what earlier receives with lock's receive id received,
 // from partition only, or from every partition of e. Each partition that
 // received nothing for the id keeps an empty receipt, so that such a
-// receive still under way receives nothing when it is applied. At most one
-// partition has received for the id (a receive across partitions stops at
-// the first that hands out messages, and replays receive nothing new), so
-// the answer is no larger than that receive's.
+// receive still under way receives nothing when it is applied. The
+// partitions that received for the id received no more together than the
+// receive's bounds (a receive across partitions gathers within them from
+// the partitions of the first node that has messages, and stops there;
+// replays receive nothing new), so the answer is no larger than that
+// receive's.
 func (n *Node) replay(ctx context.Context, e *clusterv1.Entity, lock *enginev1.Lock, only *uint32) (*raftbusv1.ReceiveResponse, error) {
 	first, last := uint32(0), uint32(len(e.GetPartitions()))
 	if only != nil {

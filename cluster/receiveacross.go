@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/raftbus/raftbus/internal/rpcreach"
@@ -23,10 +24,10 @@ import (
 // partition, 50 ms each in turn, had left a message sent to an idle
 // 16-partition queue waiting up to most of a second.
 //
-// It stays a receive of one partition: whatever the source, the first
-// partition that hands out messages ends the search, so a receive id has
-// messages in at most one partition (see Node.replay). Only the waiting
-// is done everywhere at once, and waiting takes nothing.
+// The first node with messages ends the search, and hands out what its
+// partitions hold within the receive's bounds, each partition keeping a
+// receipt under the receive id (see Node.replay, which reads them all).
+// Only the waiting is done everywhere at once, and waiting takes nothing.
 
 // receiveAcross receives from whichever partition of e has messages first,
 // waiting up to wait. A node asked by another (forwarding refused) looks
@@ -157,16 +158,74 @@ func (n *Node) awaitLocal(ctx context.Context, e *clusterv1.Entity, path string,
 	return available, err
 }
 
-// receiveLocal receives from whichever partition of e this node leads has
-// messages first, waiting up to wait on all of them at once.
+// receiveLocal receives from the partitions of e this node leads, waiting
+// up to wait on all of them at once until one has messages, and then
+// gathers what the others hold (see gatherLocal).
 func (n *Node) receiveLocal(ctx context.Context, e *clusterv1.Entity, lock *enginev1.Lock, wait time.Duration) ([]*raftbusv1.ReceivedMessage, error) {
 	var msgs []*raftbusv1.ReceivedMessage
+	var first uint32
 	err := n.onLocalPartitions(ctx, e, wait, func(r *replica) (bool, error) {
 		var err error
 		msgs, err = r.p.Receive(ctx, lock, 0)
+		first = r.id
 		return len(msgs) > 0, err
 	})
-	return msgs, err
+	if err != nil || len(msgs) == 0 {
+		return msgs, err
+	}
+	return n.gatherLocal(ctx, e, lock, first, msgs)
+}
+
+// gatherMinBytes is what must be left of a receive's byte bound for it to
+// ask one more partition: more than the largest message, so that the
+// partition hands out nothing beyond the bound (it hands out its first
+// message whatever the bound).
+const gatherMinBytes = 2 << 20
+
+// gatherLocal adds to msgs, received from partition first, what the other
+// partitions of e this node leads have available, under the same receive
+// id and within what is left of the receive's bounds: a receiver of a
+// quiet partitioned entity would otherwise get a message or two per
+// receive, one partition at a time. Each partition keeps its receipt, and
+// a replay reads every partition, so a repeat after an unknown outcome
+// gets them all back; an unknown outcome here is the answer for that
+// reason. A partition that fails otherwise handed out nothing and is
+// passed over.
+func (n *Node) gatherLocal(ctx context.Context, e *clusterv1.Entity, lock *enginev1.Lock, first uint32, msgs []*raftbusv1.ReceivedMessage) ([]*raftbusv1.ReceivedMessage, error) {
+	left := int(lock.GetMaxMessages()) - len(msgs)
+	bytes := lock.GetMaxBytes() - receivedSize(msgs)
+	for _, id := range n.pollOrder(e) {
+		if left <= 0 || bytes < gatherMinBytes {
+			break
+		}
+		r := n.replica(e, id)
+		if id == first || r == nil || !r.p.IsLeader() || !r.ready() || !r.p.Available(lock.GetEntityPath(), lock.GetSubQueue()) {
+			continue
+		}
+		more := proto.CloneOf(lock)
+		more.MaxMessages, more.MaxBytes = int32(left), bytes
+		got, err := r.p.Receive(ctx, more, 0)
+		if err != nil {
+			if e := asAPIError(err); e.reason == raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN {
+				return nil, e
+			}
+			continue
+		}
+		msgs = append(msgs, got...)
+		left -= len(got)
+		bytes -= receivedSize(got)
+	}
+	return msgs, nil
+}
+
+// receivedSize is an upper bound of what msgs count against a receive's
+// byte bound.
+func receivedSize(msgs []*raftbusv1.ReceivedMessage) int64 {
+	var n int64
+	for _, m := range msgs {
+		n += int64(proto.Size(m)) + 64
+	}
+	return n
 }
 
 // onLocalPartitions asks each partition of e this node leads, in turn,
