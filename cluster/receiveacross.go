@@ -114,6 +114,11 @@ func (n *Node) sources(e *clusterv1.Entity) []source {
 // A partition reached on its own (no replica here) cannot be waited on:
 // then the wait is cut to pollSlice, so that it is looked at again soon.
 func (n *Node) awaitAny(ctx context.Context, e *clusterv1.Entity, lock *enginev1.Lock, srcs []source, wait time.Duration) bool {
+	for _, s := range srcs {
+		if !s.local && s.addr == "" {
+			wait = min(wait, pollSlice)
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // the other waits end: they took nothing
 	done := make(chan error, len(srcs))
@@ -131,8 +136,7 @@ func (n *Node) awaitAny(ctx context.Context, e *clusterv1.Entity, lock *enginev1
 				done <- err
 			}()
 		default:
-			wait = min(wait, pollSlice)
-			continue
+			continue // cannot be waited on: looked at again after wait
 		}
 		waiting++
 	}
