@@ -33,6 +33,10 @@
 // and apply to messages sent afterwards; a filter or action that fails to
 // evaluate dead-letters the copy unless the subscription turned that off.
 //
+// A command also carries the engine version of the leader that proposed
+// it (see Version); the engine gives it the meaning it had in that
+// version, so that entries replay as they were first applied.
+//
 // A receive may carry a receive id chosen by the receiver. The engine keeps
 // a receipt of what it received (receipt.go) for the entity's lock
 // duration, at least 30 seconds, within bounds of count and size, so that

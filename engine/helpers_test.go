@@ -18,12 +18,15 @@ const (
 )
 
 // harness drives one engine the way a partition leader would: it stamps
-// time and a fresh token seed into every command.
+// time, a fresh token seed and the engine version into every command.
 type harness struct {
 	t     testing.TB
 	e     *Engine
 	now   int64
 	seeds uint64
+	// version is stamped into commands when set, else Version: a leader
+	// of an older build.
+	version *uint32
 }
 
 func newHarness(t testing.TB, props *raftbusv1.QueueProperties) *harness {
@@ -46,6 +49,10 @@ func (h *harness) apply(cmd *enginev1.Command) *enginev1.Result {
 	cmd.NowUnixMs = h.now
 	if cmd.TokenSeed == nil {
 		cmd.TokenSeed = h.seed()
+	}
+	cmd.EngineVersion = Version
+	if h.version != nil {
+		cmd.EngineVersion = *h.version
 	}
 	res := h.e.Apply(cmd)
 	checkInvariants(h.t, h.e)
