@@ -23,6 +23,7 @@ func TestSingleNode(t *testing.T) {
 	t.Run("BatchPeekAndReceiveAndDelete", e.testBatchPeekAndReceiveAndDelete)
 	t.Run("ScheduleAndCancel", e.testScheduleAndCancel)
 	t.Run("DeferAndDeadLetter", e.testDeferAndDeadLetter)
+	t.Run("DeadLetterKeepsTheSequenceNumber", e.testDeadLetterKeepsTheSequenceNumber)
 	t.Run("PipelinedSends", e.testPipelinedSends)
 	t.Run("ConcurrentCallsKeepTheirOwnOutcomes", e.testConcurrentCallsKeepTheirOwnOutcomes)
 	t.Run("PartitionedSequenceNumbers", e.testPartitionedSequenceNumbers)

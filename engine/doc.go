@@ -10,10 +10,11 @@
 //
 // An Engine holds entities: this partition's slice of a queue, a topic or a
 // subscription ("<topic>/subscriptions/<name>"). Each entity has a main
-// queue and a dead-letter sub-queue, both instances of queue: an
-// append-only log of messages in the order their sequence numbers were
-// handed out, with indexes for available, locked, deferred and scheduled
-// messages and heaps for lock expiry, activation and time to live. The
+// queue and a dead-letter sub-queue, both instances of queue: a log of
+// messages in the order their sequence numbers were handed out (a
+// dead-lettered message keeps its number and takes its place by it), with
+// indexes for available, locked, deferred and scheduled messages and heaps
+// for lock expiry, activation and time to live. The
 // main queue of an entity that requires sessions is also indexed by
 // session (session.go): each session's messages in processing order, the
 // sessions ready to accept by their oldest available message, and held

@@ -26,8 +26,14 @@ const (
 // snapshot each of them restarts from. (A replica on an older build than
 // its leader cannot honour a newer version: nodes are upgraded together.)
 //
-//	0  entries written before versions existed, and this build
-const Version = 0
+//	0  entries written before versions existed
+//	1  a dead-lettered message keeps its sequence number
+const Version = 1
+
+// Versions whose semantics code branches on.
+const (
+	versionDeadLetterKeepsSequence = 1
+)
 
 // Engine is the state of one partition: the slices of the entities placed
 // in it. It is not safe for concurrent use; the partition layer applies

@@ -120,7 +120,7 @@ func (q *queue) nextAvailable() *message {
 // insert stores m in the state m.state.
 func (q *queue) insert(m *message) {
 	m.timerIdx, m.expiryIdx = -1, -1
-	q.all.append(m)
+	q.all.insert(m)
 	q.bytes += m.size()
 	if t := q.topicOf(); t != nil {
 		t.share(m)

@@ -263,14 +263,19 @@ func (e *Engine) expire(q *queue, m *message, t int64) {
 	q.remove(m)
 }
 
-// deadLetter moves m from the main queue q to its dead-letter sub-queue,
-// where it gets a new sequence number and keeps the old one as its
-// enqueued sequence number.
+// deadLetter moves m from the main queue q to its dead-letter sub-queue.
+// It keeps its sequence number, enqueue time, delivery count and
+// properties, as in Service Bus, and takes its place among the
+// dead-lettered messages by that number. (Entries written before
+// versionDeadLetterKeepsSequence gave it a new number and kept the old one
+// as its enqueued sequence number.)
 func (e *Engine) deadLetter(q *queue, m *message, t int64, reason, description string) {
 	q.remove(m)
 	m.deadLetter = &deadLetterInfo{reason: reason, description: description, source: q.entity.path, enqueuedSeq: m.seq, origin: m.order}
 	m.state = stateAvailable
-	m.seq, m.order = e.sequence()
+	if e.version < versionDeadLetterKeepsSequence {
+		m.seq, m.order = e.sequence()
+	}
 	q.entity.deadLetter.insert(m)
 }
 

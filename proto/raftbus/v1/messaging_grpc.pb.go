@@ -113,8 +113,9 @@ type MessagingServiceClient interface {
 	// properties. Fails like Complete.
 	Abandon(ctx context.Context, in *AbandonRequest, opts ...grpc.CallOption) (*AbandonResponse, error)
 	// DeadLetter moves a locked message to the dead-letter sub-queue with a
-	// reason and description. Fails like Complete, and with INVALID_ARGUMENT
-	// for a message received from the dead-letter sub-queue.
+	// reason and description; it keeps its sequence number, enqueued time,
+	// delivery count and properties. Fails like Complete, and with
+	// INVALID_ARGUMENT for a message received from the dead-letter sub-queue.
 	DeadLetter(ctx context.Context, in *DeadLetterRequest, opts ...grpc.CallOption) (*DeadLetterResponse, error)
 	// Defer sets a locked message aside: it is receivable only by its
 	// sequence number (ReceiveDeferred). Fails like Complete.
@@ -430,8 +431,9 @@ type MessagingServiceServer interface {
 	// properties. Fails like Complete.
 	Abandon(context.Context, *AbandonRequest) (*AbandonResponse, error)
 	// DeadLetter moves a locked message to the dead-letter sub-queue with a
-	// reason and description. Fails like Complete, and with INVALID_ARGUMENT
-	// for a message received from the dead-letter sub-queue.
+	// reason and description; it keeps its sequence number, enqueued time,
+	// delivery count and properties. Fails like Complete, and with
+	// INVALID_ARGUMENT for a message received from the dead-letter sub-queue.
 	DeadLetter(context.Context, *DeadLetterRequest) (*DeadLetterResponse, error)
 	// Defer sets a locked message aside: it is receivable only by its
 	// sequence number (ReceiveDeferred). Fails like Complete.
