@@ -31,6 +31,7 @@ func TestSingleNode(t *testing.T) {
 	t.Run("ProcessorCloseWaitsForHandlers", e.testProcessorCloseWaitsForHandlers)
 	t.Run("TopicsAndRules", e.testTopicsAndRules)
 	t.Run("Sessions", e.testSessions)
+	t.Run("SessionBatchOutlivesTheMessageLockDuration", e.testSessionBatchOutlivesTheMessageLockDuration)
 	t.Run("SendResult", e.testSendResult)
 	t.Run("Admin", e.testAdmin)
 	t.Run("SessionProcessor", e.testSessionProcessor)

@@ -18,7 +18,8 @@
 // main queue of an entity that requires sessions is also indexed by
 // session (session.go): each session's messages in processing order, the
 // sessions ready to accept by their oldest available message, and held
-// sessions by lock expiry, one more time effect. Time effects are applied
+// sessions by lock expiry, one more time effect. A message locked under a
+// held session has no lock expiry of its own: the session lock covers it. Time effects are applied
 // at their own due times, before each command, so results do not depend
 // on whether a Tick ran; NextDeadline tells the leader when the next one
 // is due.

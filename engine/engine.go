@@ -28,11 +28,14 @@ const (
 //
 //	0  entries written before versions existed
 //	1  a dead-lettered message keeps its sequence number
-const Version = 1
+//	2  a session receive hands out several messages of the session in
+//	   order, locked under the session's lock
+const Version = 2
 
 // Versions whose semantics code branches on.
 const (
-	versionDeadLetterKeepsSequence = 1
+	versionDeadLetterKeepsSequence   = 1
+	versionSessionLocksCoverMessages = 2
 )
 
 // Engine is the state of one partition: the slices of the entities placed

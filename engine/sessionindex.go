@@ -29,12 +29,22 @@ type session struct {
 func (s *session) held() bool { return s.holder != (lockToken{}) }
 
 // head is the message processing order hands out next, or nil: the first
-// active message, when it is available (a locked one blocks the session).
-func (s *session) head() *message {
-	if m := s.active.first(); m != nil && m.state == stateAvailable {
-		return m
-	}
-	return nil
+// available one (its holder may have earlier ones locked).
+func (s *session) head() *message { return s.nextAvailable(0) }
+
+// nextAvailable is the first available message in processing order from
+// order from on, or nil. Only locked messages are skipped, and only while
+// the session is held, so a receive looks at each message once.
+func (s *session) nextAvailable(from uint64) *message {
+	var next *message
+	s.active.ascend(from, func(m *message) bool {
+		if m.state == stateAvailable {
+			next = m
+			return false
+		}
+		return true
+	})
+	return next
 }
 
 // sessionLogStart is the room a new session has for messages before its

@@ -174,8 +174,8 @@ func TestCommands(t *testing.T) {
 		c.ok("send", "orders-by-customer", "first", "--session", "c1")
 		c.ok("send", "orders-by-customer", "second", "--session", "c1")
 		c.json(&recv, "receive", "orders-by-customer", "--session", "c1", "--wait", "10s", "--max", "10")
-		if len(recv) != 1 || recv[0]["body"] != "first" {
-			t.Fatalf("session receive: %v (one at a time, in order)", recv)
+		if len(recv) != 2 || recv[0]["body"] != "first" || recv[1]["body"] != "second" {
+			t.Fatalf("session receive: %v (both, in order)", recv)
 		}
 	})
 

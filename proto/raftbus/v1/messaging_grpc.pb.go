@@ -94,7 +94,12 @@ type MessagingServiceClient interface {
 	// order, waiting up to max_wait for the first. PeekLock locks them
 	// (settle with their lock token before LockedUntil); ReceiveAndDelete
 	// removes them. With a session (see AcceptSession) only that session's
-	// messages are received. Returns an empty list when none arrived in time.
+	// messages are received, the next ones in its order (those already
+	// locked are skipped); they are locked under the session lock: their
+	// locked_until is the session's, they stay locked for as long as it is
+	// held (RenewSessionLock renews them with it), and settling them fails
+	// with SESSION_LOCK_LOST once it is lost. Returns an empty list when none
+	// arrived in time.
 	// A request repeated with the same receive_id (after an unknown outcome)
 	// gets the messages the first one received instead of new ones.
 	// A response holds at most 4 MiB of messages (and at least one message,
@@ -128,7 +133,9 @@ type MessagingServiceClient interface {
 	// settlements).
 	Settle(ctx context.Context, in *SettleRequest, opts ...grpc.CallOption) (*SettleResponse, error)
 	// RenewLock extends a message lock by the entity's LockDuration from now
-	// and returns the new LockedUntil. Fails like Complete.
+	// and returns the new LockedUntil; for a message received under a
+	// session lock, which is its lock, it renews the session lock. Fails
+	// like Complete.
 	RenewLock(ctx context.Context, in *RenewLockRequest, opts ...grpc.CallOption) (*RenewLockResponse, error)
 	// ReceiveDeferred receives deferred messages by sequence number, locking
 	// them (PeekLock) or removing them (ReceiveAndDelete). Fails with
@@ -412,7 +419,12 @@ type MessagingServiceServer interface {
 	// order, waiting up to max_wait for the first. PeekLock locks them
 	// (settle with their lock token before LockedUntil); ReceiveAndDelete
 	// removes them. With a session (see AcceptSession) only that session's
-	// messages are received. Returns an empty list when none arrived in time.
+	// messages are received, the next ones in its order (those already
+	// locked are skipped); they are locked under the session lock: their
+	// locked_until is the session's, they stay locked for as long as it is
+	// held (RenewSessionLock renews them with it), and settling them fails
+	// with SESSION_LOCK_LOST once it is lost. Returns an empty list when none
+	// arrived in time.
 	// A request repeated with the same receive_id (after an unknown outcome)
 	// gets the messages the first one received instead of new ones.
 	// A response holds at most 4 MiB of messages (and at least one message,
@@ -446,7 +458,9 @@ type MessagingServiceServer interface {
 	// settlements).
 	Settle(context.Context, *SettleRequest) (*SettleResponse, error)
 	// RenewLock extends a message lock by the entity's LockDuration from now
-	// and returns the new LockedUntil. Fails like Complete.
+	// and returns the new LockedUntil; for a message received under a
+	// session lock, which is its lock, it renews the session lock. Fails
+	// like Complete.
 	RenewLock(context.Context, *RenewLockRequest) (*RenewLockResponse, error)
 	// ReceiveDeferred receives deferred messages by sequence number, locking
 	// them (PeekLock) or removing them (ReceiveAndDelete). Fails with
