@@ -20,6 +20,7 @@ func TestSingleNode(t *testing.T) {
 	t.Run("WrongLockToken", e.testWrongLockToken)
 	t.Run("NotFound", e.testNotFound)
 	t.Run("MessageTooLarge", e.testMessageTooLarge)
+	t.Run("Quota", e.testQuota)
 	t.Run("BatchPeekAndReceiveAndDelete", e.testBatchPeekAndReceiveAndDelete)
 	t.Run("ScheduleAndCancel", e.testScheduleAndCancel)
 	t.Run("DeferAndDeadLetter", e.testDeferAndDeadLetter)

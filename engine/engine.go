@@ -30,12 +30,14 @@ const (
 //	1  a dead-lettered message keeps its sequence number
 //	2  a session receive hands out several messages of the session in
 //	   order, locked under the session's lock
-const Version = 2
+//	3  session states count towards MaxSizeInMegabytes
+const Version = 3
 
 // Versions whose semantics code branches on.
 const (
 	versionDeadLetterKeepsSequence   = 1
 	versionSessionLocksCoverMessages = 2
+	versionQuotaCountsSessionState   = 3
 )
 
 // Engine is the state of one partition: the slices of the entities placed

@@ -123,10 +123,18 @@ func (e *Engine) setSessionState(c *enginev1.SetSessionState) *Error {
 		return errorf(raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_SIZE_EXCEEDED,
 			"session state is %d bytes; at most %d are kept", n, MaxSessionStateBytes)
 	}
-	s.state = c.GetState()
-	if len(s.state) == 0 {
-		s.state = nil
+	if grow := int64(len(c.GetState()) - len(s.state)); grow > 0 && e.version >= versionQuotaCountsSessionState {
+		// A subscription's sessions count towards its topic's size.
+		owner := q.entity
+		if sub := owner.subscription; sub != nil {
+			owner = sub.topic
+		}
+		if used, limit := owner.bytes(), owner.settings.maxSizeBytes; used+grow > limit {
+			return errorf(raftbusv1.ErrorReason_ERROR_REASON_QUOTA_EXCEEDED,
+				"entity %q holds %d bytes; a session state %d bytes larger would exceed its limit of %d", owner.path, used, grow, limit)
+		}
 	}
+	q.sessions.setState(s, c.GetState())
 	return nil
 }
 
@@ -323,9 +331,7 @@ func (e *Engine) restoreSession(ent *entity, r *enginev1.StoredSession) error {
 	if s.held() || len(s.state) > 0 {
 		return errors.New("stored twice")
 	}
-	if len(r.GetState()) > 0 {
-		s.state = r.GetState()
-	}
+	x.setState(s, r.GetState())
 	if tok := r.GetLockToken(); len(tok) > 0 {
 		if len(tok) != len(lockToken{}) || lockToken(tok) == (lockToken{}) {
 			return errors.New("the lock token is not 16 bytes or zero")

@@ -69,6 +69,8 @@ type sessionIndex struct {
 	lostBy map[*message]lockToken
 	// withMessages counts sessions with at least one message.
 	withMessages int64
+	// stateBytes is the size of every session's state.
+	stateBytes int64
 }
 
 func newSessionIndex() *sessionIndex {
@@ -114,6 +116,24 @@ func (x *sessionIndex) get(id string, create bool) *session {
 		x.byID[id] = s
 	}
 	return s
+}
+
+// setState replaces s's state (empty: none), keeping stateBytes.
+func (x *sessionIndex) setState(s *session, state []byte) {
+	if len(state) == 0 {
+		state = nil
+	}
+	x.stateBytes += int64(len(state) - len(s.state))
+	s.state = state
+}
+
+// stateBytes is the size of the session states of q (none when q is not
+// indexed by session).
+func (q *queue) stateBytes() int64 {
+	if q.sessions == nil {
+		return 0
+	}
+	return q.sessions.stateBytes
 }
 
 // update puts s where it belongs in the heaps after a change, and forgets

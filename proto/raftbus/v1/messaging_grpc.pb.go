@@ -169,7 +169,9 @@ type MessagingServiceClient interface {
 	GetSessionState(ctx context.Context, in *GetSessionStateRequest, opts ...grpc.CallOption) (*GetSessionStateResponse, error)
 	// SetSessionState replaces the session's state blob; empty clears it.
 	// Fails with SESSION_LOCK_LOST, MESSAGE_SIZE_EXCEEDED (state over its
-	// limit, 256 KiB by default).
+	// limit, 256 KiB by default), QUOTA_EXCEEDED (a larger state would take
+	// the entity beyond max_size_in_megabytes; a smaller one is always
+	// taken).
 	SetSessionState(ctx context.Context, in *SetSessionStateRequest, opts ...grpc.CallOption) (*SetSessionStateResponse, error)
 	// CloseSession releases a session lock; messages locked under it become
 	// available again (their delivery counted). Fails with SESSION_LOCK_LOST.
@@ -494,7 +496,9 @@ type MessagingServiceServer interface {
 	GetSessionState(context.Context, *GetSessionStateRequest) (*GetSessionStateResponse, error)
 	// SetSessionState replaces the session's state blob; empty clears it.
 	// Fails with SESSION_LOCK_LOST, MESSAGE_SIZE_EXCEEDED (state over its
-	// limit, 256 KiB by default).
+	// limit, 256 KiB by default), QUOTA_EXCEEDED (a larger state would take
+	// the entity beyond max_size_in_megabytes; a smaller one is always
+	// taken).
 	SetSessionState(context.Context, *SetSessionStateRequest) (*SetSessionStateResponse, error)
 	// CloseSession releases a session lock; messages locked under it become
 	// available again (their delivery counted). Fails with SESSION_LOCK_LOST.
