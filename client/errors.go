@@ -52,6 +52,7 @@ var (
 	ErrLockLost              = &Error{Code: CodeLockLost}
 	ErrSessionLockLost       = &Error{Code: CodeSessionLockLost}
 	ErrSessionCannotBeLocked = &Error{Code: CodeSessionCannotBeLocked}
+	ErrQuotaExceeded         = &Error{Code: CodeQuotaExceeded}
 	ErrMessageSizeExceeded   = &Error{Code: CodeMessageSizeExceeded}
 	ErrOutcomeUnknown        = &Error{Code: CodeOutcomeUnknown}
 )

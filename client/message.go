@@ -65,8 +65,12 @@ type ReceivedMessage struct {
 	ApplicationProperties map[string]any
 
 	// SequenceNumber is unique and increasing per partition; for a
-	// partitioned entity its top 16 bits are the partition id.
-	SequenceNumber         int64
+	// partitioned entity its top 16 bits are the partition id. A
+	// dead-lettered message keeps it: look it up in the dead-letter
+	// sub-queue by the number it was sent with.
+	SequenceNumber int64
+	// EnqueuedSequenceNumber is the number the message had where it was
+	// first enqueued; SequenceNumber but for a forwarded message.
 	EnqueuedSequenceNumber int64
 	EnqueuedTime           time.Time
 	ExpiresAt              time.Time

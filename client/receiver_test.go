@@ -489,3 +489,65 @@ func (e *env) testConcurrentCallsKeepTheirOwnOutcomes(t *testing.T) {
 		t.Fatalf("runtime %v, %v: want the queue empty", rt, err)
 	}
 }
+
+// testDeadLetterKeepsTheSequenceNumber dead-letters the messages of a
+// partitioned queue and finds them in the dead-letter sub-queue by the
+// numbers they were sent with.
+func (e *env) testDeadLetterKeepsTheSequenceNumber(t *testing.T) {
+	ctx := ctxT(t, 30*time.Second)
+	e.createQueue("dlseq", &admin.QueueProperties{PartitionCount: proto.Uint32(2)})
+	s := e.sender("dlseq")
+	sent := map[int64]string{}
+	for i := range 6 {
+		id := fmt.Sprintf("d%d", i)
+		var res client.SendResult
+		if err := s.SendMessage(ctx, &client.Message{MessageID: id, Body: []byte(id)}, &client.SendMessageOptions{Result: &res}); err != nil {
+			t.Fatal(err)
+		}
+		sent[res.SequenceNumber] = id
+	}
+	r := e.receiver("dlseq", nil)
+	var seqs []int64
+	for _, m := range receiveN(t, ctx, r, 6) {
+		if err := r.DeadLetterMessage(ctx, m, nil); err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, m.SequenceNumber)
+	}
+	dlq := e.receiver("dlseq", &client.ReceiverOptions{SubQueue: client.SubQueueDeadLetter})
+	peeked, err := dlq.PeekMessages(ctx, 10, nil)
+	if err != nil || len(peeked) != 6 {
+		t.Fatalf("peeked %d dead letters, %v", len(peeked), err)
+	}
+	for _, m := range peeked {
+		if sent[m.SequenceNumber] != m.MessageID || m.EnqueuedSequenceNumber != m.SequenceNumber || m.DeadLetterSource != "dlseq" {
+			t.Fatalf("dead letter %s has number %x, sent as %x", m.MessageID, m.SequenceNumber, seqByID(sent, m.MessageID))
+		}
+	}
+	for _, m := range receiveN(t, ctx, dlq, 6) {
+		if err := dlq.DeferMessage(ctx, m, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := dlq.ReceiveDeferredMessages(ctx, seqs, nil)
+	if err != nil || len(got) != len(seqs) {
+		t.Fatalf("received %d deferred dead letters by number, %v", len(got), err)
+	}
+	for i, m := range got {
+		if m.SequenceNumber != seqs[i] || sent[m.SequenceNumber] != m.MessageID {
+			t.Fatalf("deferred dead letter %d: %s numbered %x, asked for %x", i, m.MessageID, m.SequenceNumber, seqs[i])
+		}
+		if err := dlq.CompleteMessage(ctx, m, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func seqByID(sent map[int64]string, id string) int64 {
+	for seq, x := range sent {
+		if x == id {
+			return seq
+		}
+	}
+	return 0
+}

@@ -13,6 +13,13 @@ import (
 // SessionReceiver receives the messages of one session it holds locked,
 // in order. It has every method of Receiver (settlement, peek, deferred
 // messages) restricted to its session, plus the session's state and lock.
+//
+// ReceiveMessages hands out up to maxMessages of the session's next
+// messages, in order. They are locked under the session lock, as in
+// Service Bus: their LockedUntil is the session's at receipt, they stay
+// locked for as long as the session lock is held (RenewSessionLock keeps
+// them; RenewMessageLock on one renews the session lock), and settling
+// them fails with CodeSessionLockLost once it is lost.
 type SessionReceiver struct {
 	*Receiver
 	mu          sync.Mutex

@@ -134,18 +134,19 @@ func (s *adminService) UpdateQueue(ctx context.Context, req *raftbusv1.UpdateQue
 }
 
 // overlay is an update applied to current settings: the fields the update
-// sets replace theirs, unset ones keep their value. The metadata fields
-// are the broker's.
+// sets replace theirs whole, unset ones keep their value. (proto.Merge
+// would merge a duration field by field: 90s laid over an unlimited time
+// to live would keep its nanoseconds.) The metadata fields are the
+// broker's.
 func overlay[T proto.Message](current, update T) T {
 	out := proto.Clone(current).(T)
-	u := proto.Clone(update)
-	r := u.ProtoReflect()
-	for _, f := range []protoreflect.Name{"created_at", "updated_at"} {
-		if fd := r.Descriptor().Fields().ByName(f); fd != nil {
-			r.Clear(fd)
+	o := out.ProtoReflect()
+	proto.Clone(update).ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if name := fd.Name(); name != "created_at" && name != "updated_at" {
+			o.Set(fd, v)
 		}
-	}
-	proto.Merge(out, u)
+		return true
+	})
 	return out
 }
 

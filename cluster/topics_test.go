@@ -98,6 +98,24 @@ func TestTopicFansOutToSubscriptionsByRuleAcrossNodes(t *testing.T) {
 	}
 }
 
+func TestUpdateReplacesADurationWhole(t *testing.T) {
+	c := newTestCluster(t, 1)
+	admin := c.client(0).admin
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	createQueue(t, c.client(0), &raftbusv1.QueueProperties{Name: "q", LockDuration: durationpb.New(1500 * time.Millisecond)})
+	resp, err := admin.UpdateQueue(ctx, &raftbusv1.UpdateQueueRequest{Queue: &raftbusv1.QueueProperties{
+		Name: "q", LockDuration: durationpb.New(2 * time.Second), DefaultMessageTimeToLive: durationpb.New(90 * time.Second),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := resp.GetQueue(); q.GetLockDuration().AsDuration() != 2*time.Second || q.GetDefaultMessageTimeToLive().AsDuration() != 90*time.Second {
+		t.Fatalf("lock duration %v (was 1.5s, set 2s), time to live %v (was unlimited, set 90s)",
+			q.GetLockDuration().AsDuration(), q.GetDefaultMessageTimeToLive().AsDuration())
+	}
+}
+
 func TestUpdateKeepsUnsetSettings(t *testing.T) {
 	c := newTestCluster(t, 1)
 	admin := c.client(0).admin

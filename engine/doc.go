@@ -10,14 +10,16 @@
 //
 // An Engine holds entities: this partition's slice of a queue, a topic or a
 // subscription ("<topic>/subscriptions/<name>"). Each entity has a main
-// queue and a dead-letter sub-queue, both instances of queue: an
-// append-only log of messages in the order their sequence numbers were
-// handed out, with indexes for available, locked, deferred and scheduled
-// messages and heaps for lock expiry, activation and time to live. The
+// queue and a dead-letter sub-queue, both instances of queue: a log of
+// messages in the order their sequence numbers were handed out (a
+// dead-lettered message keeps its number and takes its place by it), with
+// indexes for available, locked, deferred and scheduled messages and heaps
+// for lock expiry, activation and time to live. The
 // main queue of an entity that requires sessions is also indexed by
 // session (session.go): each session's messages in processing order, the
 // sessions ready to accept by their oldest available message, and held
-// sessions by lock expiry, one more time effect. Time effects are applied
+// sessions by lock expiry, one more time effect. A message locked under a
+// held session has no lock expiry of its own: the session lock covers it. Time effects are applied
 // at their own due times, before each command, so results do not depend
 // on whether a Tick ran; NextDeadline tells the leader when the next one
 // is due.
@@ -32,6 +34,10 @@
 // engine/sqlfilter when they are created (a malformed one is refused then)
 // and apply to messages sent afterwards; a filter or action that fails to
 // evaluate dead-letters the copy unless the subscription turned that off.
+//
+// A command also carries the engine version of the leader that proposed
+// it (see Version); the engine gives it the meaning it had in that
+// version, so that entries replay as they were first applied.
 //
 // A receive may carry a receive id chosen by the receiver. The engine keeps
 // a receipt of what it received (receipt.go) for the entity's lock

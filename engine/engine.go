@@ -17,6 +17,29 @@ const (
 	tokenSeedSize = 16
 )
 
+// Version is the version of the semantics this build applies; the leader
+// stamps it into every command it proposes (Command.engine_version). A
+// change that gives a command, or a time effect, another outcome than
+// before takes a new version, and the engine applies each command with the
+// semantics of the version it carries: replicas replaying entries written
+// by an older build then compute what that build computed, whatever
+// snapshot each of them restarts from. (A replica on an older build than
+// its leader cannot honour a newer version: nodes are upgraded together.)
+//
+//	0  entries written before versions existed
+//	1  a dead-lettered message keeps its sequence number
+//	2  a session receive hands out several messages of the session in
+//	   order, locked under the session's lock
+//	3  session states count towards MaxSizeInMegabytes
+const Version = 3
+
+// Versions whose semantics code branches on.
+const (
+	versionDeadLetterKeepsSequence   = 1
+	versionSessionLocksCoverMessages = 2
+	versionQuotaCountsSessionState   = 3
+)
+
 // Engine is the state of one partition: the slices of the entities placed
 // in it. It is not safe for concurrent use; the partition layer applies
 // commands from one goroutine and serves reads under the same lock.
@@ -35,6 +58,9 @@ type Engine struct {
 	// generations is the highest metadata generation applied per entity
 	// (see fence.go).
 	generations map[string]uint64
+	// version is the semantics version of the command being applied (see
+	// Version); it is not state and no snapshot holds it.
+	version uint32
 }
 
 // New returns the empty state of partition partitionID of partitionCount.
@@ -76,6 +102,7 @@ func (e *Engine) Apply(cmd *enginev1.Command) *enginev1.Result {
 			return errorResult(err)
 		}
 	}
+	e.version = min(cmd.GetEngineVersion(), Version)
 	e.advance(max(cmd.GetNowUnixMs(), e.now))
 	now := e.now
 	var res *enginev1.Result

@@ -207,7 +207,24 @@ func newEntity(path string, s settings) *entity {
 	return ent
 }
 
+// bytes is what the entity holds in this partition, as its size and
+// against MaxSizeInMegabytes: the message ids, bodies and other fields of
+// its messages in every state and sub-queue, and its session states. A
+// topic holds its scheduled messages, the copies in its subscriptions
+// (each shared body once) and their session states.
 func (ent *entity) bytes() int64 {
+	b := ent.messageBytes() + ent.main.stateBytes()
+	if ent.topic != nil {
+		for _, sub := range ent.topic.subscriptions {
+			b += sub.main.stateBytes()
+		}
+	}
+	return b
+}
+
+// messageBytes is bytes without session states: what commands of versions
+// before versionQuotaCountsSessionState held against the quota.
+func (ent *entity) messageBytes() int64 {
 	b := ent.main.bytes + ent.deadLetter.bytes
 	if ent.topic != nil {
 		b += ent.topic.held

@@ -18,12 +18,15 @@ const (
 )
 
 // harness drives one engine the way a partition leader would: it stamps
-// time and a fresh token seed into every command.
+// time, a fresh token seed and the engine version into every command.
 type harness struct {
 	t     testing.TB
 	e     *Engine
 	now   int64
 	seeds uint64
+	// version is stamped into commands when set, else Version: a leader
+	// of an older build.
+	version *uint32
 }
 
 func newHarness(t testing.TB, props *raftbusv1.QueueProperties) *harness {
@@ -46,6 +49,10 @@ func (h *harness) apply(cmd *enginev1.Command) *enginev1.Result {
 	cmd.NowUnixMs = h.now
 	if cmd.TokenSeed == nil {
 		cmd.TokenSeed = h.seed()
+	}
+	cmd.EngineVersion = Version
+	if h.version != nil {
+		cmd.EngineVersion = *h.version
 	}
 	res := h.e.Apply(cmd)
 	checkInvariants(h.t, h.e)
@@ -179,7 +186,7 @@ func checkInvariants(t testing.TB, e *Engine) {
 		checkSessionInvariants(t, ent)
 		for _, q := range []*queue{ent.main, ent.deadLetter} {
 			var n [5]int64
-			var bytes int64
+			var bytes, underSession int64
 			var prev *message
 			q.all.ascend(0, func(m *message) bool {
 				if prev != nil && prev.order >= m.order {
@@ -197,8 +204,17 @@ func checkInvariants(t testing.TB, e *Engine) {
 				if m.state == stateLocked && q.locks[m.token] != m {
 					t.Fatalf("%s: locked message %d not in the lock index", ent.path, m.seq)
 				}
-				if (m.state == stateLocked || m.state == stateScheduled) && m.timerIdx < 0 {
-					t.Fatalf("%s: message %d in state %d, timer index %d", ent.path, m.seq, m.state, m.timerIdx)
+				// An available message's timer index is its place among
+				// the returned ones.
+				hasTimer := m.state == stateScheduled || (m.state == stateLocked && !m.underSessionLock)
+				if m.state != stateAvailable && hasTimer != (m.timerIdx >= 0) {
+					t.Fatalf("%s: message %d in state %d (under session lock %v), timer index %d", ent.path, m.seq, m.state, m.underSessionLock, m.timerIdx)
+				}
+				if m.underSessionLock {
+					if s := q.sessionOf(m); m.state != stateLocked || s == nil || !s.held() || m.dueMs != s.lockedUntil {
+						t.Fatalf("%s: message %d in state %d under the lock of session %v", ent.path, m.seq, m.state, s)
+					}
+					underSession++
 				}
 				if q.deadLetter && m.expiryIdx >= 0 {
 					t.Fatalf("%s: dead-lettered message %d has an expiry", ent.path, m.seq)
@@ -211,7 +227,7 @@ func checkInvariants(t testing.TB, e *Engine) {
 			if n[stateAvailable] != q.availableCount || int64(q.fresh.Len()+q.returned.Len()) != q.availableCount ||
 				n[stateLocked] != q.lockedCount || int64(len(q.locks)) != q.lockedCount ||
 				n[stateDeferred] != q.deferredCount || n[stateScheduled] != q.scheduledCount ||
-				int64(q.timers.Len()) != q.lockedCount+q.scheduledCount || bytes != q.bytes {
+				int64(q.timers.Len()) != q.lockedCount-underSession+q.scheduledCount || bytes != q.bytes {
 				t.Fatalf("%s (dead-letter %v): counts %v bytes %d, recorded available %d locked %d deferred %d scheduled %d bytes %d",
 					ent.path, q.deadLetter, n, bytes, q.availableCount, q.lockedCount, q.deferredCount, q.scheduledCount, q.bytes)
 			}

@@ -172,7 +172,8 @@ func TestMaxDeliveryCountMovesTheMessageToDeadLetter(t *testing.T) {
 			}
 			dl := h.lockDeadLetters(1)
 			if len(dl) != 1 || dl[0].GetDeadLetterReason() != "MaxDeliveryCountExceeded" ||
-				dl[0].GetEnqueuedSequenceNumber() != seq || dl[0].GetDeadLetterSource() != testQueue {
+				dl[0].GetSequenceNumber() != seq || dl[0].GetEnqueuedSequenceNumber() != seq || dl[0].GetDeliveryCount() != 4 || // 3, and this receive
+				dl[0].GetDeadLetterSource() != testQueue {
 				t.Fatalf("dead-letter %v", dl)
 			}
 		})

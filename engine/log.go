@@ -1,13 +1,17 @@
 package engine
 
-import "sort"
+import (
+	"slices"
+	"sort"
+)
 
 // messageLog holds messages in the order their sequence numbers were handed
-// out. Every insertion into a queue carries the newest order of the
-// partition, so the log only ever appends; removal leaves a hole that is
-// skipped, and holes are compacted away once they outnumber the messages.
-// Lookups are binary searches. Unlike a balanced tree, removal from the
-// front moves nothing, which is the common case of a queue.
+// out. Almost every insertion into a queue carries the newest order of the
+// partition, so the log appends; removal leaves a hole that is skipped,
+// and holes are compacted away once they outnumber the messages. Lookups
+// are binary searches. Unlike a balanced tree, removal from the front
+// moves nothing, which is the common case of a queue. Only a dead-lettered
+// message, which keeps its number, can belong before others (see insert).
 type messageLog struct {
 	slots []logSlot
 	head  int // slots before head are holes
@@ -24,6 +28,30 @@ func (l *messageLog) Len() int { return l.live }
 // append adds m, whose order must be above every order in the log.
 func (l *messageLog) append(m *message) {
 	l.slots = append(l.slots, logSlot{m.order, m})
+	l.live++
+}
+
+// insert adds m in its place by order, which no message of the log has.
+// Past the last order it appends. Before it, m takes the hole just before
+// its place when there is one (a dead-letter sub-queue received from the
+// front has them), else the slots after its place move up one: a
+// dead-letter sub-queue mostly takes messages in about the order they were
+// sent, so few of them move.
+func (l *messageLog) insert(m *message) {
+	if len(l.slots) == 0 || m.order > l.lastOrder() {
+		l.append(m)
+		return
+	}
+	i := l.search(m.order)
+	switch {
+	case i > l.head && l.slots[i-1].m == nil:
+		l.slots[i-1] = logSlot{m.order, m}
+	case i == l.head && l.head > 0:
+		l.head--
+		l.slots[l.head] = logSlot{m.order, m}
+	default:
+		l.slots = slices.Insert(l.slots, i, logSlot{m.order, m})
+	}
 	l.live++
 }
 

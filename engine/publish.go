@@ -96,7 +96,9 @@ func (e *Engine) fanOut(subEnt *entity, m *message, v *filterView, now int64) {
 			reason: reasonFilterEvaluation, description: descriptionFilterEvaluationError + evalErr.Error(),
 			source: subEnt.path, enqueuedSeq: c.seq, origin: c.order,
 		}
-		c.seq, c.order = e.sequence()
+		if e.version < versionDeadLetterKeepsSequence {
+			c.seq, c.order = e.sequence()
+		}
 		subEnt.deadLetter.insert(c)
 		return
 	}

@@ -44,6 +44,10 @@ type message struct {
 	// lockedFromDeferred: a message received by sequence number returns to
 	// the deferred state when its lock ends without settlement.
 	lockedFromDeferred bool
+	// underSessionLock: the message was locked under its session's lock,
+	// which covers it: it has no expiry of its own (dueMs follows the
+	// session's) and is released with the session.
+	underSessionLock bool
 	// sessionActive: the message is in its session's processing order
 	// (its session is found through queue.sessions: a pointer here would
 	// take the struct to the next size class).
@@ -120,7 +124,7 @@ func (q *queue) nextAvailable() *message {
 // insert stores m in the state m.state.
 func (q *queue) insert(m *message) {
 	m.timerIdx, m.expiryIdx = -1, -1
-	q.all.append(m)
+	q.all.insert(m)
 	q.bytes += m.size()
 	if t := q.topicOf(); t != nil {
 		t.share(m)
@@ -160,7 +164,9 @@ func (q *queue) attach(m *message) {
 		q.availableCount++
 	case stateLocked:
 		q.locks[m.token] = m
-		q.timers.push(m)
+		if !m.underSessionLock {
+			q.timers.push(m)
+		}
 		q.lockedCount++
 	case stateDeferred:
 		q.deferredCount++
@@ -190,7 +196,7 @@ func (q *queue) detach(m *message) {
 		delete(q.locks, m.token)
 		q.timers.remove(m)
 		m.token = lockToken{}
-		m.lockedFromDeferred = false
+		m.lockedFromDeferred, m.underSessionLock = false, false
 		q.lockedCount--
 	case stateDeferred:
 		q.deferredCount--
@@ -207,14 +213,17 @@ func (q *queue) move(m *message, to messageState) {
 	q.attach(m)
 }
 
-// lock hands m to a PeekLock receiver until lockedUntil.
-func (q *queue) lock(m *message, token lockToken, lockedUntil int64) {
+// lock hands m to a PeekLock receiver until lockedUntil, or, when
+// underSession, for as long as the lock of its session is held (which
+// ends at lockedUntil unless renewed).
+func (q *queue) lock(m *message, token lockToken, lockedUntil int64, underSession bool) {
 	fromDeferred := m.state == stateDeferred
 	q.detach(m)
 	m.state = stateLocked
 	m.token = token
 	m.dueMs = lockedUntil
 	m.lockedFromDeferred = fromDeferred
+	m.underSessionLock = underSession
 	m.deliveryCount++
 	q.attach(m)
 }

@@ -77,21 +77,33 @@ func (e *Engine) receiveAvailable(now int64, tokens *tokenSource, q *queue, n in
 		if !budget.take(m) {
 			break
 		}
-		out = append(out, e.take(q, m, tokens, lockedUntil, deleteMode, blocks.next(cap(out)-len(out))))
+		out = append(out, e.take(q, m, tokens, lockedUntil, false, deleteMode, blocks.next(cap(out)-len(out))))
 	}
 	return out
 }
 
-// take hands m to a receiver: locked, or removed in ReceiveAndDelete mode.
-func (e *Engine) take(q *queue, m *message, tokens *tokenSource, lockedUntil int64, deleteMode bool, b *receivedBlock) *raftbusv1.ReceivedMessage {
+// take hands m to a receiver: locked (until lockedUntil, or under its
+// session's lock), or removed in ReceiveAndDelete mode.
+func (e *Engine) take(q *queue, m *message, tokens *tokenSource, lockedUntil int64, underSession, deleteMode bool, b *receivedBlock) *raftbusv1.ReceivedMessage {
 	if deleteMode {
 		m.deliveryCount++
 		r := e.received(m, b)
 		q.remove(m)
 		return r
 	}
-	q.lock(m, tokens.next(q), lockedUntil)
+	q.lock(m, tokens.next(q), lockedUntil, underSession)
 	return e.received(m, b)
+}
+
+// lockTerms is how long a receive locks its messages: for the entity's
+// lock duration, or, under a session, for as long as the session lock is
+// held (commands of versions before versionSessionLocksCoverMessages gave
+// them their own lock there too).
+func (e *Engine) lockTerms(now int64, q *queue, s *session) (lockedUntil int64, underSession bool) {
+	if s != nil && e.version >= versionSessionLocksCoverMessages {
+		return s.lockedUntil, true
+	}
+	return addMs(now, q.entity.settings.lockDurationMs), false
 }
 
 // receiveDeferred receives deferred messages by sequence number, in the
@@ -131,11 +143,11 @@ func (e *Engine) receiveDeferred(now int64, tokens *tokenSource, c *enginev1.Rec
 			break
 		}
 	}
-	lockedUntil := addMs(now, q.entity.settings.lockDurationMs)
+	lockedUntil, underSession := e.lockTerms(now, q, s)
 	out := make([]*raftbusv1.ReceivedMessage, len(picked))
 	var blocks blockAllocator
 	for i, m := range picked {
-		out[i] = e.take(q, m, tokens, lockedUntil, deleteMode, blocks.next(len(picked)-i))
+		out[i] = e.take(q, m, tokens, lockedUntil, underSession, deleteMode, blocks.next(len(picked)-i))
 	}
 	if len(out) > 0 {
 		e.remember(now, q, req, out)
@@ -232,6 +244,10 @@ func (e *Engine) renewLock(now int64, c *enginev1.RenewLock) (int64, *Error) {
 	if m == nil || (s != nil && q.sessionOf(m) != s) {
 		return 0, q.lockLost(tok)
 	}
+	if m.underSessionLock {
+		// Its lock is its session's: renewing one renews the other.
+		return e.renewSession(now, q, q.sessionOf(m)), nil
+	}
 	until := addMs(now, q.entity.settings.lockDurationMs)
 	q.renew(m, until)
 	return until, nil
@@ -263,14 +279,19 @@ func (e *Engine) expire(q *queue, m *message, t int64) {
 	q.remove(m)
 }
 
-// deadLetter moves m from the main queue q to its dead-letter sub-queue,
-// where it gets a new sequence number and keeps the old one as its
-// enqueued sequence number.
+// deadLetter moves m from the main queue q to its dead-letter sub-queue.
+// It keeps its sequence number, enqueue time, delivery count and
+// properties, as in Service Bus, and takes its place among the
+// dead-lettered messages by that number. (Entries written before
+// versionDeadLetterKeepsSequence gave it a new number and kept the old one
+// as its enqueued sequence number.)
 func (e *Engine) deadLetter(q *queue, m *message, t int64, reason, description string) {
 	q.remove(m)
 	m.deadLetter = &deadLetterInfo{reason: reason, description: description, source: q.entity.path, enqueuedSeq: m.seq, origin: m.order}
 	m.state = stateAvailable
-	m.seq, m.order = e.sequence()
+	if e.version < versionDeadLetterKeepsSequence {
+		m.seq, m.order = e.sequence()
+	}
 	q.entity.deadLetter.insert(m)
 }
 

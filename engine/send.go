@@ -82,9 +82,13 @@ func (e *Engine) send(now int64, path string, msgs []*raftbusv1.Message, schedul
 			x.scheduled = x.scheduledMs > now
 		}
 	}
-	if total > 0 && ent.bytes()+total > s.maxSizeBytes {
+	used := ent.bytes()
+	if e.version < versionQuotaCountsSessionState {
+		used = ent.messageBytes()
+	}
+	if total > 0 && used+total > s.maxSizeBytes {
 		return nil, errorf(raftbusv1.ErrorReason_ERROR_REASON_QUOTA_EXCEEDED,
-			"entity %q holds %d bytes; %d more would exceed its limit of %d", path, ent.bytes(), total, s.maxSizeBytes)
+			"entity %q holds %d bytes; %d more would exceed its limit of %d", path, used, total, s.maxSizeBytes)
 	}
 	results := make([]*raftbusv1.SendResult, len(msgs))
 	blocks := make([]sendBlock, len(msgs))

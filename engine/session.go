@@ -94,9 +94,20 @@ func (e *Engine) renewSessionLock(now int64, c *enginev1.RenewSessionLock) (int6
 	if err != nil {
 		return 0, err
 	}
+	return e.renewSession(now, q, s), nil
+}
+
+// renewSession extends the lock of the held session s by the entity's lock
+// duration, and with it the locks of the messages locked under it.
+func (e *Engine) renewSession(now int64, q *queue, s *session) int64 {
 	s.lockedUntil = addMs(now, q.entity.settings.lockDurationMs)
 	q.sessions.expiring.changed(s)
-	return s.lockedUntil, nil
+	for _, m := range s.locked {
+		if m.underSessionLock {
+			m.dueMs = s.lockedUntil
+		}
+	}
+	return s.lockedUntil
 }
 
 func (e *Engine) setSessionState(c *enginev1.SetSessionState) *Error {
@@ -112,10 +123,18 @@ func (e *Engine) setSessionState(c *enginev1.SetSessionState) *Error {
 		return errorf(raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_SIZE_EXCEEDED,
 			"session state is %d bytes; at most %d are kept", n, MaxSessionStateBytes)
 	}
-	s.state = c.GetState()
-	if len(s.state) == 0 {
-		s.state = nil
+	if grow := int64(len(c.GetState()) - len(s.state)); grow > 0 && e.version >= versionQuotaCountsSessionState {
+		// A subscription's sessions count towards its topic's size.
+		owner := q.entity
+		if sub := owner.subscription; sub != nil {
+			owner = sub.topic
+		}
+		if used, limit := owner.bytes(), owner.settings.maxSizeBytes; used+grow > limit {
+			return errorf(raftbusv1.ErrorReason_ERROR_REASON_QUOTA_EXCEEDED,
+				"entity %q holds %d bytes; a session state %d bytes larger would exceed its limit of %d", owner.path, used, grow, limit)
+		}
 	}
+	q.sessions.setState(s, c.GetState())
 	return nil
 }
 
@@ -150,26 +169,43 @@ func (e *Engine) releaseSession(q *queue, s *session, t int64) {
 	q.sessions.update(s)
 }
 
-// receiveSession locks the head of a held session (PeekLock: one message,
-// since the next one waits for it to be settled) or removes up to n
-// messages in order (ReceiveAndDelete).
+// receiveSession locks (PeekLock) or removes (ReceiveAndDelete) up to n
+// available messages of a held session in processing order; those it
+// locks are locked under the session's lock. (Commands of versions before
+// versionSessionLocksCoverMessages locked one message at a time in a
+// session, and only when no earlier one was locked.)
 func (e *Engine) receiveSession(now int64, tokens *tokenSource, q *queue, s *session, n int, budget *byteBudget, deleteMode bool) []*raftbusv1.ReceivedMessage {
 	var out []*raftbusv1.ReceivedMessage
 	var blocks blockAllocator
-	if !deleteMode {
-		// One message, its block and the result slice in one allocation.
+	if n == 1 {
+		// One message, its block and the result slice in one allocation:
+		// the most frequent session receive.
 		one := &struct {
 			b   [1]receivedBlock
 			out [1]*raftbusv1.ReceivedMessage
 		}{}
-		n, out, blocks.chunk = 1, one.out[:0], one.b[:]
+		out, blocks.chunk = one.out[:0], one.b[:]
 	}
-	lockedUntil := addMs(now, q.entity.settings.lockDurationMs)
+	lockedUntil, underSession := e.lockTerms(now, q, s)
+	legacy := e.version < versionSessionLocksCoverMessages
+	if legacy && !deleteMode {
+		n = 1
+	}
+	var from uint64
 	for len(out) < n {
-		m := s.head()
+		var m *message
+		if legacy {
+			// The head of the session, unless it is locked.
+			if m = s.active.first(); m != nil && m.state != stateAvailable {
+				m = nil
+			}
+		} else {
+			m = s.nextAvailable(from)
+		}
 		if m == nil {
 			break
 		}
+		from = m.order + 1
 		if m.deliveryCount >= q.entity.settings.maxDeliveryCount {
 			// Possible only after MaxDeliveryCount was lowered.
 			e.deadLetter(q, m, now, reasonMaxDeliveryCountExceeded, descriptionMaxDeliveryCount)
@@ -178,7 +214,7 @@ func (e *Engine) receiveSession(now int64, tokens *tokenSource, q *queue, s *ses
 		if !budget.take(m) {
 			break
 		}
-		out = append(out, e.take(q, m, tokens, lockedUntil, deleteMode, blocks.next(n-len(out))))
+		out = append(out, e.take(q, m, tokens, lockedUntil, underSession, deleteMode, blocks.next(n-len(out))))
 	}
 	return out
 }
@@ -295,9 +331,7 @@ func (e *Engine) restoreSession(ent *entity, r *enginev1.StoredSession) error {
 	if s.held() || len(s.state) > 0 {
 		return errors.New("stored twice")
 	}
-	if len(r.GetState()) > 0 {
-		s.state = r.GetState()
-	}
+	x.setState(s, r.GetState())
 	if tok := r.GetLockToken(); len(tok) > 0 {
 		if len(tok) != len(lockToken{}) || lockToken(tok) == (lockToken{}) {
 			return errors.New("the lock token is not 16 bytes or zero")

@@ -112,9 +112,10 @@ func checkSessionInvariants(t testing.TB, ent *entity) {
 		}
 		return true
 	})
-	var withMessages int64
+	var withMessages, stateBytes int64
 	var ready, expiring int
 	for id, s := range x.byID {
+		stateBytes += int64(len(s.state))
 		if s.id != id {
 			t.Fatalf("%s: session %q filed as %q", ent.path, s.id, id)
 		}
@@ -168,8 +169,8 @@ func checkSessionInvariants(t testing.TB, ent *entity) {
 	if len(x.lost) != len(x.lostBy) {
 		t.Fatalf("%s: %d lost lock tokens, %d messages with one", ent.path, len(x.lost), len(x.lostBy))
 	}
-	if withMessages != x.withMessages || ready != len(x.ready.items) || expiring != len(x.expiring.items) {
-		t.Fatalf("%s: %d sessions with messages (recorded %d), %d ready (heap %d), %d held (heap %d)",
-			ent.path, withMessages, x.withMessages, ready, len(x.ready.items), expiring, len(x.expiring.items))
+	if withMessages != x.withMessages || ready != len(x.ready.items) || expiring != len(x.expiring.items) || stateBytes != x.stateBytes {
+		t.Fatalf("%s: %d sessions with messages (recorded %d), %d ready (heap %d), %d held (heap %d), %d bytes of state (recorded %d)",
+			ent.path, withMessages, x.withMessages, ready, len(x.ready.items), expiring, len(x.expiring.items), stateBytes, x.stateBytes)
 	}
 }

@@ -114,35 +114,33 @@ func TestSessionMessagesGoOnlyToHolderInSequenceOrder(t *testing.T) {
 	h.sendTo("b", "b0")
 	h.sendTo("a", "a1", "a2")
 	a := h.accept("a")
-	var got []string
-	for range 3 {
-		ms := h.receiveIn(a, 10)
-		if len(ms) != 1 {
-			t.Fatalf("received %d messages, want one at a time", len(ms))
-		}
-		got = append(got, ids(ms)...)
-		h.ok(sessionSettleCmd(a, ms[0].GetLockToken(), complete))
-	}
-	if !slices.Equal(got, []string{"a0", "a1", "a2"}) {
+	ms := h.receiveIn(a, 10)
+	if got := ids(ms); !slices.Equal(got, []string{"a0", "a1", "a2"}) {
 		t.Fatalf("received %v", got)
+	}
+	for _, m := range ms {
+		h.ok(sessionSettleCmd(a, m.GetLockToken(), complete))
 	}
 	// A receiver with another session's token gets nothing of a.
 	b := h.accept("b")
 	h.fails(sessionLockCmd(heldSessionLock{"a", b.token}, peekLock, 1), sessionLockLost)
 }
 
-func TestNextSessionMessageWaitsUntilEarlierOneIsSettled(t *testing.T) {
+// Entries written before versionSessionLocksCoverMessages replay as they
+// were applied: one locked message per session at a time.
+func TestEntriesBeforeVersion2LockOneSessionMessageAtATime(t *testing.T) {
 	for _, d := range []enginev1.Disposition{complete, deadLetterIt, deferIt} {
 		t.Run(d.String(), func(t *testing.T) {
 			h := newSessionHarness(t, nil)
+			h.version = ptr[uint32](versionSessionLocksCoverMessages - 1)
 			h.sendTo("a", "a0", "a1")
 			s := h.accept("a")
 			first := h.receiveIn(s, 1)
 			if got := h.receiveIn(s, 1); len(got) != 0 {
 				t.Fatalf("received %v while a0 is locked", ids(got))
 			}
-			if h.e.HasAvailableInSession(testQueue, "a") {
-				t.Fatal("HasAvailableInSession while a0 is locked")
+			if got := h.ok(sessionLockCmd(s, receiveDel, 5)).GetLock().GetMessages(); len(got) != 0 {
+				t.Fatalf("received and deleted %v while a0 is locked", ids(got))
 			}
 			h.ok(sessionSettleCmd(s, first[0].GetLockToken(), d))
 			if got := ids(h.receiveIn(s, 1)); !slices.Equal(got, []string{"a1"}) {
@@ -182,15 +180,14 @@ func TestSessionLockExpiryReleasesMessageLocks(t *testing.T) {
 	h.sendTo("a", "a0", "a1")
 	for delivery := int32(1); delivery <= 2; delivery++ {
 		s := h.accept("a")
+		h.advance(6 * time.Second)
 		m := h.receiveIn(s, 1)
 		if m[0].GetDeliveryCount() != delivery || m[0].GetMessage().GetMessageId() != "a0" {
 			t.Fatalf("delivery %d: received %v count %d", delivery, ids(m), m[0].GetDeliveryCount())
 		}
-		// Keep the message lock alive past the session lock.
-		h.advance(6 * time.Second)
-		h.ok(&enginev1.Command{Body: &enginev1.Command_RenewLock{RenewLock: &enginev1.RenewLock{EntityPath: testQueue, LockToken: m[0].GetLockToken()}}})
-		if at, ok := h.e.NextDeadline(); !ok || at != h.now+4000 {
-			t.Fatalf("next deadline %d %v, want the session lock expiry %d", at, ok, h.now+4000)
+		// Locked under the session's lock: it ends with the session's.
+		if at, ok := h.e.NextDeadline(); !ok || at != h.now+4000 || timestampMs(m[0].GetLockedUntil()) != at {
+			t.Fatalf("next deadline %d %v, locked until %v, want the session lock expiry %d", at, ok, m[0].GetLockedUntil(), h.now+4000)
 		}
 		h.advance(4 * time.Second)
 		h.fails(sessionSettleCmd(s, m[0].GetLockToken(), complete), sessionLockLost)

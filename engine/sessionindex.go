@@ -29,12 +29,22 @@ type session struct {
 func (s *session) held() bool { return s.holder != (lockToken{}) }
 
 // head is the message processing order hands out next, or nil: the first
-// active message, when it is available (a locked one blocks the session).
-func (s *session) head() *message {
-	if m := s.active.first(); m != nil && m.state == stateAvailable {
-		return m
-	}
-	return nil
+// available one (its holder may have earlier ones locked).
+func (s *session) head() *message { return s.nextAvailable(0) }
+
+// nextAvailable is the first available message in processing order from
+// order from on, or nil. Only locked messages are skipped, and only while
+// the session is held, so a receive looks at each message once.
+func (s *session) nextAvailable(from uint64) *message {
+	var next *message
+	s.active.ascend(from, func(m *message) bool {
+		if m.state == stateAvailable {
+			next = m
+			return false
+		}
+		return true
+	})
+	return next
 }
 
 // sessionLogStart is the room a new session has for messages before its
@@ -59,6 +69,8 @@ type sessionIndex struct {
 	lostBy map[*message]lockToken
 	// withMessages counts sessions with at least one message.
 	withMessages int64
+	// stateBytes is the size of every session's state.
+	stateBytes int64
 }
 
 func newSessionIndex() *sessionIndex {
@@ -104,6 +116,24 @@ func (x *sessionIndex) get(id string, create bool) *session {
 		x.byID[id] = s
 	}
 	return s
+}
+
+// setState replaces s's state (empty: none), keeping stateBytes.
+func (x *sessionIndex) setState(s *session, state []byte) {
+	if len(state) == 0 {
+		state = nil
+	}
+	x.stateBytes += int64(len(state) - len(s.state))
+	s.state = state
+}
+
+// stateBytes is the size of the session states of q (none when q is not
+// indexed by session).
+func (q *queue) stateBytes() int64 {
+	if q.sessions == nil {
+		return 0
+	}
+	return q.sessions.stateBytes
 }
 
 // update puts s where it belongs in the heaps after a change, and forgets

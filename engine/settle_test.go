@@ -9,9 +9,12 @@ import (
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
-func TestDeadLetterCarriesReasonDescriptionAndProperties(t *testing.T) {
+func TestDeadLetterKeepsTheMessageAndCarriesReasonDescriptionAndProperties(t *testing.T) {
 	h := newHarness(t, nil)
 	seq := h.sendN(1)[0]
+	enqueued := h.now
+	h.advance(time.Second)
+	h.settle(h.lock(1)[0], abandon)
 	m := h.lock(1)[0]
 	cmd := settleCmd(mainQueue, m.GetLockToken(), deadLetterIt)
 	s := cmd.GetSettle()
@@ -27,9 +30,16 @@ func TestDeadLetterCarriesReasonDescriptionAndProperties(t *testing.T) {
 	}
 	got := p[0]
 	if got.GetDeadLetterReason() != "Poison" || got.GetDeadLetterErrorDescription() != "cannot parse" ||
-		got.GetDeadLetterSource() != testQueue || got.GetEnqueuedSequenceNumber() != seq || got.GetSequenceNumber() <= seq ||
+		got.GetDeadLetterSource() != testQueue || got.GetSequenceNumber() != seq || got.GetEnqueuedSequenceNumber() != seq ||
+		got.GetEnqueuedTime().AsTime().UnixMilli() != enqueued || got.GetDeliveryCount() != 2 || got.GetMessage().GetMessageId() != "m0" ||
 		got.GetMessage().GetApplicationProperties()["stage"].GetStringValue() != "parse" || string(got.GetMessage().GetBody()) != "body" {
 		t.Fatalf("dead-lettered message %v", got)
+	}
+	if p := h.peek(deadLetter, seq, 1); len(p) != 1 || p[0].GetSequenceNumber() != seq {
+		t.Fatalf("dead-letter peek from %d: %v", seq, p)
+	}
+	if p := h.peek(mainQueue, seq, 1); len(p) != 0 {
+		t.Fatalf("the main queue still shows %v", p)
 	}
 }
 

@@ -119,6 +119,7 @@ func storedMessage(q *queue, m *message) *enginev1.StoredMessage {
 		s.DueUnixMs = m.dueMs
 		s.LockToken = m.token[:]
 		s.LockedFromDeferred = m.lockedFromDeferred
+		s.UnderSessionLock = m.underSessionLock
 	case stateDeferred:
 		s.State = enginev1.StoredState_STORED_STATE_DEFERRED
 	case stateScheduled:
@@ -228,6 +229,9 @@ func restore(r *bufio.Reader) (*Engine, error) {
 				return nil, fmt.Errorf("trailer counts %d entities and %d messages, read %d and %d",
 					x.Trailer.GetEntityCount(), x.Trailer.GetMessageCount(), entities, messages)
 			}
+			if err := e.checkSessionLocks(); err != nil {
+				return nil, err
+			}
 			return e, nil
 		default:
 			return nil, fmt.Errorf("unexpected record %T", x)
@@ -279,6 +283,9 @@ func (e *Engine) restoreMessage(ent *entity, s *enginev1.StoredMessage, bodies s
 			return errors.New("lock token is zero or stored twice")
 		}
 		m.lockedFromDeferred = s.GetLockedFromDeferred()
+		if m.underSessionLock = s.GetUnderSessionLock(); m.underSessionLock && q.sessions == nil {
+			return errors.New("locked under a session lock outside a session")
+		}
 	case enginev1.StoredState_STORED_STATE_DEFERRED:
 		m.state = stateDeferred
 	case enginev1.StoredState_STORED_STATE_SCHEDULED:
@@ -308,6 +315,34 @@ func (e *Engine) restoreMessage(ent *entity, s *enginev1.StoredMessage, bodies s
 	if m.state == stateLocked && m.expiresMs <= e.now {
 		// Its expiry already fired; it expires when the lock ends.
 		q.expiries.remove(m)
+	}
+	return nil
+}
+
+// checkSessionLocks checks, once a snapshot is read, that every locked
+// message of a session belongs to a held session, whose lock ends those
+// locked under it when they end: otherwise nothing would ever release it.
+func (e *Engine) checkSessionLocks() error {
+	for _, ent := range e.sorted {
+		x := ent.main.sessions
+		if x == nil {
+			continue
+		}
+		var err error
+		ent.main.all.ascend(0, func(m *message) bool {
+			s := x.owner[m]
+			switch {
+			case m.state != stateLocked:
+			case !s.held():
+				err = fmt.Errorf("entity %q, message %d: locked in session %q, which nobody holds", ent.path, m.seq, s.id)
+			case m.underSessionLock && m.dueMs != s.lockedUntil:
+				err = fmt.Errorf("entity %q, message %d: locked under the lock of session %q until %d, the session until %d", ent.path, m.seq, s.id, m.dueMs, s.lockedUntil)
+			}
+			return err == nil
+		})
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }

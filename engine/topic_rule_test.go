@@ -225,7 +225,8 @@ func TestFilterEvaluationErrorDeadLettersTheCopy(t *testing.T) {
 	sent := h.publish(&raftbusv1.Message{MessageId: "text", ApplicationProperties: map[string]*raftbusv1.PropertyValue{"quantity": stringProp("many")}})
 	dl := h.peekSub("strict", deadLetter)
 	if len(dl) != 1 || dl[0].GetDeadLetterReason() != reasonFilterEvaluation || !strings.Contains(dl[0].GetDeadLetterErrorDescription(), "position") ||
-		dl[0].GetEnqueuedSequenceNumber() != sent[0].GetSequenceNumber() || dl[0].GetDeadLetterSource() != subPath("strict") {
+		dl[0].GetSequenceNumber() != sent[0].GetSequenceNumber() || dl[0].GetEnqueuedSequenceNumber() != sent[0].GetSequenceNumber() ||
+		dl[0].GetDeadLetterSource() != subPath("strict") {
 		t.Fatalf("strict subscription dead-lettered %v", dl)
 	}
 	if len(h.peekSub("strict", mainQueue)) != 0 {

@@ -165,7 +165,7 @@ func TestSubscriptionIsAQueueInEveryRespect(t *testing.T) {
 		t.Fatalf("deferred %v", deferred)
 	}
 	dl := h.lockSub("s", deadLetter, 1)
-	if len(dl) != 1 || dl[0].GetDeadLetterSource() != subPath("s") || dl[0].GetEnqueuedSequenceNumber() != seqs[3] {
+	if len(dl) != 1 || dl[0].GetDeadLetterSource() != subPath("s") || dl[0].GetSequenceNumber() != seqs[3] || dl[0].GetEnqueuedSequenceNumber() != seqs[3] {
 		t.Fatalf("dead-lettered %v", dl)
 	}
 	// The renewed lock expires twice: MaxDeliveryCount sends it to the
@@ -179,7 +179,8 @@ func TestSubscriptionIsAQueueInEveryRespect(t *testing.T) {
 	h.ok(&enginev1.Command{Body: &enginev1.Command_Tick{Tick: &enginev1.Tick{}}})
 	// The deferred message received by sequence number was not settled
 	// either: both locks expired a second time.
-	if got := h.peekSub("s", deadLetter); !slices.Equal(ids(got), []string{"3", "2", "0"}) || got[2].GetDeadLetterReason() != reasonMaxDeliveryCountExceeded {
+	if got := h.peekSub("s", deadLetter); !slices.Equal(ids(got), []string{"0", "2", "3"}) || !slices.Equal(seqsOf(got), []int64{seqs[0], seqs[2], seqs[3]}) ||
+		got[0].GetDeadLetterReason() != reasonMaxDeliveryCountExceeded {
 		t.Fatalf("dead-letter sub-queue %v", got)
 	}
 	// ReceiveAndDelete.

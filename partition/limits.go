@@ -53,7 +53,7 @@ const (
 	transportBytesPerRequest = 4 << 10
 	// commandFraming is what a command adds to an entry beyond its own
 	// encoding before the proposer stamps it: its field tag and length,
-	// and the time and token seed the proposer fills in.
+	// and the time, token seed and engine version the proposer fills in.
 	commandFraming = 48
 )
 

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/raftbus/raftbus/engine"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -144,8 +145,9 @@ func (p *Partition) Now() (int64, error) {
 	return max(t.UnixMilli(), p.lastStamp.Load()), nil
 }
 
-// stamp fills in what only the leader may decide: the time and lock token
-// seeds of each command. Followers apply the stamped values as they are.
+// stamp fills in what only the leader may decide: the time, the lock token
+// seeds and the engine version of each command. Followers apply the
+// stamped values as they are.
 func stamp(batch []*proposal, ms int64) (*enginev1.Entry, error) {
 	seeds := make([]byte, tokenSeedSize*len(batch))
 	if _, err := rand.Read(seeds); err != nil {
@@ -155,6 +157,7 @@ func stamp(batch []*proposal, ms int64) (*enginev1.Entry, error) {
 	for i, pr := range batch {
 		pr.cmd.NowUnixMs = ms
 		pr.cmd.TokenSeed = seeds[i*tokenSeedSize : (i+1)*tokenSeedSize]
+		pr.cmd.EngineVersion = engine.Version
 		entry.Commands[i] = pr.cmd
 	}
 	return entry, nil

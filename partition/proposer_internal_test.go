@@ -5,8 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/raftbus/raftbus/engine"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -113,4 +115,23 @@ func lengths(ids [][]string) []int {
 		n = append(n, len(x))
 	}
 	return n
+}
+
+func TestStampCarriesTimeSeedAndEngineVersionWithinTheFraming(t *testing.T) {
+	pr := sizedProposal("a", MaxCommandBytes-100)
+	before := proto.Size(pr.cmd)
+	ms := time.Now().UnixMilli()
+	entry, err := stamp([]*proposal{pr}, ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := entry.GetCommands()[0]
+	if c.GetNowUnixMs() != ms || len(c.GetTokenSeed()) != tokenSeedSize || c.GetEngineVersion() != engine.Version {
+		t.Fatalf("stamped %d, seed %x, version %d", c.GetNowUnixMs(), c.GetTokenSeed(), c.GetEngineVersion())
+	}
+	after := proto.Size(c)
+	framed := protowire.SizeTag(1) + protowire.SizeBytes(after)
+	if added := framed - before; added > commandFraming {
+		t.Fatalf("a stamped command adds %d bytes to its entry, commandFraming allows %d", added, commandFraming)
+	}
 }

@@ -54,8 +54,8 @@ import json, sys
 label, nodes, before, after, run = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3]), json.loads(sys.argv[4]), sys.argv[5]
 r = json.load(open(run))
 r["label"], r["nodes"] = label, nodes
-payload = max(r["sent"] * r["message_bytes"], 1)
-secs = max(r["send_seconds"], r["receive_seconds"], 1e-9)
+payload = max(r["sent"] * r["messageBytes"], 1)
+secs = max(r["sendSeconds"], r["receiveSeconds"], 1e-9)
 r["disk_bytes_per_payload_byte"] = {n: (after[n]["write_bytes"] - before[n]["write_bytes"]) / payload for n in after}
 r["node_log_syncs_per_second"] = {n: (after[n]["syncs"] - before[n]["syncs"]) / secs for n in after}
 print(json.dumps(r))
@@ -86,16 +86,16 @@ with open(sys.argv[2], "w") as f:
     f.write("| nodes | run | send msgs/s | MB/s | receive+settle msgs/s | send-ack p50 / p90 / p99 / max ms | end-to-end p50 / p99 ms | disk bytes per payload byte, per node | node log syncs/s, per node |\n")
     f.write("|---|---|---|---|---|---|---|---|---|\n")
     for r in rows:
-        s, e = r["send_ack_latency"], r["end_to_end_latency"]
+        s, e = r["sendAckLatency"], r["endToEndLatency"]
         amp = " / ".join(f"{v:.2f}" for _, v in sorted(r["disk_bytes_per_payload_byte"].items()))
         syncs = " / ".join(f"{v:.0f}" for _, v in sorted(r["node_log_syncs_per_second"].items()))
-        f.write(f'| {r["nodes"]} | {r["label"]} | {r["send_msgs_per_second"]:.0f} | {r["send_mb_per_second"]:.1f} | '
-                f'{r["receive_settle_msgs_per_second"]:.0f} | {s["p50_ms"]:.2f} / {s["p90_ms"]:.2f} / {s["p99_ms"]:.2f} / {s["max_ms"]:.2f} | '
-                f'{e["p50_ms"]:.1f} / {e["p99_ms"]:.1f} | {amp} | {syncs} |\n')
+        f.write(f'| {r["nodes"]} | {r["label"]} | {r["sendMsgsPerSecond"]:.0f} | {r["sendMbPerSecond"]:.1f} | '
+                f'{r["receiveSettleMsgsPerSecond"]:.0f} | {s["p50Ms"]:.2f} / {s["p90Ms"]:.2f} / {s["p99Ms"]:.2f} / {s["maxMs"]:.2f} | '
+                f'{e["p50Ms"]:.1f} / {e["p99Ms"]:.1f} | {amp} | {syncs} |\n')
     one = next((r for r in rows if r["nodes"] == 3 and r["label"] == "1 KiB, 256 in flight"), None)
     many = next((r for r in rows if r["nodes"] == 3 and "16 partitions" in r["label"]), None)
     if one and many:
-        f.write(f'\n16 partitions / 1 partition, 3 nodes, 256 in flight: sends {many["send_msgs_per_second"] / max(one["send_msgs_per_second"], 1):.2f}x, '
-                f'receive+settle {many["receive_settle_msgs_per_second"] / max(one["receive_settle_msgs_per_second"], 1):.2f}x\n')
+        f.write(f'\n16 partitions / 1 partition, 3 nodes, 256 in flight: sends {many["sendMsgsPerSecond"] / max(one["sendMsgsPerSecond"], 1):.2f}x, '
+                f'receive+settle {many["receiveSettleMsgsPerSecond"] / max(one["receiveSettleMsgsPerSecond"], 1):.2f}x\n')
 print(open(sys.argv[2]).read())
 PY

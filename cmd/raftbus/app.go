@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/raftbus/raftbus/client"
 	"github.com/raftbus/raftbus/client/admin"
@@ -46,7 +48,11 @@ Cluster:
 Flags every command takes:
   --server host:port[,host:port]  nodes to connect to (env RAFTBUS_ADDR,
                                   default 127.0.0.1:7400)
-  --output text|json              output format (default text)
+  --output text|json              output format (default text); JSON
+                                  names are camelCase in every command,
+                                  entities and counts in protobuf's JSON
+                                  form (an unlimited duration is the
+                                  longest, 9223372036.854775807s)
   --timeout duration              give up after this long (default 30s)
 
 Examples:
@@ -249,7 +255,15 @@ func (a *app) table(header []string, rows [][]string) {
 	w.Flush()
 }
 
-// printFields writes a proto message as "name: value" lines.
+// unlimitedDuration is the JSON form of the longest duration, which an
+// entity's settings use for "unlimited" (a time to live without end).
+var unlimitedDuration = func() string {
+	b, _ := protojson.Marshal(durationpb.New(math.MaxInt64))
+	return strings.Trim(string(b), `"`)
+}()
+
+// printFields writes a proto message as "name: value" lines; an unlimited
+// duration reads "unlimited".
 func (a *app) printFields(m proto.Message) error {
 	b, err := protojson.MarshalOptions{EmitUnpopulated: true}.Marshal(m)
 	if err != nil {
@@ -268,6 +282,9 @@ func (a *app) printFields(m proto.Message) error {
 	for _, k := range keys {
 		v := fields[k]
 		if s, ok := v.(string); ok {
+			if s == unlimitedDuration {
+				s = "unlimited"
+			}
 			fmt.Fprintf(w, "%s:\t%s\n", k, s)
 			continue
 		}

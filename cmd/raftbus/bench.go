@@ -71,42 +71,42 @@ type BenchReport struct {
 	Queue        string `json:"queue"`
 	Producers    int    `json:"producers"`
 	Consumers    int    `json:"consumers"`
-	InFlight     int    `json:"in_flight"`
-	MessageBytes int    `json:"message_bytes"`
+	InFlight     int    `json:"inFlight"`
+	MessageBytes int    `json:"messageBytes"`
 	Partitions   int    `json:"partitions"`
 	Sessions     int    `json:"sessions"`
-	ReceiveMode  string `json:"receive_mode"`
+	ReceiveMode  string `json:"receiveMode"`
 	Sent         int64  `json:"sent"`
-	SendErrors   int64  `json:"send_errors"`
+	SendErrors   int64  `json:"sendErrors"`
 	// SendErrorReasons counts the failed sends by reason (the client's
 	// Code, e.g. "SERVER_BUSY"), so that a run with errors says which.
-	SendErrorReasons map[string]int64 `json:"send_error_reasons,omitempty"`
+	SendErrorReasons map[string]int64 `json:"sendErrorReasons,omitempty"`
 	// SendErrorSamples holds the first error message seen per reason.
-	SendErrorSamples map[string]string `json:"send_error_samples,omitempty"`
+	SendErrorSamples map[string]string `json:"sendErrorSamples,omitempty"`
 	// ReceiveErrors counts the receives and settlements that failed with
 	// an error a retry can get past (the run goes on; a message whose
 	// settlement was lost comes again), by reason.
-	ReceiveErrors       int64             `json:"receive_errors"`
-	ReceiveErrorReasons map[string]int64  `json:"receive_error_reasons,omitempty"`
-	ReceiveErrorSamples map[string]string `json:"receive_error_samples,omitempty"`
+	ReceiveErrors       int64             `json:"receiveErrors"`
+	ReceiveErrorReasons map[string]int64  `json:"receiveErrorReasons,omitempty"`
+	ReceiveErrorSamples map[string]string `json:"receiveErrorSamples,omitempty"`
 	Received            int64             `json:"received"`
 	Redelivered         int64             `json:"redelivered"`
-	SendSeconds         float64           `json:"send_seconds"`
-	ReceiveSeconds      float64           `json:"receive_seconds"`
-	SendPerSecond       float64           `json:"send_msgs_per_second"`
-	RecvPerSecond       float64           `json:"receive_settle_msgs_per_second"`
-	SendMBPerSecond     float64           `json:"send_mb_per_second"`
-	SendLatency         LatencyReport     `json:"send_ack_latency"`
-	EndToEnd            LatencyReport     `json:"end_to_end_latency"`
+	SendSeconds         float64           `json:"sendSeconds"`
+	ReceiveSeconds      float64           `json:"receiveSeconds"`
+	SendPerSecond       float64           `json:"sendMsgsPerSecond"`
+	RecvPerSecond       float64           `json:"receiveSettleMsgsPerSecond"`
+	SendMBPerSecond     float64           `json:"sendMbPerSecond"`
+	SendLatency         LatencyReport     `json:"sendAckLatency"`
+	EndToEnd            LatencyReport     `json:"endToEndLatency"`
 }
 
 // LatencyReport summarises a latency distribution, in milliseconds.
 type LatencyReport struct {
 	Count int64   `json:"count"`
-	P50   float64 `json:"p50_ms"`
-	P90   float64 `json:"p90_ms"`
-	P99   float64 `json:"p99_ms"`
-	Max   float64 `json:"max_ms"`
+	P50   float64 `json:"p50Ms"`
+	P90   float64 `json:"p90Ms"`
+	P99   float64 `json:"p99Ms"`
+	Max   float64 `json:"maxMs"`
 }
 
 func runBench(ctx context.Context, a *app, args []string) error {

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,8 +32,13 @@ func TestCommands(t *testing.T) {
 
 	t.Run("Queue", func(t *testing.T) {
 		c := cli{t: t, server: c.server}
-		if out := c.ok("queue", "create", "orders", "--partitions", "2", "--lock-duration", "30s"); !strings.Contains(out, "created queue orders") {
+		out := c.ok("queue", "create", "orders", "--partitions", "2", "--lock-duration", "30s")
+		if !strings.Contains(out, "created queue orders") || !regexp.MustCompile(`defaultMessageTimeToLive:\s+unlimited\n`).MatchString(out) ||
+			strings.Contains(out, "9223372036") {
 			t.Fatalf("create: %s", out)
+		}
+		if out := c.ok("queue", "update", "orders", "--ttl", "90s"); !regexp.MustCompile(`defaultMessageTimeToLive:\s+90s\n`).MatchString(out) {
+			t.Fatalf("update of the time to live: %s", out)
 		}
 		var q map[string]any
 		c.json(&q, "queue", "update", "orders", "--max-delivery-count", "3")
@@ -79,7 +85,7 @@ func TestCommands(t *testing.T) {
 		if len(peeked) != 3 || peeked[0]["body"] != "from an argument" || peeked[1]["body"] != "from a file" || peeked[2]["body"] != "from stdin" {
 			t.Fatalf("peek: %v", peeked)
 		}
-		props := peeked[0]["application_properties"].(map[string]any)
+		props := peeked[0]["applicationProperties"].(map[string]any)
 		if props["region"] != "eu" || props["n"] != float64(7) {
 			t.Fatalf("properties: %v", props)
 		}
@@ -87,7 +93,7 @@ func TestCommands(t *testing.T) {
 		c.ok("receive", "work", "--settle", "abandon")
 		var recv []map[string]any
 		c.json(&recv, "receive", "work", "--max", "3")
-		if len(recv) != 3 || recv[0]["delivery_count"] != float64(2) || recv[0]["settled"] != "completed" {
+		if len(recv) != 3 || recv[0]["deliveryCount"] != float64(2) || recv[0]["settled"] != "completed" {
 			t.Fatalf("receive: %v", recv)
 		}
 		if r := c.run("", "receive", "work", "--wait", "100ms"); r.code != 0 || !strings.Contains(r.stderr, "no message arrived") {
@@ -104,7 +110,7 @@ func TestCommands(t *testing.T) {
 		}
 		var dead []map[string]any
 		c.json(&dead, "receive", "dl", "--dlq", "--mode", "receive-and-delete")
-		if len(dead) != 1 || dead[0]["body"] != "poison" || dead[0]["dead_letter_reason"] != "bad format" {
+		if len(dead) != 1 || dead[0]["body"] != "poison" || dead[0]["deadLetterReason"] != "bad format" {
 			t.Fatalf("dlq: %v", dead)
 		}
 	})
@@ -113,7 +119,7 @@ func TestCommands(t *testing.T) {
 		c := cli{t: t, server: c.server}
 		c.ok("queue", "create", "later")
 		var s struct {
-			Seqs []int64 `json:"sequence_numbers"`
+			Seqs []int64 `json:"sequenceNumbers"`
 		}
 		c.json(&s, "schedule", "later", "reminder", "--in", "1h")
 		if len(s.Seqs) != 1 {
@@ -174,8 +180,8 @@ func TestCommands(t *testing.T) {
 		c.ok("send", "orders-by-customer", "first", "--session", "c1")
 		c.ok("send", "orders-by-customer", "second", "--session", "c1")
 		c.json(&recv, "receive", "orders-by-customer", "--session", "c1", "--wait", "10s", "--max", "10")
-		if len(recv) != 1 || recv[0]["body"] != "first" {
-			t.Fatalf("session receive: %v (one at a time, in order)", recv)
+		if len(recv) != 2 || recv[0]["body"] != "first" || recv[1]["body"] != "second" {
+			t.Fatalf("session receive: %v (both, in order)", recv)
 		}
 	})
 
@@ -184,11 +190,11 @@ func TestCommands(t *testing.T) {
 		for _, mode := range []string{"peek-lock", "receive-and-delete"} {
 			var rep map[string]any
 			c.json(&rep, "bench", "--count", "300", "--inflight", "16", "--producers", "2", "--consumers", "2", "--partitions", "2", "--mode", mode)
-			if rep["sent"] != 300.0 || rep["received"] != 300.0 || rep["send_msgs_per_second"].(float64) <= 0 {
+			if rep["sent"] != 300.0 || rep["received"] != 300.0 || rep["sendMsgsPerSecond"].(float64) <= 0 {
 				t.Fatalf("bench %s: %v", mode, rep)
 			}
-			lat := rep["send_ack_latency"].(map[string]any)
-			if lat["count"] != 300.0 || lat["p50_ms"].(float64) > lat["p99_ms"].(float64) {
+			lat := rep["sendAckLatency"].(map[string]any)
+			if lat["count"] != 300.0 || lat["p50Ms"].(float64) > lat["p99Ms"].(float64) {
 				t.Fatalf("bench %s latency: %v", mode, lat)
 			}
 		}
@@ -202,7 +208,7 @@ func TestCommands(t *testing.T) {
 		// the 200 ms of 20 ticks.
 		var paced map[string]any
 		c.json(&paced, "bench", "--count", "20", "--rate", "100", "--inflight", "4", "--producers", "2", "--consumers", "1")
-		if paced["received"] != 20.0 || paced["send_seconds"].(float64) < 0.19 {
+		if paced["received"] != 20.0 || paced["sendSeconds"].(float64) < 0.19 {
 			t.Fatalf("bench at 100 a second: %v, want 20 sent in no less than 0.19 s", paced)
 		}
 		c.fails(2, "--rate", "bench", "--rate", "-1")

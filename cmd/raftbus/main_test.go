@@ -51,6 +51,43 @@ func (c cli) json(v any, args ...string) {
 	if err := json.Unmarshal([]byte(out), v); err != nil {
 		c.t.Fatalf("raftbus %s: output is not JSON: %v\n%s", strings.Join(args, " "), err, out)
 	}
+	var any any
+	_ = json.Unmarshal([]byte(out), &any)
+	if name, ok := notCamelCase(any); !ok {
+		c.t.Fatalf("raftbus %s: JSON names are camelCase in every command, not %q:\n%s", strings.Join(args, " "), name, out)
+	}
+}
+
+// userKeyed are the JSON fields whose names are data (application
+// properties, entity paths, error reasons), not names the CLI chose.
+var userKeyed = map[string]bool{
+	"applicationProperties": true, "runtime": true, "runtimeUnavailable": true,
+	"sendErrorReasons": true, "sendErrorSamples": true, "receiveErrorReasons": true, "receiveErrorSamples": true,
+}
+
+// notCamelCase finds a field name in v that is not lowerCamelCase.
+func notCamelCase(v any) (string, bool) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if k == "" || strings.ContainsAny(k, "_- ") || strings.ToLower(k[:1]) != k[:1] {
+				return k, false
+			}
+			if userKeyed[k] {
+				continue
+			}
+			if name, ok := notCamelCase(e); !ok {
+				return name, false
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if name, ok := notCamelCase(e); !ok {
+				return name, false
+			}
+		}
+	}
+	return "", true
 }
 
 // fails runs a command that must fail with code and say want on stderr.

@@ -293,7 +293,7 @@ func runSchedule(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	if a.output == "json" {
-		return a.printJSON(map[string]any{"sequence_numbers": seqs, "scheduled_enqueue_time": when.UTC()})
+		return a.printJSON(map[string]any{"sequenceNumbers": seqs, "scheduledEnqueueTime": when.UTC()})
 	}
 	fmt.Fprintf(a.stdout, "scheduled for %s: sequence number %d\n", when.UTC().Format(time.RFC3339), seqs[0])
 	return nil

@@ -45,22 +45,22 @@ Examples:
 
 // receivedJSON is a received message in JSON output.
 type receivedJSON struct {
-	SequenceNumber       int64          `json:"sequence_number"`
-	MessageID            string         `json:"message_id,omitempty"`
+	SequenceNumber       int64          `json:"sequenceNumber"`
+	MessageID            string         `json:"messageId,omitempty"`
 	Body                 string         `json:"body"`
-	BodyEncoding         string         `json:"body_encoding"`
-	ContentType          string         `json:"content_type,omitempty"`
+	BodyEncoding         string         `json:"bodyEncoding"`
+	ContentType          string         `json:"contentType,omitempty"`
 	Subject              string         `json:"subject,omitempty"`
-	CorrelationID        string         `json:"correlation_id,omitempty"`
-	SessionID            string         `json:"session_id,omitempty"`
-	Properties           map[string]any `json:"application_properties,omitempty"`
-	EnqueuedTime         time.Time      `json:"enqueued_time"`
-	DeliveryCount        uint32         `json:"delivery_count"`
+	CorrelationID        string         `json:"correlationId,omitempty"`
+	SessionID            string         `json:"sessionId,omitempty"`
+	Properties           map[string]any `json:"applicationProperties,omitempty"`
+	EnqueuedTime         time.Time      `json:"enqueuedTime"`
+	DeliveryCount        uint32         `json:"deliveryCount"`
 	State                string         `json:"state"`
-	PartitionID          uint32         `json:"partition_id"`
-	DeadLetterReason     string         `json:"dead_letter_reason,omitempty"`
-	DeadLetterDesc       string         `json:"dead_letter_error_description,omitempty"`
-	ScheduledEnqueueTime *time.Time     `json:"scheduled_enqueue_time,omitempty"`
+	PartitionID          uint32         `json:"partitionId"`
+	DeadLetterReason     string         `json:"deadLetterReason,omitempty"`
+	DeadLetterDesc       string         `json:"deadLetterErrorDescription,omitempty"`
+	ScheduledEnqueueTime *time.Time     `json:"scheduledEnqueueTime,omitempty"`
 	Settled              string         `json:"settled,omitempty"`
 }
 

@@ -68,7 +68,10 @@ func (c *run) messageLocks() []string {
 	return out
 }
 
-// lockRelease is the earliest moment d's lock may have ended.
+// lockRelease is the earliest moment d's lock may have ended. A message
+// received under a session lock is locked as long as the session is:
+// renewing the session lock renews its lock, and closing or losing the
+// session ends it.
 func (c *run) lockRelease(cp *copyOf, d *delivery) int64 {
 	until := d.LockedUntil
 	for _, s := range cp.settles {
@@ -76,32 +79,33 @@ func (c *run) lockRelease(cp *copyOf, d *delivery) int64 {
 			until = max(until, s.LockedUntil)
 		}
 	}
+	h := c.holdOf(d)
+	if h != nil {
+		until = max(until, h.acknowledgedUntil())
+	}
 	release := until - int64(c.opt.ClockUncertainty)
 	for _, s := range cp.settles {
 		if s.Kind != history.RenewLock && s.LockToken == d.LockToken && s.Outcome != history.Fail {
 			release = min(release, s.Start)
 		}
 	}
-	// A message received under a session lock is released with it.
-	if h := c.holds[d.op.Lock]; d.op.Lock != "" && h != nil && h.accept != nil {
-		release = min(release, c.holdRelease(h))
+	if h != nil {
+		release = min(release, h.closedAt())
 	}
 	return release
 }
 
 // lockLatestEnd is the latest moment d's lock may have lasted to, when
 // nothing released it: its locked-until, extended by renewals that may
-// have happened, plus the clock uncertainty.
+// have happened (of its session's lock too, for a message received under
+// one), plus the clock uncertainty.
 func (c *run) lockLatestEnd(cp *copyOf, d *delivery) int64 {
 	until := d.LockedUntil
 	var longest int64
 	for _, s := range c.settingsOf(cp.key.entity) {
 		longest = max(longest, s.LockDuration)
 	}
-	for _, s := range cp.settles {
-		if s.Kind != history.RenewLock || s.LockToken != d.LockToken {
-			continue
-		}
+	renewed := func(s *history.Op) {
 		switch s.Outcome {
 		case history.OK:
 			until = max(until, s.LockedUntil)
@@ -109,27 +113,58 @@ func (c *run) lockLatestEnd(cp *copyOf, d *delivery) int64 {
 			until = max(until, s.End+longest)
 		}
 	}
+	for _, s := range cp.settles {
+		if s.Kind == history.RenewLock && s.LockToken == d.LockToken {
+			renewed(s)
+		}
+	}
+	if h := c.holdOf(d); h != nil {
+		until = max(until, h.accept.LockedUntil)
+		for _, r := range h.renews {
+			renewed(r)
+		}
+	}
 	return until + int64(c.opt.ClockUncertainty)
 }
 
-// holdRelease is the earliest moment a session lock may have ended.
-func (c *run) holdRelease(h *hold) int64 {
-	until := h.accept.LockedUntil
-	if until == 0 {
-		return math.MaxInt64
+// holdOf is the session hold d was received under, or nil.
+func (c *run) holdOf(d *delivery) *hold {
+	if h := c.holds[d.op.Lock]; d.op.Lock != "" && h != nil && h.accept != nil && h.accept.LockedUntil != 0 {
+		return h
 	}
+	return nil
+}
+
+// acknowledgedUntil is the latest expiry the broker acknowledged for the
+// session lock: at its accept or a renewal.
+func (h *hold) acknowledgedUntil() int64 {
+	until := h.accept.LockedUntil
 	for _, r := range h.renews {
 		if r.Outcome == history.OK {
 			until = max(until, r.LockedUntil)
 		}
 	}
-	release := until - int64(c.opt.ClockUncertainty)
+	return until
+}
+
+// closedAt is the earliest moment a close may have ended the session lock
+// (never: MaxInt64).
+func (h *hold) closedAt() int64 {
+	at := int64(math.MaxInt64)
 	for _, cl := range h.closes {
 		if cl.Outcome != history.Fail {
-			release = min(release, cl.Start)
+			at = min(at, cl.Start)
 		}
 	}
-	return release
+	return at
+}
+
+// holdRelease is the earliest moment a session lock may have ended.
+func (c *run) holdRelease(h *hold) int64 {
+	if h.accept.LockedUntil == 0 {
+		return math.MaxInt64
+	}
+	return min(h.acknowledgedUntil()-int64(c.opt.ClockUncertainty), h.closedAt())
 }
 
 // sessionLocks checks that no session was held by two receivers at once.

@@ -135,15 +135,10 @@ func (w *Workload) drain(ctx context.Context, r *client.Receiver, path string, d
 		if len(msgs) == 0 {
 			break
 		}
-		ds := w.deliveries(msgs)
-		if dlq {
-			// The dead-letter sub-queue numbers a message anew and keeps
-			// the number it was acknowledged with as its enqueued one.
-			for i, m := range msgs {
-				ds[i].Seq = m.EnqueuedSequenceNumber
-			}
-		}
-		op.Messages = append(op.Messages, ds...)
+		// A dead-lettered message keeps the number it was acknowledged
+		// with: the checker holds the dead-letter sub-queue's numbers to
+		// the same rules as the main queue's.
+		op.Messages = append(op.Messages, w.deliveries(msgs)...)
 	}
 	op.End = w.History.Now()
 	w.History.Record(op)

@@ -12,8 +12,9 @@ import (
 
 // ProcessSessions accepts the next available session of SessionQueue,
 // reads its state (the sequence number of the last message processed),
-// receives its messages one at a time, completes each and writes its
-// number to the state, renewing the session lock as it goes, until ctx
+// receives its messages up to five at a time, completes each in order and
+// writes its number to the state, renewing the session lock as it goes
+// (which keeps the locks of the messages received under it), until ctx
 // ends. It gives a session up after two empty receives, at the first
 // failure, and after ten receives so that sessions change hands.
 func (w *Workload) ProcessSessions(ctx context.Context) {

@@ -50,8 +50,11 @@ type QueueProperties struct {
 	// How long MessageIds are remembered. Default 10 minutes, at least 20 s,
 	// at most 7 days.
 	DuplicateDetectionHistoryTimeWindow *durationpb.Duration `protobuf:"bytes,8,opt,name=duplicate_detection_history_time_window,json=duplicateDetectionHistoryTimeWindow,proto3" json:"duplicate_detection_history_time_window,omitempty"`
-	// The entity's capacity over all partitions; a send beyond it fails with
-	// QuotaExceeded. Default 1024.
+	// The entity's capacity over all partitions, counting the message ids,
+	// bodies and properties of every message it holds (scheduled, deferred,
+	// locked and dead-lettered ones too) and its session states. Each of its
+	// partitions holds at most an equal share; a send, or a session state,
+	// beyond its partition's share fails with QUOTA_EXCEEDED. Default 1024.
 	MaxSizeInMegabytes *int64 `protobuf:"varint,9,opt,name=max_size_in_megabytes,json=maxSizeInMegabytes,proto3,oneof" json:"max_size_in_megabytes,omitempty"`
 	// Largest accepted message (body plus properties). Default 256, at most
 	// 1024: the largest message raftbus replicates.
@@ -221,9 +224,11 @@ type TopicProperties struct {
 	DefaultMessageTimeToLive            *durationpb.Duration   `protobuf:"bytes,2,opt,name=default_message_time_to_live,json=defaultMessageTimeToLive,proto3" json:"default_message_time_to_live,omitempty"`
 	RequiresDuplicateDetection          *bool                  `protobuf:"varint,3,opt,name=requires_duplicate_detection,json=requiresDuplicateDetection,proto3,oneof" json:"requires_duplicate_detection,omitempty"`
 	DuplicateDetectionHistoryTimeWindow *durationpb.Duration   `protobuf:"bytes,4,opt,name=duplicate_detection_history_time_window,json=duplicateDetectionHistoryTimeWindow,proto3" json:"duplicate_detection_history_time_window,omitempty"`
-	MaxSizeInMegabytes                  *int64                 `protobuf:"varint,5,opt,name=max_size_in_megabytes,json=maxSizeInMegabytes,proto3,oneof" json:"max_size_in_megabytes,omitempty"`
-	MaxMessageSizeInKilobytes           *int64                 `protobuf:"varint,6,opt,name=max_message_size_in_kilobytes,json=maxMessageSizeInKilobytes,proto3,oneof" json:"max_message_size_in_kilobytes,omitempty"`
-	EnableBatchedOperations             *bool                  `protobuf:"varint,7,opt,name=enable_batched_operations,json=enableBatchedOperations,proto3,oneof" json:"enable_batched_operations,omitempty"`
+	// As a queue's, counting what its subscriptions hold (a body their
+	// copies share once) and their session states.
+	MaxSizeInMegabytes        *int64 `protobuf:"varint,5,opt,name=max_size_in_megabytes,json=maxSizeInMegabytes,proto3,oneof" json:"max_size_in_megabytes,omitempty"`
+	MaxMessageSizeInKilobytes *int64 `protobuf:"varint,6,opt,name=max_message_size_in_kilobytes,json=maxMessageSizeInKilobytes,proto3,oneof" json:"max_message_size_in_kilobytes,omitempty"`
+	EnableBatchedOperations   *bool  `protobuf:"varint,7,opt,name=enable_batched_operations,json=enableBatchedOperations,proto3,oneof" json:"enable_batched_operations,omitempty"`
 	// Accepted for compatibility; order is always kept per partition.
 	SupportOrdering *bool                  `protobuf:"varint,8,opt,name=support_ordering,json=supportOrdering,proto3,oneof" json:"support_ordering,omitempty"`
 	PartitionCount  *uint32                `protobuf:"varint,9,opt,name=partition_count,json=partitionCount,proto3,oneof" json:"partition_count,omitempty"`
@@ -982,7 +987,8 @@ type RuntimeProperties struct {
 	LockedMessageCount int64 `protobuf:"varint,6,opt,name=locked_message_count,json=lockedMessageCount,proto3" json:"locked_message_count,omitempty"`
 	// Total of active, scheduled, deferred and dead-lettered messages.
 	TotalMessageCount int64 `protobuf:"varint,7,opt,name=total_message_count,json=totalMessageCount,proto3" json:"total_message_count,omitempty"`
-	// Bytes held (bodies and properties).
+	// Bytes held: message ids, bodies and properties, and session states
+	// (what max_size_in_megabytes bounds).
 	SizeInBytes int64 `protobuf:"varint,8,opt,name=size_in_bytes,json=sizeInBytes,proto3" json:"size_in_bytes,omitempty"`
 	// Sessions that have at least one message.
 	SessionCount int64 `protobuf:"varint,9,opt,name=session_count,json=sessionCount,proto3" json:"session_count,omitempty"`

@@ -50,7 +50,8 @@ const (
 	// The session is held by another receiver (FAILED_PRECONDITION).
 	// Retryable: the holder may release it.
 	ErrorReason_ERROR_REASON_SESSION_CANNOT_BE_LOCKED ErrorReason = 6
-	// The entity reached MaxSizeInMegabytes (RESOURCE_EXHAUSTED). Retryable
+	// The entity reached MaxSizeInMegabytes: the share of it of the partition
+	// the message or session state goes to (RESOURCE_EXHAUSTED). Retryable
 	// once receivers drain it.
 	ErrorReason_ERROR_REASON_QUOTA_EXCEEDED ErrorReason = 7
 	// A message is larger than MaxMessageSizeInKilobytes (or a request larger

@@ -437,12 +437,15 @@ type ReceivedMessage struct {
 	// or rule actions).
 	Message *Message `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
 	// Broker-assigned, unique and increasing per partition. For a partitioned
-	// entity the top 16 bits are the partition id.
+	// entity the top 16 bits are the partition id. A dead-lettered message
+	// keeps its number (and its enqueued time and delivery count), and the
+	// dead-letter sub-queue holds its messages in the order of their numbers.
 	SequenceNumber int64 `protobuf:"varint,2,opt,name=sequence_number,json=sequenceNumber,proto3" json:"sequence_number,omitempty"`
 	// When the broker accepted (or activated) the message.
 	EnqueuedTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=enqueued_time,json=enqueuedTime,proto3" json:"enqueued_time,omitempty"`
 	// The sequence number the message had in the entity it was first enqueued
-	// in (for a forwarded or dead-lettered message, its original number).
+	// in: sequence_number, but for a forwarded message (and one dead-lettered
+	// by a version that numbered dead-lettered messages anew).
 	EnqueuedSequenceNumber int64 `protobuf:"varint,4,opt,name=enqueued_sequence_number,json=enqueuedSequenceNumber,proto3" json:"enqueued_sequence_number,omitempty"`
 	// Set for PeekLock receives: 16 bytes. Settle with it.
 	LockToken []byte `protobuf:"bytes,5,opt,name=lock_token,json=lockToken,proto3" json:"lock_token,omitempty"`

@@ -94,7 +94,12 @@ type MessagingServiceClient interface {
 	// order, waiting up to max_wait for the first. PeekLock locks them
 	// (settle with their lock token before LockedUntil); ReceiveAndDelete
 	// removes them. With a session (see AcceptSession) only that session's
-	// messages are received. Returns an empty list when none arrived in time.
+	// messages are received, the next ones in its order (those already
+	// locked are skipped); they are locked under the session lock: their
+	// locked_until is the session's, they stay locked for as long as it is
+	// held (RenewSessionLock renews them with it), and settling them fails
+	// with SESSION_LOCK_LOST once it is lost. Returns an empty list when none
+	// arrived in time.
 	// A request repeated with the same receive_id (after an unknown outcome)
 	// gets the messages the first one received instead of new ones.
 	// A response holds at most 4 MiB of messages (and at least one message,
@@ -113,8 +118,9 @@ type MessagingServiceClient interface {
 	// properties. Fails like Complete.
 	Abandon(ctx context.Context, in *AbandonRequest, opts ...grpc.CallOption) (*AbandonResponse, error)
 	// DeadLetter moves a locked message to the dead-letter sub-queue with a
-	// reason and description. Fails like Complete, and with INVALID_ARGUMENT
-	// for a message received from the dead-letter sub-queue.
+	// reason and description; it keeps its sequence number, enqueued time,
+	// delivery count and properties. Fails like Complete, and with
+	// INVALID_ARGUMENT for a message received from the dead-letter sub-queue.
 	DeadLetter(ctx context.Context, in *DeadLetterRequest, opts ...grpc.CallOption) (*DeadLetterResponse, error)
 	// Defer sets a locked message aside: it is receivable only by its
 	// sequence number (ReceiveDeferred). Fails like Complete.
@@ -127,7 +133,9 @@ type MessagingServiceClient interface {
 	// settlements).
 	Settle(ctx context.Context, in *SettleRequest, opts ...grpc.CallOption) (*SettleResponse, error)
 	// RenewLock extends a message lock by the entity's LockDuration from now
-	// and returns the new LockedUntil. Fails like Complete.
+	// and returns the new LockedUntil; for a message received under a
+	// session lock, which is its lock, it renews the session lock. Fails
+	// like Complete.
 	RenewLock(ctx context.Context, in *RenewLockRequest, opts ...grpc.CallOption) (*RenewLockResponse, error)
 	// ReceiveDeferred receives deferred messages by sequence number, locking
 	// them (PeekLock) or removing them (ReceiveAndDelete). Fails with
@@ -161,7 +169,9 @@ type MessagingServiceClient interface {
 	GetSessionState(ctx context.Context, in *GetSessionStateRequest, opts ...grpc.CallOption) (*GetSessionStateResponse, error)
 	// SetSessionState replaces the session's state blob; empty clears it.
 	// Fails with SESSION_LOCK_LOST, MESSAGE_SIZE_EXCEEDED (state over its
-	// limit, 256 KiB by default).
+	// limit, 256 KiB by default), QUOTA_EXCEEDED (a larger state would take
+	// the entity beyond max_size_in_megabytes; a smaller one is always
+	// taken).
 	SetSessionState(ctx context.Context, in *SetSessionStateRequest, opts ...grpc.CallOption) (*SetSessionStateResponse, error)
 	// CloseSession releases a session lock; messages locked under it become
 	// available again (their delivery counted). Fails with SESSION_LOCK_LOST.
@@ -411,7 +421,12 @@ type MessagingServiceServer interface {
 	// order, waiting up to max_wait for the first. PeekLock locks them
 	// (settle with their lock token before LockedUntil); ReceiveAndDelete
 	// removes them. With a session (see AcceptSession) only that session's
-	// messages are received. Returns an empty list when none arrived in time.
+	// messages are received, the next ones in its order (those already
+	// locked are skipped); they are locked under the session lock: their
+	// locked_until is the session's, they stay locked for as long as it is
+	// held (RenewSessionLock renews them with it), and settling them fails
+	// with SESSION_LOCK_LOST once it is lost. Returns an empty list when none
+	// arrived in time.
 	// A request repeated with the same receive_id (after an unknown outcome)
 	// gets the messages the first one received instead of new ones.
 	// A response holds at most 4 MiB of messages (and at least one message,
@@ -430,8 +445,9 @@ type MessagingServiceServer interface {
 	// properties. Fails like Complete.
 	Abandon(context.Context, *AbandonRequest) (*AbandonResponse, error)
 	// DeadLetter moves a locked message to the dead-letter sub-queue with a
-	// reason and description. Fails like Complete, and with INVALID_ARGUMENT
-	// for a message received from the dead-letter sub-queue.
+	// reason and description; it keeps its sequence number, enqueued time,
+	// delivery count and properties. Fails like Complete, and with
+	// INVALID_ARGUMENT for a message received from the dead-letter sub-queue.
 	DeadLetter(context.Context, *DeadLetterRequest) (*DeadLetterResponse, error)
 	// Defer sets a locked message aside: it is receivable only by its
 	// sequence number (ReceiveDeferred). Fails like Complete.
@@ -444,7 +460,9 @@ type MessagingServiceServer interface {
 	// settlements).
 	Settle(context.Context, *SettleRequest) (*SettleResponse, error)
 	// RenewLock extends a message lock by the entity's LockDuration from now
-	// and returns the new LockedUntil. Fails like Complete.
+	// and returns the new LockedUntil; for a message received under a
+	// session lock, which is its lock, it renews the session lock. Fails
+	// like Complete.
 	RenewLock(context.Context, *RenewLockRequest) (*RenewLockResponse, error)
 	// ReceiveDeferred receives deferred messages by sequence number, locking
 	// them (PeekLock) or removing them (ReceiveAndDelete). Fails with
@@ -478,7 +496,9 @@ type MessagingServiceServer interface {
 	GetSessionState(context.Context, *GetSessionStateRequest) (*GetSessionStateResponse, error)
 	// SetSessionState replaces the session's state blob; empty clears it.
 	// Fails with SESSION_LOCK_LOST, MESSAGE_SIZE_EXCEEDED (state over its
-	// limit, 256 KiB by default).
+	// limit, 256 KiB by default), QUOTA_EXCEEDED (a larger state would take
+	// the entity beyond max_size_in_megabytes; a smaller one is always
+	// taken).
 	SetSessionState(context.Context, *SetSessionStateRequest) (*SetSessionStateResponse, error)
 	// CloseSession releases a session lock; messages locked under it become
 	// available again (their delivery counted). Fails with SESSION_LOCK_LOST.

@@ -138,6 +138,12 @@ type Command struct {
 	// 16 random bytes chosen by the leader. Every lock token the command hands
 	// out is derived from it.
 	TokenSeed []byte `protobuf:"bytes,2,opt,name=token_seed,json=tokenSeed,proto3" json:"token_seed,omitempty"`
+	// The version of the engine's semantics the leader runs (engine.Version).
+	// The command, and the time effects applied before it, take the meaning
+	// of that version, so that an entry keeps the meaning it was written
+	// with when a newer build replays it. Entries written before versions
+	// existed have 0.
+	EngineVersion uint32 `protobuf:"varint,3,opt,name=engine_version,json=engineVersion,proto3" json:"engine_version,omitempty"`
 	// Numbers 10 to 39 are kept for the commands of this package: sessions
 	// (AcceptSession, RenewSessionLock, SetSessionState, ReleaseSession) and
 	// topics (subscriptions and rules) take the next free ones.
@@ -206,6 +212,13 @@ func (x *Command) GetTokenSeed() []byte {
 		return x.TokenSeed
 	}
 	return nil
+}
+
+func (x *Command) GetEngineVersion() uint32 {
+	if x != nil {
+		return x.EngineVersion
+	}
+	return 0
 }
 
 func (x *Command) GetBody() isCommand_Body {
@@ -1896,11 +1909,12 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\n" +
 	"\x1fraftbus/engine/v1/command.proto\x12\x11raftbus.engine.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1draftbus/engine/v1/topic.proto\x1a\x1fraftbus/engine/v1/session.proto\x1a\x19raftbus/v1/entities.proto\x1a\x17raftbus/v1/errors.proto\x1a\x18raftbus/v1/message.proto\x1a\x1araftbus/v1/messaging.proto\"?\n" +
 	"\x05Entry\x126\n" +
-	"\bcommands\x18\x01 \x03(\v2\x1a.raftbus.engine.v1.CommandR\bcommands\"\xba\b\n" +
+	"\bcommands\x18\x01 \x03(\v2\x1a.raftbus.engine.v1.CommandR\bcommands\"\xe1\b\n" +
 	"\aCommand\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x01 \x01(\x03R\tnowUnixMs\x12\x1d\n" +
 	"\n" +
-	"token_seed\x18\x02 \x01(\fR\ttokenSeed\x12O\n" +
+	"token_seed\x18\x02 \x01(\fR\ttokenSeed\x12%\n" +
+	"\x0eengine_version\x18\x03 \x01(\rR\rengineVersion\x12O\n" +
 	"\x10configure_entity\x18\n" +
 	" \x01(\v2\".raftbus.engine.v1.ConfigureEntityH\x00R\x0fconfigureEntity\x12-\n" +
 	"\x04send\x18\v \x01(\v2\x17.raftbus.engine.v1.SendH\x00R\x04send\x129\n" +

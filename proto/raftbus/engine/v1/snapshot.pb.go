@@ -467,9 +467,13 @@ type StoredMessage struct {
 	// Messages of subscriptions only: the order of the topic message this is
 	// a copy of. The copies of one topic message share its body, which is
 	// written only with the first of them; later ones leave body empty.
-	OriginOrder   uint64 `protobuf:"varint,22,opt,name=origin_order,json=originOrder,proto3" json:"origin_order,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	OriginOrder uint64 `protobuf:"varint,22,opt,name=origin_order,json=originOrder,proto3" json:"origin_order,omitempty"`
+	// A locked message of a session, locked under the session's lock: it has
+	// no expiry of its own (due_unix_ms is the session's lock expiry) and is
+	// released with the session.
+	UnderSessionLock bool `protobuf:"varint,23,opt,name=under_session_lock,json=underSessionLock,proto3" json:"under_session_lock,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *StoredMessage) Reset() {
@@ -633,6 +637,13 @@ func (x *StoredMessage) GetOriginOrder() uint64 {
 		return x.OriginOrder
 	}
 	return 0
+}
+
+func (x *StoredMessage) GetUnderSessionLock() bool {
+	if x != nil {
+		return x.UnderSessionLock
+	}
+	return false
 }
 
 // DuplicateId is a message id remembered for duplicate detection, with
@@ -919,7 +930,7 @@ const file_raftbus_engine_v1_snapshot_proto_rawDesc = "" +
 	"generation\x18\x02 \x01(\x04R\n" +
 	"generation\"Z\n" +
 	"\x0eSnapshotEntity\x12H\n" +
-	"\rconfiguration\x18\x01 \x01(\v2\".raftbus.engine.v1.ConfigureEntityR\rconfiguration\"\x9b\x06\n" +
+	"\rconfiguration\x18\x01 \x01(\v2\".raftbus.engine.v1.ConfigureEntityR\rconfiguration\"\xc9\x06\n" +
 	"\rStoredMessage\x121\n" +
 	"\tsub_queue\x18\x01 \x01(\x0e2\x14.raftbus.v1.SubQueueR\bsubQueue\x12'\n" +
 	"\x0fsequence_number\x18\x02 \x01(\x03R\x0esequenceNumber\x12\x14\n" +
@@ -942,7 +953,8 @@ const file_raftbus_engine_v1_snapshot_proto_rawDesc = "" +
 	"\x12dead_letter_source\x18\x10 \x01(\tR\x10deadLetterSource\x128\n" +
 	"\x18enqueued_sequence_number\x18\x11 \x01(\x03R\x16enqueuedSequenceNumber\x125\n" +
 	"\x17session_lost_lock_token\x18\x12 \x01(\fR\x14sessionLostLockToken\x12!\n" +
-	"\forigin_order\x18\x16 \x01(\x04R\voriginOrder\"\xc5\x01\n" +
+	"\forigin_order\x18\x16 \x01(\x04R\voriginOrder\x12,\n" +
+	"\x12under_session_lock\x18\x17 \x01(\bR\x10underSessionLock\"\xc5\x01\n" +
 	"\vDuplicateId\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12&\n" +
