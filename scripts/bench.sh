@@ -9,8 +9,10 @@
 # client's figures, each run reports per node the bytes the raftbusd
 # process had written to disk (/proc/<pid>/io write_bytes) per payload
 # byte it stores (every node holds every partition here), and the syncs
-# per second of its node log (from `raftbus status`). Needs python3 to
-# assemble the table from the runs' JSON.
+# per second of its node log (from `raftbus status`), and for the run the
+# CPU per message of the client and the nodes and the foreign load (CPU
+# other processes used meanwhile; see `raftbus bench --help`). Needs
+# python3 to assemble the table from the runs' JSON.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${1:-$root/docs/benchmarks-results.md}
@@ -41,11 +43,12 @@ PY
 
 bench() { # nodes label flags...
   local nodes=$1 label=$2; shift 2
-  local servers before
+  local servers before pids
   servers=$(seq -s, -f "127.0.0.1:%g" $((BASE_PORT + 1)) $((BASE_PORT + nodes)))
+  pids=$(cat "$run_dir"/n*.pid | paste -sd,)
   echo "== $nodes node(s): $label" >&2
   before=$(counters "$nodes")
-  if ! "$run_dir/raftbus" bench --server "$servers" --duration "$duration" --output json "$@" >"$run_dir/run.json"; then
+  if ! "$run_dir/raftbus" bench --server "$servers" --duration "$duration" --node-pids "$pids" --output json "$@" >"$run_dir/run.json"; then
     echo "   run failed; left out of the table" >&2
     return
   fi
@@ -83,15 +86,17 @@ rows = [json.loads(l) for l in open(sys.argv[1])]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 with open(sys.argv[2], "w") as f:
     f.write(f"Machine: {os.cpu_count()} cores ({cpu}), Linux {platform.release()}; every node and the client on it; fsync on; {sys.argv[3]} per run.\n\n")
-    f.write("| nodes | run | send msgs/s | MB/s | receive+settle msgs/s | send-ack p50 / p90 / p99 / max ms | end-to-end p50 / p99 ms | disk bytes per payload byte, per node | node log syncs/s, per node |\n")
-    f.write("|---|---|---|---|---|---|---|---|---|\n")
+    f.write("| nodes | run | send msgs/s | MB/s | receive+settle msgs/s | send-ack p50 / p90 / p99 / max ms | end-to-end p50 / p99 ms | disk bytes per payload byte, per node | node log syncs/s, per node | CPU µs per message, client + nodes | foreign load, cores |\n")
+    f.write("|---|---|---|---|---|---|---|---|---|---|---|\n")
     for r in rows:
         s, e = r["sendAckLatency"], r["endToEndLatency"]
+        cpu = (r.get("phases") or [{}])[0].get("cpu")
+        cpu_cols = f'{cpu["usPerMessage"]:.0f} | {cpu["foreignCores"]:.2f}' if cpu else "- | -"
         amp = " / ".join(f"{v:.2f}" for _, v in sorted(r["disk_bytes_per_payload_byte"].items()))
         syncs = " / ".join(f"{v:.0f}" for _, v in sorted(r["node_log_syncs_per_second"].items()))
         f.write(f'| {r["nodes"]} | {r["label"]} | {r["sendMsgsPerSecond"]:.0f} | {r["sendMbPerSecond"]:.1f} | '
                 f'{r["receiveSettleMsgsPerSecond"]:.0f} | {s["p50Ms"]:.2f} / {s["p90Ms"]:.2f} / {s["p99Ms"]:.2f} / {s["maxMs"]:.2f} | '
-                f'{e["p50Ms"]:.1f} / {e["p99Ms"]:.1f} | {amp} | {syncs} |\n')
+                f'{e["p50Ms"]:.1f} / {e["p99Ms"]:.1f} | {amp} | {syncs} | {cpu_cols} |\n')
     one = next((r for r in rows if r["nodes"] == 3 and r["label"] == "1 KiB, 256 in flight"), None)
     many = next((r for r in rows if r["nodes"] == 3 and "16 partitions" in r["label"]), None)
     if one and many:

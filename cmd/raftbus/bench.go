@@ -6,12 +6,9 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -24,13 +21,17 @@ const benchUsage = `Usage:
   raftbus bench [flags]
 
 Runs producers and consumers against a running cluster and reports
-throughput and latency. A fresh queue is created for the run (and deleted
-after it) unless --queue names an existing one.
+throughput, latency and what each message cost. A fresh queue is created
+for the run (and deleted after it) unless --queue names an existing one.
 
 Flags:
+  --workload w        mixed: producers and consumers at once; phased: send
+                      every message first, then receive (and complete)
+                      them all (default mixed)
   --producers n       concurrent senders (default 4)
   --consumers n       concurrent receivers (default 4)
-  --inflight n        sends in flight across all producers (default 256)
+  --inflight n        the window: sends in flight across all producers, each
+                      a SendMessage call of one message (default 256)
   --size bytes        message body size (default 1024)
   --partitions n      partitions of the queue created for the run (default 1)
   --mode m            peek-lock (receive + complete) or receive-and-delete
@@ -43,32 +44,58 @@ Flags:
                       as fast as the window allows), for latency when
                       traffic is sparse
   --batch n           messages per receive (default 100)
+  --warmup n          first send and receive n messages the same way,
+                      uncounted (default 0)
+  --node-pids p,p,..  process ids of the cluster's raftbusd processes on
+                      this machine, for CPU per message
   --queue name        use this queue rather than a new one
 
-Sends carry a MessageId, so the SDK may resend after an unknown outcome.
-Latency figures are send-ack (SendMessage call to return) and end-to-end
-(the broker's enqueue time to receipt by a consumer, on this machine's
-clock).
+Sends carry a MessageId, so the SDK may resend after an unknown outcome;
+the SDK coalesces concurrent sends (and completes) to one leader node into
+one request. Each of a receive's messages is completed by its own call,
+all at once. Latency figures are send-ack (SendMessage call to return) and
+end-to-end (the broker's enqueue time to receipt by a consumer, on this
+machine's clock); in a phased run end-to-end is mostly the wait for the
+drain. The backlog is the most messages sent and not yet received.
+
+Per phase (mixed; or send, drain and both of phased) the run reports:
+  CPU per message   utime+stime of this process and of the --node-pids
+                    processes (/proc/<pid>/stat) over the phase, per
+                    message (a message of a mixed run or a drain is sent,
+                    received and completed); without --node-pids the
+                    client's alone
+  machine CPU       all CPUs' busy time (/proc/stat: user, nice, system,
+                    irq, softirq) per message, whatever ran
+  foreign load      machine busy time not used by this process or the
+                    nodes, in cores; a run where it is over 5% of the
+                    machine's cores is flagged: other work slowed it
+  syncs per message the nodes' log syncs (fdatasync), summed over the nodes
+  msgs per entry    messages per Raft entry: messages over the growth of
+                    the commit indexes of the queue's partitions
 
 Examples:
   raftbus bench --duration 30s
   raftbus bench --inflight 1 --producers 1 --consumers 1 --duration 10s
   raftbus bench --inflight 1 --producers 1 --consumers 1 --rate 20 --partitions 16
   raftbus bench --partitions 16 --size 65536 --output json
+  raftbus bench --workload phased --count 100000 --warmup 10000 --consumers 8 \
+      --node-pids "$(cat .run/cluster/n*.pid | paste -sd,)"
 `
 
 // benchConfig is one run's settings.
 type benchConfig struct {
 	producers, consumers, inflight, size, partitions, sessions, batch, rate int
-	mode                                                                    string
+	workload, mode                                                          string
 	duration                                                                time.Duration
-	count                                                                   int64
+	count, warmup                                                           int64
 	queue                                                                   string
+	nodePIDs                                                                []int
 }
 
 // BenchReport is what a run measured (the --output json form).
 type BenchReport struct {
 	Queue        string `json:"queue"`
+	Workload     string `json:"workload"`
 	Producers    int    `json:"producers"`
 	Consumers    int    `json:"consumers"`
 	InFlight     int    `json:"inFlight"`
@@ -76,8 +103,13 @@ type BenchReport struct {
 	Partitions   int    `json:"partitions"`
 	Sessions     int    `json:"sessions"`
 	ReceiveMode  string `json:"receiveMode"`
-	Sent         int64  `json:"sent"`
-	SendErrors   int64  `json:"sendErrors"`
+	// ReceiveBatch is the most messages a receive asks for; Shape says in
+	// words how messages travel (the window and the batches).
+	ReceiveBatch   int    `json:"receiveBatch"`
+	Shape          string `json:"shape"`
+	WarmupMessages int64  `json:"warmupMessages"`
+	Sent           int64  `json:"sent"`
+	SendErrors     int64  `json:"sendErrors"`
 	// SendErrorReasons counts the failed sends by reason (the client's
 	// Code, e.g. "SERVER_BUSY"), so that a run with errors says which.
 	SendErrorReasons map[string]int64 `json:"sendErrorReasons,omitempty"`
@@ -91,13 +123,22 @@ type BenchReport struct {
 	ReceiveErrorSamples map[string]string `json:"receiveErrorSamples,omitempty"`
 	Received            int64             `json:"received"`
 	Redelivered         int64             `json:"redelivered"`
-	SendSeconds         float64           `json:"sendSeconds"`
-	ReceiveSeconds      float64           `json:"receiveSeconds"`
-	SendPerSecond       float64           `json:"sendMsgsPerSecond"`
-	RecvPerSecond       float64           `json:"receiveSettleMsgsPerSecond"`
-	SendMBPerSecond     float64           `json:"sendMbPerSecond"`
-	SendLatency         LatencyReport     `json:"sendAckLatency"`
-	EndToEnd            LatencyReport     `json:"endToEndLatency"`
+	// MaxBacklog is the most messages sent and not yet received at any
+	// moment (all of them, in a phased run).
+	MaxBacklog      int64         `json:"maxBacklog"`
+	SendSeconds     float64       `json:"sendSeconds"`
+	ReceiveSeconds  float64       `json:"receiveSeconds"`
+	SendPerSecond   float64       `json:"sendMsgsPerSecond"`
+	RecvPerSecond   float64       `json:"receiveSettleMsgsPerSecond"`
+	SendMBPerSecond float64       `json:"sendMbPerSecond"`
+	SendLatency     LatencyReport `json:"sendAckLatency"`
+	EndToEnd        LatencyReport `json:"endToEndLatency"`
+	// Phases is what each phase cost: one for a mixed run; send, drain
+	// and the two together for a phased one.
+	Phases []PhaseReport `json:"phases"`
+	// ForeignLoad is set when another phase's foreign load was over the
+	// threshold: the figures are of a machine busy with other work too.
+	ForeignLoad bool `json:"foreignLoad"`
 }
 
 // LatencyReport summarises a latency distribution, in milliseconds.
@@ -109,9 +150,44 @@ type LatencyReport struct {
 	Max   float64 `json:"maxMs"`
 }
 
+// PhaseReport is what one phase of a run did and cost; a figure that
+// could not be read is left out.
+type PhaseReport struct {
+	Name    string  `json:"name"`
+	Seconds float64 `json:"seconds"`
+	// Messages is what the per-message figures divide by: messages sent
+	// in a send phase, received otherwise.
+	Messages         int64      `json:"messages"`
+	CPU              *CPUReport `json:"cpu,omitempty"`
+	CPUUnavailable   string     `json:"cpuUnavailable,omitempty"`
+	NodeLogSyncs     *int64     `json:"nodeLogSyncs,omitempty"`
+	SyncsPerMessage  *float64   `json:"nodeLogSyncsPerMessage,omitempty"`
+	RaftEntries      *int64     `json:"raftEntries,omitempty"`
+	MessagesPerEntry *float64   `json:"messagesPerRaftEntry,omitempty"`
+}
+
+// CPUReport is the CPU time a phase used (see bench_cost.go).
+type CPUReport struct {
+	ClientSeconds float64 `json:"clientSeconds"`
+	// NodeSeconds is of the NodeProcesses processes of --node-pids.
+	NodeSeconds        float64 `json:"nodeSeconds"`
+	NodeProcesses      int     `json:"nodeProcesses"`
+	MicrosPerMessage   float64 `json:"usPerMessage"`
+	MachineBusySeconds float64 `json:"machineBusySeconds"`
+	// MachineMicrosPerMessage counts whatever ran on the machine.
+	MachineMicrosPerMessage float64 `json:"machineUsPerMessage"`
+	// ForeignCores is the machine's busy time beyond the client and the
+	// nodes, in cores on average; StealCores what the hypervisor took.
+	ForeignCores float64 `json:"foreignCores"`
+	StealCores   float64 `json:"stealCores"`
+	ForeignLoad  bool    `json:"foreignLoad"`
+}
+
 func runBench(ctx context.Context, a *app, args []string) error {
 	var cfg benchConfig
+	var pids string
 	fs := a.flags("bench")
+	fs.StringVar(&cfg.workload, "workload", "mixed", "")
 	fs.IntVar(&cfg.producers, "producers", 4, "")
 	fs.IntVar(&cfg.consumers, "consumers", 4, "")
 	fs.IntVar(&cfg.inflight, "inflight", 256, "")
@@ -122,12 +198,16 @@ func runBench(ctx context.Context, a *app, args []string) error {
 	fs.StringVar(&cfg.mode, "mode", "peek-lock", "")
 	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "")
 	fs.Int64Var(&cfg.count, "count", 0, "")
+	fs.Int64Var(&cfg.warmup, "warmup", 0, "")
 	fs.IntVar(&cfg.rate, "rate", 0, "")
+	fs.StringVar(&pids, "node-pids", "", "")
 	fs.StringVar(&cfg.queue, "queue", "", "")
 	if _, err := a.parse(fs, args); err != nil {
 		return err
 	}
 	switch {
+	case cfg.workload != "mixed" && cfg.workload != "phased":
+		return usagef("--workload is mixed or phased, not %q", cfg.workload)
 	case cfg.producers < 1 || cfg.consumers < 1 || cfg.inflight < 1 || cfg.batch < 1 || cfg.batch > 1000:
 		return usagef("--producers, --consumers and --inflight must be at least 1, --batch 1 to 1000")
 	case cfg.inflight < cfg.producers:
@@ -136,8 +216,12 @@ func runBench(ctx context.Context, a *app, args []string) error {
 		return usagef("--mode is peek-lock or receive-and-delete, not %q", cfg.mode)
 	case cfg.size < 0:
 		return usagef("--size must not be negative")
-	case cfg.rate < 0:
-		return usagef("--rate must not be negative")
+	case cfg.rate < 0 || cfg.count < 0 || cfg.warmup < 0:
+		return usagef("--rate, --count and --warmup must not be negative")
+	}
+	var err error
+	if cfg.nodePIDs, err = parsePIDs(pids); err != nil {
+		return err
 	}
 	c, err := a.client()
 	if err != nil {
@@ -162,7 +246,8 @@ func runBench(ctx context.Context, a *app, args []string) error {
 			cancel()
 		}()
 	}
-	rep, err := bench(ctx, c, cfg, a.stderr)
+	meter := &costMeter{adm: adm, queue: cfg.queue, nodePIDs: cfg.nodePIDs, timeout: a.timeout}
+	rep, err := bench(ctx, c, meter, cfg, a.stderr)
 	if err != nil {
 		return err
 	}
@@ -173,168 +258,33 @@ func runBench(ctx context.Context, a *app, args []string) error {
 	return nil
 }
 
-// bench runs the producers until the duration or count is reached, and
-// the consumers until they have received everything sent (or ctx ends).
-func bench(ctx context.Context, c *client.Client, cfg benchConfig, progress io.Writer) (*BenchReport, error) {
+// bench runs the warm-up, if any, then the measured round: in a mixed
+// run the producers until the duration or count is reached and the
+// consumers meanwhile, until they have received everything sent (or ctx
+// ends); in a phased run the producers, then the consumers.
+func bench(ctx context.Context, c *client.Client, meter *costMeter, cfg benchConfig, progress io.Writer) (*BenchReport, error) {
+	if cfg.warmup > 0 {
+		w := newRound(c, cfg, "warmup-", progress)
+		if _, _, err := w.run(ctx, nil, cfg.warmup, 0); err != nil {
+			return nil, fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	r := newRound(c, cfg, "bench-", progress)
+	sendElapsed, costs, err := r.run(ctx, meter, cfg.count, cfg.duration)
+	if err != nil {
+		return nil, err
+	}
 	rep := &BenchReport{
-		Queue: cfg.queue, Producers: cfg.producers, Consumers: cfg.consumers, InFlight: cfg.inflight,
+		Queue: cfg.queue, Workload: cfg.workload, Producers: cfg.producers, Consumers: cfg.consumers, InFlight: cfg.inflight,
 		MessageBytes: cfg.size, Partitions: cfg.partitions, Sessions: cfg.sessions, ReceiveMode: cfg.mode,
+		ReceiveBatch: cfg.batch, Shape: shape(cfg), WarmupMessages: cfg.warmup,
 	}
-	var sent, received, redelivered atomic.Int64
-	var sendErrs, recvErrs errorTally
-	// seen tells first deliveries from redeliveries (and from copies of a
-	// send the SDK repeated after an unknown outcome).
-	var seenMu sync.Mutex
-	seen := make(map[string]struct{})
-	var sendLat, e2eLat latencies
-	sendDone := make(chan struct{})
-	start := time.Now()
-
-	// Consumers.
-	cctx, stopConsumers := context.WithCancel(ctx)
-	defer stopConsumers()
-	var consumers sync.WaitGroup
-	var recvErr error
-	var recvErrOnce sync.Once
-	var lastReceive atomic.Int64
-	for i := 0; i < cfg.consumers; i++ {
-		consumers.Add(1)
-		go func() {
-			defer consumers.Done()
-			err := consume(cctx, c, cfg, recvErrs.add, func(msgs []*client.ReceivedMessage) {
-				now := time.Now()
-				fresh := 0
-				seenMu.Lock()
-				for _, m := range msgs {
-					if _, dup := seen[m.MessageID]; !dup {
-						seen[m.MessageID] = struct{}{}
-						fresh++
-						e2eLat.add(now.Sub(m.EnqueuedTime))
-					}
-				}
-				seenMu.Unlock()
-				received.Add(int64(fresh))
-				redelivered.Add(int64(len(msgs) - fresh))
-				lastReceive.Store(int64(now.Sub(start)))
-			})
-			if err != nil && cctx.Err() == nil {
-				recvErrOnce.Do(func() { recvErr = err; stopConsumers() })
-			}
-		}()
-	}
-
-	// Producers: one Sender each, the in-flight send loops spread over
-	// them.
-	senders := make([]*client.Sender, cfg.producers)
-	for i := range senders {
-		s, err := c.NewSender(cfg.queue, nil)
-		if err != nil {
-			return nil, err
-		}
-		senders[i] = s
-	}
-	body := make([]byte, cfg.size)
-	pctx, stopProducers := context.WithCancel(ctx)
-	defer stopProducers()
-	if cfg.count == 0 {
-		pctx, stopProducers = context.WithTimeout(ctx, cfg.duration)
-		defer stopProducers()
-	}
-	// pace hands out one send a tick at --rate; a tick no producer is
-	// ready for is dropped, so the rate is a ceiling.
-	var pace <-chan time.Time
-	if cfg.rate > 0 {
-		t := time.NewTicker(time.Second / time.Duration(cfg.rate))
-		defer t.Stop()
-		pace = t.C
-	}
-	var next atomic.Int64
-	var producers sync.WaitGroup
-	for i := 0; i < cfg.inflight; i++ {
-		producers.Add(1)
-		sender := senders[i%len(senders)]
-		go func() {
-			defer producers.Done()
-			for pctx.Err() == nil {
-				if pace != nil {
-					select {
-					case <-pace:
-					case <-pctx.Done():
-						return
-					}
-				}
-				n := next.Add(1)
-				if cfg.count > 0 && n > cfg.count {
-					return
-				}
-				m := &client.Message{MessageID: "bench-" + strconv.FormatInt(n, 10), Body: body}
-				if cfg.sessions > 0 {
-					m.SessionID = "s" + strconv.FormatInt(n%int64(cfg.sessions), 10)
-				}
-				t0 := time.Now()
-				// The end of the run stops issuing sends (pctx) and lets
-				// those in flight finish (ctx), so that every send is
-				// either counted or an error.
-				if err := sender.SendMessage(ctx, m, nil); err != nil {
-					sendErrs.add(err)
-					continue
-				}
-				sendLat.add(time.Since(t0))
-				sent.Add(1)
-			}
-		}()
-	}
-	go func() {
-		producers.Wait()
-		close(sendDone)
-	}()
-
-	// Progress, once a second, until everything sent is received: one
-	// line rewritten on a terminal, a line a second otherwise.
-	eol := "\n"
-	if f, ok := progress.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			eol = "\r"
-		}
-	}
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	var sendElapsed time.Duration
-	sending := true
-	for {
-		select {
-		case <-sendDone:
-			if sending {
-				sending, sendElapsed = false, time.Since(start)
-			}
-			sendDone = nil
-		case <-tick.C:
-			el := time.Since(start).Seconds()
-			fmt.Fprintf(progress, "%5.0fs  sent %9d (%7.0f/s)  received %9d (%7.0f/s)  errors %d %s", el,
-				sent.Load(), float64(sent.Load())/el, received.Load(), float64(received.Load())/el, sendErrs.total(), eol)
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		if !sending && received.Load() >= sent.Load() {
-			break
-		}
-		if !sending && recvErr != nil {
-			break
-		}
-	}
-	if eol == "\r" {
-		fmt.Fprintln(progress)
-	}
-	stopConsumers()
-	consumers.Wait()
-	if recvErr != nil {
-		return nil, fmt.Errorf("receive: %w", recvErr)
-	}
-	rep.Sent, rep.Received, rep.Redelivered = sent.Load(), received.Load(), redelivered.Load()
-	rep.SendErrors, rep.SendErrorReasons, rep.SendErrorSamples = sendErrs.report()
-	rep.ReceiveErrors, rep.ReceiveErrorReasons, rep.ReceiveErrorSamples = recvErrs.report()
+	rep.Sent, rep.Received, rep.Redelivered = r.sent.Load(), r.received.Load(), r.redelivered.Load()
+	rep.MaxBacklog = r.maxBacklog.Load()
+	rep.SendErrors, rep.SendErrorReasons, rep.SendErrorSamples = r.sendErrs.report()
+	rep.ReceiveErrors, rep.ReceiveErrorReasons, rep.ReceiveErrorSamples = r.recvErrs.report()
 	rep.SendSeconds = sendElapsed.Seconds()
-	rep.ReceiveSeconds = time.Duration(lastReceive.Load()).Seconds()
+	rep.ReceiveSeconds = time.Duration(r.lastReceive.Load()).Seconds()
 	if rep.SendSeconds > 0 {
 		rep.SendPerSecond = float64(rep.Sent) / rep.SendSeconds
 		rep.SendMBPerSecond = rep.SendPerSecond * float64(cfg.size) / 1e6
@@ -342,99 +292,88 @@ func bench(ctx context.Context, c *client.Client, cfg benchConfig, progress io.W
 	if rep.ReceiveSeconds > 0 {
 		rep.RecvPerSecond = float64(rep.Received) / rep.ReceiveSeconds
 	}
-	rep.SendLatency, rep.EndToEnd = sendLat.report(), e2eLat.report()
+	rep.SendLatency, rep.EndToEnd = r.sendLat.report(), r.e2eLat.report()
+	if cfg.workload == "mixed" {
+		rep.Phases = []PhaseReport{costs[0].report("mixed", rep.Received)}
+	} else {
+		rep.Phases = []PhaseReport{costs[0].report("send", rep.Sent), costs[1].report("drain", rep.Received),
+			costs[0].plus(costs[1]).report("send+drain", rep.Received)}
+	}
+	for _, p := range rep.Phases {
+		if p.CPU != nil {
+			p.CPU.NodeProcesses = len(cfg.nodePIDs)
+			rep.ForeignLoad = rep.ForeignLoad || p.CPU.ForeignLoad
+		}
+	}
 	return rep, nil
 }
 
-// consume receives (and completes, in peek-lock mode) until ctx ends,
-// calling got for each batch once it is settled. A failure a retry can
-// get past goes to failed and the consumer goes on; another ends it.
-func consume(ctx context.Context, c *client.Client, cfg benchConfig, failed func(error), got func([]*client.ReceivedMessage)) error {
-	mode := client.ReceiveModePeekLock
+// run runs the round in the workload's shape, sending count messages (or
+// for duration), and returns how long the sends took and, with a meter,
+// what each phase cost.
+func (r *round) run(ctx context.Context, meter *costMeter, count int64, duration time.Duration) (time.Duration, []costDelta, error) {
+	phase := func(name string) string {
+		if meter == nil {
+			return "warm-up"
+		}
+		return name
+	}
+	first := "mixed"
+	if r.cfg.workload == "phased" {
+		first = "send"
+	}
+	var costs []costDelta
+	var before costSample
+	measure := func(start bool) {
+		switch {
+		case meter == nil:
+		case start:
+			before = meter.sampleBefore(ctx)
+		default:
+			costs = append(costs, between(before, meter.sampleAfter(ctx)))
+		}
+	}
+	defer r.stop()
+	measure(true)
+	if r.cfg.workload == "mixed" {
+		r.startConsumers(ctx)
+	}
+	start := time.Now()
+	sendDone, err := r.produce(ctx, count, duration)
+	if err != nil {
+		return 0, nil, err
+	}
+	sendElapsed, err := r.wait(ctx, phase(first), start, sendDone, r.cfg.workload == "mixed")
+	if err != nil {
+		return 0, nil, err
+	}
+	if r.cfg.workload == "phased" {
+		measure(false)
+		measure(true)
+		r.startConsumers(ctx)
+		if _, err := r.wait(ctx, phase("drain"), r.recvStart, closed, true); err != nil {
+			return 0, nil, err
+		}
+	}
+	measure(false)
+	if err := r.stop(); err != nil {
+		return 0, nil, fmt.Errorf("receive: %w", err)
+	}
+	return sendElapsed, costs, nil
+}
+
+// closed is a channel that is always ready.
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// shape says how the run's messages travel, for the report.
+func shape(cfg benchConfig) string {
+	settle := "each completed by its own CompleteMessage call, all of a receive's at once (completes to one leader node travel in one request)"
 	if cfg.mode == "receive-and-delete" {
-		mode = client.ReceiveModeReceiveAndDelete
+		settle = "removed by the receive (receive-and-delete)"
 	}
-	opts := &client.ReceiveMessagesOptions{MaxWaitTime: time.Second}
-	drain := func(r *client.Receiver) (int, error) {
-		msgs, err := r.ReceiveMessages(ctx, cfg.batch, opts)
-		if err != nil {
-			return 0, retried(ctx, err, failed)
-		}
-		var settleErr error
-		if mode == client.ReceiveModePeekLock {
-			settleErr = completeAll(ctx, r, msgs, failed)
-		}
-		got(msgs)
-		return len(msgs), settleErr
-	}
-	if cfg.sessions == 0 {
-		r, err := c.NewReceiverForQueue(cfg.queue, &client.ReceiverOptions{ReceiveMode: mode})
-		if err != nil {
-			return err
-		}
-		for ctx.Err() == nil {
-			if _, err := drain(r); err != nil && ctx.Err() == nil {
-				return err
-			}
-		}
-		return nil
-	}
-	for ctx.Err() == nil {
-		actx, cancel := context.WithTimeout(ctx, time.Second)
-		s, err := c.AcceptNextSessionForQueue(actx, cfg.queue, &client.SessionReceiverOptions{ReceiveMode: mode})
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
-				continue
-			}
-			return err
-		}
-		for ctx.Err() == nil {
-			n, err := drain(s.Receiver)
-			if err != nil || n == 0 {
-				break
-			}
-		}
-		s.Close(context.Background())
-	}
-	return nil
-}
-
-// completeAll completes a batch concurrently: settlement is one round
-// trip each, and the partition batches them into shared log entries.
-func completeAll(ctx context.Context, r *client.Receiver, msgs []*client.ReceivedMessage, failed func(error)) error {
-	errs := make(chan error, len(msgs))
-	for _, m := range msgs {
-		go func() { errs <- r.CompleteMessage(ctx, m, nil) }()
-	}
-	var first error
-	for range msgs {
-		// A lost lock (its leader changed while the lock was held, or a
-		// settlement repeated after an unknown outcome) means the message
-		// may come again; the run counts that as a redelivery.
-		err := <-errs
-		if err == nil || errors.Is(err, client.ErrLockLost) {
-			continue
-		}
-		if err := retried(ctx, err, failed); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
-}
-
-// retried passes err to failed and returns nil when a retry can get past
-// it (or the run is over); otherwise it returns err.
-func retried(ctx context.Context, err error, failed func(error)) error {
-	if ctx.Err() != nil {
-		return nil
-	}
-	var e *client.Error
-	if errors.As(err, &e) && e.Retryable {
-		failed(err)
-		return nil
-	}
-	return err
+	return fmt.Sprintf("window of %d sends in flight over %d senders, each a SendMessage call of one message "+
+		"(concurrent sends to one leader node travel in one request); %d receivers taking up to %d messages a receive, %s",
+		cfg.inflight, cfg.producers, cfg.consumers, cfg.batch, settle)
 }
 
 // errorTally counts errors by reason and keeps the first message of each.
@@ -496,22 +435,55 @@ func (l *latencies) report() LatencyReport {
 }
 
 func printBench(w io.Writer, r *BenchReport) {
-	fmt.Fprintf(w, "queue %s: %d partition(s), %d producers, %d consumers, %d in flight, %d-byte messages, %s",
-		r.Queue, r.Partitions, r.Producers, r.Consumers, r.InFlight, r.MessageBytes, r.ReceiveMode)
+	fmt.Fprintf(w, "queue %s: %s workload, %d partition(s), %d producers, %d consumers, %d in flight, %d-byte messages, %s",
+		r.Queue, r.Workload, r.Partitions, r.Producers, r.Consumers, r.InFlight, r.MessageBytes, r.ReceiveMode)
 	if r.Sessions > 0 {
 		fmt.Fprintf(w, ", %d sessions", r.Sessions)
 	}
+	if r.WarmupMessages > 0 {
+		fmt.Fprintf(w, ", after a warm-up of %d", r.WarmupMessages)
+	}
 	fmt.Fprintln(w)
+	fmt.Fprintf(w, "shape:           %s\n", r.Shape)
 	fmt.Fprintf(w, "send:            %9d msgs in %6.2fs  %9.0f msgs/s  %7.2f MB/s  (%d errors)\n", r.Sent, r.SendSeconds, r.SendPerSecond, r.SendMBPerSecond, r.SendErrors)
 	printErrors(w, "send errors:", r.SendErrorReasons, r.SendErrorSamples)
 	fmt.Fprintf(w, "receive+settle:  %9d msgs in %6.2fs  %9.0f msgs/s  (%d delivered again, %d errors)\n", r.Received, r.ReceiveSeconds, r.RecvPerSecond, r.Redelivered, r.ReceiveErrors)
 	printErrors(w, "receive errors:", r.ReceiveErrorReasons, r.ReceiveErrorSamples)
+	fmt.Fprintf(w, "backlog:         at most %d messages sent and not yet received\n", r.MaxBacklog)
 	for _, l := range []struct {
 		name string
 		l    LatencyReport
 	}{{"send-ack", r.SendLatency}, {"end-to-end", r.EndToEnd}} {
 		fmt.Fprintf(w, "%-16s p50 %8.2f ms  p90 %8.2f ms  p99 %8.2f ms  max %8.2f ms\n", l.name+":", l.l.P50, l.l.P90, l.l.P99, l.l.Max)
 	}
+	for _, p := range r.Phases {
+		fmt.Fprintf(w, "%-16s %s\n", "cost, "+p.Name+":", phaseLine(p))
+	}
+	if r.ForeignLoad {
+		fmt.Fprintln(w, "FOREIGN LOAD: other work used the machine during the run (see foreign cores); the figures are of a shared machine")
+	}
+}
+
+// phaseLine is a phase's cost in one line.
+func phaseLine(p PhaseReport) string {
+	var parts []string
+	if c := p.CPU; c != nil {
+		nodes := fmt.Sprintf("%d nodes %.2fs", c.NodeProcesses, c.NodeSeconds)
+		if c.NodeProcesses == 0 {
+			nodes = "nodes not counted: no --node-pids"
+		}
+		parts = append(parts, fmt.Sprintf("CPU %.1f µs/msg (client %.2fs, %s), machine %.1f µs/msg, foreign %.2f cores, steal %.2f cores",
+			c.MicrosPerMessage, c.ClientSeconds, nodes, c.MachineMicrosPerMessage, c.ForeignCores, c.StealCores))
+	} else {
+		parts = append(parts, "CPU not measured: "+p.CPUUnavailable)
+	}
+	if p.SyncsPerMessage != nil {
+		parts = append(parts, fmt.Sprintf("%.3f node log syncs/msg", *p.SyncsPerMessage))
+	}
+	if p.MessagesPerEntry != nil {
+		parts = append(parts, fmt.Sprintf("%.1f msgs per Raft entry", *p.MessagesPerEntry))
+	}
+	return fmt.Sprintf("%d msgs in %.2fs: %s", p.Messages, p.Seconds, strings.Join(parts, ", "))
 }
 
 // printErrors prints the errors of a kind by reason, with the first

@@ -3,9 +3,15 @@ package main
 import (
 	"context"
 	"errors"
+	"math"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/raftbus/raftbus/client"
+	"github.com/raftbus/raftbus/test/procs"
 )
 
 func TestBenchGoesOnPastErrorsARetryCanGetPast(t *testing.T) {
@@ -29,5 +35,115 @@ func TestBenchGoesOnPastErrorsARetryCanGetPast(t *testing.T) {
 	n, reasons, samples := tally.report()
 	if n != 1 || reasons["OUTCOME_UNKNOWN"] != 1 || samples["OUTCOME_UNKNOWN"] != unknown.Error() {
 		t.Fatalf("tally %d %v %v, want the one unknown outcome", n, reasons, samples)
+	}
+}
+
+func TestBenchPhasedSendsEverythingThenDrainsItAndSaysWhatItCost(t *testing.T) {
+	cl := procs.Start(t, raftbusd, 1)
+	c := cli{t: t, server: cl.Nodes[0].Addr}
+	c.ok("queue", "create", "phased", "--partitions", "2")
+	var rep BenchReport
+	c.json(&rep, "bench", "--workload", "phased", "--queue", "phased", "--count", "1000", "--warmup", "100",
+		"--inflight", "16", "--producers", "2", "--consumers", "2", "--node-pids", strconv.Itoa(cl.Nodes[0].PID()))
+	if rep.Workload != "phased" || rep.WarmupMessages != 100 || rep.Sent != 1000 || rep.Received != 1000 || rep.SendLatency.Count != 1000 {
+		t.Fatalf("phased run: %+v", rep)
+	}
+	// Nothing is received while the producers send.
+	if rep.MaxBacklog != 1000 {
+		t.Fatalf("backlog at most %d, want all 1000 sent before the drain", rep.MaxBacklog)
+	}
+	if !strings.Contains(rep.Shape, "window of 16 sends") || rep.ReceiveBatch != 100 {
+		t.Fatalf("shape %q, receive batch %d", rep.Shape, rep.ReceiveBatch)
+	}
+	var names []string
+	for _, p := range rep.Phases {
+		names = append(names, p.Name)
+	}
+	if !slices.Equal(names, []string{"send", "drain", "send+drain"}) {
+		t.Fatalf("phases %v", names)
+	}
+	send, drain, both := rep.Phases[0], rep.Phases[1], rep.Phases[2]
+	for _, p := range rep.Phases {
+		// 1000 messages are sent and settled in far fewer entries than
+		// messages, and every entry is synced at least once.
+		if p.RaftEntries == nil || *p.RaftEntries < 1 || p.MessagesPerEntry == nil || *p.MessagesPerEntry <= 0 ||
+			p.NodeLogSyncs == nil || *p.NodeLogSyncs < 1 || p.SyncsPerMessage == nil {
+			t.Fatalf("phase %s: entries and syncs not reported: %+v", p.Name, p)
+		}
+		if runtime.GOOS == "linux" && (p.CPU == nil || p.CPU.NodeProcesses != 1) {
+			t.Fatalf("phase %s: CPU not measured: %+v (%s)", p.Name, p.CPU, p.CPUUnavailable)
+		}
+	}
+	if send.Messages != 1000 || drain.Messages != 1000 || both.Messages != 1000 ||
+		*both.RaftEntries != *send.RaftEntries+*drain.RaftEntries || *both.NodeLogSyncs != *send.NodeLogSyncs+*drain.NodeLogSyncs {
+		t.Fatalf("send+drain is not the sum of its phases: %+v", rep.Phases)
+	}
+	if c := both.CPU; c != nil && (c.ClientSeconds+c.NodeSeconds <= 0 || c.MicrosPerMessage <= 0 || c.MachineBusySeconds < c.ClientSeconds+c.NodeSeconds-0.05) {
+		t.Fatalf("CPU of the run: %+v", c)
+	}
+	// The warm-up's messages were drained too, and none counted.
+	var st struct {
+		Runtime map[string]map[string]any `json:"runtime"`
+	}
+	c.json(&st, "status")
+	if n := st.Runtime["phased"]["activeMessageCount"]; n != nil && n != "0" {
+		t.Fatalf("%v messages left in the queue", n)
+	}
+
+	var mixed BenchReport
+	c.json(&mixed, "bench", "--count", "500", "--inflight", "16", "--producers", "2", "--consumers", "2")
+	if mixed.Workload != "mixed" || mixed.Received != 500 || len(mixed.Phases) != 1 || mixed.Phases[0].Name != "mixed" ||
+		mixed.Phases[0].Messages != 500 || mixed.MaxBacklog < 1 || mixed.MaxBacklog > 500 {
+		t.Fatalf("mixed run: %+v", mixed)
+	}
+	if cpu := mixed.Phases[0].CPU; runtime.GOOS == "linux" && (cpu == nil || cpu.NodeProcesses != 0) {
+		t.Fatalf("mixed run without --node-pids: CPU %+v", cpu)
+	}
+	if out := c.ok("bench", "--workload", "phased", "--count", "50", "--inflight", "4"); !strings.Contains(out, "cost, send+drain:") || !strings.Contains(out, "nodes not counted") {
+		t.Fatalf("text report:\n%s", out)
+	}
+	c.fails(2, "--workload", "bench", "--workload", "sideways")
+	c.fails(2, "--node-pids", "bench", "--node-pids", "n1")
+	c.fails(2, "--node-pids", "bench", "--node-pids", "999999999")
+}
+
+func TestBenchReadsCPUTimeFromProc(t *testing.T) {
+	ticks, err := parseProcessTicks("4242 (raft bus) d) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 31 0 0 20 0 12 0 1000 0 0")
+	if err != nil || ticks != 281 {
+		t.Fatalf("utime+stime of a process whose name has spaces and parentheses: %d, %v; want 281", ticks, err)
+	}
+	busy, steal, err := parseMachineTicks("cpu  100 5 40 900 7 3 2 11 0 0\ncpu0 50 0 20 450 3 1 1 5 0 0\n")
+	if err != nil || busy != 150 || steal != 11 {
+		t.Fatalf("busy %d, steal %d, %v; want user+nice+system+irq+softirq 150, steal 11", busy, steal, err)
+	}
+	if _, err := parseProcessTicks("4242 (x) S 1"); err == nil {
+		t.Fatal("a short stat line was read")
+	}
+	if _, _, err := parseMachineTicks("intr 1 2 3"); err == nil {
+		t.Fatal("/proc/stat without its cpu line was read")
+	}
+}
+
+func TestBenchCountsWhatOthersUsedAsForeignLoad(t *testing.T) {
+	// 10 s, 1000 messages: the client used 1 s, the nodes 3 s, and the
+	// machine was busy for 4.5 s: 0.05 of a core went to others.
+	quiet := cpuReport(1000, 10, 100, 300, 450, 0)
+	if quiet.MicrosPerMessage != 4000 || quiet.MachineMicrosPerMessage != 4500 || math.Abs(quiet.ForeignCores-0.05) > 1e-9 {
+		t.Fatalf("quiet run: %+v", quiet)
+	}
+	if quiet.ForeignLoad {
+		t.Fatalf("0.05 cores of others flagged: %+v", quiet)
+	}
+	busy := cpuReport(1000, 10, 100, 300, int64(400+clockTicks*10*runtime.NumCPU()/5), 0)
+	if !busy.ForeignLoad {
+		t.Fatalf("a fifth of the machine used by others not flagged: %+v", busy)
+	}
+	// Unknown counters stay unknown in a sum of phases.
+	d := costDelta{seconds: 1, syncs: 5, raftEntries: -1}.plus(costDelta{seconds: 2, syncs: 7, raftEntries: 3})
+	if d.seconds != 3 || d.syncs != 12 || d.raftEntries != -1 {
+		t.Fatalf("sum %+v", d)
+	}
+	if p := d.report("both", 6); p.RaftEntries != nil || *p.SyncsPerMessage != 2 {
+		t.Fatalf("report %+v", p)
 	}
 }

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"slices"
+	"sync"
+	"time"
+)
+
+// Report is what a run measured. Its JSON fields are those of `raftbus
+// bench --output json`, so that scripts read both alike; the nodes' log
+// syncs and Raft entries, which NATS does not count, are left out.
+type Report struct {
+	Broker              string            `json:"broker"`
+	Stream              string            `json:"stream"`
+	Workload            string            `json:"workload"`
+	Producers           int               `json:"producers"`
+	Consumers           int               `json:"consumers"`
+	InFlight            int               `json:"inFlight"`
+	MessageBytes        int               `json:"messageBytes"`
+	Replicas            int               `json:"replicas"`
+	ReceiveBatch        int               `json:"receiveBatch"`
+	Shape               string            `json:"shape"`
+	WarmupMessages      int64             `json:"warmupMessages"`
+	Sent                int64             `json:"sent"`
+	SendErrors          int64             `json:"sendErrors"`
+	SendErrorReasons    map[string]int64  `json:"sendErrorReasons,omitempty"`
+	SendErrorSamples    map[string]string `json:"sendErrorSamples,omitempty"`
+	ReceiveErrors       int64             `json:"receiveErrors"`
+	ReceiveErrorReasons map[string]int64  `json:"receiveErrorReasons,omitempty"`
+	ReceiveErrorSamples map[string]string `json:"receiveErrorSamples,omitempty"`
+	Received            int64             `json:"received"`
+	Redelivered         int64             `json:"redelivered"`
+	MaxBacklog          int64             `json:"maxBacklog"`
+	SendSeconds         float64           `json:"sendSeconds"`
+	ReceiveSeconds      float64           `json:"receiveSeconds"`
+	SendPerSecond       float64           `json:"sendMsgsPerSecond"`
+	RecvPerSecond       float64           `json:"receiveSettleMsgsPerSecond"`
+	SendMBPerSecond     float64           `json:"sendMbPerSecond"`
+	SendLatency         LatencyReport     `json:"sendAckLatency"`
+	EndToEnd            LatencyReport     `json:"endToEndLatency"`
+	Phases              []PhaseReport     `json:"phases"`
+	ForeignLoad         bool              `json:"foreignLoad"`
+}
+
+// LatencyReport summarises a latency distribution, in milliseconds.
+type LatencyReport struct {
+	Count int64   `json:"count"`
+	P50   float64 `json:"p50Ms"`
+	P90   float64 `json:"p90Ms"`
+	P99   float64 `json:"p99Ms"`
+	Max   float64 `json:"maxMs"`
+}
+
+// PhaseReport is what one phase cost.
+type PhaseReport struct {
+	Name           string     `json:"name"`
+	Seconds        float64    `json:"seconds"`
+	Messages       int64      `json:"messages"`
+	CPU            *CPUReport `json:"cpu,omitempty"`
+	CPUUnavailable string     `json:"cpuUnavailable,omitempty"`
+}
+
+// CPUReport is the CPU time a phase used; NodeSeconds is of the
+// nats-server processes.
+type CPUReport struct {
+	ClientSeconds           float64 `json:"clientSeconds"`
+	NodeSeconds             float64 `json:"nodeSeconds"`
+	NodeProcesses           int     `json:"nodeProcesses"`
+	MicrosPerMessage        float64 `json:"usPerMessage"`
+	MachineBusySeconds      float64 `json:"machineBusySeconds"`
+	MachineMicrosPerMessage float64 `json:"machineUsPerMessage"`
+	ForeignCores            float64 `json:"foreignCores"`
+	StealCores              float64 `json:"stealCores"`
+	ForeignLoad             bool    `json:"foreignLoad"`
+}
+
+// errorTally counts errors by reason and keeps the first message of each.
+type errorTally struct {
+	mu      sync.Mutex
+	n       int64
+	reasons map[string]int64
+	samples map[string]string
+}
+
+func (t *errorTally) add(err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.reasons == nil {
+		t.reasons, t.samples = make(map[string]int64), make(map[string]string)
+	}
+	t.n++
+	reason := errorReason(err)
+	if t.reasons[reason]++; t.reasons[reason] == 1 {
+		t.samples[reason] = err.Error()
+	}
+}
+
+func (t *errorTally) total() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.n
+}
+
+func (t *errorTally) report() (int64, map[string]int64, map[string]string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.n, t.reasons, t.samples
+}
+
+// latencies collects durations from many goroutines.
+type latencies struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (l *latencies) add(d time.Duration) {
+	l.mu.Lock()
+	l.d = append(l.d, d)
+	l.mu.Unlock()
+}
+
+func (l *latencies) report() LatencyReport {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.d) == 0 {
+		return LatencyReport{}
+	}
+	slices.Sort(l.d)
+	at := func(q float64) float64 {
+		return float64(l.d[min(int(q*float64(len(l.d))), len(l.d)-1)]) / float64(time.Millisecond)
+	}
+	return LatencyReport{Count: int64(len(l.d)), P50: at(0.50), P90: at(0.90), P99: at(0.99), Max: at(1)}
+}
