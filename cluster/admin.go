@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -50,7 +49,7 @@ func atMetaLeader[Resp any](ctx context.Context, n *Node,
 		return zero, n.meta.notLeader()
 	}
 	addr := n.meta.leaderAddr()
-	fctx := metadata.AppendToOutgoingContext(ctx, raftbusv1.ForwardMetadataKey, raftbusv1.NeverForward)
+	fctx := noForward(ctx)
 	for attempt := 0; attempt < maxRouteAttempts; attempt++ {
 		if addr == "" {
 			return zero, busy("the metadata group has no leader yet")

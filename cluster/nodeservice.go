@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/hashicorp/raft"
-	"google.golang.org/grpc/metadata"
 
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -34,7 +33,7 @@ func (s *nodeService) Join(ctx context.Context, req *clusterv1.JoinRequest) (*cl
 		if err != nil {
 			return nil, err
 		}
-		return clusterv1.NewNodeServiceClient(conn).Join(metadata.AppendToOutgoingContext(ctx, raftbusv1.ForwardMetadataKey, raftbusv1.NeverForward), req)
+		return clusterv1.NewNodeServiceClient(conn).Join(noForward(ctx), req)
 	}
 	if addrs := n.nodeAddrs(); addrs[req.GetNodeId()] != "" && addrs[req.GetNodeId()] != req.GetAddress() {
 		n.log.Info("member changes address", "member", req.GetNodeId(), "from", addrs[req.GetNodeId()], "to", req.GetAddress())

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"google.golang.org/grpc/metadata"
 
 	"github.com/raftbus/raftbus/partition"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
@@ -304,7 +303,7 @@ func (n *Node) demoteAndWipe(name string, e *clusterv1.Entity, id uint32, others
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req := &clusterv1.DemoteReplicaRequest{EntityPath: e.GetName(), Incarnation: e.GetIncarnation(), PartitionId: id, NodeId: n.cfg.NodeID}
-	ctx = metadata.AppendToOutgoingContext(ctx, raftbusv1.ForwardMetadataKey, raftbusv1.NeverForward)
+	ctx = noForward(ctx)
 	queue := make([]string, 0, len(others))
 	for _, s := range others {
 		queue = append(queue, string(s.Address))

@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"time"
 
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -328,9 +327,4 @@ func (n *Node) awaitAt(ctx context.Context, addr string, lock *enginev1.Lock, wa
 		MaxWait:    durationpb.New(wait),
 	})
 	return resp.GetAvailable(), err
-}
-
-// noForward marks a call to another node as one it must serve itself.
-func noForward(ctx context.Context) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, raftbusv1.ForwardMetadataKey, raftbusv1.NeverForward)
 }

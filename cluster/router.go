@@ -178,7 +178,7 @@ func route[Resp any](ctx context.Context, n *Node, e *clusterv1.Entity, id uint3
 		return resp, nil
 	}
 	group := groupName(e, id)
-	fctx := metadata.AppendToOutgoingContext(ctx, raftbusv1.ForwardMetadataKey, raftbusv1.NeverForward)
+	fctx := noForward(ctx)
 	var lastErr, unknown *apiError
 	queue := t.addrs
 	for attempt := 0; attempt < maxRouteAttempts && len(queue) > 0; attempt++ {
@@ -248,4 +248,10 @@ func forwardError(err error, addr string, maybeSent bool) error {
 	}
 	return errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN,
 		"the connection to node %s broke after the request was sent (%s); it may or may not have taken effect", addr, st.Message())
+}
+
+// noForward marks a call to another node as one it must serve itself,
+// answering NOT_LEADER for what it does not lead.
+func noForward(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, raftbusv1.ForwardMetadataKey, raftbusv1.NeverForward)
 }

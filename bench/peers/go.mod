@@ -11,3 +11,9 @@ require (
 	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
+
+require github.com/raftbus/raftbus v0.0.0
+
+// The harness measures as `raftbus bench` does, with the broker's own
+// package for it (internal/benchmeter); nothing else of the broker.
+replace github.com/raftbus/raftbus => ../..

@@ -38,6 +38,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/raftbus/raftbus/internal/benchmeter"
 )
 
 // config is one run's settings; the flags mean what they mean to
@@ -92,8 +93,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--output is text or json, not %q", cfg.output)
 	}
 	var err error
-	if cfg.nodePIDs, err = parsePIDs(pids); err != nil {
-		return err
+	if cfg.nodePIDs, err = benchmeter.ParsePIDs(pids); err != nil {
+		return fmt.Errorf("--node-pids: %w", err)
 	}
 
 	nc, err := nats.Connect(cfg.servers, nats.Name("peers-admin"))
@@ -203,12 +204,12 @@ func bench(ctx context.Context, cfg config, stream string, progress io.Writer) (
 	if rep.ReceiveSeconds > 0 {
 		rep.RecvPerSecond = float64(rep.Received) / rep.ReceiveSeconds
 	}
-	rep.SendLatency, rep.EndToEnd = r.sendLat.report(), r.e2eLat.report()
+	rep.SendLatency, rep.EndToEnd = r.sendLat.Report(), r.e2eLat.Report()
 	if cfg.workload == "mixed" {
-		rep.Phases = []PhaseReport{costs[0].report("mixed", rep.Received, len(cfg.nodePIDs))}
+		rep.Phases = []PhaseReport{phaseReport(costs[0], "mixed", rep.Received, len(cfg.nodePIDs))}
 	} else {
-		rep.Phases = []PhaseReport{costs[0].report("send", rep.Sent, len(cfg.nodePIDs)), costs[1].report("drain", rep.Received, len(cfg.nodePIDs)),
-			costs[0].plus(costs[1]).report("send+drain", rep.Received, len(cfg.nodePIDs))}
+		rep.Phases = []PhaseReport{phaseReport(costs[0], "send", rep.Sent, len(cfg.nodePIDs)), phaseReport(costs[1], "drain", rep.Received, len(cfg.nodePIDs)),
+			phaseReport(costs[0].Plus(costs[1]), "send+drain", rep.Received, len(cfg.nodePIDs))}
 	}
 	for _, p := range rep.Phases {
 		rep.ForeignLoad = rep.ForeignLoad || (p.CPU != nil && p.CPU.ForeignLoad)

@@ -1,9 +1,9 @@
 package main
 
 import (
-	"slices"
 	"sync"
-	"time"
+
+	"github.com/raftbus/raftbus/internal/benchmeter"
 )
 
 // Report is what a run measured. Its JSON fields are those of `raftbus
@@ -42,14 +42,11 @@ type Report struct {
 	ForeignLoad         bool              `json:"foreignLoad"`
 }
 
-// LatencyReport summarises a latency distribution, in milliseconds.
-type LatencyReport struct {
-	Count int64   `json:"count"`
-	P50   float64 `json:"p50Ms"`
-	P90   float64 `json:"p90Ms"`
-	P99   float64 `json:"p99Ms"`
-	Max   float64 `json:"maxMs"`
-}
+// LatencyReport and CPUReport are those of `raftbus bench`.
+type (
+	LatencyReport = benchmeter.LatencyReport
+	CPUReport     = benchmeter.CPUReport
+)
 
 // PhaseReport is what one phase cost.
 type PhaseReport struct {
@@ -58,20 +55,6 @@ type PhaseReport struct {
 	Messages       int64      `json:"messages"`
 	CPU            *CPUReport `json:"cpu,omitempty"`
 	CPUUnavailable string     `json:"cpuUnavailable,omitempty"`
-}
-
-// CPUReport is the CPU time a phase used; NodeSeconds is of the
-// nats-server processes.
-type CPUReport struct {
-	ClientSeconds           float64 `json:"clientSeconds"`
-	NodeSeconds             float64 `json:"nodeSeconds"`
-	NodeProcesses           int     `json:"nodeProcesses"`
-	MicrosPerMessage        float64 `json:"usPerMessage"`
-	MachineBusySeconds      float64 `json:"machineBusySeconds"`
-	MachineMicrosPerMessage float64 `json:"machineUsPerMessage"`
-	ForeignCores            float64 `json:"foreignCores"`
-	StealCores              float64 `json:"stealCores"`
-	ForeignLoad             bool    `json:"foreignLoad"`
 }
 
 // errorTally counts errors by reason and keeps the first message of each.
@@ -105,29 +88,4 @@ func (t *errorTally) report() (int64, map[string]int64, map[string]string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.n, t.reasons, t.samples
-}
-
-// latencies collects durations from many goroutines.
-type latencies struct {
-	mu sync.Mutex
-	d  []time.Duration
-}
-
-func (l *latencies) add(d time.Duration) {
-	l.mu.Lock()
-	l.d = append(l.d, d)
-	l.mu.Unlock()
-}
-
-func (l *latencies) report() LatencyReport {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.d) == 0 {
-		return LatencyReport{}
-	}
-	slices.Sort(l.d)
-	at := func(q float64) float64 {
-		return float64(l.d[min(int(q*float64(len(l.d))), len(l.d)-1)]) / float64(time.Millisecond)
-	}
-	return LatencyReport{Count: int64(len(l.d)), P50: at(0.50), P90: at(0.90), P99: at(0.99), Max: at(1)}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/raftbus/raftbus/internal/benchmeter"
 )
 
 // round is one pass of the workload (the warm-up, or the measured run)
@@ -29,7 +30,7 @@ type round struct {
 	maxBacklog       atomic.Int64
 	sendErrs         errorTally
 	recvErrs         errorTally
-	sendLat, e2eLat  latencies
+	sendLat, e2eLat  benchmeter.Latencies
 	seenMu           sync.Mutex
 	seen             map[uint64]struct{} // stream sequences received
 	recvStart        time.Time
@@ -79,7 +80,7 @@ func (r *round) close() {
 
 // run runs the round in the workload's shape and returns how long the
 // sends took and, when measured, what each phase cost.
-func (r *round) run(ctx context.Context, measured bool, count int64, duration time.Duration) (time.Duration, []costDelta, error) {
+func (r *round) run(ctx context.Context, measured bool, count int64, duration time.Duration) (time.Duration, []benchmeter.CPUDelta, error) {
 	phase := func(name string) string {
 		if !measured {
 			return "warm-up"
@@ -87,8 +88,8 @@ func (r *round) run(ctx context.Context, measured bool, count int64, duration ti
 		return name
 	}
 	mixed := r.cfg.workload == "mixed"
-	var costs []costDelta
-	before := sampleCPU(r.cfg.nodePIDs)
+	var costs []benchmeter.CPUDelta
+	before := benchmeter.SampleCPU(r.cfg.nodePIDs)
 	if mixed {
 		if err := r.startConsumers(ctx); err != nil {
 			return 0, nil, err
@@ -105,9 +106,9 @@ func (r *round) run(ctx context.Context, measured bool, count int64, duration ti
 		return 0, nil, err
 	}
 	if !mixed {
-		after := sampleCPU(r.cfg.nodePIDs)
-		costs = append(costs, between(before, after))
-		before = sampleCPU(r.cfg.nodePIDs)
+		after := benchmeter.SampleCPU(r.cfg.nodePIDs)
+		costs = append(costs, benchmeter.Between(before, after))
+		before = benchmeter.SampleCPU(r.cfg.nodePIDs)
 		if err := r.startConsumers(ctx); err != nil {
 			return 0, nil, err
 		}
@@ -117,7 +118,7 @@ func (r *round) run(ctx context.Context, measured bool, count int64, duration ti
 			return 0, nil, err
 		}
 	}
-	costs = append(costs, between(before, sampleCPU(r.cfg.nodePIDs)))
+	costs = append(costs, benchmeter.Between(before, benchmeter.SampleCPU(r.cfg.nodePIDs)))
 	r.stop()
 	return sendElapsed, costs, nil
 }
@@ -153,7 +154,7 @@ func (r *round) produce(ctx context.Context, count int64, duration time.Duration
 					r.sendErrs.add(err)
 					continue
 				}
-				r.sendLat.add(time.Since(t0))
+				r.sendLat.Add(time.Since(t0))
 				backlog := r.sent.Add(1) - r.received.Load()
 				for {
 					top := r.maxBacklog.Load()
@@ -247,7 +248,7 @@ func (r *round) got(m jetstream.Msg) {
 		r.redelivered.Add(1)
 		return
 	}
-	r.e2eLat.add(now.Sub(meta.Timestamp))
+	r.e2eLat.Add(now.Sub(meta.Timestamp))
 	r.received.Add(1)
 	r.lastReceive.Store(int64(now.Sub(r.recvStart)))
 }

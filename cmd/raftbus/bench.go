@@ -15,6 +15,7 @@ import (
 
 	"github.com/raftbus/raftbus/client"
 	"github.com/raftbus/raftbus/client/admin"
+	"github.com/raftbus/raftbus/internal/benchmeter"
 )
 
 const benchUsage = `Usage:
@@ -141,14 +142,12 @@ type BenchReport struct {
 	ForeignLoad bool `json:"foreignLoad"`
 }
 
-// LatencyReport summarises a latency distribution, in milliseconds.
-type LatencyReport struct {
-	Count int64   `json:"count"`
-	P50   float64 `json:"p50Ms"`
-	P90   float64 `json:"p90Ms"`
-	P99   float64 `json:"p99Ms"`
-	Max   float64 `json:"maxMs"`
-}
+// LatencyReport and CPUReport are measured as the peer harness measures
+// them (see internal/benchmeter).
+type (
+	LatencyReport = benchmeter.LatencyReport
+	CPUReport     = benchmeter.CPUReport
+)
 
 // PhaseReport is what one phase of a run did and cost; a figure that
 // could not be read is left out.
@@ -164,23 +163,6 @@ type PhaseReport struct {
 	SyncsPerMessage  *float64   `json:"nodeLogSyncsPerMessage,omitempty"`
 	RaftEntries      *int64     `json:"raftEntries,omitempty"`
 	MessagesPerEntry *float64   `json:"messagesPerRaftEntry,omitempty"`
-}
-
-// CPUReport is the CPU time a phase used (see bench_cost.go).
-type CPUReport struct {
-	ClientSeconds float64 `json:"clientSeconds"`
-	// NodeSeconds is of the NodeProcesses processes of --node-pids.
-	NodeSeconds        float64 `json:"nodeSeconds"`
-	NodeProcesses      int     `json:"nodeProcesses"`
-	MicrosPerMessage   float64 `json:"usPerMessage"`
-	MachineBusySeconds float64 `json:"machineBusySeconds"`
-	// MachineMicrosPerMessage counts whatever ran on the machine.
-	MachineMicrosPerMessage float64 `json:"machineUsPerMessage"`
-	// ForeignCores is the machine's busy time beyond the client and the
-	// nodes, in cores on average; StealCores what the hypervisor took.
-	ForeignCores float64 `json:"foreignCores"`
-	StealCores   float64 `json:"stealCores"`
-	ForeignLoad  bool    `json:"foreignLoad"`
 }
 
 func runBench(ctx context.Context, a *app, args []string) error {
@@ -220,8 +202,8 @@ func runBench(ctx context.Context, a *app, args []string) error {
 		return usagef("--rate, --count and --warmup must not be negative")
 	}
 	var err error
-	if cfg.nodePIDs, err = parsePIDs(pids); err != nil {
-		return err
+	if cfg.nodePIDs, err = benchmeter.ParsePIDs(pids); err != nil {
+		return usagef("--node-pids: %v", err)
 	}
 	c, err := a.client()
 	if err != nil {
@@ -292,16 +274,16 @@ func bench(ctx context.Context, c *client.Client, meter *costMeter, cfg benchCon
 	if rep.ReceiveSeconds > 0 {
 		rep.RecvPerSecond = float64(rep.Received) / rep.ReceiveSeconds
 	}
-	rep.SendLatency, rep.EndToEnd = r.sendLat.report(), r.e2eLat.report()
+	rep.SendLatency, rep.EndToEnd = r.sendLat.Report(), r.e2eLat.Report()
+	nodes := len(cfg.nodePIDs)
 	if cfg.workload == "mixed" {
-		rep.Phases = []PhaseReport{costs[0].report("mixed", rep.Received)}
+		rep.Phases = []PhaseReport{costs[0].report("mixed", rep.Received, nodes)}
 	} else {
-		rep.Phases = []PhaseReport{costs[0].report("send", rep.Sent), costs[1].report("drain", rep.Received),
-			costs[0].plus(costs[1]).report("send+drain", rep.Received)}
+		rep.Phases = []PhaseReport{costs[0].report("send", rep.Sent, nodes), costs[1].report("drain", rep.Received, nodes),
+			costs[0].plus(costs[1]).report("send+drain", rep.Received, nodes)}
 	}
 	for _, p := range rep.Phases {
 		if p.CPU != nil {
-			p.CPU.NodeProcesses = len(cfg.nodePIDs)
 			rep.ForeignLoad = rep.ForeignLoad || p.CPU.ForeignLoad
 		}
 	}
@@ -407,31 +389,6 @@ func (t *errorTally) report() (int64, map[string]int64, map[string]string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.n, t.reasons, t.samples
-}
-
-// latencies collects durations from many goroutines.
-type latencies struct {
-	mu sync.Mutex
-	d  []time.Duration
-}
-
-func (l *latencies) add(d time.Duration) {
-	l.mu.Lock()
-	l.d = append(l.d, d)
-	l.mu.Unlock()
-}
-
-func (l *latencies) report() LatencyReport {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.d) == 0 {
-		return LatencyReport{}
-	}
-	slices.Sort(l.d)
-	at := func(q float64) float64 {
-		return float64(l.d[min(int(q*float64(len(l.d))), len(l.d)-1)]) / float64(time.Millisecond)
-	}
-	return LatencyReport{Count: int64(len(l.d)), P50: at(0.50), P90: at(0.90), P99: at(0.99), Max: at(1)}
 }
 
 func printBench(w io.Writer, r *BenchReport) {

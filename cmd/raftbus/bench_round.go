@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/raftbus/raftbus/client"
+	"github.com/raftbus/raftbus/internal/benchmeter"
 )
 
 // round is one pass of the workload (the warm-up, or the measured run):
@@ -30,7 +31,7 @@ type round struct {
 	// moment, as seen by a producer after each acknowledged send.
 	maxBacklog         atomic.Int64
 	sendErrs, recvErrs errorTally
-	sendLat, e2eLat    latencies
+	sendLat, e2eLat    benchmeter.Latencies
 	// seen tells first deliveries from redeliveries (and from copies of
 	// a send the SDK repeated after an unknown outcome).
 	seenMu sync.Mutex
@@ -86,7 +87,7 @@ func (r *round) got(msgs []*client.ReceivedMessage) {
 		if _, dup := r.seen[m.MessageID]; !dup {
 			r.seen[m.MessageID] = struct{}{}
 			fresh++
-			r.e2eLat.add(now.Sub(m.EnqueuedTime))
+			r.e2eLat.Add(now.Sub(m.EnqueuedTime))
 		}
 	}
 	r.seenMu.Unlock()
@@ -162,7 +163,7 @@ func (r *round) produce(ctx context.Context, count int64, duration time.Duration
 					r.sendErrs.add(err)
 					continue
 				}
-				r.sendLat.add(time.Since(t0))
+				r.sendLat.Add(time.Since(t0))
 				backlog := r.sent.Add(1) - r.received.Load()
 				for {
 					top := r.maxBacklog.Load()

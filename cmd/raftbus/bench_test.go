@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"math"
 	"runtime"
 	"slices"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/raftbus/raftbus/client"
+	"github.com/raftbus/raftbus/internal/benchmeter"
 	"github.com/raftbus/raftbus/test/procs"
 )
 
@@ -107,43 +107,12 @@ func TestBenchPhasedSendsEverythingThenDrainsItAndSaysWhatItCost(t *testing.T) {
 	c.fails(2, "--node-pids", "bench", "--node-pids", "999999999")
 }
 
-func TestBenchReadsCPUTimeFromProc(t *testing.T) {
-	ticks, err := parseProcessTicks("4242 (raft bus) d) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 31 0 0 20 0 12 0 1000 0 0")
-	if err != nil || ticks != 281 {
-		t.Fatalf("utime+stime of a process whose name has spaces and parentheses: %d, %v; want 281", ticks, err)
-	}
-	busy, steal, err := parseMachineTicks("cpu  100 5 40 900 7 3 2 11 0 0\ncpu0 50 0 20 450 3 1 1 5 0 0\n")
-	if err != nil || busy != 150 || steal != 11 {
-		t.Fatalf("busy %d, steal %d, %v; want user+nice+system+irq+softirq 150, steal 11", busy, steal, err)
-	}
-	if _, err := parseProcessTicks("4242 (x) S 1"); err == nil {
-		t.Fatal("a short stat line was read")
-	}
-	if _, _, err := parseMachineTicks("intr 1 2 3"); err == nil {
-		t.Fatal("/proc/stat without its cpu line was read")
-	}
-}
-
-func TestBenchCountsWhatOthersUsedAsForeignLoad(t *testing.T) {
-	// 10 s, 1000 messages: the client used 1 s, the nodes 3 s, and the
-	// machine was busy for 4.5 s: 0.05 of a core went to others.
-	quiet := cpuReport(1000, 10, 100, 300, 450, 0)
-	if quiet.MicrosPerMessage != 4000 || quiet.MachineMicrosPerMessage != 4500 || math.Abs(quiet.ForeignCores-0.05) > 1e-9 {
-		t.Fatalf("quiet run: %+v", quiet)
-	}
-	if quiet.ForeignLoad {
-		t.Fatalf("0.05 cores of others flagged: %+v", quiet)
-	}
-	busy := cpuReport(1000, 10, 100, 300, int64(400+clockTicks*10*runtime.NumCPU()/5), 0)
-	if !busy.ForeignLoad {
-		t.Fatalf("a fifth of the machine used by others not flagged: %+v", busy)
-	}
-	// Unknown counters stay unknown in a sum of phases.
-	d := costDelta{seconds: 1, syncs: 5, raftEntries: -1}.plus(costDelta{seconds: 2, syncs: 7, raftEntries: 3})
-	if d.seconds != 3 || d.syncs != 12 || d.raftEntries != -1 {
+func TestBenchKeepsUnknownCountersUnknownInASumOfPhases(t *testing.T) {
+	d := costDelta{cpu: benchmeter.CPUDelta{Seconds: 1}, syncs: 5, raftEntries: -1}.plus(costDelta{cpu: benchmeter.CPUDelta{Seconds: 2}, syncs: 7, raftEntries: 3})
+	if d.cpu.Seconds != 3 || d.syncs != 12 || d.raftEntries != -1 {
 		t.Fatalf("sum %+v", d)
 	}
-	if p := d.report("both", 6); p.RaftEntries != nil || *p.SyncsPerMessage != 2 {
+	if p := d.report("both", 6, 0); p.RaftEntries != nil || *p.SyncsPerMessage != 2 {
 		t.Fatalf("report %+v", p)
 	}
 }
