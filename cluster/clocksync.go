@@ -10,6 +10,7 @@ import (
 
 	"github.com/raftbus/raftbus/cluster/clock"
 	"github.com/raftbus/raftbus/cluster/identity"
+	"github.com/raftbus/raftbus/partition"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -285,14 +286,17 @@ func (n *Node) logClock(v clock.Verdict, prev clock.State, judged bool) {
 }
 
 // stepDown hands over every group this node leads: the metadata group
-// and each partition. Raft picks the most up-to-date follower.
+// and each partition, to the most up-to-date follower in touch.
 func (n *Node) stepDown() {
 	if n.meta.isLeader() && n.metaTransferring.CompareAndSwap(false, true) {
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
 			defer n.metaTransferring.Store(false)
-			if err := n.meta.raft.LeadershipTransfer().Error(); err != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), transferTimeout)
+			defer cancel()
+			err := partition.HandOver(ctx, n.meta.raft, n.meta.followers, "", n.raftTimes(partition.DefaultElectionTimeout))
+			if err != nil {
 				n.log.Warn("hand over the metadata group (clock skewed)", "err", err)
 				return
 			}
@@ -315,7 +319,9 @@ func (n *Node) stepDown() {
 		go func() {
 			defer n.wg.Done()
 			defer r.transferring.Store(false)
-			if err := r.p.Raft().LeadershipTransfer().Error(); err != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), transferTimeout)
+			defer cancel()
+			if err := r.p.HandOver(ctx, ""); err != nil {
 				n.log.Warn("hand over partition (clock skewed)", "group", r.group, "err", err)
 				return
 			}

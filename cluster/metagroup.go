@@ -57,6 +57,9 @@ type metaGroup struct {
 	snaps *partition.Snapshots
 	// transport is closed as Raft shuts down, so no RPC is waited out.
 	transport raft.Transport
+	// followers is what this node, leading, sees of the other members
+	// (see partition.HandOver).
+	followers *partition.Followers
 	// readyTerm is the term in which this node, as leader, has applied
 	// every entry committed before its election (see confirmLeadership).
 	readyTerm atomic.Uint64
@@ -89,11 +92,11 @@ func openMetaGroup(n *Node) (*metaGroup, error) {
 	rc.ElectionTimeout = n.raftTimes(partition.DefaultElectionTimeout)
 	rc.LeaderLeaseTimeout = n.raftTimes(partition.DefaultLeaderLeaseTimeout)
 	rc.MaxAppendEntries = metaMaxAppendEntries
-	g := &metaGroup{n: n, fsm: meta.NewFSM(), store: store, transport: transport}
+	g := &metaGroup{n: n, fsm: meta.NewFSM(), store: store, transport: transport, followers: partition.NewFollowers()}
 	g.raft, g.snaps, err = partition.StartGroup(partition.Group{
 		Name: metaGroupName, NodeID: n.cfg.NodeID, Dir: dir,
 		Log: logs, Stable: store, Transport: transport, FSM: g.fsm,
-		Logger: n.log, Config: rc,
+		Logger: n.log, Config: rc, Followers: g.followers,
 		OnDamage: func(err error) { n.log.Error("the metadata group's snapshot is damaged", "err", err) },
 	})
 	if err != nil {

@@ -160,9 +160,13 @@ func (n *Node) reconcile() {
 		n.lastForget = time.Now()
 		n.forgetDeleted(func(g string) bool { _, ok := desired[g]; return ok })
 	}
-	for _, r := range n.damagedOpen() {
-		n.closeReplica(r, false)
-		toOpen = append(toOpen, r.group)
+	restart := make(map[*replica]bool)
+	for _, r := range append(n.damagedOpen(), n.wedgedOpen()...) {
+		if !restart[r] {
+			restart[r] = true
+			n.closeReplica(r, false)
+			toOpen = append(toOpen, r.group)
+		}
 	}
 	for _, name := range toOpen {
 		w, ok := desired[name]
@@ -203,7 +207,7 @@ func (n *Node) reconcile() {
 			continue
 		}
 		n.promoteRebuilt(r, e, desired[r.group].peers)
-		n.handOver(r, desired[r.group].peers)
+		n.handOver(r)
 	}
 }
 
@@ -218,21 +222,16 @@ const (
 // handOver gives leadership of r to its preferred node when another node
 // leads it. Placement starts each partition's replica list at a different
 // node, so preferred leaders are spread evenly, and leadership flows back
-// to a node when it returns. Raft's transfer waits for the target to catch
-// up and fails, leaving leadership here, when it cannot.
-func (n *Node) handOver(r *replica, peers []raft.Server) {
+// to a node when it returns. The partition starts no transfer to a node
+// that is out of touch or behind (see partition.HandOver): leadership
+// stays here until the node has caught up.
+func (n *Node) handOver(r *replica) {
 	if r.preferred == n.cfg.NodeID || r.transferring.Load() || time.Since(r.lastTransfer) < transferInterval {
 		return
 	}
-	var target raft.Server
-	for _, s := range peers {
-		if string(s.ID) == r.preferred {
-			target = s
-		}
-	}
 	// Never to a node whose clock is known to be off (it would refuse to
 	// serve and hand the partition back), nor to a non-voter being rebuilt.
-	if target.Address == "" || !n.clocks.mayLead(r.preferred) || suffrage(r.p.Raft(), r.preferred) != raft.Voter {
+	if !n.clocks.mayLead(r.preferred) || suffrage(r.p.Raft(), r.preferred) != raft.Voter {
 		return
 	}
 	r.lastTransfer = time.Now()
@@ -241,16 +240,36 @@ func (n *Node) handOver(r *replica, peers []raft.Server) {
 	go func() {
 		defer n.wg.Done()
 		defer r.transferring.Store(false)
-		// Raft bounds a transfer by an election timeout, but may leave the
-		// future unanswered when the replica closes meanwhile.
 		ctx, cancel := context.WithTimeout(context.Background(), transferTimeout)
 		defer cancel()
-		if err := n.await(ctx, r.p.Raft().LeadershipTransferToServer(target.ID, target.Address)); err != nil {
-			n.log.Debug("leadership transfer", "group", r.group, "to", target.ID, "err", err)
+		if err := r.p.HandOver(ctx, r.preferred); err != nil {
+			n.log.Debug("leadership transfer", "group", r.group, "to", r.preferred, "err", err)
 			return
 		}
-		n.log.Info("leadership handed to the preferred leader", "group", r.group, "to", target.ID)
+		n.log.Info("leadership handed to the preferred leader", "group", r.group, "to", r.preferred)
 	}()
+}
+
+// transferWedged is how long a leader's proposals may be refused for a
+// leadership transfer before its node restarts the replica: a transfer
+// takes about two election timeouts, and one raft never ends must not
+// take the partition down for good (see partition/handover.go).
+const transferWedged = 30 * time.Second
+
+// wedgedOpen returns the replicas whose leadership transfer raft will
+// never end.
+func (n *Node) wedgedOpen() []*replica {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	var wedged []*replica
+	for _, r := range n.replicas {
+		if d := r.p.TransferStuckFor(); d > transferWedged {
+			n.log.Error("a leadership transfer has refused every write for too long: restarting the replica",
+				"group", r.group, "for", d.Round(time.Second))
+			wedged = append(wedged, r)
+		}
+	}
+	return wedged
 }
 
 func (n *Node) openReplica(name string, e *clusterv1.Entity, id uint32, peers []raft.Server) error {

@@ -45,6 +45,7 @@ func ReasonOf(err error) raftbusv1.ErrorReason {
 // never entered the leader's log can be retried safely; one that did may
 // still commit under the next leader.
 func (p *Partition) proposalError(err error) *Error {
+	p.noteTransferRefusal(err)
 	switch {
 	case errors.Is(err, raft.ErrNotLeader):
 		return p.notLeader()

@@ -8,3 +8,10 @@ func WrapLogStore(c *Config, wrap func(raft.LogStore) raft.LogStore) { c.wrapLog
 
 // QueuedProposals is how many proposals wait for the proposer.
 func (p *Partition) QueuedProposals() int { return len(p.proposals) }
+
+// FollowerReady says why the follower id could not take leadership over
+// from this replica now, or nil when it could (see HandOver).
+func (p *Partition) FollowerReady(id string) error {
+	_, err := p.followers.ready(raft.ServerID(id), p.raft.CurrentTerm(), p.raft.LastIndex(), p.cfg.ElectionTimeout)
+	return err
+}

@@ -30,6 +30,9 @@ type Group struct {
 	// damaged when read to be sent.
 	Logger   *slog.Logger
 	OnDamage func(err error)
+	// Followers, when set, is filled with the followers' answers to
+	// AppendEntries (see HandOver).
+	Followers *Followers
 	// Config is the group's Raft configuration except for LocalID and
 	// Logger, which StartGroup sets.
 	Config *raft.Config
@@ -52,7 +55,7 @@ func StartGroup(g Group) (*raft.Raft, *Snapshots, error) {
 	rc := *g.Config
 	rc.LocalID = raft.ServerID(g.NodeID)
 	rc.Logger = RaftLogger(g.Logger, g.Name)
-	r, err := raft.NewRaft(&rc, g.FSM, g.Log, g.Stable, snaps, g.Transport)
+	r, err := raft.NewRaft(&rc, g.FSM, g.Log, g.Stable, snaps, watch(g.Transport, g.Followers))
 	if err != nil {
 		return nil, nil, fmt.Errorf("group %s: start raft: %w", g.Name, err)
 	}

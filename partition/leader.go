@@ -93,6 +93,7 @@ func (p *Partition) catchUp() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ApplyTimeout)
 	defer cancel()
 	f, err := awaitStarted(ctx, p.stop, func() raft.Future { return p.raft.Barrier(p.cfg.ApplyTimeout) })
+	p.noteTransferRefusal(err)
 	if err != nil {
 		return false
 	}

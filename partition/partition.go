@@ -24,6 +24,11 @@ type Partition struct {
 
 	raft *raft.Raft
 	fsm  *fsm
+	// followers is what this replica, leading, sees of its followers;
+	// stuck how long raft has refused its proposals for a transfer (see
+	// handover.go).
+	followers *Followers
+	stuck     transferStuck
 
 	// proposals feeds the proposer; inflight carries proposed entries, in
 	// log order, to the responder.
@@ -64,6 +69,7 @@ func Open(cfg Config) (*Partition, error) {
 		inflight:  make(chan inflightEntry, cfg.MaxEntriesInFlight),
 		slots:     make(chan struct{}, cfg.MaxEntriesInFlight),
 		stop:      make(chan struct{}),
+		followers: NewFollowers(),
 	}
 	// Raft reads back what it just appended to replicate and apply it;
 	// the cache answers those reads from memory.
@@ -79,6 +85,7 @@ func Open(cfg Config) (*Partition, error) {
 		Name: cfg.Name, NodeID: cfg.NodeID, Dir: cfg.Dir,
 		Log: logs, Stable: cfg.Stable, Transport: cfg.Transport, FSM: p.fsm,
 		Logger: cfg.Logger, OnDamage: cfg.OnDamage, Config: cfg.raftConfig(),
+		Followers: p.followers,
 	})
 	if err != nil {
 		return nil, err

@@ -181,6 +181,7 @@ func (p *Partition) runResponder() {
 			respondAll(in.batch, proposalResult{err: p.proposalError(err)})
 			continue
 		}
+		p.noteTransferRefusal(nil)
 		er, ok := in.future.Response().(entryResults)
 		switch {
 		case !ok:

@@ -74,9 +74,12 @@ func (h *heartbeats) send(ctx context.Context, req *raftv1.AppendEntriesRequest)
 	h.sendMu.Lock()
 	err = stream.Send(&raftv1.HeartbeatsRequest{Id: id, Request: req})
 	h.sendMu.Unlock()
-	if err != nil {
+	if err != nil && !errors.Is(err, io.EOF) {
 		// The stream is broken: every heartbeat waiting on it fails, this
-		// one included, and the next one opens a new stream.
+		// one included, and the next one opens a new stream. On io.EOF the
+		// stream has ended with a status that only Recv reports (the
+		// receiving goroutine fails the stream with it): a peer without
+		// the method must be told apart from one that went away.
 		h.fail(stream, err)
 	}
 	select {
