@@ -96,8 +96,8 @@ type Report struct {
 	Windows        []FaultWindow
 }
 
-// FaultWindow is the longest stretch without a successful operation that
-// ended after one fault was injected and before the next one.
+// FaultWindow is the longest stretch without a successful operation while
+// one fault was the last injected.
 type FaultWindow struct {
 	Fault       string
 	Kind        string

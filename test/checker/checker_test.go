@@ -245,7 +245,10 @@ func TestAvailabilityPerFault(t *testing.T) {
 	if r.MaxUnavailable != 3000*time.Millisecond {
 		t.Errorf("max unavailable %v, want 3s (from the last success to the end of the run)", r.MaxUnavailable)
 	}
-	want := []time.Duration{1500 * time.Millisecond, 300 * time.Millisecond, 3000 * time.Millisecond}
+	// Each outage counts from its fault: kill n1 from 250 ms to the next
+	// success; pause n2 from its start to the next success; kill all from
+	// its start to the end, not the pause's 100 ms before it.
+	want := []time.Duration{1450 * time.Millisecond, 100 * time.Millisecond, 2900 * time.Millisecond}
 	if len(r.Windows) != len(want) {
 		t.Fatalf("windows %+v, want %d", r.Windows, len(want))
 	}
@@ -277,5 +280,27 @@ func TestHistoryRoundTrip(t *testing.T) {
 	}
 	if r := Check(ops, Options{}); !r.OK() || r.Acknowledged != 6 {
 		t.Fatalf("history changed in the round trip:\n%s", r)
+	}
+}
+
+// A whole-cluster kill whose last success came just after it owns the
+// outage until a later fault strikes; the later fault owns only the rest.
+func TestAvailabilitySplitsAnOutageAtTheNextFault(t *testing.T) {
+	ok := func(end int64) history.Op {
+		return history.Op{Kind: history.Send, Entity: "q", MessageID: "m" + time.Duration(end).String(), Start: end - ms, End: end, Outcome: history.OK}
+	}
+	ops := []history.Op{
+		ok(100 * ms),
+		{Kind: history.Fault, Fault: "kill-all", Start: 150 * ms, End: 150 * ms},
+		ok(160 * ms), // answered before the kill reached it
+		{Kind: history.Fault, Fault: "kill n4", Start: 7000 * ms, End: 7000 * ms},
+		ok(8000 * ms),
+	}
+	r := Check(ops, Options{})
+	want := map[string]time.Duration{"kill-all": 6840 * time.Millisecond, "kill n4": 1000 * time.Millisecond}
+	for _, w := range r.Windows {
+		if w.Unavailable != want[w.Fault] {
+			t.Errorf("fault %q: unavailable %v, want %v", w.Fault, w.Unavailable, want[w.Fault])
+		}
 	}
 }

@@ -249,8 +249,10 @@ func (c *run) schedules(tolerance int64) []string {
 
 // availability measures the gaps between successful operations (and from
 // the last one to the end of the run): the longest overall, and per fault
-// the longest gap that ended after it and before the next fault started,
-// so that an outage counts against the fault that caused it.
+// the longest stretch of a gap during which it was the last fault
+// injected. A gap is split where faults start, so that an outage counts
+// against the fault that caused it, and the recovery from a fault that
+// struck during another one's outage counts against the later one alone.
 func (c *run) availability() (time.Duration, []FaultWindow) {
 	points := c.successes
 	if n := len(points); n > 0 && c.end > points[n-1] {
@@ -264,12 +266,21 @@ func (c *run) availability() (time.Duration, []FaultWindow) {
 	}
 	var longest time.Duration
 	for i := 1; i < len(points); i++ {
-		gap := time.Duration(points[i] - points[i-1])
-		longest = max(longest, gap)
-		// The last fault that started before the gap ended.
-		k := sort.Search(len(faults), func(j int) bool { return faults[j].Start >= points[i] }) - 1
-		if k >= 0 {
-			windows[k].Unavailable = max(windows[k].Unavailable, gap)
+		from, to := points[i-1], points[i]
+		longest = max(longest, time.Duration(to-from))
+		// The faults in effect during the gap: the last one started by its
+		// beginning, and each one started within it.
+		k := sort.Search(len(faults), func(j int) bool { return faults[j].Start > from }) - 1
+		for ; k < len(faults) && (k < 0 || faults[k].Start < to); k++ {
+			if k < 0 {
+				continue
+			}
+			start := max(from, faults[k].Start)
+			end := to
+			if k+1 < len(faults) && faults[k+1].Start < to {
+				end = faults[k+1].Start
+			}
+			windows[k].Unavailable = max(windows[k].Unavailable, time.Duration(end-start))
 		}
 	}
 	return longest, windows
