@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
+	"golang.org/x/sync/singleflight"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/raftbus/raftbus/internal/rpcreach"
@@ -20,6 +22,8 @@ type routingTable struct {
 	// entities maps an entity path to its route. A route is never changed
 	// once cached, only replaced.
 	entities map[string]*entityRoute
+	// lookups joins the concurrent requests for one entity's route.
+	lookups singleflight.Group
 }
 
 // entityRoute is what the client knows of where an entity is served.
@@ -36,8 +40,15 @@ func newRoutingTable(c *Client) *routingTable {
 	return &routingTable{c: c, entities: make(map[string]*entityRoute)}
 }
 
+// routeTimeout bounds one routing-table request, made on behalf of every
+// caller that missed the cache meanwhile.
+const routeTimeout = 10 * time.Second
+
 // lookup returns the route of path, asking the cluster when it is not
-// cached.
+// cached. Callers that miss the cache at once share one request: a node
+// asks every replica of every partition to answer it, and a client that
+// starts many senders and receivers together would otherwise ask as
+// many times.
 func (r *routingTable) lookup(ctx context.Context, path string) (*entityRoute, error) {
 	r.mu.Lock()
 	cached, ok := r.entities[path]
@@ -45,6 +56,25 @@ func (r *routingTable) lookup(ctx context.Context, path string) (*entityRoute, e
 	if ok {
 		return cached, nil
 	}
+	// The shared request must not end with one caller's context.
+	ch := r.lookups.DoChan(path, func() (any, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), routeTimeout)
+		defer cancel()
+		return r.fetch(ctx, path)
+	})
+	select {
+	case res := <-ch:
+		if res.Err != nil {
+			return nil, res.Err
+		}
+		return res.Val.(*entityRoute), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// fetch asks the cluster for the route of path and caches it.
+func (r *routingTable) fetch(ctx context.Context, path string) (*entityRoute, error) {
 	resp, err := r.c.adminOnce().GetRoutingTable(ctx, &raftbusv1.GetRoutingTableRequest{EntityPath: path})
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 func TestSingleNode(t *testing.T) {
 	e := startEnv(t, 1)
 	t.Run("SendReceiveComplete", e.testSendReceiveComplete)
+	t.Run("ConcurrentFirstSendsShareOneRouteLookup", e.testConcurrentFirstSendsShareOneRouteLookup)
 	t.Run("LockLostAfterExpiry", e.testLockLostAfterExpiry)
 	t.Run("WrongLockToken", e.testWrongLockToken)
 	t.Run("NotFound", e.testNotFound)
