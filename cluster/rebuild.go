@@ -375,7 +375,7 @@ func (n *Node) finishRebuilds() {
 	}
 	n.mu.RUnlock()
 	for _, r := range wiped {
-		if suffrage(r.p.Raft(), n.cfg.NodeID) != raft.Voter {
+		if r.p.Suffrage(n.cfg.NodeID) != raft.Voter {
 			continue
 		}
 		if err := os.Remove(n.rebuildMarkPath(r.group)); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -389,21 +389,6 @@ func (n *Node) finishRebuilds() {
 	}
 }
 
-// suffrage is id's suffrage in rf's latest configuration; Staging when it
-// is not in it.
-func suffrage(rf *raft.Raft, id string) raft.ServerSuffrage {
-	f := rf.GetConfiguration()
-	if f.Error() != nil {
-		return raft.Staging
-	}
-	for _, s := range f.Configuration().Servers {
-		if string(s.ID) == id {
-			return s.Suffrage
-		}
-	}
-	return raft.Staging
-}
-
 // promoteRebuilt, on the leader of r, makes a non-voter of the placement a
 // voter again once it has caught up.
 func (n *Node) promoteRebuilt(r *replica, e *clusterv1.Entity, peers []raft.Server) {
@@ -411,8 +396,8 @@ func (n *Node) promoteRebuilt(r *replica, e *clusterv1.Entity, peers []raft.Serv
 		return
 	}
 	r.lastPromoteCheck = time.Now()
-	f := r.p.Raft().GetConfiguration()
-	if f.Error() != nil {
+	members, err := r.p.Members()
+	if err != nil {
 		return
 	}
 	placed := make(map[raft.ServerID]bool)
@@ -420,7 +405,7 @@ func (n *Node) promoteRebuilt(r *replica, e *clusterv1.Entity, peers []raft.Serv
 		placed[s.ID] = true
 	}
 	var learners []raft.Server
-	for _, s := range f.Configuration().Servers {
+	for _, s := range members {
 		if s.Suffrage == raft.Nonvoter && placed[s.ID] {
 			learners = append(learners, s)
 		}
@@ -440,10 +425,13 @@ func (n *Node) promoteRebuilt(r *replica, e *clusterv1.Entity, peers []raft.Serv
 			if err != nil || st.GetHealth() == raftbusv1.ReplicaHealth_REPLICA_HEALTH_DAMAGED || st.GetAppliedIndex() == 0 {
 				continue
 			}
-			if st.GetAppliedIndex()+promoteLag < r.p.Raft().CommitIndex() {
+			if st.GetAppliedIndex()+promoteLag < r.p.Info().CommitIndex {
 				continue
 			}
-			if err := r.p.Raft().AddVoter(s.ID, s.Address, 0, 10*time.Second).Error(); err != nil {
+			ctx, cancel = context.WithTimeout(context.Background(), statusTimeout)
+			err = r.p.Promote(ctx, string(s.ID), string(s.Address))
+			cancel()
+			if err != nil {
 				n.log.Debug("promote rebuilt replica", "group", r.group, "node", s.ID, "err", err)
 				continue
 			}
@@ -458,28 +446,15 @@ func (n *Node) demote(r *replica, id string) error {
 	if id == n.cfg.NodeID {
 		return invalid("a leader does not demote itself")
 	}
-	rf := r.p.Raft()
-	f := rf.GetConfiguration()
-	if err := f.Error(); err != nil {
-		return busy("partition %s: configuration: %v", r.group, err)
-	}
-	var fut raft.IndexFuture
-	switch suffrage(rf, id) {
-	case raft.Nonvoter:
-		return nil
-	case raft.Voter:
-		fut = rf.DemoteVoter(raft.ServerID(id), 0, 10*time.Second)
-	default:
-		addr := n.nodeAddrs()[id]
-		if addr == "" {
-			return notFound("node %s is not a member", id)
-		}
-		fut = rf.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 10*time.Second)
-	}
-	if err := fut.Error(); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
-			return asAPIError(r.p.NotLeader())
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	err := r.p.Demote(ctx, id, n.nodeAddrs()[id])
+	switch {
+	case errors.Is(err, partition.ErrNotMember):
+		return notFound("node %s is not a member", id)
+	case partition.ReasonOf(err) != raftbusv1.ErrorReason_ERROR_REASON_UNSPECIFIED:
+		return asAPIError(err)
+	case err != nil:
 		return busy("partition %s: demote %s: %v", r.group, id, err)
 	}
 	n.log.Warn("partition replica demoted to non-voter to be rebuilt: its node found it damaged", "group", r.group, "node", id)

@@ -85,7 +85,7 @@ func TestDamagedReplicaIsRebuiltFromItsPeers(t *testing.T) {
 			return false
 		}
 		h, _ := nd.health(group)
-		return h == raftbusv1.ReplicaHealth_REPLICA_HEALTH_HEALTHY && suffrage(r.p.Raft(), victimID) == raft.Voter
+		return h == raftbusv1.ReplicaHealth_REPLICA_HEALTH_HEALTHY && r.p.Suffrage(victimID) == raft.Voter
 	})
 	if _, err := os.Stat(nd.rebuildMarkPath(group)); !os.IsNotExist(err) {
 		t.Fatalf("rebuild mark left behind: %v", err)
@@ -157,7 +157,7 @@ func TestLostNodeLogRebuildsEveryReplica(t *testing.T) {
 	await.Until(t, 60*time.Second, "every replica on the node to vote again", func() bool {
 		for id := range uint32(3) {
 			r := nd.replica(e, id)
-			if r == nil || suffrage(r.p.Raft(), nd.ID()) != raft.Voter {
+			if r == nil || r.p.Suffrage(nd.ID()) != raft.Voter {
 				return false
 			}
 			if h, _ := nd.health(groupName(e, id)); h != raftbusv1.ReplicaHealth_REPLICA_HEALTH_HEALTHY {

@@ -231,7 +231,7 @@ func (n *Node) handOver(r *replica) {
 	}
 	// Never to a node whose clock is known to be off (it would refuse to
 	// serve and hand the partition back), nor to a non-voter being rebuilt.
-	if !n.clocks.mayLead(r.preferred) || suffrage(r.p.Raft(), r.preferred) != raft.Voter {
+	if !n.clocks.mayLead(r.preferred) || r.p.Suffrage(r.preferred) != raft.Voter {
 		return
 	}
 	r.lastTransfer = time.Now()

@@ -15,3 +15,6 @@ func (p *Partition) FollowerReady(id string) error {
 	_, err := p.followers.ready(raft.ServerID(id), p.raft.CurrentTerm(), p.raft.LastIndex(), p.cfg.ElectionTimeout)
 	return err
 }
+
+// Raft is the replica's Raft node, for tests that drive it directly.
+func (p *Partition) Raft() *raft.Raft { return p.raft }

@@ -139,9 +139,6 @@ func (p *Partition) Close() error {
 // Name is the partition's name, e.g. "orders/3".
 func (p *Partition) Name() string { return p.name }
 
-// Raft exposes the Raft node for membership changes and observation.
-func (p *Partition) Raft() *raft.Raft { return p.raft }
-
 // IsLeader reports whether this replica currently believes it leads.
 func (p *Partition) IsLeader() bool { return p.raft.State() == raft.Leader }
 

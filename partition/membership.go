@@ -1,0 +1,86 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// membershipTimeout bounds how long a configuration change waits to enter
+// Raft.
+const membershipTimeout = 10 * time.Second
+
+// ErrNotMember is returned by Demote for a node the group does not know
+// and no address was given for.
+var ErrNotMember = errors.New("not a member of the group")
+
+// Members is the group's latest configuration.
+func (p *Partition) Members() ([]raft.Server, error) {
+	f := p.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, fmt.Errorf("partition %s: configuration: %w", p.name, err)
+	}
+	return f.Configuration().Servers, nil
+}
+
+// Suffrage is id's suffrage in the group's latest configuration; Staging
+// when it is not in it (or the configuration cannot be read).
+func (p *Partition) Suffrage(id string) raft.ServerSuffrage {
+	members, err := p.Members()
+	if err != nil {
+		return raft.Staging
+	}
+	for _, s := range members {
+		if string(s.ID) == id {
+			return s.Suffrage
+		}
+	}
+	return raft.Staging
+}
+
+// Promote makes the member id a voter, on the leader.
+func (p *Partition) Promote(ctx context.Context, id, addr string) error {
+	if !p.IsLeader() {
+		return p.notLeader()
+	}
+	return p.changeMembers(ctx, p.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, membershipTimeout), "promote "+id)
+}
+
+// Demote takes id's vote, on the leader: a voter becomes a non-voter, and a
+// node the group does not know joins as one at addr (ErrNotMember when
+// addr is empty). A non-voter is left as it is.
+func (p *Partition) Demote(ctx context.Context, id, addr string) error {
+	if !p.IsLeader() {
+		// A follower's configuration may be behind the leader's.
+		return p.notLeader()
+	}
+	var f raft.IndexFuture
+	switch p.Suffrage(id) {
+	case raft.Nonvoter:
+		return nil
+	case raft.Voter:
+		f = p.raft.DemoteVoter(raft.ServerID(id), 0, membershipTimeout)
+	default:
+		if addr == "" {
+			return fmt.Errorf("partition %s: demote %s: %w", p.name, id, ErrNotMember)
+		}
+		f = p.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), 0, membershipTimeout)
+	}
+	return p.changeMembers(ctx, f, "demote "+id)
+}
+
+// changeMembers waits for a configuration change; a replica that does not
+// lead answers with NotLeader's error.
+func (p *Partition) changeMembers(ctx context.Context, f raft.Future, what string) error {
+	err := p.await(ctx, f)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost):
+		return p.notLeader()
+	}
+	return fmt.Errorf("partition %s: %s: %w", p.name, what, err)
+}
