@@ -122,12 +122,21 @@ func (w *watchedTransport) Close() error {
 // target (or every voter) has not answered within window or lags (see the
 // top of this file for why).
 func HandOver(ctx context.Context, r *raft.Raft, f *Followers, to raft.ServerID, window time.Duration) error {
+	target, err := successor(r, f, to, window)
+	if err != nil {
+		return err
+	}
+	return Await(ctx, nil, r.LeadershipTransferToServer(target.ID, target.Address))
+}
+
+// successor picks the voter HandOver transfers to.
+func successor(r *raft.Raft, f *Followers, to raft.ServerID, window time.Duration) (raft.Server, error) {
 	if r.State() != raft.Leader {
-		return raft.ErrNotLeader
+		return raft.Server{}, raft.ErrNotLeader
 	}
 	cf := r.GetConfiguration()
 	if err := cf.Error(); err != nil {
-		return fmt.Errorf("read configuration: %w", err)
+		return raft.Server{}, fmt.Errorf("read configuration: %w", err)
 	}
 	term, last := r.CurrentTerm(), r.LastIndex()
 	_, self := r.LeaderWithID()
@@ -149,21 +158,60 @@ func HandOver(ctx context.Context, r *raft.Raft, f *Followers, to raft.ServerID,
 	}
 	if target == nil {
 		if to != "" && len(why) == 0 {
-			return fmt.Errorf("%w: %s is not a voter of the group", ErrNoSuccessor, to)
+			return raft.Server{}, fmt.Errorf("%w: %s is not a voter of the group", ErrNoSuccessor, to)
 		}
-		return fmt.Errorf("%w: %w", ErrNoSuccessor, errors.Join(why...))
+		return raft.Server{}, fmt.Errorf("%w: %w", ErrNoSuccessor, errors.Join(why...))
 	}
-	return Await(ctx, nil, r.LeadershipTransferToServer(target.ID, target.Address))
+	return *target, nil
 }
 
 // HandOver transfers the leadership of the partition to the voter to, or,
 // when to is empty, to the most up-to-date one. It returns ErrNoSuccessor,
 // and leaves leadership here, when the target is out of touch or behind.
+// Before the transfer it stops proposing (callers get a SERVER_BUSY that
+// says nothing was applied, and retry at the next leader) and waits for
+// the entries on their way to be answered: an entry still on its way when
+// leadership moves commits, or not, under the next leader, and its callers
+// could only be told that the outcome is unknown.
 func (p *Partition) HandOver(ctx context.Context, to string) error {
-	err := HandOver(ctx, p.raft, p.followers, raft.ServerID(to), p.cfg.ElectionTimeout)
+	err := p.handOver(ctx, raft.ServerID(to))
 	p.noteTransferRefusal(err)
 	if err != nil {
 		return fmt.Errorf("partition %s: hand over: %w", p.name, err)
+	}
+	return nil
+}
+
+func (p *Partition) handOver(ctx context.Context, to raft.ServerID) error {
+	target, err := successor(p.raft, p.followers, to, p.cfg.ElectionTimeout)
+	if err != nil {
+		return err
+	}
+	p.handingOver.Store(true)
+	defer p.handingOver.Store(false)
+	if err := p.awaitNoEntriesInFlight(ctx); err != nil {
+		return err
+	}
+	return p.await(ctx, p.raft.LeadershipTransferToServer(target.ID, target.Address))
+}
+
+// inFlightPoll is how often awaitNoEntriesInFlight looks; entries are
+// answered within a few fsyncs.
+const inFlightPoll = time.Millisecond
+
+// awaitNoEntriesInFlight waits until every entry the proposer handed to
+// raft has been answered.
+func (p *Partition) awaitNoEntriesInFlight(ctx context.Context) error {
+	t := time.NewTicker(inFlightPoll)
+	defer t.Stop()
+	for len(p.slots) > 0 {
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.stop:
+			return raft.ErrRaftShutdown
+		}
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -178,4 +179,58 @@ func TestTransferStuckForReportsRaftHoldingProposals(t *testing.T) {
 	if d := p.TransferStuckFor(); d != 0 {
 		t.Fatalf("transfer stuck for %s after a write went through, want 0", d)
 	}
+}
+
+// A hand-over under load leaves no caller with an unknown outcome: the
+// leader stops proposing and lets the entries on their way commit before
+// it transfers, so every call either took effect here or was not applied.
+func TestHandOverUnderLoadLeavesNoOutcomeUnknown(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	l := c.leader()
+	p := c.replicas[l]
+	configure(t, p, nil)
+	to := nodeID((l + 1) % 3)
+	await.Until(t, 5*time.Second, "the follower to answer in this term", func() bool {
+		return p.FollowerReady(to) == nil
+	})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	reasons := map[raftbusv1.ErrorReason]int{}
+	var applied atomic.Int32
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, err := p.Apply(context.Background(), sendCmd(&raftbusv1.Message{Body: []byte("x")}))
+				if err == nil {
+					applied.Add(1)
+					continue
+				}
+				mu.Lock()
+				reasons[partition.ReasonOf(err)]++
+				mu.Unlock()
+				if !p.IsLeader() {
+					return
+				}
+			}
+		}()
+	}
+	await.Until(t, 5*time.Second, "sends to flow", func() bool { return applied.Load() > 50 })
+	err := p.HandOver(context.Background(), to)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("hand over under load: %v", err)
+	}
+	if n := reasons[raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN]; n > 0 {
+		t.Fatalf("%d calls with an unknown outcome across the hand-over (all failures: %v)", n, reasons)
+	}
+	t.Logf("%d sends applied; failures by reason: %v", applied.Load(), reasons)
 }

@@ -29,6 +29,9 @@ type Partition struct {
 	// handover.go).
 	followers *Followers
 	stuck     transferStuck
+	// handingOver is set while HandOver waits for the entries on their
+	// way: the proposer proposes nothing meanwhile.
+	handingOver atomic.Bool
 
 	// proposals feeds the proposer; inflight carries proposed entries, in
 	// log order, to the responder.

@@ -67,6 +67,12 @@ func (p *Partition) runProposer() {
 			<-p.slots
 			respondAll(batch, proposalResult{err: err})
 		}
+		// Checked holding a slot: HandOver, once it sees no slot taken,
+		// knows every later batch sees the flag.
+		if p.handingOver.Load() {
+			fail(p.proposalError(raft.ErrLeadershipTransferInProgress))
+			continue
+		}
 		now, err := p.stampTime()
 		if err != nil {
 			fail(err)

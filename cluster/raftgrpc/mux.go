@@ -92,6 +92,8 @@ type Mux struct {
 	dialOptions      []grpc.DialOption
 	outgoing         func(raft.ServerID) metadata.MD
 	admit            func(context.Context) error
+	// refuseLeadership is set by RefuseLeadership.
+	refuseLeadership atomic.Bool
 
 	// ctx is cancelled by Close; every outgoing RPC runs under it.
 	ctx    context.Context
@@ -155,6 +157,11 @@ func NewMux(cfg Config) (*Mux, error) {
 		heartbeats:       make(map[heartbeatKey]*heartbeats),
 	}, nil
 }
+
+// RefuseLeadership makes the node refuse, from now on, the TimeoutNow
+// requests that hand it the leadership of a group: a node shutting down
+// hands its groups over and must not get them back.
+func (m *Mux) RefuseLeadership() { m.refuseLeadership.Store(true) }
 
 // LocalAddr is the address the node advertises in every group.
 func (m *Mux) LocalAddr() raft.ServerAddress { return m.localAddr }

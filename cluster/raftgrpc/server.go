@@ -57,6 +57,9 @@ func (s *transportServer) RequestPreVote(ctx context.Context, req *raftv1.Reques
 }
 
 func (s *transportServer) TimeoutNow(ctx context.Context, req *raftv1.TimeoutNowRequest) (*raftv1.TimeoutNowResponse, error) {
+	if s.mux.refuseLeadership.Load() {
+		return nil, status.Errorf(codes.Unavailable, "%s is shutting down: it takes no leadership", s.mux.localAddr)
+	}
 	return serveUnary(ctx, s, req.GetGroup(), timeoutNowRequestFromProto(req), false, timeoutNowResponseToProto)
 }
 

@@ -131,9 +131,17 @@ func run(args []string, stderr io.Writer) error {
 		node.Close()
 		return err
 	}
-	log.Info("shutting down")
-	return node.Close()
+	stop() // a second signal stops the process at once
+	log.Info("shutting down: handing over what this node leads")
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	return node.Shutdown(ctx)
 }
+
+// shutdownTimeout bounds a graceful shutdown (SIGTERM, SIGINT): handing
+// over the groups the node leads and finishing the requests in flight.
+// What is left then is cut short.
+const shutdownTimeout = 15 * time.Second
 
 func parse(args []string, stderr io.Writer) (options, error) {
 	opts := options{

@@ -1,0 +1,90 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/raftbus/raftbus/partition"
+)
+
+// drainWait bounds how long a node shutting down waits for the requests
+// in flight: sends and settlements end in milliseconds, and a long poll
+// for messages cut short is repeated by the client at another node.
+const drainWait = 2 * time.Second
+
+// handOffRetry spaces the rounds of hand-overs while a node shuts down:
+// a group whose followers were not ready, or that a peer handed back,
+// is tried again.
+const handOffRetry = 50 * time.Millisecond
+
+// Shutdown stops the node gracefully, as on SIGTERM: it refuses to take
+// leadership from now on, hands every group it leads (the metadata group
+// and each partition) to an up-to-date peer, lets the requests in flight
+// finish (long polls for messages up to drainWait), and closes. A partition hands over only after the entries on
+// their way were answered (partition.HandOver), so its callers see a
+// retryable refusal, not an unknown outcome. When ctx ends first, what is
+// left is cut short as Close does.
+func (n *Node) Shutdown(ctx context.Context) error {
+	n.mux.RefuseLeadership()
+	for {
+		led := n.handOffAll(ctx)
+		if led == 0 {
+			n.log.Info("shutting down: this node leads no group")
+			break
+		}
+		select {
+		case <-ctx.Done():
+			n.log.Warn("shutting down before every group was handed over", "still_leading", led)
+		case <-time.After(handOffRetry):
+			continue
+		}
+		break
+	}
+	stopped := make(chan struct{})
+	go func() {
+		n.server.GracefulStop()
+		close(stopped)
+	}()
+	wait := time.NewTimer(drainWait)
+	defer wait.Stop()
+	select {
+	case <-stopped:
+	case <-wait.C:
+		n.log.Info("shutting down: cutting the long polls still waiting")
+	case <-ctx.Done():
+	}
+	return n.Close()
+}
+
+// handOffAll hands over, concurrently, every group this node leads, and
+// returns how many it led.
+func (n *Node) handOffAll(ctx context.Context) int {
+	var wg sync.WaitGroup
+	led := 0
+	if n.meta.isLeader() {
+		led++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := partition.HandOver(ctx, n.meta.raft, n.meta.followers, "", n.raftTimes(partition.DefaultElectionTimeout))
+			n.log.Debug("shutting down: hand over the metadata group", "err", err)
+		}()
+	}
+	n.mu.RLock()
+	for _, r := range n.replicas {
+		if !r.p.IsLeader() {
+			continue
+		}
+		led++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := r.p.HandOver(ctx, "")
+			n.log.Debug("shutting down: hand over partition", "group", r.group, "err", err)
+		}()
+	}
+	n.mu.RUnlock()
+	wg.Wait()
+	return led
+}
