@@ -43,9 +43,11 @@ func (c *Client) AcceptSessionForSubscription(ctx context.Context, topic, subscr
 	return c.acceptSession(ctx, subscriptionPath(topic, subscription), sessionID, options)
 }
 
-// AcceptNextSessionForQueue locks the session with the oldest available
-// message that no one holds, waiting for one until ctx ends. When none
-// becomes available it returns ctx's error.
+// AcceptNextSessionForQueue locks the next available session that no one
+// holds, waiting for one until ctx ends: within a partition the one with
+// the oldest available message; the partitions of a partitioned queue are
+// asked in turn, not by the age of their sessions (as in Service Bus).
+// When none becomes available it returns ctx's error.
 func (c *Client) AcceptNextSessionForQueue(ctx context.Context, queue string, options *SessionReceiverOptions) (*SessionReceiver, error) {
 	return c.acceptSession(ctx, queue, "", options)
 }

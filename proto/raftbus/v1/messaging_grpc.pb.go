@@ -156,8 +156,12 @@ type MessagingServiceClient interface {
 	// continue from the last sequence number it holds plus one.
 	Peek(ctx context.Context, in *PeekRequest, opts ...grpc.CallOption) (*PeekResponse, error)
 	// AcceptSession locks a session for the caller: the named one (even if it
-	// has no messages yet), or the one holding the oldest available message
-	// that no one holds, waiting up to max_wait. Fails with
+	// has no messages yet), or the next available one that no one holds,
+	// waiting up to max_wait. Within a partition that is the session holding
+	// the oldest available message; a partitioned entity's partitions are
+	// asked in turn (those led by the node asked first, starting at a
+	// different one each call), so across partitions the order is not by
+	// age, as in Service Bus. Fails with
 	// SESSION_CANNOT_BE_LOCKED when another receiver holds the named session;
 	// returns no session when none became available in time.
 	AcceptSession(ctx context.Context, in *AcceptSessionRequest, opts ...grpc.CallOption) (*AcceptSessionResponse, error)
@@ -483,8 +487,12 @@ type MessagingServiceServer interface {
 	// continue from the last sequence number it holds plus one.
 	Peek(context.Context, *PeekRequest) (*PeekResponse, error)
 	// AcceptSession locks a session for the caller: the named one (even if it
-	// has no messages yet), or the one holding the oldest available message
-	// that no one holds, waiting up to max_wait. Fails with
+	// has no messages yet), or the next available one that no one holds,
+	// waiting up to max_wait. Within a partition that is the session holding
+	// the oldest available message; a partitioned entity's partitions are
+	// asked in turn (those led by the node asked first, starting at a
+	// different one each call), so across partitions the order is not by
+	// age, as in Service Bus. Fails with
 	// SESSION_CANNOT_BE_LOCKED when another receiver holds the named session;
 	// returns no session when none became available in time.
 	AcceptSession(context.Context, *AcceptSessionRequest) (*AcceptSessionResponse, error)
