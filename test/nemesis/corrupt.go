@@ -2,11 +2,15 @@ package nemesis
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
+
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
 // Corrupt SIGKILLs a node (the leader of a random partition half the
@@ -19,6 +23,13 @@ const Corrupt Kind = "corrupt"
 
 func corrupt(n *Nemesis) (heal func()) {
 	c := n.Cluster
+	// The fault model is the loss of a minority: one damaged copy of a
+	// group at a time. While a replica damaged before is still being
+	// rebuilt, a second node's damage could hit the same group, and two
+	// copies of three out is a lost majority, which no broker survives.
+	if !n.replicasHealthy() {
+		return nil
+	}
 	i := n.pick(n.Rand.IntN(2) == 0)
 	if i < 0 {
 		return nil
@@ -86,4 +97,27 @@ func flipInNodeLog(dir string, rnd *rand.Rand) string {
 		return fmt.Sprintf("write %s: %v", b.path, err)
 	}
 	return fmt.Sprintf("flipped a bit at %s:%d, in the batch at %d", filepath.Base(b.path), off, b.start)
+}
+
+// replicasHealthy reports whether every replica of every partition is
+// healthy (not damaged, not being rebuilt, answering), as the first
+// running node that answers sees them.
+func (n *Nemesis) replicasHealthy() bool {
+	for _, i := range n.running() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		info, err := raftbusv1.NewAdminServiceClient(n.Cluster.Conn(i)).GetClusterInfo(ctx, &raftbusv1.GetClusterInfoRequest{})
+		cancel()
+		if err != nil {
+			continue
+		}
+		for _, p := range info.GetPartitions() {
+			for _, r := range p.GetReplicas() {
+				if r.GetHealth() != raftbusv1.ReplicaHealth_REPLICA_HEALTH_HEALTHY {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	return false
 }
