@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/raftbus/raftbus/cluster/apierror"
 	"github.com/raftbus/raftbus/engine"
 	"github.com/raftbus/raftbus/internal/rpcreach"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
@@ -52,7 +53,7 @@ func atMetaLeader[Resp any](ctx context.Context, n *Node,
 	fctx := noForward(ctx)
 	for attempt := 0; attempt < maxRouteAttempts; attempt++ {
 		if addr == "" {
-			return zero, busy("the metadata group has no leader yet")
+			return zero, apierror.Busy("the metadata group has no leader yet")
 		}
 		cc, err := n.peers.get(addr)
 		if err != nil {
@@ -63,13 +64,13 @@ func atMetaLeader[Resp any](ctx context.Context, n *Node,
 		if err == nil {
 			return resp, nil
 		}
-		e := asAPIError(forwardError(err, addr, conn.MaybeSent()))
-		if e.reason != raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER || e.leader.GetAddress() == "" {
+		e := apierror.From(forwardError(err, addr, conn.MaybeSent()))
+		if e.Reason != raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER || e.Leader.GetAddress() == "" {
 			return zero, e
 		}
-		addr = e.leader.GetAddress()
+		addr = e.Leader.GetAddress()
 	}
-	return zero, busy("the metadata leader moved while the request was forwarded")
+	return zero, apierror.Busy("the metadata leader moved while the request was forwarded")
 }
 
 // readAtMetaLeader is atMetaLeader for reads of the metadata: the leader
@@ -92,7 +93,7 @@ func (s *adminService) CreateQueue(ctx context.Context, req *raftbusv1.CreateQue
 	return atMetaLeader(ctx, s.n, func() (*raftbusv1.CreateQueueResponse, error) {
 		q := proto.Clone(req.GetQueue()).(*raftbusv1.QueueProperties)
 		if q == nil {
-			return nil, invalid("queue is required")
+			return nil, apierror.Invalid("queue is required")
 		}
 		if q.PartitionCount == nil {
 			q.PartitionCount = proto.Uint32(s.n.cfg.DefaultPartitions)
@@ -114,7 +115,7 @@ func (s *adminService) UpdateQueue(ctx context.Context, req *raftbusv1.UpdateQue
 	return atMetaLeader(ctx, s.n, func() (*raftbusv1.UpdateQueueResponse, error) {
 		q := req.GetQueue()
 		if q == nil {
-			return nil, invalid("queue is required")
+			return nil, apierror.Invalid("queue is required")
 		}
 		if old := s.n.meta.fsm.Entity(q.GetName()); old.GetQueue() != nil {
 			q = overlay(old.GetQueue(), q)
@@ -156,10 +157,10 @@ func (n *Node) putQueue(ctx context.Context, q *raftbusv1.QueueProperties, creat
 	}
 	q, err := engine.NormalizeQueueProperties(q)
 	if err != nil {
-		return nil, asAPIError(err)
+		return nil, apierror.From(err)
 	}
 	if q.GetPartitionCount() > MaxPartitions {
-		return nil, invalid("partition_count must be between 1 and %d, not %d", MaxPartitions, q.GetPartitionCount())
+		return nil, apierror.Invalid("partition_count must be between 1 and %d, not %d", MaxPartitions, q.GetPartitionCount())
 	}
 	if err := n.meta.ensureMembers(ctx); err != nil {
 		return nil, err
@@ -184,12 +185,12 @@ func (n *Node) awaitReady(ctx context.Context, e *clusterv1.Entity) error {
 			if err == nil {
 				break
 			}
-			if !asAPIError(err).retryable {
+			if !apierror.From(err).Retryable {
 				return err
 			}
 			select {
 			case <-ctx.Done():
-				return busy("entity %q was created but partition %d has not elected a leader yet: %v", e.GetName(), id, err)
+				return apierror.Busy("entity %q was created but partition %d has not elected a leader yet: %v", e.GetName(), id, err)
 			case <-time.After(backoff(attempt)):
 			}
 		}
@@ -297,7 +298,7 @@ func (n *Node) awaitConfigured(ctx context.Context, e *clusterv1.Entity) error {
 		}
 		select {
 		case <-ctx.Done():
-			return busy("the change to %q is committed but partition %d has not applied it yet", e.GetName(), lagging)
+			return apierror.Busy("the change to %q is committed but partition %d has not applied it yet", e.GetName(), lagging)
 		case <-time.After(backoff(attempt)):
 		}
 	}
@@ -332,7 +333,7 @@ func (n *Node) queue(ctx context.Context, name string) (*clusterv1.Entity, error
 		return nil, err
 	}
 	if e.GetKind() != clusterv1.EntityKind_ENTITY_KIND_QUEUE {
-		return nil, notFound("%q is not a queue", name)
+		return nil, apierror.NotFound("%q is not a queue", name)
 	}
 	return e, nil
 }
@@ -358,20 +359,20 @@ func (n *Node) partitionRuntime(ctx context.Context, e *clusterv1.Entity, path s
 // a subscription).
 func checkEntityName(kind, name string) error {
 	if name == "" || len(name) > 260 {
-		return invalid("%s name must be 1 to 260 characters, not %d", kind, len(name))
+		return apierror.Invalid("%s name must be 1 to 260 characters, not %d", kind, len(name))
 	}
 	for i, r := range name {
 		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_' || r == '/'
 		if !ok {
-			return invalid("%s name %q: character %q at %d is not allowed (letters, digits, '.', '-', '_' and '/')", kind, name, r, i)
+			return apierror.Invalid("%s name %q: character %q at %d is not allowed (letters, digits, '.', '-', '_' and '/')", kind, name, r, i)
 		}
 	}
 	if strings.HasPrefix(name, "/") || strings.HasSuffix(name, "/") || strings.Contains(name, "//") {
-		return invalid("%s name %q: '/' may not lead, trail or be doubled", kind, name)
+		return apierror.Invalid("%s name %q: '/' may not lead, trail or be doubled", kind, name)
 	}
 	for _, seg := range strings.Split(name, "/") {
 		if strings.EqualFold(seg, "subscriptions") {
-			return invalid("%s name %q: the segment %q is reserved for subscriptions", kind, name, seg)
+			return apierror.Invalid("%s name %q: the segment %q is reserved for subscriptions", kind, name, seg)
 		}
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/raftbus/raftbus/cluster/apierror"
 	"github.com/raftbus/raftbus/partition"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -28,11 +29,11 @@ func TestAnUnknownOutcomeAtTheCallersDeadlineIsDeadlineExceeded(t *testing.T) {
 		{"unknown before it", context.Background(), unknown, codes.Unavailable},
 		{"not found at the deadline", expired, notFound, codes.NotFound},
 	} {
-		st := status.Convert(deadlineCode(c.ctx, toStatus(c.err)))
+		st := status.Convert(deadlineCode(c.ctx, apierror.Status(c.err)))
 		if st.Code() != c.code {
 			t.Errorf("%s: code %v, want %v", c.name, st.Code(), c.code)
 		}
-		if !hasErrorInfo(st) || asAPIError(st.Err()).reason != c.err.(*partition.Error).Reason {
+		if !apierror.HasInfo(st) || apierror.From(st.Err()).Reason != c.err.(*partition.Error).Reason {
 			t.Errorf("%s: lost its ErrorInfo: %v", c.name, st.Details())
 		}
 	}
@@ -43,7 +44,7 @@ func TestDeadLetterTextLongerThanDocumentedIsRefused(t *testing.T) {
 	long := strings.Repeat("é", maxDeadLetterText+1)
 	for _, req := range []*raftbusv1.DeadLetterRequest{{Reason: long}, {ErrorDescription: long}} {
 		_, err := s.DeadLetter(context.Background(), req)
-		if asAPIError(err).reason != raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT {
+		if apierror.From(err).Reason != raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT {
 			t.Errorf("dead-letter with %d characters: %v, want INVALID_ARGUMENT", maxDeadLetterText+1, err)
 		}
 	}

@@ -1,10 +1,10 @@
 package cluster
 
 import (
+	"github.com/raftbus/raftbus/cluster/apierror"
 	"time"
 
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
-	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
 // firstAcross asks the partitions of an entity in order (see
@@ -39,7 +39,7 @@ func firstAcross[S, T any](order []S, wait time.Duration,
 				return got, nil
 			case err == nil:
 				answered = true
-			case asAPIError(err).reason == raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN:
+			case apierror.IsUnknownOutcome(err):
 				return zero, err
 			default:
 				failed = err

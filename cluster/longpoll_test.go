@@ -12,14 +12,14 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/raftbus/raftbus/cluster/apierror"
 	"github.com/raftbus/raftbus/internal/await"
-
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
 func TestFirstAcrossServesWhatAnyPartitionHasWhileAnotherIsDown(t *testing.T) {
-	down := busy("partition 0 has no reachable leader")
+	down := apierror.Busy("partition 0 has no reachable leader")
 	asked := 0
 	got, err := firstAcross([]uint32{0, 1, 2}, time.Second, func(id uint32, wait time.Duration) (string, bool, error) {
 		asked++
@@ -39,7 +39,7 @@ func TestFirstAcrossServesWhatAnyPartitionHasWhileAnotherIsDown(t *testing.T) {
 func TestFirstAcrossEndsEmptyWhenTheOthersHaveNothing(t *testing.T) {
 	got, err := firstAcross([]uint32{1, 0}, 120*time.Millisecond, func(id uint32, wait time.Duration) (string, bool, error) {
 		if id == 0 {
-			return "", false, busy("no leader")
+			return "", false, apierror.Busy("no leader")
 		}
 		time.Sleep(wait) // a partition with nothing waits out its slice
 		return "", false, nil
@@ -51,15 +51,15 @@ func TestFirstAcrossEndsEmptyWhenTheOthersHaveNothing(t *testing.T) {
 
 func TestFirstAcrossFailsWhenNoPartitionAnswers(t *testing.T) {
 	_, err := firstAcross([]uint32{0, 1}, time.Minute, func(id uint32, wait time.Duration) (string, bool, error) {
-		return "", false, busy("partition %d has no reachable leader", id)
+		return "", false, apierror.Busy("partition %d has no reachable leader", id)
 	})
-	if asAPIError(err).reason != raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY {
+	if apierror.From(err).Reason != raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY {
 		t.Fatalf("got %v; want SERVER_BUSY at once", err)
 	}
 }
 
 func TestFirstAcrossStopsAtAnUnknownOutcome(t *testing.T) {
-	unknown := errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN, "connection broke")
+	unknown := apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN, "connection broke")
 	asked := 0
 	_, err := firstAcross([]uint32{0, 1, 2}, time.Second, func(id uint32, wait time.Duration) (string, bool, error) {
 		asked++

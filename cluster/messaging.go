@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/raftbus/raftbus/cluster/apierror"
 	"github.com/raftbus/raftbus/cluster/meta"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
@@ -71,7 +72,7 @@ func (s *messagingService) Send(ctx context.Context, req *raftbusv1.SendRequest)
 func (s *messagingService) Schedule(ctx context.Context, req *raftbusv1.ScheduleRequest) (*raftbusv1.ScheduleResponse, error) {
 	for i, m := range req.GetMessages() {
 		if m.GetScheduledEnqueueTime() == nil {
-			return nil, invalid("message %d has no scheduled_enqueue_time", i)
+			return nil, apierror.Invalid("message %d has no scheduled_enqueue_time", i)
 		}
 	}
 	e, id, err := s.n.sendTarget(ctx, req.GetEntityPath(), req.GetMessages(), req.PartitionId)
@@ -116,7 +117,7 @@ func sendRepeat(e *clusterv1.Entity, msgs []*raftbusv1.Message) repeat {
 // its MessageId's, else the next in turn.
 func (n *Node) sendTarget(ctx context.Context, path string, msgs []*raftbusv1.Message, requested *uint32) (e *clusterv1.Entity, id uint32, err error) {
 	if len(msgs) == 0 || len(msgs) > maxBatch {
-		return nil, 0, invalid("a send carries 1 to %d messages, not %d", maxBatch, len(msgs))
+		return nil, 0, apierror.Invalid("a send carries 1 to %d messages, not %d", maxBatch, len(msgs))
 	}
 	ent, err := n.sendable(ctx, path)
 	if err != nil {
@@ -136,10 +137,10 @@ func (n *Node) sendPartition(ent *clusterv1.Entity, msgs []*raftbusv1.Message, r
 		if k == "" {
 			k = m.GetPartitionKey()
 		} else if pk := m.GetPartitionKey(); pk != "" && pk != k {
-			return 0, invalid("message %d: partition_key %q must equal session_id %q", i, pk, k)
+			return 0, apierror.Invalid("message %d: partition_key %q must equal session_id %q", i, pk, k)
 		}
 		if i > 0 && k != key {
-			return 0, invalid("the messages of one send must share their session id and partition key (message %d differs)", i)
+			return 0, apierror.Invalid("the messages of one send must share their session id and partition key (message %d differs)", i)
 		}
 		key = k
 	}
@@ -147,7 +148,7 @@ func (n *Node) sendPartition(ent *clusterv1.Entity, msgs []*raftbusv1.Message, r
 	case requested != nil:
 		id := *requested
 		if key != "" && parts > 1 && raftbusv1.PartitionForKey(key, parts) != id {
-			return 0, invalid("partition_id %d is not the partition of key %q (%d)", id, key, raftbusv1.PartitionForKey(key, parts))
+			return 0, apierror.Invalid("partition_id %d is not the partition of key %q (%d)", id, key, raftbusv1.PartitionForKey(key, parts))
 		}
 		return id, nil
 	case key != "":
@@ -211,7 +212,7 @@ func (s *messagingService) Receive(ctx context.Context, req *raftbusv1.ReceiveRe
 	}
 	e := t.entity
 	if t.requiresSession() && req.GetSubQueue() != raftbusv1.SubQueue_SUB_QUEUE_DEAD_LETTER {
-		return nil, invalid("%q requires sessions: accept a session and receive from it", t.path)
+		return nil, apierror.Invalid("%q requires sessions: accept a session and receive from it", t.path)
 	}
 	batch, err := batchSize(req.GetMaxMessages())
 	if err != nil {
@@ -239,11 +240,11 @@ func (s *messagingService) Receive(ctx context.Context, req *raftbusv1.ReceiveRe
 func receiveIDOf(id []byte, replay bool) ([]byte, error) {
 	switch {
 	case len(id) > maxReceiveID:
-		return nil, invalid("receive_id must be at most %d bytes, not %d", maxReceiveID, len(id))
+		return nil, apierror.Invalid("receive_id must be at most %d bytes, not %d", maxReceiveID, len(id))
 	case len(id) > 0:
 		return id, nil
 	case replay:
-		return nil, invalid("replay needs the receive_id of the receive to replay")
+		return nil, apierror.Invalid("replay needs the receive_id of the receive to replay")
 	}
 	id = make([]byte, 16)
 	rand.Read(id)
@@ -300,7 +301,7 @@ func batchSize(n int32) (int32, error) {
 	case n == 0:
 		return 1, nil
 	case n < 0 || n > maxBatch:
-		return 0, invalid("max_messages must be between 1 and %d, not %d", maxBatch, n)
+		return 0, apierror.Invalid("max_messages must be between 1 and %d, not %d", maxBatch, n)
 	}
 	return n, nil
 }
@@ -310,11 +311,11 @@ func waitTime(d *durationpb.Duration) (time.Duration, error) {
 		return 0, nil
 	}
 	if err := d.CheckValid(); err != nil {
-		return 0, invalid("max_wait: %v", err)
+		return 0, apierror.Invalid("max_wait: %v", err)
 	}
 	w := d.AsDuration()
 	if w < 0 || w > maxWait {
-		return 0, invalid("max_wait must be between 0 and %v, not %v", maxWait, w)
+		return 0, apierror.Invalid("max_wait must be between 0 and %v, not %v", maxWait, w)
 	}
 	return w, nil
 }
@@ -362,7 +363,7 @@ func (n *Node) sendable(ctx context.Context, path string) (*clusterv1.Entity, er
 		return nil, err
 	}
 	if _, _, ok := meta.SplitSubscriptionPath(path); ok {
-		return nil, invalid("%q is a subscription: send to its topic", path)
+		return nil, apierror.Invalid("%q is a subscription: send to its topic", path)
 	}
 	return n.entity(ctx, path)
 }

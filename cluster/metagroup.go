@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/raftbus/raftbus/cluster/apierror"
 	"github.com/raftbus/raftbus/cluster/identity"
 	"github.com/raftbus/raftbus/cluster/meta"
 	"github.com/raftbus/raftbus/partition"
@@ -189,7 +190,7 @@ func (g *metaGroup) join(addr string) error {
 			}
 		}
 		lastErr = err
-		if e := asAPIError(err); !e.retryable && e.reason != raftbusv1.ErrorReason_ERROR_REASON_UNSPECIFIED {
+		if e := apierror.From(err); !e.Retryable && e.Reason != raftbusv1.ErrorReason_ERROR_REASON_UNSPECIFIED {
 			return fmt.Errorf("cluster: join via %s: %w", addr, err)
 		}
 		select {
@@ -219,7 +220,7 @@ func (g *metaGroup) propose(ctx context.Context, cmd *clusterv1.MetaCommand) (*c
 		return nil, fmt.Errorf("cluster: encode metadata command: %w", err)
 	}
 	if len(b) > maxMetaCommandBytes {
-		return nil, errorf(raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_SIZE_EXCEEDED,
+		return nil, apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_SIZE_EXCEEDED,
 			"the definition is %d bytes encoded; a metadata change may be at most %d", len(b), maxMetaCommandBytes)
 	}
 	timeout := 10 * time.Second
@@ -231,11 +232,11 @@ func (g *metaGroup) propose(ctx context.Context, cmd *clusterv1.MetaCommand) (*c
 		if errors.Is(err, raft.ErrNotLeader) {
 			return nil, g.notLeader()
 		}
-		return nil, errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN, "metadata change: %v; it may or may not have taken effect", err)
+		return nil, apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN, "metadata change: %v; it may or may not have taken effect", err)
 	}
 	res := f.Response().(*clusterv1.MetaResult)
 	if res.GetErrorReason() != raftbusv1.ErrorReason_ERROR_REASON_UNSPECIFIED {
-		return nil, errorf(res.GetErrorReason(), "%s", res.GetErrorMessage())
+		return nil, apierror.Errorf(res.GetErrorReason(), "%s", res.GetErrorMessage())
 	}
 	return res, nil
 }
@@ -292,20 +293,20 @@ func (g *metaGroup) await(ctx context.Context, start func() raft.Future) error {
 }
 
 // unconfirmed is the answer to a read whose leadership check failed.
-func (g *metaGroup) unconfirmed(err error) *apiError {
+func (g *metaGroup) unconfirmed(err error) *apierror.Error {
 	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || !g.isLeader() {
 		return g.notLeader()
 	}
-	return busy("this node could not confirm that it still leads the metadata group: %v", err)
+	return apierror.Busy("this node could not confirm that it still leads the metadata group: %v", err)
 }
 
-func (g *metaGroup) notLeader() *apiError {
+func (g *metaGroup) notLeader() *apierror.Error {
 	addr, id := g.raft.LeaderWithID()
 	if id == "" {
-		return busy("the metadata group has no leader yet")
+		return apierror.Busy("the metadata group has no leader yet")
 	}
-	e := errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER, "this node does not lead the metadata group; %s at %s does", id, addr)
-	e.leader = &raftbusv1.LeaderHint{NodeId: string(id), Address: string(addr)}
+	e := apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER, "this node does not lead the metadata group; %s at %s does", id, addr)
+	e.Leader = &raftbusv1.LeaderHint{NodeId: string(id), Address: string(addr)}
 	return e
 }
 
@@ -365,15 +366,15 @@ func (g *metaGroup) addMember(ctx context.Context, req *clusterv1.JoinRequest) e
 	if c := req.GetClusterId(); c != "" && clusterID != "" && c != clusterID {
 		msg := fmt.Sprintf("node %s belongs to cluster %s, not to this cluster %s: it cannot join; start it with an empty data dir to join under a new id", id, c, clusterID)
 		g.n.log.Error("refused a join: "+msg, "peer", id)
-		return invalid("%s", msg)
+		return apierror.Invalid("%s", msg)
 	}
 	if inc := known.GetIncarnation(); inc != "" && req.GetIncarnation() != "" && inc != req.GetIncarnation() {
 		g.n.log.Error("refused a join: "+identity.StaleMessage(id, inc, req.GetIncarnation()), "peer", id)
-		return invalid("%s", identity.StaleMessage(id, inc, req.GetIncarnation()))
+		return apierror.Invalid("%s", identity.StaleMessage(id, inc, req.GetIncarnation()))
 	}
 	f := g.raft.GetConfiguration()
 	if err := g.n.await(ctx, f); err != nil {
-		return busy("metadata configuration: %v", err)
+		return apierror.Busy("metadata configuration: %v", err)
 	}
 	voter := false
 	for _, s := range f.Configuration().Servers {
@@ -384,7 +385,7 @@ func (g *metaGroup) addMember(ctx context.Context, req *clusterv1.JoinRequest) e
 			if errors.Is(err, raft.ErrNotLeader) {
 				return g.notLeader()
 			}
-			return busy("add %s to the metadata group: %v", id, err)
+			return apierror.Busy("add %s to the metadata group: %v", id, err)
 		}
 	}
 	if known.GetAddress() != addr || known.GetIncarnation() == "" && req.GetIncarnation() != "" {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/raftbus/raftbus/cluster/apierror"
 	"github.com/raftbus/raftbus/cluster/clock"
 	"github.com/raftbus/raftbus/cluster/meta"
 	"github.com/raftbus/raftbus/engine"
@@ -198,7 +199,7 @@ func TestDeposedMetadataLeaderDoesNotAnswerStaleReads(t *testing.T) {
 	if err == nil {
 		t.Fatalf("the deposed leader answered GetQueue with max delivery count %d, the change to 3 unseen", q.GetQueue().GetMaxDeliveryCount())
 	}
-	if e := asAPIError(err); !e.retryable || (e.reason != raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER && e.reason != raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY) {
+	if e := apierror.From(err); !e.Retryable || (e.Reason != raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER && e.Reason != raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY) {
 		t.Fatalf("GetQueue on the deposed leader: %v, want a retryable NOT_LEADER or SERVER_BUSY", err)
 	}
 	list, err := admin.ListQueues(read(), &raftbusv1.ListQueuesRequest{})

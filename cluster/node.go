@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 
+	"github.com/raftbus/raftbus/cluster/apierror"
 	"github.com/raftbus/raftbus/cluster/clock"
 	"github.com/raftbus/raftbus/cluster/identity"
 	"github.com/raftbus/raftbus/cluster/raftgrpc"
@@ -250,7 +251,7 @@ func Start(cfg Config) (*Node, error) {
 // startingInterceptor turns requests away while the node starts.
 func (n *Node) startingInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if !n.serving.Load() && !strings.HasPrefix(info.FullMethod, "/raftbus.raft.") && info.FullMethod != clusterv1.NodeService_Ping_FullMethodName {
-		return nil, busy("node %s is starting", n.cfg.NodeID)
+		return nil, apierror.Busy("node %s is starting", n.cfg.NodeID)
 	}
 	return handler(ctx, req)
 }
@@ -328,7 +329,7 @@ func (n *Node) entity(ctx context.Context, name string) (*clusterv1.Entity, erro
 		return e != nil
 	}, func(ctx context.Context, c raftbusv1.AdminServiceClient) error {
 		_, err := c.GetQueue(ctx, &raftbusv1.GetQueueRequest{Name: name})
-		if err != nil && asAPIError(err).reason == raftbusv1.ErrorReason_ERROR_REASON_NOT_FOUND {
+		if err != nil && apierror.From(err).Reason == raftbusv1.ErrorReason_ERROR_REASON_NOT_FOUND {
 			_, err = c.GetTopic(ctx, &raftbusv1.GetTopicRequest{Name: name})
 		}
 		return err
@@ -354,7 +355,7 @@ func (n *Node) catchUp(ctx context.Context, found func() bool, ask func(context.
 		if found() {
 			return struct{}{}, nil
 		}
-		return struct{}{}, notFound("%q does not exist", what)
+		return struct{}{}, apierror.NotFound("%q does not exist", what)
 	}, func(ctx context.Context, c raftbusv1.AdminServiceClient) (struct{}, error) {
 		return struct{}{}, ask(ctx, c)
 	})
@@ -371,7 +372,7 @@ func (n *Node) catchUp(ctx context.Context, found func() bool, ask func(context.
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return busy("%q exists but this node has not caught up with it yet", what)
+			return apierror.Busy("%q exists but this node has not caught up with it yet", what)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/raftbus/raftbus/cluster/apierror"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -18,7 +19,7 @@ type nodeService struct {
 
 func (s *nodeService) Join(ctx context.Context, req *clusterv1.JoinRequest) (*clusterv1.JoinResponse, error) {
 	if req.GetNodeId() == "" || req.GetAddress() == "" {
-		return nil, invalid("a joining node needs an id and an address")
+		return nil, apierror.Invalid("a joining node needs an id and an address")
 	}
 	n := s.n
 	if !n.meta.isLeader() {
@@ -27,7 +28,7 @@ func (s *nodeService) Join(ctx context.Context, req *clusterv1.JoinRequest) (*cl
 		}
 		addr := n.meta.leaderAddr()
 		if addr == "" {
-			return nil, busy("the metadata group has no leader yet")
+			return nil, apierror.Busy("the metadata group has no leader yet")
 		}
 		conn, err := n.peers.get(addr)
 		if err != nil {
@@ -80,17 +81,17 @@ func (s *nodeService) DemoteReplica(ctx context.Context, req *clusterv1.DemoteRe
 		return nil, err
 	}
 	if e.GetIncarnation() != req.GetIncarnation() {
-		return nil, notFound("%s was deleted and created again since", req.GetEntityPath())
+		return nil, apierror.NotFound("%s was deleted and created again since", req.GetEntityPath())
 	}
 	if req.GetPartitionId() >= uint32(len(e.GetPartitions())) {
-		return nil, invalid("%s has no partition %d", e.GetName(), req.GetPartitionId())
+		return nil, apierror.Invalid("%s has no partition %d", e.GetName(), req.GetPartitionId())
 	}
 	r := s.n.replica(e, req.GetPartitionId())
 	if r == nil || !r.p.IsLeader() {
 		if r != nil {
-			return nil, asAPIError(r.p.NotLeader())
+			return nil, apierror.From(r.p.NotLeader())
 		}
-		return nil, errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER, "this node holds no replica of partition %s", groupName(e, req.GetPartitionId()))
+		return nil, apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER, "this node holds no replica of partition %s", groupName(e, req.GetPartitionId()))
 	}
 	if err := s.n.demote(r, req.GetNodeId()); err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/raftbus/raftbus/cluster/apierror"
 	"github.com/raftbus/raftbus/internal/rpcreach"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
@@ -209,7 +210,7 @@ func (n *Node) gatherLocal(ctx context.Context, e *clusterv1.Entity, lock *engin
 		more.MaxMessages, more.MaxBytes = int32(left), bytes
 		got, err := r.p.Receive(ctx, more, 0)
 		if err != nil {
-			if e := asAPIError(err); e.reason == raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN {
+			if e := apierror.From(err); e.Reason == raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN {
 				return nil, e
 			}
 			continue
@@ -258,7 +259,7 @@ func (n *Node) onLocalPartitions(ctx context.Context, e *clusterv1.Entity, wait 
 			// wait below.
 			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(r.p.Changes())})
 			if !r.ready() {
-				failed = busy("partition %s is starting; try again", groupName(e, id))
+				failed = apierror.Busy("partition %s is starting; try again", groupName(e, id))
 				continue
 			}
 			ok, err := ask(r)
@@ -267,17 +268,17 @@ func (n *Node) onLocalPartitions(ctx context.Context, e *clusterv1.Entity, wait 
 				return nil
 			case err == nil:
 				answered = true
-			case asAPIError(err).reason == raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN:
-				return asAPIError(err)
+			case apierror.IsUnknownOutcome(err):
+				return apierror.From(err)
 			default:
-				failed = asAPIError(err)
+				failed = apierror.From(err)
 			}
 		}
 		switch {
 		case !answered && failed != nil:
 			return failed
 		case !answered:
-			return errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER, "this node leads no partition of %q", e.GetName())
+			return apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER, "this node leads no partition of %q", e.GetName())
 		case !time.Now().Before(deadline):
 			return nil
 		}
@@ -287,7 +288,7 @@ func (n *Node) onLocalPartitions(ctx context.Context, e *clusterv1.Entity, wait 
 		case 1:
 			return ctx.Err()
 		case 2:
-			return busy("node is shutting down; try another")
+			return apierror.Busy("node is shutting down; try another")
 		}
 	}
 }
@@ -297,7 +298,7 @@ func (n *Node) onLocalPartitions(ctx context.Context, e *clusterv1.Entity, wait 
 func (n *Node) receiveAt(ctx context.Context, addr string, lock *enginev1.Lock, wait time.Duration) ([]*raftbusv1.ReceivedMessage, error) {
 	cc, err := n.peers.get(addr)
 	if err != nil {
-		return nil, asAPIError(err)
+		return nil, apierror.From(err)
 	}
 	conn := rpcreach.Wrap(cc)
 	resp, err := raftbusv1.NewMessagingServiceClient(conn).Receive(noForward(ctx), &raftbusv1.ReceiveRequest{
@@ -309,7 +310,7 @@ func (n *Node) receiveAt(ctx context.Context, addr string, lock *enginev1.Lock, 
 		ReceiveId:   lock.GetReceiveId(),
 	})
 	if err != nil {
-		return nil, asAPIError(forwardError(err, addr, conn.MaybeSent()))
+		return nil, apierror.From(forwardError(err, addr, conn.MaybeSent()))
 	}
 	return resp.GetMessages(), nil
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/raftbus/raftbus/cluster/apierror"
 	"github.com/raftbus/raftbus/internal/rpcreach"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -41,7 +42,7 @@ func (pc *peerConns) get(addr string) (*grpc.ClientConn, error) {
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
 	)
 	if err != nil {
-		return nil, busy("connect to %s: %v", addr, err)
+		return nil, apierror.Busy("connect to %s: %v", addr, err)
 	}
 	pc.conns[addr] = c
 	return c, nil
@@ -97,21 +98,21 @@ type target struct {
 // the leader it knows of, then the other replicas.
 func (n *Node) locate(ctx context.Context, e *clusterv1.Entity, id uint32) (target, error) {
 	if id >= uint32(len(e.GetPartitions())) {
-		return target{}, invalid("entity %q has %d partitions; there is no partition %d", e.GetName(), len(e.GetPartitions()), id)
+		return target{}, apierror.Invalid("entity %q has %d partitions; there is no partition %d", e.GetName(), len(e.GetPartitions()), id)
 	}
 	group := groupName(e, id)
 	r := n.replica(e, id)
 	if r != nil && r.p.IsLeader() {
 		if !r.ready() {
-			return target{}, busy("partition %s is starting; try again", group)
+			return target{}, apierror.Busy("partition %s is starting; try again", group)
 		}
 		return target{local: r}, nil
 	}
 	if forwarded(ctx) {
 		if r != nil {
-			return target{}, asAPIError(r.p.NotLeader())
+			return target{}, apierror.From(r.p.NotLeader())
 		}
-		return target{}, errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER, "this node holds no replica of partition %s", group)
+		return target{}, apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER, "this node holds no replica of partition %s", group)
 	}
 	var addrs []string
 	seen := map[string]bool{n.addr: true}
@@ -131,7 +132,7 @@ func (n *Node) locate(ctx context.Context, e *clusterv1.Entity, id uint32) (targ
 		add(nodes[nid])
 	}
 	if len(addrs) == 0 {
-		return target{}, busy("partition %s has no reachable leader", group)
+		return target{}, apierror.Busy("partition %s has no reachable leader", group)
 	}
 	return target{addrs: addrs}, nil
 }
@@ -173,13 +174,13 @@ func route[Resp any](ctx context.Context, n *Node, e *clusterv1.Entity, id uint3
 	if t.local != nil {
 		resp, err := local(t.local)
 		if err != nil {
-			return zero, asAPIError(err)
+			return zero, apierror.From(err)
 		}
 		return resp, nil
 	}
 	group := groupName(e, id)
 	fctx := noForward(ctx)
-	var lastErr, unknown *apiError
+	var lastErr, unknown *apierror.Error
 	queue := t.addrs
 	for attempt := 0; attempt < maxRouteAttempts && len(queue) > 0; attempt++ {
 		addr := queue[0]
@@ -195,10 +196,10 @@ func route[Resp any](ctx context.Context, n *Node, e *clusterv1.Entity, id uint3
 			}
 			err = forwardError(err, addr, conn.MaybeSent())
 		}
-		lastErr = asAPIError(err)
-		switch lastErr.reason {
+		lastErr = apierror.From(err)
+		switch lastErr.Reason {
 		case raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER:
-			if h := lastErr.leader.GetAddress(); h != "" && h != addr {
+			if h := lastErr.Leader.GetAddress(); h != "" && h != addr {
 				n.routing.set(group, h)
 				queue = append([]string{h}, queue...)
 			}
@@ -230,7 +231,7 @@ func route[Resp any](ctx context.Context, n *Node, e *clusterv1.Entity, id uint3
 		return zero, unknown
 	}
 	if lastErr == nil {
-		lastErr = busy("partition %s has no reachable leader", group)
+		lastErr = apierror.Busy("partition %s has no reachable leader", group)
 	}
 	return zero, lastErr
 }
@@ -240,13 +241,13 @@ func route[Resp any](ctx context.Context, n *Node, e *clusterv1.Entity, id uint3
 // never reached it did nothing, one that may have is of unknown outcome.
 func forwardError(err error, addr string, maybeSent bool) error {
 	st, ok := status.FromError(err)
-	if !ok || hasErrorInfo(st) || st.Code() != codes.Unavailable {
+	if !ok || apierror.HasInfo(st) || st.Code() != codes.Unavailable {
 		return err
 	}
 	if !maybeSent {
-		return busy("node %s is unreachable: %s", addr, st.Message())
+		return apierror.Busy("node %s is unreachable: %s", addr, st.Message())
 	}
-	return errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN,
+	return apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN,
 		"the connection to node %s broke after the request was sent (%s); it may or may not have taken effect", addr, st.Message())
 }
 

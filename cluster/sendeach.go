@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/raftbus/raftbus/cluster/apierror"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -18,14 +19,14 @@ import (
 func (s *messagingService) SendEach(ctx context.Context, req *raftbusv1.SendEachRequest) (*raftbusv1.SendEachResponse, error) {
 	all := req.GetMessages()
 	if n := len(all); n == 0 || n > maxBatch {
-		return nil, invalid("a send carries 1 to %d messages, not %d", maxBatch, n)
+		return nil, apierror.Invalid("a send carries 1 to %d messages, not %d", maxBatch, n)
 	}
 	e, err := s.n.sendable(ctx, req.GetEntityPath())
 	if err != nil {
 		return nil, err
 	}
 	results := make([]*raftbusv1.SendEachResult, len(all))
-	failed := func(i int, err error) { results[i] = &raftbusv1.SendEachResult{Error: apiErrorInfo(err)} }
+	failed := func(i int, err error) { results[i] = &raftbusv1.SendEachResult{Error: apierror.Info(err)} }
 
 	// The messages of each partition, in request order.
 	type batch struct {
@@ -38,7 +39,7 @@ func (s *messagingService) SendEach(ctx context.Context, req *raftbusv1.SendEach
 	for i, pm := range all {
 		m := pm.GetMessage()
 		if m == nil {
-			failed(i, invalid("message %d is empty", i))
+			failed(i, apierror.Invalid("message %d is empty", i))
 			continue
 		}
 		requested := pm.GetPartitionId()
@@ -70,7 +71,7 @@ func (s *messagingService) SendEach(ctx context.Context, req *raftbusv1.SendEach
 				out := make([]*raftbusv1.SendEachResult, len(cmds))
 				for k, a := range r.p.ApplyAll(ctx, cmds) {
 					if a.Err != nil {
-						out[k] = &raftbusv1.SendEachResult{Error: apiErrorInfo(a.Err)}
+						out[k] = &raftbusv1.SendEachResult{Error: apierror.Info(a.Err)}
 						continue
 					}
 					out[k] = &raftbusv1.SendEachResult{Result: a.Result.GetSend().GetMessages()[0]}
@@ -83,7 +84,7 @@ func (s *messagingService) SendEach(ctx context.Context, req *raftbusv1.SendEach
 				}
 				resp, err := raftbusv1.NewMessagingServiceClient(conn).SendEach(ctx, fwd)
 				if err == nil && len(resp.GetResults()) != len(b.items) {
-					err = errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN, "the leader answered %d results for %d messages", len(resp.GetResults()), len(b.items))
+					err = apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN, "the leader answered %d results for %d messages", len(resp.GetResults()), len(b.items))
 				}
 				return resp.GetResults(), err
 			})

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/raftbus/raftbus/cluster/apierror"
 	"github.com/raftbus/raftbus/engine"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
@@ -25,7 +26,7 @@ func (n *Node) sessionEntity(ctx context.Context, path string) (resolved, error)
 		return resolved{}, err
 	}
 	if !t.requiresSession() {
-		return resolved{}, invalid("%q does not require sessions", t.path)
+		return resolved{}, apierror.Invalid("%q does not require sessions", t.path)
 	}
 	return t, nil
 }
@@ -38,10 +39,10 @@ func sessionPartition(e *clusterv1.Entity, sessionID string) uint32 {
 // heldSession checks a SessionLock and returns its partition.
 func heldSession(e *clusterv1.Entity, sl *raftbusv1.SessionLock) (uint32, error) {
 	if sl.GetSessionId() == "" {
-		return 0, invalid("session.session_id is required")
+		return 0, apierror.Invalid("session.session_id is required")
 	}
 	if len(sl.GetLockToken()) != 16 {
-		return 0, invalid("session.lock_token must be 16 bytes, not %d", len(sl.GetLockToken()))
+		return 0, apierror.Invalid("session.lock_token must be 16 bytes, not %d", len(sl.GetLockToken()))
 	}
 	return sessionPartition(e, sl.GetSessionId()), nil
 }
@@ -58,7 +59,7 @@ func sessionLockOf(lock *enginev1.Lock) *raftbusv1.SessionLock {
 func engineError(err error) error {
 	var ee *engine.Error
 	if errors.As(err, &ee) {
-		return errorf(ee.Reason, "%s", ee.Message)
+		return apierror.Errorf(ee.Reason, "%s", ee.Message)
 	}
 	return err
 }
@@ -76,7 +77,7 @@ func (s *messagingService) AcceptSession(ctx context.Context, req *raftbusv1.Acc
 	if sid := req.GetSessionId(); sid != "" {
 		id := sessionPartition(e, sid)
 		if req.PartitionId != nil && req.GetPartitionId() != id {
-			return nil, invalid("session %q lives in partition %d, not %d", sid, id, req.GetPartitionId())
+			return nil, apierror.Invalid("session %q lives in partition %d, not %d", sid, id, req.GetPartitionId())
 		}
 		return s.n.acceptFrom(ctx, t, id, sid, 0)
 	}
@@ -121,14 +122,14 @@ func (s *messagingService) receiveSession(ctx context.Context, req *raftbusv1.Re
 	}
 	e := t.entity
 	if req.GetSubQueue() != raftbusv1.SubQueue_SUB_QUEUE_UNSPECIFIED {
-		return nil, invalid("the dead-letter sub-queue is received without a session")
+		return nil, apierror.Invalid("the dead-letter sub-queue is received without a session")
 	}
 	id, err := heldSession(e, req.GetSession())
 	if err != nil {
 		return nil, err
 	}
 	if req.PartitionId != nil && req.GetPartitionId() != id {
-		return nil, invalid("session %q lives in partition %d, not %d", req.GetSession().GetSessionId(), id, req.GetPartitionId())
+		return nil, apierror.Invalid("session %q lives in partition %d, not %d", req.GetSession().GetSessionId(), id, req.GetPartitionId())
 	}
 	batch, err := batchSize(req.GetMaxMessages())
 	if err != nil {
@@ -165,7 +166,7 @@ func sessionHoldsAll(e *clusterv1.Entity, sl *raftbusv1.SessionLock, groups map[
 	}
 	for p, seqs := range groups {
 		if p != id {
-			return errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_FOUND,
+			return apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_FOUND,
 				"sequence number %d is not in the partition of session %q", seqs[0], sl.GetSessionId())
 		}
 	}
@@ -176,7 +177,7 @@ func sessionHoldsAll(e *clusterv1.Entity, sl *raftbusv1.SessionLock, groups map[
 func (s *messagingService) peekSession(ctx context.Context, t resolved, req *raftbusv1.PeekRequest, batch int32) (*raftbusv1.PeekResponse, error) {
 	e := t.entity
 	if req.GetSubQueue() != raftbusv1.SubQueue_SUB_QUEUE_UNSPECIFIED {
-		return nil, invalid("peeking by session covers the main queue only")
+		return nil, apierror.Invalid("peeking by session covers the main queue only")
 	}
 	sid := req.GetSessionId()
 	id := sessionPartition(e, sid)

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/raftbus/raftbus/cluster/apierror"
 	"github.com/raftbus/raftbus/engine"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -18,7 +19,7 @@ func (s *messagingService) settle(ctx context.Context, lock *raftbusv1.MessageLo
 	forward func(ctx context.Context, c raftbusv1.MessagingServiceClient) error,
 ) error {
 	if lock == nil {
-		return invalid("lock is required")
+		return apierror.Invalid("lock is required")
 	}
 	t, err := s.n.resolve(ctx, lock.GetEntityPath())
 	if err != nil {
@@ -97,7 +98,7 @@ func (s *messagingService) Defer(ctx context.Context, req *raftbusv1.DeferReques
 func (s *messagingService) RenewLock(ctx context.Context, req *raftbusv1.RenewLockRequest) (*raftbusv1.RenewLockResponse, error) {
 	lock := req.GetLock()
 	if lock == nil {
-		return nil, invalid("lock is required")
+		return nil, apierror.Invalid("lock is required")
 	}
 	t, err := s.n.resolve(ctx, lock.GetEntityPath())
 	if err != nil {
@@ -124,7 +125,7 @@ func (s *messagingService) ReceiveDeferred(ctx context.Context, req *raftbusv1.R
 	}
 	e := t.entity
 	if n := len(req.GetSequenceNumbers()); n == 0 || n > maxBatch {
-		return nil, invalid("sequence_numbers must name 1 to %d messages, not %d", maxBatch, n)
+		return nil, apierror.Invalid("sequence_numbers must name 1 to %d messages, not %d", maxBatch, n)
 	}
 	receiveID, err := receiveIDOf(req.GetReceiveId(), false)
 	if err != nil {
@@ -160,7 +161,7 @@ func (s *messagingService) ReceiveDeferred(ctx context.Context, req *raftbusv1.R
 			return resp.GetMessages(), err
 		})
 		if err != nil {
-			if len(resp.Messages) == 0 || asAPIError(err).reason == raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN {
+			if len(resp.Messages) == 0 || apierror.IsUnknownOutcome(err) {
 				// Nothing received yet; or this partition may have received
 				// too, and a repeat with the same receive id gets what
 				// every partition received.

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/raftbus/raftbus/cluster/apierror"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -18,10 +19,10 @@ import (
 func (s *messagingService) Settle(ctx context.Context, req *raftbusv1.SettleRequest) (*raftbusv1.SettleResponse, error) {
 	all := req.GetSettlements()
 	if n := len(all); n == 0 || n > maxBatch {
-		return nil, invalid("a settle carries 1 to %d settlements, not %d", maxBatch, n)
+		return nil, apierror.Invalid("a settle carries 1 to %d settlements, not %d", maxBatch, n)
 	}
 	results := make([]*raftbusv1.SettleResult, len(all))
-	failed := func(i int, err error) { results[i] = &raftbusv1.SettleResult{Error: apiErrorInfo(err)} }
+	failed := func(i int, err error) { results[i] = &raftbusv1.SettleResult{Error: apierror.Info(err)} }
 
 	// The settlements of each partition, in request order.
 	type partitionKey struct {
@@ -64,7 +65,7 @@ func (s *messagingService) Settle(ctx context.Context, req *raftbusv1.SettleRequ
 				for k, a := range applied {
 					out[k] = &raftbusv1.SettleResult{}
 					if a.Err != nil {
-						out[k].Error = apiErrorInfo(a.Err)
+						out[k].Error = apierror.Info(a.Err)
 					}
 				}
 				return out, nil
@@ -75,7 +76,7 @@ func (s *messagingService) Settle(ctx context.Context, req *raftbusv1.SettleRequ
 				}
 				resp, err := raftbusv1.NewMessagingServiceClient(conn).Settle(ctx, fwd)
 				if err == nil && len(resp.GetResults()) != len(b.items) {
-					err = errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN, "the leader answered %d results for %d settlements", len(resp.GetResults()), len(b.items))
+					err = apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN, "the leader answered %d results for %d settlements", len(resp.GetResults()), len(b.items))
 				}
 				return resp.GetResults(), err
 			})
@@ -96,14 +97,14 @@ func (s *messagingService) Settle(ctx context.Context, req *raftbusv1.SettleRequ
 func (s *messagingService) settleCommand(ctx context.Context, st *raftbusv1.Settlement) (*enginev1.Settle, resolved, error) {
 	lock := st.GetLock()
 	if lock == nil {
-		return nil, resolved{}, invalid("lock is required")
+		return nil, resolved{}, apierror.Invalid("lock is required")
 	}
 	cmd := &enginev1.Settle{PropertiesToModify: st.GetPropertiesToModify()}
 	switch st.GetDisposition() {
 	case raftbusv1.Disposition_DISPOSITION_COMPLETE:
 		cmd.Disposition = enginev1.Disposition_DISPOSITION_COMPLETE
 		if len(st.GetPropertiesToModify()) > 0 {
-			return nil, resolved{}, invalid("a completed message's properties cannot be modified")
+			return nil, resolved{}, apierror.Invalid("a completed message's properties cannot be modified")
 		}
 	case raftbusv1.Disposition_DISPOSITION_ABANDON:
 		cmd.Disposition = enginev1.Disposition_DISPOSITION_ABANDON
@@ -113,10 +114,10 @@ func (s *messagingService) settleCommand(ctx context.Context, st *raftbusv1.Sett
 		cmd.Disposition = enginev1.Disposition_DISPOSITION_DEAD_LETTER
 		cmd.DeadLetterReason, cmd.DeadLetterErrorDescription = st.GetDeadLetterReason(), st.GetDeadLetterErrorDescription()
 	default:
-		return nil, resolved{}, invalid("disposition %v is not one of complete, abandon, dead-letter or defer", st.GetDisposition())
+		return nil, resolved{}, apierror.Invalid("disposition %v is not one of complete, abandon, dead-letter or defer", st.GetDisposition())
 	}
 	if st.GetDisposition() != raftbusv1.Disposition_DISPOSITION_DEAD_LETTER && (st.GetDeadLetterReason() != "" || st.GetDeadLetterErrorDescription() != "") {
-		return nil, resolved{}, invalid("a dead-letter reason or description goes with DISPOSITION_DEAD_LETTER only")
+		return nil, resolved{}, apierror.Invalid("a dead-letter reason or description goes with DISPOSITION_DEAD_LETTER only")
 	}
 	if err := checkDeadLetterText(st.GetDeadLetterReason(), st.GetDeadLetterErrorDescription()); err != nil {
 		return nil, resolved{}, err
@@ -134,7 +135,7 @@ func (s *messagingService) settleCommand(ctx context.Context, st *raftbusv1.Sett
 func checkDeadLetterText(reason, description string) error {
 	for _, f := range []struct{ name, text string }{{"reason", reason}, {"error_description", description}} {
 		if n := utf8.RuneCountInString(f.text); n > maxDeadLetterText {
-			return invalid("%s must be at most %d characters, not %d", f.name, maxDeadLetterText, n)
+			return apierror.Invalid("%s must be at most %d characters, not %d", f.name, maxDeadLetterText, n)
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/raftbus/raftbus/cluster/apierror"
 	"github.com/raftbus/raftbus/cluster/meta"
 	"github.com/raftbus/raftbus/engine"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
@@ -21,7 +22,7 @@ func (s *adminService) CreateTopic(ctx context.Context, req *raftbusv1.CreateTop
 	return atMetaLeader(ctx, s.n, func() (*raftbusv1.CreateTopicResponse, error) {
 		t := proto.Clone(req.GetTopic()).(*raftbusv1.TopicProperties)
 		if t == nil {
-			return nil, invalid("topic is required")
+			return nil, apierror.Invalid("topic is required")
 		}
 		if t.PartitionCount == nil {
 			t.PartitionCount = proto.Uint32(s.n.cfg.DefaultPartitions)
@@ -43,7 +44,7 @@ func (s *adminService) UpdateTopic(ctx context.Context, req *raftbusv1.UpdateTop
 	return atMetaLeader(ctx, s.n, func() (*raftbusv1.UpdateTopicResponse, error) {
 		t := req.GetTopic()
 		if t == nil {
-			return nil, invalid("topic is required")
+			return nil, apierror.Invalid("topic is required")
 		}
 		if old := s.n.meta.fsm.Entity(t.GetName()); old.GetTopic() != nil {
 			t = overlay(old.GetTopic(), t)
@@ -67,10 +68,10 @@ func (n *Node) putTopic(ctx context.Context, t *raftbusv1.TopicProperties, creat
 	}
 	t, err := engine.NormalizeTopicProperties(t)
 	if err != nil {
-		return nil, asAPIError(err)
+		return nil, apierror.From(err)
 	}
 	if t.GetPartitionCount() > MaxPartitions {
-		return nil, invalid("partition_count must be between 1 and %d, not %d", MaxPartitions, t.GetPartitionCount())
+		return nil, apierror.Invalid("partition_count must be between 1 and %d, not %d", MaxPartitions, t.GetPartitionCount())
 	}
 	if err := n.meta.ensureMembers(ctx); err != nil {
 		return nil, err
@@ -155,7 +156,7 @@ func (s *adminService) CreateSubscription(ctx context.Context, req *raftbusv1.Cr
 			rule = &raftbusv1.RuleProperties{Name: "$Default", Filter: &raftbusv1.RuleFilter{Filter: &raftbusv1.RuleFilter_TrueFilter{TrueFilter: &raftbusv1.TrueFilter{}}}}
 		}
 		if err := engine.ValidateRule(rule); err != nil {
-			return nil, asAPIError(err)
+			return nil, apierror.From(err)
 		}
 		sub, err := s.n.putSubscription(ctx, req.GetSubscription(), []*raftbusv1.RuleProperties{rule}, true)
 		if err != nil {
@@ -189,7 +190,7 @@ func (n *Node) putSubscription(ctx context.Context, p *raftbusv1.SubscriptionPro
 	}
 	p, err := engine.NormalizeSubscriptionProperties(p)
 	if err != nil {
-		return nil, asAPIError(err)
+		return nil, apierror.From(err)
 	}
 	res, err := n.changeTopic(ctx, &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_PutSubscription{PutSubscription: &clusterv1.PutSubscription{
 		Subscription: p, Rules: rules, Create: create,
@@ -297,7 +298,7 @@ func (n *Node) putRule(ctx context.Context, topic, sub string, r *raftbusv1.Rule
 		return nil, err
 	}
 	if err := engine.ValidateRule(r); err != nil {
-		return nil, asAPIError(err)
+		return nil, apierror.From(err)
 	}
 	res, err := n.changeTopic(ctx, &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_PutRule{PutRule: &clusterv1.PutRule{
 		TopicName: topic, SubscriptionName: sub, Rule: r, Create: create,
@@ -319,7 +320,7 @@ func (s *adminService) GetRule(ctx context.Context, req *raftbusv1.GetRuleReques
 				return &raftbusv1.GetRuleResponse{Rule: r}, nil
 			}
 		}
-		return nil, notFound("rule %q of subscription %q does not exist", req.GetRuleName(), req.GetSubscriptionName())
+		return nil, apierror.NotFound("rule %q of subscription %q does not exist", req.GetRuleName(), req.GetSubscriptionName())
 	}, func(ctx context.Context, c raftbusv1.AdminServiceClient) (*raftbusv1.GetRuleResponse, error) {
 		return c.GetRule(ctx, req)
 	})
@@ -386,7 +387,7 @@ func (n *Node) topic(ctx context.Context, name string) (*clusterv1.Entity, error
 		return nil, err
 	}
 	if e.GetKind() != clusterv1.EntityKind_ENTITY_KIND_TOPIC {
-		return nil, notFound("%q is not a topic", name)
+		return nil, apierror.NotFound("%q is not a topic", name)
 	}
 	return e, nil
 }
@@ -407,7 +408,7 @@ func (n *Node) subscription(ctx context.Context, topic, name string) (*clusterv1
 		return nil, nil, err
 	}
 	if e.GetKind() != clusterv1.EntityKind_ENTITY_KIND_TOPIC {
-		return nil, nil, notFound("%q is not a topic", topic)
+		return nil, nil, apierror.NotFound("%q is not a topic", topic)
 	}
 	return e, sub, nil
 }
@@ -417,12 +418,12 @@ func (n *Node) subscription(ctx context.Context, topic, name string) (*clusterv1
 // broker gives, as in "$Default").
 func checkChildName(kind, name string) error {
 	if name == "" || len(name) > 50 {
-		return invalid("%s name must be 1 to 50 characters, not %d", kind, len(name))
+		return apierror.Invalid("%s name must be 1 to 50 characters, not %d", kind, len(name))
 	}
 	for i, r := range name {
 		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_' || r == '$' && i == 0
 		if !ok {
-			return invalid("%s name %q: character %q at %d is not allowed (letters, digits, '.', '-' and '_')", kind, name, r, i)
+			return apierror.Invalid("%s name %q: character %q at %d is not allowed (letters, digits, '.', '-' and '_')", kind, name, r, i)
 		}
 	}
 	return nil
@@ -433,7 +434,7 @@ func pageSize(n int32) (int, error) {
 	case n == 0:
 		return 100, nil
 	case n < 0 || n > 1000:
-		return 0, invalid("page_size must be between 1 and 1000, not %d", n)
+		return 0, apierror.Invalid("page_size must be between 1 and 1000, not %d", n)
 	}
 	return int(n), nil
 }
