@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/raftbus/raftbus/cluster/apierror"
+	"github.com/raftbus/raftbus/cluster/routing"
 	"github.com/raftbus/raftbus/engine"
 	"github.com/raftbus/raftbus/internal/rpcreach"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
@@ -46,16 +47,16 @@ func atMetaLeader[Resp any](ctx context.Context, n *Node,
 	if n.meta.isLeader() {
 		return local()
 	}
-	if forwarded(ctx) {
+	if routing.Forwarded(ctx) {
 		return zero, n.meta.notLeader()
 	}
 	addr := n.meta.leaderAddr()
-	fctx := noForward(ctx)
-	for attempt := 0; attempt < maxRouteAttempts; attempt++ {
+	fctx := routing.NoForward(ctx)
+	for attempt := 0; attempt < routing.MaxAttempts; attempt++ {
 		if addr == "" {
 			return zero, apierror.Busy("the metadata group has no leader yet")
 		}
-		cc, err := n.peers.get(addr)
+		cc, err := n.peers.Get(addr)
 		if err != nil {
 			return zero, err
 		}
@@ -64,7 +65,7 @@ func atMetaLeader[Resp any](ctx context.Context, n *Node,
 		if err == nil {
 			return resp, nil
 		}
-		e := apierror.From(forwardError(err, addr, conn.MaybeSent()))
+		e := apierror.From(routing.ForwardError(err, addr, conn.MaybeSent()))
 		if e.Reason != raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER || e.Leader.GetAddress() == "" {
 			return zero, e
 		}
@@ -177,7 +178,7 @@ func (n *Node) putQueue(ctx context.Context, q *raftbusv1.QueueProperties, creat
 // so that the hand-over (see handOver) happens before the caller starts
 // using the entity rather than under its first requests.
 func (n *Node) awaitReady(ctx context.Context, e *clusterv1.Entity) error {
-	ctx, cancel := context.WithTimeout(internal(ctx), readyTimeout)
+	ctx, cancel := context.WithTimeout(routing.Internal(ctx), readyTimeout)
 	defer cancel()
 	for id := range e.GetPartitions() {
 		for attempt := 0; ; attempt++ {
@@ -191,7 +192,7 @@ func (n *Node) awaitReady(ctx context.Context, e *clusterv1.Entity) error {
 			select {
 			case <-ctx.Done():
 				return apierror.Busy("entity %q was created but partition %d has not elected a leader yet: %v", e.GetName(), id, err)
-			case <-time.After(backoff(attempt)):
+			case <-time.After(routing.Backoff(attempt)):
 			}
 		}
 	}
@@ -208,7 +209,7 @@ func (n *Node) awaitReady(ctx context.Context, e *clusterv1.Entity) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(backoff(attempt)):
+		case <-time.After(routing.Backoff(attempt)):
 		}
 	}
 	return nil
@@ -283,7 +284,7 @@ func (s *adminService) GetQueueRuntimeProperties(ctx context.Context, req *raftb
 // configured its engine with e's generation, so that a change answered to
 // the caller applies to every message the caller sends afterwards.
 func (n *Node) awaitConfigured(ctx context.Context, e *clusterv1.Entity) error {
-	ctx, cancel := context.WithTimeout(internal(ctx), readyTimeout)
+	ctx, cancel := context.WithTimeout(routing.Internal(ctx), readyTimeout)
 	defer cancel()
 	for attempt := 0; ; attempt++ {
 		lagging := -1
@@ -299,7 +300,7 @@ func (n *Node) awaitConfigured(ctx context.Context, e *clusterv1.Entity) error {
 		select {
 		case <-ctx.Done():
 			return apierror.Busy("the change to %q is committed but partition %d has not applied it yet", e.GetName(), lagging)
-		case <-time.After(backoff(attempt)):
+		case <-time.After(routing.Backoff(attempt)):
 		}
 	}
 }
@@ -340,7 +341,7 @@ func (n *Node) queue(ctx context.Context, name string) (*clusterv1.Entity, error
 
 // partitionRuntime reads one partition's counts from its leader.
 func (n *Node) partitionRuntime(ctx context.Context, e *clusterv1.Entity, path string, id uint32) (*raftbusv1.PartitionRuntimeProperties, error) {
-	return route(ctx, n, e, id, idempotent, func(r *replica) (*raftbusv1.PartitionRuntimeProperties, error) {
+	return route(ctx, n, e, id, routing.Idempotent, func(r *replica) (*raftbusv1.PartitionRuntimeProperties, error) {
 		var props *raftbusv1.PartitionRuntimeProperties
 		var rerr error
 		if err := r.p.Read(ctx, func(en *engine.Engine) { props, rerr = en.RuntimeProperties(path) }); err != nil {

@@ -180,7 +180,7 @@ func (n *Node) register() {
 	if n.meta.isLeader() {
 		err = n.meta.addMember(ctx, req)
 	} else if addr := n.meta.leaderAddr(); addr != "" {
-		conn, cerr := n.peers.get(addr)
+		conn, cerr := n.peers.Get(addr)
 		if cerr != nil {
 			err = cerr
 		} else {

@@ -22,7 +22,7 @@ func (n *Node) replicaStatus(ctx context.Context, e *clusterv1.Entity, id uint32
 	if nodeAddr == n.addr {
 		return n.localReplicaStatus(e, id)
 	}
-	conn, err := n.peers.get(nodeAddr)
+	conn, err := n.peers.Get(nodeAddr)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +173,7 @@ func (n *Node) nodeState(ctx context.Context, m *clusterv1.Node) raftbusv1.NodeS
 	if m.NodeId == n.cfg.NodeID {
 		return raftbusv1.NodeState_NODE_STATE_UP
 	}
-	conn, err := n.peers.get(m.Address)
+	conn, err := n.peers.Get(m.Address)
 	if err != nil {
 		return raftbusv1.NodeState_NODE_STATE_DOWN
 	}

@@ -1,9 +1,9 @@
 package cluster
 
 import (
-	"github.com/raftbus/raftbus/cluster/apierror"
 	"time"
 
+	"github.com/raftbus/raftbus/cluster/apierror"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 )
 

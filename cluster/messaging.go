@@ -11,6 +11,7 @@ import (
 
 	"github.com/raftbus/raftbus/cluster/apierror"
 	"github.com/raftbus/raftbus/cluster/meta"
+	"github.com/raftbus/raftbus/cluster/routing"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -100,16 +101,16 @@ func (s *messagingService) Schedule(ctx context.Context, req *raftbusv1.Schedule
 // when every message has a MessageId and the entity detects duplicates, a
 // repeat of one that took effect is accepted as a duplicate and stores
 // nothing.
-func sendRepeat(e *clusterv1.Entity, msgs []*raftbusv1.Message) repeat {
+func sendRepeat(e *clusterv1.Entity, msgs []*raftbusv1.Message) routing.Repeat {
 	if !(e.GetQueue().GetRequiresDuplicateDetection() || e.GetTopic().GetRequiresDuplicateDetection()) {
-		return once
+		return routing.Once
 	}
 	for _, m := range msgs {
 		if m.GetMessageId() == "" {
-			return once
+			return routing.Once
 		}
 	}
-	return idempotent
+	return routing.Idempotent
 }
 
 // sendTarget validates a send and picks its partition: the request's, else
@@ -169,7 +170,7 @@ func (s *messagingService) CancelScheduled(ctx context.Context, req *raftbusv1.C
 	groups := bySequencePartition(e, req.GetSequenceNumbers())
 	for _, id := range sortedKeys(groups) {
 		seqs := groups[id]
-		_, err := route(ctx, s.n, e, id, idempotent, func(r *replica) (*raftbusv1.CancelScheduledResponse, error) {
+		_, err := route(ctx, s.n, e, id, routing.Idempotent, func(r *replica) (*raftbusv1.CancelScheduledResponse, error) {
 			_, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_CancelScheduled{CancelScheduled: &enginev1.CancelScheduled{EntityPath: e.GetName(), SequenceNumbers: seqs}}})
 			return &raftbusv1.CancelScheduledResponse{}, err
 		}, func(ctx context.Context, conn grpc.ClientConnInterface) (*raftbusv1.CancelScheduledResponse, error) {
@@ -278,7 +279,7 @@ func (n *Node) replay(ctx context.Context, e *clusterv1.Entity, lock *enginev1.L
 
 // receiveFrom receives from one partition, waiting up to wait.
 func (n *Node) receiveFrom(ctx context.Context, e *clusterv1.Entity, id uint32, lock *enginev1.Lock, wait time.Duration) ([]*raftbusv1.ReceivedMessage, error) {
-	return route(ctx, n, e, id, idempotent, func(r *replica) ([]*raftbusv1.ReceivedMessage, error) {
+	return route(ctx, n, e, id, routing.Idempotent, func(r *replica) ([]*raftbusv1.ReceivedMessage, error) {
 		return r.p.Receive(ctx, lock, wait)
 	}, func(ctx context.Context, conn grpc.ClientConnInterface) ([]*raftbusv1.ReceivedMessage, error) {
 		resp, err := raftbusv1.NewMessagingServiceClient(conn).Receive(ctx, &raftbusv1.ReceiveRequest{

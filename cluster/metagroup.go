@@ -6,19 +6,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/raftbus/raftbus/cluster/apierror"
 	"github.com/raftbus/raftbus/cluster/identity"
 	"github.com/raftbus/raftbus/cluster/meta"
+	"github.com/raftbus/raftbus/cluster/routing"
 	"github.com/raftbus/raftbus/partition"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -181,7 +180,7 @@ func (g *metaGroup) join(addr string) error {
 	req := &clusterv1.JoinRequest{NodeId: g.n.cfg.NodeID, Address: g.n.addr, Incarnation: rec.Incarnation, ClusterId: rec.ClusterID}
 	var lastErr error
 	for attempt := 0; ; attempt++ {
-		conn, err := g.n.peers.get(addr)
+		conn, err := g.n.peers.Get(addr)
 		if err == nil {
 			_, err = clusterv1.NewNodeServiceClient(conn).Join(ctx, req)
 			if err == nil {
@@ -196,13 +195,9 @@ func (g *metaGroup) join(addr string) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("cluster: join via %s: gave up after %v: %w", addr, joinTimeout, lastErr)
-		case <-time.After(backoff(attempt)):
+		case <-time.After(routing.Backoff(attempt)):
 		}
 	}
-}
-
-func backoff(attempt int) time.Duration {
-	return min(50*time.Millisecond<<min(attempt, 6), 2*time.Second)
 }
 
 func (g *metaGroup) isLeader() bool { return g.raft.State() == raft.Leader }
@@ -420,19 +415,4 @@ func (n *Node) runMetaLeaderDuties() {
 		}
 		cancel()
 	}
-}
-
-// internal is ctx without the caller's routing request, for the calls a
-// node makes on its own behalf while serving one (looking up an entity,
-// waiting for new partitions): those route freely even when the caller's
-// own call must not be forwarded.
-func internal(ctx context.Context) context.Context {
-	return metadata.NewIncomingContext(ctx, metadata.MD{})
-}
-
-// forwarded reports whether the caller asked not to be forwarded (or is a
-// node forwarding already).
-func forwarded(ctx context.Context) bool {
-	md, _ := metadata.FromIncomingContext(ctx)
-	return slices.Contains(md.Get(raftbusv1.ForwardMetadataKey), raftbusv1.NeverForward)
 }

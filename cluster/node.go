@@ -19,6 +19,7 @@ import (
 	"github.com/raftbus/raftbus/cluster/clock"
 	"github.com/raftbus/raftbus/cluster/identity"
 	"github.com/raftbus/raftbus/cluster/raftgrpc"
+	"github.com/raftbus/raftbus/cluster/routing"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 	"github.com/raftbus/raftbus/raftlog"
@@ -82,8 +83,8 @@ type Node struct {
 	mux     *raftgrpc.Mux
 	meta    *metaGroup
 	nodeLog *raftlog.Log // the Raft logs of every partition replica here
-	peers   *peerConns
-	routing *leaderCache
+	peers   *routing.Peers
+	leaders *routing.Leaders // of partitions this node does not hold
 
 	mu       sync.RWMutex
 	replicas map[string]*replica // by Raft group name
@@ -160,8 +161,8 @@ func Start(cfg Config) (*Node, error) {
 		log:      log.With("node", cfg.NodeID),
 		addr:     addr,
 		lis:      lis,
-		peers:    newPeerConns(),
-		routing:  newLeaderCache(),
+		peers:    newPeers(),
+		leaders:  routing.NewLeaders(),
 		replicas: make(map[string]*replica),
 		ident:    nodeIdentity{dir: cfg.DataDir, rec: rec},
 		clocks:   newClockSync(cfg.Clock, cfg.MaxClockOffset),
@@ -303,7 +304,7 @@ func (n *Node) Close() error {
 		if n.mux != nil {
 			n.mux.Close()
 		}
-		n.peers.close()
+		n.peers.Close()
 		n.wg.Wait()
 		// Last: a replica the reconciler was opening as the node stopped
 		// writes to the log until it is closed again.
@@ -350,7 +351,7 @@ func (n *Node) catchUp(ctx context.Context, found func() bool, ask func(context.
 	// applied everything its predecessors committed before it says no: a
 	// leader elected a moment ago may not have (this node among them, if
 	// it wins an election while asking).
-	ctx = internal(ctx)
+	ctx = routing.Internal(ctx)
 	_, err := readAtMetaLeader(ctx, n, func() (struct{}, error) {
 		if found() {
 			return struct{}{}, nil

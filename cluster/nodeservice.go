@@ -6,6 +6,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftbus/raftbus/cluster/apierror"
+	"github.com/raftbus/raftbus/cluster/routing"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -23,18 +24,18 @@ func (s *nodeService) Join(ctx context.Context, req *clusterv1.JoinRequest) (*cl
 	}
 	n := s.n
 	if !n.meta.isLeader() {
-		if forwarded(ctx) {
+		if routing.Forwarded(ctx) {
 			return nil, n.meta.notLeader()
 		}
 		addr := n.meta.leaderAddr()
 		if addr == "" {
 			return nil, apierror.Busy("the metadata group has no leader yet")
 		}
-		conn, err := n.peers.get(addr)
+		conn, err := n.peers.Get(addr)
 		if err != nil {
 			return nil, err
 		}
-		return clusterv1.NewNodeServiceClient(conn).Join(noForward(ctx), req)
+		return clusterv1.NewNodeServiceClient(conn).Join(routing.NoForward(ctx), req)
 	}
 	if addrs := n.nodeAddrs(); addrs[req.GetNodeId()] != "" && addrs[req.GetNodeId()] != req.GetAddress() {
 		n.log.Info("member changes address", "member", req.GetNodeId(), "from", addrs[req.GetNodeId()], "to", req.GetAddress())

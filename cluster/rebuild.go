@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftbus/raftbus/cluster/apierror"
+	"github.com/raftbus/raftbus/cluster/routing"
 	"github.com/raftbus/raftbus/partition"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -304,7 +305,7 @@ func (n *Node) demoteAndWipe(name string, e *clusterv1.Entity, id uint32, others
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req := &clusterv1.DemoteReplicaRequest{EntityPath: e.GetName(), Incarnation: e.GetIncarnation(), PartitionId: id, NodeId: n.cfg.NodeID}
-	ctx = noForward(ctx)
+	ctx = routing.NoForward(ctx)
 	queue := make([]string, 0, len(others))
 	for _, s := range others {
 		queue = append(queue, string(s.Address))
@@ -314,7 +315,7 @@ func (n *Node) demoteAndWipe(name string, e *clusterv1.Entity, id uint32, others
 	for attempt := 0; attempt < 2*len(others)+2 && len(queue) > 0 && !demoted; attempt++ {
 		addr := queue[0]
 		queue = queue[1:]
-		conn, err := n.peers.get(addr)
+		conn, err := n.peers.Get(addr)
 		if err == nil {
 			_, err = clusterv1.NewNodeServiceClient(conn).DemoteReplica(ctx, req)
 		}

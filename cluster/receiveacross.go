@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/raftbus/raftbus/cluster/apierror"
+	"github.com/raftbus/raftbus/cluster/routing"
 	"github.com/raftbus/raftbus/internal/rpcreach"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
@@ -33,7 +34,7 @@ import (
 // waiting up to wait. A node asked by another (forwarding refused) looks
 // only at the partitions it leads.
 func (n *Node) receiveAcross(ctx context.Context, e *clusterv1.Entity, lock *enginev1.Lock, wait time.Duration) ([]*raftbusv1.ReceivedMessage, error) {
-	if forwarded(ctx) {
+	if routing.Forwarded(ctx) {
 		return n.receiveLocal(ctx, e, lock, wait)
 	}
 	if len(e.GetPartitions()) == 1 {
@@ -296,12 +297,12 @@ func (n *Node) onLocalPartitions(ctx context.Context, e *clusterv1.Entity, wait 
 // receiveAt asks the node at addr to receive from the partitions of the
 // lock's entity it leads, waiting up to wait on them all at once.
 func (n *Node) receiveAt(ctx context.Context, addr string, lock *enginev1.Lock, wait time.Duration) ([]*raftbusv1.ReceivedMessage, error) {
-	cc, err := n.peers.get(addr)
+	cc, err := n.peers.Get(addr)
 	if err != nil {
 		return nil, apierror.From(err)
 	}
 	conn := rpcreach.Wrap(cc)
-	resp, err := raftbusv1.NewMessagingServiceClient(conn).Receive(noForward(ctx), &raftbusv1.ReceiveRequest{
+	resp, err := raftbusv1.NewMessagingServiceClient(conn).Receive(routing.NoForward(ctx), &raftbusv1.ReceiveRequest{
 		EntityPath:  lock.GetEntityPath(),
 		SubQueue:    lock.GetSubQueue(),
 		ReceiveMode: lock.GetReceiveMode(),
@@ -310,7 +311,7 @@ func (n *Node) receiveAt(ctx context.Context, addr string, lock *enginev1.Lock, 
 		ReceiveId:   lock.GetReceiveId(),
 	})
 	if err != nil {
-		return nil, apierror.From(forwardError(err, addr, conn.MaybeSent()))
+		return nil, apierror.From(routing.ForwardError(err, addr, conn.MaybeSent()))
 	}
 	return resp.GetMessages(), nil
 }
@@ -318,11 +319,11 @@ func (n *Node) receiveAt(ctx context.Context, addr string, lock *enginev1.Lock, 
 // awaitAt asks the node at addr to wait up to wait until a partition of
 // the lock's entity it leads has a message (AwaitMessages).
 func (n *Node) awaitAt(ctx context.Context, addr string, lock *enginev1.Lock, wait time.Duration) (bool, error) {
-	cc, err := n.peers.get(addr)
+	cc, err := n.peers.Get(addr)
 	if err != nil {
 		return false, err
 	}
-	resp, err := clusterv1.NewNodeServiceClient(cc).AwaitMessages(noForward(ctx), &clusterv1.AwaitMessagesRequest{
+	resp, err := clusterv1.NewNodeServiceClient(cc).AwaitMessages(routing.NoForward(ctx), &clusterv1.AwaitMessagesRequest{
 		EntityPath: lock.GetEntityPath(),
 		SubQueue:   lock.GetSubQueue(),
 		MaxWait:    durationpb.New(wait),

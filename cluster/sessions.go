@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/raftbus/raftbus/cluster/apierror"
+	"github.com/raftbus/raftbus/cluster/routing"
 	"github.com/raftbus/raftbus/engine"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
@@ -97,7 +98,7 @@ func (s *messagingService) AcceptSession(ctx context.Context, req *raftbusv1.Acc
 // acceptFrom accepts a session of partition id: the named one, or the
 // next available waiting up to wait.
 func (n *Node) acceptFrom(ctx context.Context, t resolved, id uint32, sessionID string, wait time.Duration) (*raftbusv1.AcceptSessionResponse, error) {
-	return route(ctx, n, t.entity, id, once, func(r *replica) (*raftbusv1.AcceptSessionResponse, error) {
+	return route(ctx, n, t.entity, id, routing.Once, func(r *replica) (*raftbusv1.AcceptSessionResponse, error) {
 		res, err := r.p.AcceptSession(ctx, &enginev1.AcceptSession{EntityPath: t.path, SessionId: sessionID}, wait)
 		if err != nil {
 			return nil, err
@@ -185,7 +186,7 @@ func (s *messagingService) peekSession(ctx context.Context, t resolved, req *raf
 		return &raftbusv1.PeekResponse{}, nil
 	}
 	from := req.GetFromSequenceNumber()
-	return route(ctx, s.n, e, id, idempotent, func(r *replica) (*raftbusv1.PeekResponse, error) {
+	return route(ctx, s.n, e, id, routing.Idempotent, func(r *replica) (*raftbusv1.PeekResponse, error) {
 		var out []*raftbusv1.ReceivedMessage
 		var perr error
 		if err := r.p.Read(ctx, func(en *engine.Engine) { out, perr = en.PeekSession(t.path, sid, from, int(batch), maxReceiveBytes) }); err != nil {
@@ -202,7 +203,7 @@ func (s *messagingService) peekSession(ctx context.Context, t resolved, req *raf
 // atSession serves a request about a held session at its partition's
 // leader; forward re-sends the request there, again after an unknown
 // outcome as rep allows.
-func atSession[Resp any](ctx context.Context, s *messagingService, path string, sl *raftbusv1.SessionLock, rep repeat,
+func atSession[Resp any](ctx context.Context, s *messagingService, path string, sl *raftbusv1.SessionLock, rep routing.Repeat,
 	local func(r *replica, path string) (Resp, error),
 	forward func(ctx context.Context, c raftbusv1.MessagingServiceClient) (Resp, error),
 ) (Resp, error) {
@@ -224,7 +225,7 @@ func atSession[Resp any](ctx context.Context, s *messagingService, path string, 
 
 func (s *messagingService) RenewSessionLock(ctx context.Context, req *raftbusv1.RenewSessionLockRequest) (*raftbusv1.RenewSessionLockResponse, error) {
 	sl := req.GetSession()
-	return atSession(ctx, s, req.GetEntityPath(), sl, idempotent, func(r *replica, path string) (*raftbusv1.RenewSessionLockResponse, error) {
+	return atSession(ctx, s, req.GetEntityPath(), sl, routing.Idempotent, func(r *replica, path string) (*raftbusv1.RenewSessionLockResponse, error) {
 		res, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_RenewSessionLock{RenewSessionLock: &enginev1.RenewSessionLock{
 			EntityPath: path, SessionId: sl.GetSessionId(), LockToken: sl.GetLockToken(),
 		}}})
@@ -241,7 +242,7 @@ func (s *messagingService) RenewSessionLock(ctx context.Context, req *raftbusv1.
 // holder sees its own last SetSessionState.
 func (s *messagingService) GetSessionState(ctx context.Context, req *raftbusv1.GetSessionStateRequest) (*raftbusv1.GetSessionStateResponse, error) {
 	sl := req.GetSession()
-	return atSession(ctx, s, req.GetEntityPath(), sl, idempotent, func(r *replica, path string) (*raftbusv1.GetSessionStateResponse, error) {
+	return atSession(ctx, s, req.GetEntityPath(), sl, routing.Idempotent, func(r *replica, path string) (*raftbusv1.GetSessionStateResponse, error) {
 		var state []byte
 		var serr error
 		now, err := r.p.Now()
@@ -264,7 +265,7 @@ func (s *messagingService) GetSessionState(ctx context.Context, req *raftbusv1.G
 
 func (s *messagingService) SetSessionState(ctx context.Context, req *raftbusv1.SetSessionStateRequest) (*raftbusv1.SetSessionStateResponse, error) {
 	sl := req.GetSession()
-	return atSession(ctx, s, req.GetEntityPath(), sl, idempotent, func(r *replica, path string) (*raftbusv1.SetSessionStateResponse, error) {
+	return atSession(ctx, s, req.GetEntityPath(), sl, routing.Idempotent, func(r *replica, path string) (*raftbusv1.SetSessionStateResponse, error) {
 		_, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_SetSessionState{SetSessionState: &enginev1.SetSessionState{
 			EntityPath: path, SessionId: sl.GetSessionId(), LockToken: sl.GetLockToken(), State: req.GetState(),
 		}}})
@@ -279,7 +280,7 @@ func (s *messagingService) SetSessionState(ctx context.Context, req *raftbusv1.S
 
 func (s *messagingService) CloseSession(ctx context.Context, req *raftbusv1.CloseSessionRequest) (*raftbusv1.CloseSessionResponse, error) {
 	sl := req.GetSession()
-	return atSession(ctx, s, req.GetEntityPath(), sl, idempotent, func(r *replica, path string) (*raftbusv1.CloseSessionResponse, error) {
+	return atSession(ctx, s, req.GetEntityPath(), sl, routing.Idempotent, func(r *replica, path string) (*raftbusv1.CloseSessionResponse, error) {
 		_, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_ReleaseSession{ReleaseSession: &enginev1.ReleaseSession{
 			EntityPath: path, SessionId: sl.GetSessionId(), LockToken: sl.GetLockToken(),
 		}}})

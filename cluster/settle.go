@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/raftbus/raftbus/cluster/apierror"
+	"github.com/raftbus/raftbus/cluster/routing"
 	"github.com/raftbus/raftbus/engine"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -27,7 +28,7 @@ func (s *messagingService) settle(ctx context.Context, lock *raftbusv1.MessageLo
 	}
 	e := t.entity
 	cmd.EntityPath, cmd.SubQueue, cmd.LockToken = t.path, lock.GetSubQueue(), lock.GetLockToken()
-	_, err = route(ctx, s.n, e, lock.GetPartitionId(), idempotent, func(r *replica) (struct{}, error) {
+	_, err = route(ctx, s.n, e, lock.GetPartitionId(), routing.Idempotent, func(r *replica) (struct{}, error) {
 		_, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_Settle{Settle: cmd}})
 		return struct{}{}, err
 	}, func(ctx context.Context, conn grpc.ClientConnInterface) (struct{}, error) {
@@ -105,7 +106,7 @@ func (s *messagingService) RenewLock(ctx context.Context, req *raftbusv1.RenewLo
 		return nil, err
 	}
 	e := t.entity
-	return route(ctx, s.n, e, lock.GetPartitionId(), idempotent, func(r *replica) (*raftbusv1.RenewLockResponse, error) {
+	return route(ctx, s.n, e, lock.GetPartitionId(), routing.Idempotent, func(r *replica) (*raftbusv1.RenewLockResponse, error) {
 		res, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_RenewLock{RenewLock: &enginev1.RenewLock{
 			EntityPath: t.path, SubQueue: lock.GetSubQueue(), LockToken: lock.GetLockToken(),
 		}}})
@@ -147,7 +148,7 @@ func (s *messagingService) ReceiveDeferred(ctx context.Context, req *raftbusv1.R
 			break
 		}
 		seqs, budget := groups[id], int64(maxReceiveBytes-received)
-		msgs, err := route(ctx, s.n, e, id, idempotent, func(r *replica) ([]*raftbusv1.ReceivedMessage, error) {
+		msgs, err := route(ctx, s.n, e, id, routing.Idempotent, func(r *replica) ([]*raftbusv1.ReceivedMessage, error) {
 			res, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_ReceiveDeferred{ReceiveDeferred: &enginev1.ReceiveDeferred{
 				EntityPath: t.path, SubQueue: req.GetSubQueue(), ReceiveMode: req.GetReceiveMode(), SequenceNumbers: seqs,
 				SessionId: sl.GetSessionId(), SessionLockToken: sl.GetLockToken(), ReceiveId: receiveID, MaxBytes: budget,
@@ -217,7 +218,7 @@ func (s *messagingService) Peek(ctx context.Context, req *raftbusv1.PeekRequest)
 			from = raftbusv1.SequenceNumber(id, 0)
 		}
 		want, budget := int(batch)-len(resp.Messages), int64(maxReceiveBytes-received)
-		msgs, err := route(ctx, s.n, e, id, idempotent, func(r *replica) ([]*raftbusv1.ReceivedMessage, error) {
+		msgs, err := route(ctx, s.n, e, id, routing.Idempotent, func(r *replica) ([]*raftbusv1.ReceivedMessage, error) {
 			var out []*raftbusv1.ReceivedMessage
 			var perr error
 			if err := r.p.Read(ctx, func(en *engine.Engine) { out, perr = en.Peek(t.path, req.GetSubQueue(), from, want, budget) }); err != nil {

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/raftbus/raftbus/cluster/apierror"
+	"github.com/raftbus/raftbus/cluster/routing"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -59,7 +60,7 @@ func (s *messagingService) Settle(ctx context.Context, req *raftbusv1.SettleRequ
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out, err := route(ctx, s.n, b.t.entity, b.id, idempotent, func(r *replica) ([]*raftbusv1.SettleResult, error) {
+			out, err := route(ctx, s.n, b.t.entity, b.id, routing.Idempotent, func(r *replica) ([]*raftbusv1.SettleResult, error) {
 				applied := r.p.ApplyAll(ctx, b.cmds)
 				out := make([]*raftbusv1.SettleResult, len(applied))
 				for k, a := range applied {

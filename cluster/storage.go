@@ -94,7 +94,7 @@ func (n *Node) addLogStats(ctx context.Context, nodes []*raftbusv1.NodeInfo) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			conn, err := n.peers.get(ni.GetAddress())
+			conn, err := n.peers.Get(ni.GetAddress())
 			if err != nil {
 				return
 			}
