@@ -21,6 +21,7 @@ import (
 	"github.com/raftbus/raftbus/cluster/clock"
 	"github.com/raftbus/raftbus/cluster/meta"
 	"github.com/raftbus/raftbus/cluster/routing"
+	"github.com/raftbus/raftbus/cluster/service"
 	"github.com/raftbus/raftbus/engine"
 	"github.com/raftbus/raftbus/internal/await"
 	"github.com/raftbus/raftbus/partition"
@@ -164,7 +165,7 @@ func TestDeposedMetadataLeaderDoesNotAnswerStaleReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	putQueueOn(t, old, &raftbusv1.QueueProperties{Name: "orders", MaxDeliveryCount: proto.Int32(10)}, true)
-	admin := &adminService{n: old.n}
+	admin := service.NewAdmin(serviceNode{old.n}, service.Config{})
 	asked := func(ctx context.Context) context.Context {
 		return metadata.NewIncomingContext(ctx, metadata.Pairs(raftbusv1.ForwardMetadataKey, raftbusv1.NeverForward))
 	}
@@ -208,7 +209,7 @@ func TestDeposedMetadataLeaderDoesNotAnswerStaleReads(t *testing.T) {
 		t.Fatalf("the deposed leader listed %d queues, missing the one created since", len(list.GetQueues()))
 	}
 	// The current leader answers.
-	if q, err := (&adminService{n: leader.n}).GetQueue(asked(ctx), &raftbusv1.GetQueueRequest{Name: "orders"}); err != nil || q.GetQueue().GetMaxDeliveryCount() != 3 {
+	if q, err := service.NewAdmin(serviceNode{leader.n}, service.Config{}).GetQueue(asked(ctx), &raftbusv1.GetQueueRequest{Name: "orders"}); err != nil || q.GetQueue().GetMaxDeliveryCount() != 3 {
 		t.Fatalf("read on the new leader: %v, %v", q, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/raftbus/raftbus/cluster/apierror"
 	"github.com/raftbus/raftbus/cluster/routing"
+	"github.com/raftbus/raftbus/cluster/service"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -16,6 +17,10 @@ import (
 type nodeService struct {
 	clusterv1.UnimplementedNodeServiceServer
 	n *Node
+	// admin and msg serve what a public service asks of another node:
+	// a partition's counts, a wait for messages.
+	admin *service.Admin
+	msg   *service.Messaging
 }
 
 func (s *nodeService) Join(ctx context.Context, req *clusterv1.JoinRequest) (*clusterv1.JoinResponse, error) {
@@ -49,15 +54,7 @@ func (s *nodeService) Join(ctx context.Context, req *clusterv1.JoinRequest) (*cl
 }
 
 func (s *nodeService) PartitionRuntime(ctx context.Context, req *clusterv1.PartitionRuntimeRequest) (*clusterv1.PartitionRuntimeResponse, error) {
-	e, err := s.n.resolve(ctx, req.GetEntityPath())
-	if err != nil {
-		return nil, err
-	}
-	props, err := s.n.partitionRuntime(ctx, e.entity, e.path, req.GetPartitionId())
-	if err != nil {
-		return nil, err
-	}
-	return &clusterv1.PartitionRuntimeResponse{Properties: props}, nil
+	return s.admin.PartitionRuntime(ctx, req)
 }
 
 func (s *nodeService) PartitionStatus(ctx context.Context, req *clusterv1.PartitionStatusRequest) (*clusterv1.PartitionStatusResponse, error) {
@@ -117,17 +114,5 @@ func roleOf(s raft.RaftState) raftbusv1.ReplicaRole {
 }
 
 func (s *nodeService) AwaitMessages(ctx context.Context, req *clusterv1.AwaitMessagesRequest) (*clusterv1.AwaitMessagesResponse, error) {
-	t, err := s.n.resolve(ctx, req.GetEntityPath())
-	if err != nil {
-		return nil, err
-	}
-	wait, err := waitTime(req.GetMaxWait())
-	if err != nil {
-		return nil, err
-	}
-	ok, err := s.n.awaitLocal(ctx, t.entity, t.path, req.GetSubQueue(), wait)
-	if err != nil {
-		return nil, err
-	}
-	return &clusterv1.AwaitMessagesResponse{Available: ok}, nil
+	return s.msg.AwaitMessages(ctx, req)
 }

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -22,12 +21,6 @@ func newPeers() *routing.Peers {
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
 	)
 }
-
-// roundRobin spreads sends without a partition key and the starting
-// partition of receives.
-type roundRobin struct{ next atomic.Uint32 }
-
-func (r *roundRobin) pick(n uint32) uint32 { return r.next.Add(1) % n }
 
 // target is where one partition's request is served.
 type target struct {
@@ -80,30 +73,19 @@ func (n *Node) locate(ctx context.Context, e *clusterv1.Entity, id uint32) (targ
 
 // route serves a request for one partition: locally when this node leads
 // it, else at the leader (see routing.Forward).
-func route[Resp any](ctx context.Context, n *Node, e *clusterv1.Entity, id uint32, rep routing.Repeat,
-	local func(r *replica) (Resp, error),
-	remote func(ctx context.Context, conn grpc.ClientConnInterface) (Resp, error),
-) (Resp, error) {
-	var zero Resp
+func (n *Node) route(ctx context.Context, e *clusterv1.Entity, id uint32, rep routing.Repeat,
+	local func(r *replica) error,
+	remote func(ctx context.Context, conn grpc.ClientConnInterface) error,
+) error {
 	t, err := n.locate(ctx, e, id)
 	if err != nil {
-		return zero, err
+		return err
 	}
 	if t.local != nil {
-		resp, err := local(t.local)
-		if err != nil {
-			return zero, apierror.From(err)
+		if err := local(t.local); err != nil {
+			return apierror.From(err)
 		}
-		return resp, nil
+		return nil
 	}
-	var resp Resp
-	err = routing.Forward(ctx, n.peers, n.leaders, groupName(e, id), t.addrs, rep, func(ctx context.Context, conn grpc.ClientConnInterface) error {
-		var err error
-		resp, err = remote(ctx, conn)
-		return err
-	})
-	if err != nil {
-		return zero, err
-	}
-	return resp, nil
+	return routing.Forward(ctx, n.peers, n.leaders, groupName(e, id), t.addrs, rep, remote)
 }

@@ -1,4 +1,4 @@
-package cluster
+package service
 
 import (
 	"context"
@@ -16,12 +16,12 @@ import (
 // is elsewhere), each as a Send command of its own, all proposed at once:
 // they share log entries, and one refused (too large, over the quota)
 // takes no other down with it.
-func (s *messagingService) SendEach(ctx context.Context, req *raftbusv1.SendEachRequest) (*raftbusv1.SendEachResponse, error) {
+func (s *Messaging) SendEach(ctx context.Context, req *raftbusv1.SendEachRequest) (*raftbusv1.SendEachResponse, error) {
 	all := req.GetMessages()
-	if n := len(all); n == 0 || n > maxBatch {
-		return nil, apierror.Invalid("a send carries 1 to %d messages, not %d", maxBatch, n)
+	if n := len(all); n == 0 || n > MaxBatch {
+		return nil, apierror.Invalid("a send carries 1 to %d messages, not %d", MaxBatch, n)
 	}
-	e, err := s.n.sendable(ctx, req.GetEntityPath())
+	e, err := s.sendable(ctx, req.GetEntityPath())
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +43,7 @@ func (s *messagingService) SendEach(ctx context.Context, req *raftbusv1.SendEach
 			continue
 		}
 		requested := pm.GetPartitionId()
-		id, err := s.n.sendPartition(e, []*raftbusv1.Message{m}, &requested)
+		id, err := s.sendPartition(e, []*raftbusv1.Message{m}, &requested)
 		if err != nil {
 			failed(i, err)
 			continue
@@ -63,13 +63,13 @@ func (s *messagingService) SendEach(ctx context.Context, req *raftbusv1.SendEach
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out, err := route(ctx, s.n, e, b.id, sendRepeat(e, b.msgs), func(r *replica) ([]*raftbusv1.SendEachResult, error) {
+			out, err := route(ctx, s.node, e, b.id, sendRepeat(e, b.msgs), func(r Replica) ([]*raftbusv1.SendEachResult, error) {
 				cmds := make([]*enginev1.Command, len(b.msgs))
 				for k, m := range b.msgs {
 					cmds[k] = &enginev1.Command{Body: &enginev1.Command_Send{Send: &enginev1.Send{EntityPath: e.GetName(), Messages: []*raftbusv1.Message{m}}}}
 				}
 				out := make([]*raftbusv1.SendEachResult, len(cmds))
-				for k, a := range r.p.ApplyAll(ctx, cmds) {
+				for k, a := range r.ApplyAll(ctx, cmds) {
 					if a.Err != nil {
 						out[k] = &raftbusv1.SendEachResult{Error: apierror.Info(a.Err)}
 						continue

@@ -1,4 +1,4 @@
-package cluster
+package service
 
 import (
 	"time"
@@ -8,7 +8,7 @@ import (
 )
 
 // firstAcross asks the partitions of an entity in order (see
-// Node.pollOrder), or sources that stand for several (see Node.sources),
+// Messaging.pollOrder), or sources that stand for several (see Messaging.sources),
 // for something (messages, a session) until one has it or wait ends: one
 // pass without waiting, then waits of up to pollSlice on each in turn. ask reports what it found and whether it found anything.
 //
@@ -58,14 +58,14 @@ func firstAcross[S, T any](order []S, wait time.Duration,
 // first those this node leads (served here, with no hop to another node),
 // then the others, each group starting at the next in turn so that no
 // partition is starved.
-func (n *Node) pollOrder(e *clusterv1.Entity) []uint32 {
+func (s *Messaging) pollOrder(e *clusterv1.Entity) []uint32 {
 	parts := uint32(len(e.GetPartitions()))
-	start := n.rr.pick(parts)
+	start := s.rr.pick(parts)
 	order := make([]uint32, 0, parts)
 	var remote []uint32
 	for k := range parts {
 		id := (start + k) % parts
-		if r := n.replica(e, id); r != nil && r.p.IsLeader() {
+		if r := s.node.Replica(e, id); r != nil && r.IsLeader() {
 			order = append(order, id)
 		} else {
 			remote = append(remote, id)

@@ -1,4 +1,4 @@
-package cluster
+package service
 
 import (
 	"context"
@@ -17,18 +17,19 @@ import (
 // to its leader together (one forwarded request when it is elsewhere) and
 // are proposed together, so they share log entries; each keeps its own
 // outcome.
-func (s *messagingService) Settle(ctx context.Context, req *raftbusv1.SettleRequest) (*raftbusv1.SettleResponse, error) {
+func (s *Messaging) Settle(ctx context.Context, req *raftbusv1.SettleRequest) (*raftbusv1.SettleResponse, error) {
 	all := req.GetSettlements()
-	if n := len(all); n == 0 || n > maxBatch {
-		return nil, apierror.Invalid("a settle carries 1 to %d settlements, not %d", maxBatch, n)
+	if n := len(all); n == 0 || n > MaxBatch {
+		return nil, apierror.Invalid("a settle carries 1 to %d settlements, not %d", MaxBatch, n)
 	}
 	results := make([]*raftbusv1.SettleResult, len(all))
 	failed := func(i int, err error) { results[i] = &raftbusv1.SettleResult{Error: apierror.Info(err)} }
 
 	// The settlements of each partition, in request order.
 	type partitionKey struct {
-		group string
-		id    uint32
+		entity      string
+		incarnation uint64
+		id          uint32
 	}
 	type batch struct {
 		t     resolved
@@ -44,7 +45,7 @@ func (s *messagingService) Settle(ctx context.Context, req *raftbusv1.SettleRequ
 			failed(i, err)
 			continue
 		}
-		key := partitionKey{groupName(t.entity, st.GetLock().GetPartitionId()), st.GetLock().GetPartitionId()}
+		key := partitionKey{t.entity.GetName(), t.entity.GetIncarnation(), st.GetLock().GetPartitionId()}
 		b := batches[key]
 		if b == nil {
 			b = &batch{t: t, id: key.id}
@@ -60,8 +61,8 @@ func (s *messagingService) Settle(ctx context.Context, req *raftbusv1.SettleRequ
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out, err := route(ctx, s.n, b.t.entity, b.id, routing.Idempotent, func(r *replica) ([]*raftbusv1.SettleResult, error) {
-				applied := r.p.ApplyAll(ctx, b.cmds)
+			out, err := route(ctx, s.node, b.t.entity, b.id, routing.Idempotent, func(r Replica) ([]*raftbusv1.SettleResult, error) {
+				applied := r.ApplyAll(ctx, b.cmds)
 				out := make([]*raftbusv1.SettleResult, len(applied))
 				for k, a := range applied {
 					out[k] = &raftbusv1.SettleResult{}
@@ -95,7 +96,7 @@ func (s *messagingService) Settle(ctx context.Context, req *raftbusv1.SettleRequ
 }
 
 // settleCommand checks one settlement and makes its engine command.
-func (s *messagingService) settleCommand(ctx context.Context, st *raftbusv1.Settlement) (*enginev1.Settle, resolved, error) {
+func (s *Messaging) settleCommand(ctx context.Context, st *raftbusv1.Settlement) (*enginev1.Settle, resolved, error) {
 	lock := st.GetLock()
 	if lock == nil {
 		return nil, resolved{}, apierror.Invalid("lock is required")
@@ -123,7 +124,7 @@ func (s *messagingService) settleCommand(ctx context.Context, st *raftbusv1.Sett
 	if err := checkDeadLetterText(st.GetDeadLetterReason(), st.GetDeadLetterErrorDescription()); err != nil {
 		return nil, resolved{}, err
 	}
-	t, err := s.n.resolve(ctx, lock.GetEntityPath())
+	t, err := resolve(ctx, s.node, lock.GetEntityPath())
 	if err != nil {
 		return nil, resolved{}, err
 	}
@@ -132,11 +133,11 @@ func (s *messagingService) settleCommand(ctx context.Context, st *raftbusv1.Sett
 }
 
 // checkDeadLetterText refuses a dead-letter reason or error description
-// over maxDeadLetterText characters.
+// over MaxDeadLetterText characters.
 func checkDeadLetterText(reason, description string) error {
 	for _, f := range []struct{ name, text string }{{"reason", reason}, {"error_description", description}} {
-		if n := utf8.RuneCountInString(f.text); n > maxDeadLetterText {
-			return apierror.Invalid("%s must be at most %d characters, not %d", f.name, maxDeadLetterText, n)
+		if n := utf8.RuneCountInString(f.text); n > MaxDeadLetterText {
+			return apierror.Invalid("%s must be at most %d characters, not %d", f.name, MaxDeadLetterText, n)
 		}
 	}
 	return nil

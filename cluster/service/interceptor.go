@@ -1,4 +1,4 @@
-package cluster
+package service
 
 import (
 	"context"
@@ -21,10 +21,11 @@ func unimplemented(what string) error {
 	return status.Error(codes.Unimplemented, what+" is not supported yet")
 }
 
-// statusInterceptor turns every error into a status with ErrorInfo and any
+// StatusInterceptor turns every error into a status with ErrorInfo and any
 // panic into INTERNAL, logged with its stack, so no client ever sees a raw
-// panic or an opaque error and no request can take the node down.
-func statusInterceptor(log *slog.Logger) grpc.UnaryServerInterceptor {
+// panic or an opaque error and no request can take the node down. It
+// serves every call of the node's server but the Raft transport's.
+func StatusInterceptor(log *slog.Logger) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
 		if strings.HasPrefix(info.FullMethod, "/raftbus.raft.") {
 			// The Raft transport speaks plain gRPC codes to its peers.

@@ -1,4 +1,4 @@
-package cluster
+package service
 
 import (
 	"context"
@@ -18,20 +18,20 @@ import (
 // the partition leaders (see configureTopic). A subscription lives in its
 // topic's partitions.
 
-func (s *adminService) CreateTopic(ctx context.Context, req *raftbusv1.CreateTopicRequest) (*raftbusv1.CreateTopicResponse, error) {
-	return atMetaLeader(ctx, s.n, func() (*raftbusv1.CreateTopicResponse, error) {
+func (s *Admin) CreateTopic(ctx context.Context, req *raftbusv1.CreateTopicRequest) (*raftbusv1.CreateTopicResponse, error) {
+	return atMetaLeader(ctx, s.node, func() (*raftbusv1.CreateTopicResponse, error) {
 		t := proto.Clone(req.GetTopic()).(*raftbusv1.TopicProperties)
 		if t == nil {
 			return nil, apierror.Invalid("topic is required")
 		}
 		if t.PartitionCount == nil {
-			t.PartitionCount = proto.Uint32(s.n.cfg.DefaultPartitions)
+			t.PartitionCount = proto.Uint32(s.cfg.DefaultPartitions)
 		}
-		e, err := s.n.putTopic(ctx, t, true)
+		e, err := s.putTopic(ctx, t, true)
 		if err != nil {
 			return nil, err
 		}
-		if err := s.n.awaitReady(ctx, e); err != nil {
+		if err := s.awaitReady(ctx, e); err != nil {
 			return nil, err
 		}
 		return &raftbusv1.CreateTopicResponse{Topic: e.GetTopic()}, nil
@@ -40,20 +40,22 @@ func (s *adminService) CreateTopic(ctx context.Context, req *raftbusv1.CreateTop
 	})
 }
 
-func (s *adminService) UpdateTopic(ctx context.Context, req *raftbusv1.UpdateTopicRequest) (*raftbusv1.UpdateTopicResponse, error) {
-	return atMetaLeader(ctx, s.n, func() (*raftbusv1.UpdateTopicResponse, error) {
+func (s *Admin) UpdateTopic(ctx context.Context, req *raftbusv1.UpdateTopicRequest) (*raftbusv1.UpdateTopicResponse, error) {
+	return atMetaLeader(ctx, s.node, func() (*raftbusv1.UpdateTopicResponse, error) {
 		t := req.GetTopic()
 		if t == nil {
 			return nil, apierror.Invalid("topic is required")
 		}
-		if old := s.n.meta.fsm.Entity(t.GetName()); old.GetTopic() != nil {
-			t = overlay(old.GetTopic(), t)
-		}
-		e, err := s.n.putTopic(ctx, t, false)
+		s.node.View(func(st *clusterv1.MetaSnapshot) {
+			if old := meta.FindEntity(st, t.GetName()).GetTopic(); old != nil {
+				t = overlay(old, t)
+			}
+		})
+		e, err := s.putTopic(ctx, t, false)
 		if err != nil {
 			return nil, err
 		}
-		if err := s.n.awaitConfigured(ctx, e); err != nil {
+		if err := s.awaitConfigured(ctx, e); err != nil {
 			return nil, err
 		}
 		return &raftbusv1.UpdateTopicResponse{Topic: e.GetTopic()}, nil
@@ -62,7 +64,7 @@ func (s *adminService) UpdateTopic(ctx context.Context, req *raftbusv1.UpdateTop
 	})
 }
 
-func (n *Node) putTopic(ctx context.Context, t *raftbusv1.TopicProperties, create bool) (*clusterv1.Entity, error) {
+func (s *Admin) putTopic(ctx context.Context, t *raftbusv1.TopicProperties, create bool) (*clusterv1.Entity, error) {
 	if err := checkEntityName("topic", t.GetName()); err != nil {
 		return nil, err
 	}
@@ -73,19 +75,16 @@ func (n *Node) putTopic(ctx context.Context, t *raftbusv1.TopicProperties, creat
 	if t.GetPartitionCount() > MaxPartitions {
 		return nil, apierror.Invalid("partition_count must be between 1 and %d, not %d", MaxPartitions, t.GetPartitionCount())
 	}
-	if err := n.meta.ensureMembers(ctx); err != nil {
-		return nil, err
-	}
-	res, err := n.meta.propose(ctx, &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_PutTopic{PutTopic: &clusterv1.PutTopic{Topic: t, Create: create}}})
+	res, err := s.node.Commit(ctx, &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_PutTopic{PutTopic: &clusterv1.PutTopic{Topic: t, Create: create}}})
 	if err != nil {
 		return nil, err
 	}
 	return res.GetEntity(), nil
 }
 
-func (s *adminService) GetTopic(ctx context.Context, req *raftbusv1.GetTopicRequest) (*raftbusv1.GetTopicResponse, error) {
-	return readAtMetaLeader(ctx, s.n, func() (*raftbusv1.GetTopicResponse, error) {
-		e, err := s.n.topic(ctx, req.GetName())
+func (s *Admin) GetTopic(ctx context.Context, req *raftbusv1.GetTopicRequest) (*raftbusv1.GetTopicResponse, error) {
+	return readAtMetaLeader(ctx, s.node, func() (*raftbusv1.GetTopicResponse, error) {
+		e, err := s.topic(ctx, req.GetName())
 		if err != nil {
 			return nil, err
 		}
@@ -95,12 +94,12 @@ func (s *adminService) GetTopic(ctx context.Context, req *raftbusv1.GetTopicRequ
 	})
 }
 
-func (s *adminService) DeleteTopic(ctx context.Context, req *raftbusv1.DeleteTopicRequest) (*raftbusv1.DeleteTopicResponse, error) {
-	return atMetaLeader(ctx, s.n, func() (*raftbusv1.DeleteTopicResponse, error) {
-		if _, err := s.n.topic(ctx, req.GetName()); err != nil {
+func (s *Admin) DeleteTopic(ctx context.Context, req *raftbusv1.DeleteTopicRequest) (*raftbusv1.DeleteTopicResponse, error) {
+	return atMetaLeader(ctx, s.node, func() (*raftbusv1.DeleteTopicResponse, error) {
+		if _, err := s.topic(ctx, req.GetName()); err != nil {
 			return nil, err
 		}
-		_, err := s.n.meta.propose(ctx, &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_DeleteEntity{DeleteEntity: &clusterv1.DeleteEntity{Name: req.GetName()}}})
+		_, err := s.node.Commit(ctx, &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_DeleteEntity{DeleteEntity: &clusterv1.DeleteEntity{Name: req.GetName()}}})
 		if err != nil {
 			return nil, err
 		}
@@ -110,14 +109,14 @@ func (s *adminService) DeleteTopic(ctx context.Context, req *raftbusv1.DeleteTop
 	})
 }
 
-func (s *adminService) ListTopics(ctx context.Context, req *raftbusv1.ListTopicsRequest) (*raftbusv1.ListTopicsResponse, error) {
-	return readAtMetaLeader(ctx, s.n, func() (*raftbusv1.ListTopicsResponse, error) {
+func (s *Admin) ListTopics(ctx context.Context, req *raftbusv1.ListTopicsRequest) (*raftbusv1.ListTopicsResponse, error) {
+	return readAtMetaLeader(ctx, s.node, func() (*raftbusv1.ListTopicsResponse, error) {
 		size, err := pageSize(req.GetPageSize())
 		if err != nil {
 			return nil, err
 		}
 		resp := &raftbusv1.ListTopicsResponse{}
-		s.n.meta.fsm.View(func(st *clusterv1.MetaSnapshot) {
+		s.node.View(func(st *clusterv1.MetaSnapshot) {
 			i := sort.Search(len(st.Entities), func(i int) bool { return st.Entities[i].GetName() > req.GetPageToken() })
 			for ; i < len(st.Entities); i++ {
 				if len(resp.Topics) == size {
@@ -135,12 +134,12 @@ func (s *adminService) ListTopics(ctx context.Context, req *raftbusv1.ListTopics
 	})
 }
 
-func (s *adminService) GetTopicRuntimeProperties(ctx context.Context, req *raftbusv1.GetTopicRuntimePropertiesRequest) (*raftbusv1.GetTopicRuntimePropertiesResponse, error) {
-	e, err := s.n.topic(ctx, req.GetName())
+func (s *Admin) GetTopicRuntimeProperties(ctx context.Context, req *raftbusv1.GetTopicRuntimePropertiesRequest) (*raftbusv1.GetTopicRuntimePropertiesResponse, error) {
+	e, err := s.topic(ctx, req.GetName())
 	if err != nil {
 		return nil, err
 	}
-	props, err := s.n.runtimeProperties(ctx, e, e.GetName())
+	props, err := s.runtimeProperties(ctx, e, e.GetName())
 	if err != nil {
 		return nil, err
 	}
@@ -149,8 +148,8 @@ func (s *adminService) GetTopicRuntimeProperties(ctx context.Context, req *raftb
 	return &raftbusv1.GetTopicRuntimePropertiesResponse{Properties: props}, nil
 }
 
-func (s *adminService) CreateSubscription(ctx context.Context, req *raftbusv1.CreateSubscriptionRequest) (*raftbusv1.CreateSubscriptionResponse, error) {
-	return atMetaLeader(ctx, s.n, func() (*raftbusv1.CreateSubscriptionResponse, error) {
+func (s *Admin) CreateSubscription(ctx context.Context, req *raftbusv1.CreateSubscriptionRequest) (*raftbusv1.CreateSubscriptionResponse, error) {
+	return atMetaLeader(ctx, s.node, func() (*raftbusv1.CreateSubscriptionResponse, error) {
 		rule := req.GetDefaultRule()
 		if rule == nil {
 			rule = &raftbusv1.RuleProperties{Name: "$Default", Filter: &raftbusv1.RuleFilter{Filter: &raftbusv1.RuleFilter_TrueFilter{TrueFilter: &raftbusv1.TrueFilter{}}}}
@@ -158,7 +157,7 @@ func (s *adminService) CreateSubscription(ctx context.Context, req *raftbusv1.Cr
 		if err := engine.ValidateRule(rule); err != nil {
 			return nil, apierror.From(err)
 		}
-		sub, err := s.n.putSubscription(ctx, req.GetSubscription(), []*raftbusv1.RuleProperties{rule}, true)
+		sub, err := s.putSubscription(ctx, req.GetSubscription(), []*raftbusv1.RuleProperties{rule}, true)
 		if err != nil {
 			return nil, err
 		}
@@ -168,13 +167,15 @@ func (s *adminService) CreateSubscription(ctx context.Context, req *raftbusv1.Cr
 	})
 }
 
-func (s *adminService) UpdateSubscription(ctx context.Context, req *raftbusv1.UpdateSubscriptionRequest) (*raftbusv1.UpdateSubscriptionResponse, error) {
-	return atMetaLeader(ctx, s.n, func() (*raftbusv1.UpdateSubscriptionResponse, error) {
+func (s *Admin) UpdateSubscription(ctx context.Context, req *raftbusv1.UpdateSubscriptionRequest) (*raftbusv1.UpdateSubscriptionResponse, error) {
+	return atMetaLeader(ctx, s.node, func() (*raftbusv1.UpdateSubscriptionResponse, error) {
 		p := req.GetSubscription()
-		if old := meta.FindSubscription(s.n.meta.fsm.Entity(p.GetTopicName()), p.GetSubscriptionName()); old != nil {
-			p = overlay(old.GetProperties(), p)
-		}
-		sub, err := s.n.putSubscription(ctx, p, nil, false)
+		s.node.View(func(st *clusterv1.MetaSnapshot) {
+			if old := meta.FindSubscription(meta.FindEntity(st, p.GetTopicName()), p.GetSubscriptionName()); old != nil {
+				p = overlay(old.GetProperties(), p)
+			}
+		})
+		sub, err := s.putSubscription(ctx, p, nil, false)
 		if err != nil {
 			return nil, err
 		}
@@ -184,7 +185,7 @@ func (s *adminService) UpdateSubscription(ctx context.Context, req *raftbusv1.Up
 	})
 }
 
-func (n *Node) putSubscription(ctx context.Context, p *raftbusv1.SubscriptionProperties, rules []*raftbusv1.RuleProperties, create bool) (*clusterv1.Subscription, error) {
+func (s *Admin) putSubscription(ctx context.Context, p *raftbusv1.SubscriptionProperties, rules []*raftbusv1.RuleProperties, create bool) (*clusterv1.Subscription, error) {
 	if err := checkChildName("subscription", p.GetSubscriptionName()); err != nil {
 		return nil, err
 	}
@@ -192,7 +193,7 @@ func (n *Node) putSubscription(ctx context.Context, p *raftbusv1.SubscriptionPro
 	if err != nil {
 		return nil, apierror.From(err)
 	}
-	res, err := n.changeTopic(ctx, &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_PutSubscription{PutSubscription: &clusterv1.PutSubscription{
+	res, err := s.changeTopic(ctx, &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_PutSubscription{PutSubscription: &clusterv1.PutSubscription{
 		Subscription: p, Rules: rules, Create: create,
 	}}})
 	if err != nil {
@@ -201,9 +202,9 @@ func (n *Node) putSubscription(ctx context.Context, p *raftbusv1.SubscriptionPro
 	return res.GetSubscription(), nil
 }
 
-func (s *adminService) GetSubscription(ctx context.Context, req *raftbusv1.GetSubscriptionRequest) (*raftbusv1.GetSubscriptionResponse, error) {
-	return readAtMetaLeader(ctx, s.n, func() (*raftbusv1.GetSubscriptionResponse, error) {
-		_, sub, err := s.n.subscription(ctx, req.GetTopicName(), req.GetSubscriptionName())
+func (s *Admin) GetSubscription(ctx context.Context, req *raftbusv1.GetSubscriptionRequest) (*raftbusv1.GetSubscriptionResponse, error) {
+	return readAtMetaLeader(ctx, s.node, func() (*raftbusv1.GetSubscriptionResponse, error) {
+		_, sub, err := s.node.Subscription(ctx, req.GetTopicName(), req.GetSubscriptionName())
 		if err != nil {
 			return nil, err
 		}
@@ -213,9 +214,9 @@ func (s *adminService) GetSubscription(ctx context.Context, req *raftbusv1.GetSu
 	})
 }
 
-func (s *adminService) DeleteSubscription(ctx context.Context, req *raftbusv1.DeleteSubscriptionRequest) (*raftbusv1.DeleteSubscriptionResponse, error) {
-	return atMetaLeader(ctx, s.n, func() (*raftbusv1.DeleteSubscriptionResponse, error) {
-		_, err := s.n.changeTopic(ctx, &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_DeleteSubscription{DeleteSubscription: &clusterv1.DeleteSubscription{
+func (s *Admin) DeleteSubscription(ctx context.Context, req *raftbusv1.DeleteSubscriptionRequest) (*raftbusv1.DeleteSubscriptionResponse, error) {
+	return atMetaLeader(ctx, s.node, func() (*raftbusv1.DeleteSubscriptionResponse, error) {
+		_, err := s.changeTopic(ctx, &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_DeleteSubscription{DeleteSubscription: &clusterv1.DeleteSubscription{
 			TopicName: req.GetTopicName(), SubscriptionName: req.GetSubscriptionName(),
 		}}})
 		if err != nil {
@@ -227,13 +228,13 @@ func (s *adminService) DeleteSubscription(ctx context.Context, req *raftbusv1.De
 	})
 }
 
-func (s *adminService) ListSubscriptions(ctx context.Context, req *raftbusv1.ListSubscriptionsRequest) (*raftbusv1.ListSubscriptionsResponse, error) {
-	return readAtMetaLeader(ctx, s.n, func() (*raftbusv1.ListSubscriptionsResponse, error) {
+func (s *Admin) ListSubscriptions(ctx context.Context, req *raftbusv1.ListSubscriptionsRequest) (*raftbusv1.ListSubscriptionsResponse, error) {
+	return readAtMetaLeader(ctx, s.node, func() (*raftbusv1.ListSubscriptionsResponse, error) {
 		size, err := pageSize(req.GetPageSize())
 		if err != nil {
 			return nil, err
 		}
-		e, err := s.n.topic(ctx, req.GetTopicName())
+		e, err := s.topic(ctx, req.GetTopicName())
 		if err != nil {
 			return nil, err
 		}
@@ -254,12 +255,12 @@ func (s *adminService) ListSubscriptions(ctx context.Context, req *raftbusv1.Lis
 	})
 }
 
-func (s *adminService) GetSubscriptionRuntimeProperties(ctx context.Context, req *raftbusv1.GetSubscriptionRuntimePropertiesRequest) (*raftbusv1.GetSubscriptionRuntimePropertiesResponse, error) {
-	e, sub, err := s.n.subscription(ctx, req.GetTopicName(), req.GetSubscriptionName())
+func (s *Admin) GetSubscriptionRuntimeProperties(ctx context.Context, req *raftbusv1.GetSubscriptionRuntimePropertiesRequest) (*raftbusv1.GetSubscriptionRuntimePropertiesResponse, error) {
+	e, sub, err := s.node.Subscription(ctx, req.GetTopicName(), req.GetSubscriptionName())
 	if err != nil {
 		return nil, err
 	}
-	props, err := s.n.runtimeProperties(ctx, e, meta.SubscriptionPath(req.GetTopicName(), req.GetSubscriptionName()))
+	props, err := s.runtimeProperties(ctx, e, meta.SubscriptionPath(req.GetTopicName(), req.GetSubscriptionName()))
 	if err != nil {
 		return nil, err
 	}
@@ -267,9 +268,9 @@ func (s *adminService) GetSubscriptionRuntimeProperties(ctx context.Context, req
 	return &raftbusv1.GetSubscriptionRuntimePropertiesResponse{Properties: props}, nil
 }
 
-func (s *adminService) CreateRule(ctx context.Context, req *raftbusv1.CreateRuleRequest) (*raftbusv1.CreateRuleResponse, error) {
-	return atMetaLeader(ctx, s.n, func() (*raftbusv1.CreateRuleResponse, error) {
-		r, err := s.n.putRule(ctx, req.GetTopicName(), req.GetSubscriptionName(), req.GetRule(), true)
+func (s *Admin) CreateRule(ctx context.Context, req *raftbusv1.CreateRuleRequest) (*raftbusv1.CreateRuleResponse, error) {
+	return atMetaLeader(ctx, s.node, func() (*raftbusv1.CreateRuleResponse, error) {
+		r, err := s.putRule(ctx, req.GetTopicName(), req.GetSubscriptionName(), req.GetRule(), true)
 		if err != nil {
 			return nil, err
 		}
@@ -279,9 +280,9 @@ func (s *adminService) CreateRule(ctx context.Context, req *raftbusv1.CreateRule
 	})
 }
 
-func (s *adminService) UpdateRule(ctx context.Context, req *raftbusv1.UpdateRuleRequest) (*raftbusv1.UpdateRuleResponse, error) {
-	return atMetaLeader(ctx, s.n, func() (*raftbusv1.UpdateRuleResponse, error) {
-		r, err := s.n.putRule(ctx, req.GetTopicName(), req.GetSubscriptionName(), req.GetRule(), false)
+func (s *Admin) UpdateRule(ctx context.Context, req *raftbusv1.UpdateRuleRequest) (*raftbusv1.UpdateRuleResponse, error) {
+	return atMetaLeader(ctx, s.node, func() (*raftbusv1.UpdateRuleResponse, error) {
+		r, err := s.putRule(ctx, req.GetTopicName(), req.GetSubscriptionName(), req.GetRule(), false)
 		if err != nil {
 			return nil, err
 		}
@@ -293,14 +294,14 @@ func (s *adminService) UpdateRule(ctx context.Context, req *raftbusv1.UpdateRule
 
 // putRule validates a rule (a malformed filter is rejected here, with its
 // position, never at send time) and commits it.
-func (n *Node) putRule(ctx context.Context, topic, sub string, r *raftbusv1.RuleProperties, create bool) (*raftbusv1.RuleProperties, error) {
+func (s *Admin) putRule(ctx context.Context, topic, sub string, r *raftbusv1.RuleProperties, create bool) (*raftbusv1.RuleProperties, error) {
 	if err := checkChildName("rule", r.GetName()); err != nil {
 		return nil, err
 	}
 	if err := engine.ValidateRule(r); err != nil {
 		return nil, apierror.From(err)
 	}
-	res, err := n.changeTopic(ctx, &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_PutRule{PutRule: &clusterv1.PutRule{
+	res, err := s.changeTopic(ctx, &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_PutRule{PutRule: &clusterv1.PutRule{
 		TopicName: topic, SubscriptionName: sub, Rule: r, Create: create,
 	}}})
 	if err != nil {
@@ -309,9 +310,9 @@ func (n *Node) putRule(ctx context.Context, topic, sub string, r *raftbusv1.Rule
 	return res.GetRule(), nil
 }
 
-func (s *adminService) GetRule(ctx context.Context, req *raftbusv1.GetRuleRequest) (*raftbusv1.GetRuleResponse, error) {
-	return readAtMetaLeader(ctx, s.n, func() (*raftbusv1.GetRuleResponse, error) {
-		_, sub, err := s.n.subscription(ctx, req.GetTopicName(), req.GetSubscriptionName())
+func (s *Admin) GetRule(ctx context.Context, req *raftbusv1.GetRuleRequest) (*raftbusv1.GetRuleResponse, error) {
+	return readAtMetaLeader(ctx, s.node, func() (*raftbusv1.GetRuleResponse, error) {
+		_, sub, err := s.node.Subscription(ctx, req.GetTopicName(), req.GetSubscriptionName())
 		if err != nil {
 			return nil, err
 		}
@@ -326,9 +327,9 @@ func (s *adminService) GetRule(ctx context.Context, req *raftbusv1.GetRuleReques
 	})
 }
 
-func (s *adminService) DeleteRule(ctx context.Context, req *raftbusv1.DeleteRuleRequest) (*raftbusv1.DeleteRuleResponse, error) {
-	return atMetaLeader(ctx, s.n, func() (*raftbusv1.DeleteRuleResponse, error) {
-		_, err := s.n.changeTopic(ctx, &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_DeleteRule{DeleteRule: &clusterv1.DeleteRule{
+func (s *Admin) DeleteRule(ctx context.Context, req *raftbusv1.DeleteRuleRequest) (*raftbusv1.DeleteRuleResponse, error) {
+	return atMetaLeader(ctx, s.node, func() (*raftbusv1.DeleteRuleResponse, error) {
+		_, err := s.changeTopic(ctx, &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_DeleteRule{DeleteRule: &clusterv1.DeleteRule{
 			TopicName: req.GetTopicName(), SubscriptionName: req.GetSubscriptionName(), RuleName: req.GetRuleName(),
 		}}})
 		if err != nil {
@@ -340,13 +341,13 @@ func (s *adminService) DeleteRule(ctx context.Context, req *raftbusv1.DeleteRule
 	})
 }
 
-func (s *adminService) ListRules(ctx context.Context, req *raftbusv1.ListRulesRequest) (*raftbusv1.ListRulesResponse, error) {
-	return readAtMetaLeader(ctx, s.n, func() (*raftbusv1.ListRulesResponse, error) {
+func (s *Admin) ListRules(ctx context.Context, req *raftbusv1.ListRulesRequest) (*raftbusv1.ListRulesResponse, error) {
+	return readAtMetaLeader(ctx, s.node, func() (*raftbusv1.ListRulesResponse, error) {
 		size, err := pageSize(req.GetPageSize())
 		if err != nil {
 			return nil, err
 		}
-		_, sub, err := s.n.subscription(ctx, req.GetTopicName(), req.GetSubscriptionName())
+		_, sub, err := s.node.Subscription(ctx, req.GetTopicName(), req.GetSubscriptionName())
 		if err != nil {
 			return nil, err
 		}
@@ -369,20 +370,20 @@ func (s *adminService) ListRules(ctx context.Context, req *raftbusv1.ListRulesRe
 
 // changeTopic commits a change to a topic's subscriptions or rules and
 // waits until every partition applies it.
-func (n *Node) changeTopic(ctx context.Context, cmd *clusterv1.MetaCommand) (*clusterv1.MetaResult, error) {
-	res, err := n.meta.propose(ctx, cmd)
+func (s *Admin) changeTopic(ctx context.Context, cmd *clusterv1.MetaCommand) (*clusterv1.MetaResult, error) {
+	res, err := s.node.Commit(ctx, cmd)
 	if err != nil {
 		return nil, err
 	}
-	if err := n.awaitConfigured(ctx, res.GetEntity()); err != nil {
+	if err := s.awaitConfigured(ctx, res.GetEntity()); err != nil {
 		return nil, err
 	}
 	return res, nil
 }
 
 // topic returns the committed definition of a topic, or NOT_FOUND.
-func (n *Node) topic(ctx context.Context, name string) (*clusterv1.Entity, error) {
-	e, err := n.entity(ctx, name)
+func (s *Admin) topic(ctx context.Context, name string) (*clusterv1.Entity, error) {
+	e, err := s.node.Entity(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -390,27 +391,6 @@ func (n *Node) topic(ctx context.Context, name string) (*clusterv1.Entity, error
 		return nil, apierror.NotFound("%q is not a topic", name)
 	}
 	return e, nil
-}
-
-// subscription returns a subscription and its topic, or NOT_FOUND.
-func (n *Node) subscription(ctx context.Context, topic, name string) (*clusterv1.Entity, *clusterv1.Subscription, error) {
-	var e *clusterv1.Entity
-	var sub *clusterv1.Subscription
-	err := n.catchUp(ctx, func() bool {
-		e = n.meta.fsm.Entity(topic)
-		sub = meta.FindSubscription(e, name)
-		return sub != nil
-	}, func(ctx context.Context, c raftbusv1.AdminServiceClient) error {
-		_, err := c.GetSubscription(ctx, &raftbusv1.GetSubscriptionRequest{TopicName: topic, SubscriptionName: name})
-		return err
-	}, meta.SubscriptionPath(topic, name))
-	if err != nil {
-		return nil, nil, err
-	}
-	if e.GetKind() != clusterv1.EntityKind_ENTITY_KIND_TOPIC {
-		return nil, nil, apierror.NotFound("%q is not a topic", topic)
-	}
-	return e, sub, nil
 }
 
 // checkChildName enforces the naming rule of subscriptions and rules: 1 to

@@ -1,4 +1,4 @@
-package cluster
+package service
 
 import (
 	"context"
@@ -11,9 +11,9 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/raftbus/raftbus/cluster/apierror"
+	"github.com/raftbus/raftbus/cluster/meta"
 	"github.com/raftbus/raftbus/cluster/routing"
 	"github.com/raftbus/raftbus/engine"
-	"github.com/raftbus/raftbus/internal/rpcreach"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -29,81 +29,39 @@ const readyTimeout = 15 * time.Second
 // partition has a leader, for leadership to settle on the preferred nodes.
 const preferredLeaderWait = 3 * time.Second
 
-// adminService implements raftbus.v1.AdminService. Every call is served by
-// the metadata leader (forwarded there), so a read sees every change
+// Config is what the services are told when they start.
+type Config struct {
+	// DefaultPartitions is the partition count of entities created
+	// without one.
+	DefaultPartitions uint32
+}
+
+// Admin implements raftbus.v1.AdminService. Every call is served by the
+// metadata leader (forwarded there), so a read sees every change
 // acknowledged before it.
-type adminService struct {
+type Admin struct {
 	raftbusv1.UnimplementedAdminServiceServer
-	n *Node
+	node Node
+	cfg  Config
 }
 
-// atMetaLeader runs local on the metadata leader, forwarding the call there
-// from other nodes.
-func atMetaLeader[Resp any](ctx context.Context, n *Node,
-	local func() (Resp, error),
-	remote func(ctx context.Context, c raftbusv1.AdminServiceClient) (Resp, error),
-) (Resp, error) {
-	var zero Resp
-	if n.meta.isLeader() {
-		return local()
-	}
-	if routing.Forwarded(ctx) {
-		return zero, n.meta.notLeader()
-	}
-	addr := n.meta.leaderAddr()
-	fctx := routing.NoForward(ctx)
-	for attempt := 0; attempt < routing.MaxAttempts; attempt++ {
-		if addr == "" {
-			return zero, apierror.Busy("the metadata group has no leader yet")
-		}
-		cc, err := n.peers.Get(addr)
-		if err != nil {
-			return zero, err
-		}
-		conn := rpcreach.Wrap(cc)
-		resp, err := remote(fctx, raftbusv1.NewAdminServiceClient(conn))
-		if err == nil {
-			return resp, nil
-		}
-		e := apierror.From(routing.ForwardError(err, addr, conn.MaybeSent()))
-		if e.Reason != raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER || e.Leader.GetAddress() == "" {
-			return zero, e
-		}
-		addr = e.Leader.GetAddress()
-	}
-	return zero, apierror.Busy("the metadata leader moved while the request was forwarded")
-}
+// NewAdmin is the admin service of node.
+func NewAdmin(node Node, cfg Config) *Admin { return &Admin{node: node, cfg: cfg} }
 
-// readAtMetaLeader is atMetaLeader for reads of the metadata: the leader
-// first confirms that it still leads and is current, so that a deposed
-// leader that has not noticed yet never answers from stale state.
-func readAtMetaLeader[Resp any](ctx context.Context, n *Node,
-	local func() (Resp, error),
-	remote func(ctx context.Context, c raftbusv1.AdminServiceClient) (Resp, error),
-) (Resp, error) {
-	return atMetaLeader(ctx, n, func() (Resp, error) {
-		if err := n.meta.confirmLeadership(ctx); err != nil {
-			var zero Resp
-			return zero, err
-		}
-		return local()
-	}, remote)
-}
-
-func (s *adminService) CreateQueue(ctx context.Context, req *raftbusv1.CreateQueueRequest) (*raftbusv1.CreateQueueResponse, error) {
-	return atMetaLeader(ctx, s.n, func() (*raftbusv1.CreateQueueResponse, error) {
+func (s *Admin) CreateQueue(ctx context.Context, req *raftbusv1.CreateQueueRequest) (*raftbusv1.CreateQueueResponse, error) {
+	return atMetaLeader(ctx, s.node, func() (*raftbusv1.CreateQueueResponse, error) {
 		q := proto.Clone(req.GetQueue()).(*raftbusv1.QueueProperties)
 		if q == nil {
 			return nil, apierror.Invalid("queue is required")
 		}
 		if q.PartitionCount == nil {
-			q.PartitionCount = proto.Uint32(s.n.cfg.DefaultPartitions)
+			q.PartitionCount = proto.Uint32(s.cfg.DefaultPartitions)
 		}
-		e, err := s.n.putQueue(ctx, q, true)
+		e, err := s.putQueue(ctx, q, true)
 		if err != nil {
 			return nil, err
 		}
-		if err := s.n.awaitReady(ctx, e); err != nil {
+		if err := s.awaitReady(ctx, e); err != nil {
 			return nil, err
 		}
 		return &raftbusv1.CreateQueueResponse{Queue: e.GetQueue()}, nil
@@ -112,20 +70,22 @@ func (s *adminService) CreateQueue(ctx context.Context, req *raftbusv1.CreateQue
 	})
 }
 
-func (s *adminService) UpdateQueue(ctx context.Context, req *raftbusv1.UpdateQueueRequest) (*raftbusv1.UpdateQueueResponse, error) {
-	return atMetaLeader(ctx, s.n, func() (*raftbusv1.UpdateQueueResponse, error) {
+func (s *Admin) UpdateQueue(ctx context.Context, req *raftbusv1.UpdateQueueRequest) (*raftbusv1.UpdateQueueResponse, error) {
+	return atMetaLeader(ctx, s.node, func() (*raftbusv1.UpdateQueueResponse, error) {
 		q := req.GetQueue()
 		if q == nil {
 			return nil, apierror.Invalid("queue is required")
 		}
-		if old := s.n.meta.fsm.Entity(q.GetName()); old.GetQueue() != nil {
-			q = overlay(old.GetQueue(), q)
-		}
-		e, err := s.n.putQueue(ctx, q, false)
+		s.node.View(func(st *clusterv1.MetaSnapshot) {
+			if old := meta.FindEntity(st, q.GetName()).GetQueue(); old != nil {
+				q = overlay(old, q)
+			}
+		})
+		e, err := s.putQueue(ctx, q, false)
 		if err != nil {
 			return nil, err
 		}
-		if err := s.n.awaitConfigured(ctx, e); err != nil {
+		if err := s.awaitConfigured(ctx, e); err != nil {
 			return nil, err
 		}
 		return &raftbusv1.UpdateQueueResponse{Queue: e.GetQueue()}, nil
@@ -152,7 +112,7 @@ func overlay[T proto.Message](current, update T) T {
 }
 
 // putQueue validates and commits a queue definition.
-func (n *Node) putQueue(ctx context.Context, q *raftbusv1.QueueProperties, create bool) (*clusterv1.Entity, error) {
+func (s *Admin) putQueue(ctx context.Context, q *raftbusv1.QueueProperties, create bool) (*clusterv1.Entity, error) {
 	if err := checkEntityName("queue", q.GetName()); err != nil {
 		return nil, err
 	}
@@ -163,10 +123,7 @@ func (n *Node) putQueue(ctx context.Context, q *raftbusv1.QueueProperties, creat
 	if q.GetPartitionCount() > MaxPartitions {
 		return nil, apierror.Invalid("partition_count must be between 1 and %d, not %d", MaxPartitions, q.GetPartitionCount())
 	}
-	if err := n.meta.ensureMembers(ctx); err != nil {
-		return nil, err
-	}
-	res, err := n.meta.propose(ctx, &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_PutQueue{PutQueue: &clusterv1.PutQueue{Queue: q, Create: create}}})
+	res, err := s.node.Commit(ctx, &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_PutQueue{PutQueue: &clusterv1.PutQueue{Queue: q, Create: create}}})
 	if err != nil {
 		return nil, err
 	}
@@ -175,14 +132,14 @@ func (n *Node) putQueue(ctx context.Context, q *raftbusv1.QueueProperties, creat
 
 // awaitReady waits until every partition of e answers through its leader,
 // and then, for a little longer, until each is led by its preferred node,
-// so that the hand-over (see handOver) happens before the caller starts
-// using the entity rather than under its first requests.
-func (n *Node) awaitReady(ctx context.Context, e *clusterv1.Entity) error {
+// so that the nodes hand leadership to the preferred ones before the
+// caller starts using the entity rather than under its first requests.
+func (s *Admin) awaitReady(ctx context.Context, e *clusterv1.Entity) error {
 	ctx, cancel := context.WithTimeout(routing.Internal(ctx), readyTimeout)
 	defer cancel()
 	for id := range e.GetPartitions() {
 		for attempt := 0; ; attempt++ {
-			_, err := n.partitionRuntime(ctx, e, e.GetName(), uint32(id))
+			_, err := s.partitionRuntime(ctx, e, e.GetName(), uint32(id))
 			if err == nil {
 				break
 			}
@@ -196,12 +153,12 @@ func (n *Node) awaitReady(ctx context.Context, e *clusterv1.Entity) error {
 			}
 		}
 	}
-	addrs := n.nodeAddrs()
+	addrs := s.node.NodeAddrs()
 	settled := time.Now().Add(preferredLeaderWait)
 	for attempt := 0; time.Now().Before(settled); attempt++ {
 		preferred := true
-		for id, v := range n.viewPartitions(ctx, e) {
-			preferred = preferred && v.leaderAddr == addrs[e.GetPartitions()[id].GetNodeIds()[0]]
+		for id, v := range s.node.Views(ctx, e) {
+			preferred = preferred && v.LeaderAddr == addrs[e.GetPartitions()[id].GetNodeIds()[0]]
 		}
 		if preferred {
 			break
@@ -215,9 +172,9 @@ func (n *Node) awaitReady(ctx context.Context, e *clusterv1.Entity) error {
 	return nil
 }
 
-func (s *adminService) GetQueue(ctx context.Context, req *raftbusv1.GetQueueRequest) (*raftbusv1.GetQueueResponse, error) {
-	return readAtMetaLeader(ctx, s.n, func() (*raftbusv1.GetQueueResponse, error) {
-		e, err := s.n.queue(ctx, req.GetName())
+func (s *Admin) GetQueue(ctx context.Context, req *raftbusv1.GetQueueRequest) (*raftbusv1.GetQueueResponse, error) {
+	return readAtMetaLeader(ctx, s.node, func() (*raftbusv1.GetQueueResponse, error) {
+		e, err := s.queue(ctx, req.GetName())
 		if err != nil {
 			return nil, err
 		}
@@ -227,12 +184,12 @@ func (s *adminService) GetQueue(ctx context.Context, req *raftbusv1.GetQueueRequ
 	})
 }
 
-func (s *adminService) DeleteQueue(ctx context.Context, req *raftbusv1.DeleteQueueRequest) (*raftbusv1.DeleteQueueResponse, error) {
-	return atMetaLeader(ctx, s.n, func() (*raftbusv1.DeleteQueueResponse, error) {
-		if _, err := s.n.queue(ctx, req.GetName()); err != nil {
+func (s *Admin) DeleteQueue(ctx context.Context, req *raftbusv1.DeleteQueueRequest) (*raftbusv1.DeleteQueueResponse, error) {
+	return atMetaLeader(ctx, s.node, func() (*raftbusv1.DeleteQueueResponse, error) {
+		if _, err := s.queue(ctx, req.GetName()); err != nil {
 			return nil, err
 		}
-		_, err := s.n.meta.propose(ctx, &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_DeleteEntity{DeleteEntity: &clusterv1.DeleteEntity{Name: req.GetName()}}})
+		_, err := s.node.Commit(ctx, &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_DeleteEntity{DeleteEntity: &clusterv1.DeleteEntity{Name: req.GetName()}}})
 		if err != nil {
 			return nil, err
 		}
@@ -242,14 +199,14 @@ func (s *adminService) DeleteQueue(ctx context.Context, req *raftbusv1.DeleteQue
 	})
 }
 
-func (s *adminService) ListQueues(ctx context.Context, req *raftbusv1.ListQueuesRequest) (*raftbusv1.ListQueuesResponse, error) {
-	return readAtMetaLeader(ctx, s.n, func() (*raftbusv1.ListQueuesResponse, error) {
+func (s *Admin) ListQueues(ctx context.Context, req *raftbusv1.ListQueuesRequest) (*raftbusv1.ListQueuesResponse, error) {
+	return readAtMetaLeader(ctx, s.node, func() (*raftbusv1.ListQueuesResponse, error) {
 		size, err := pageSize(req.GetPageSize())
 		if err != nil {
 			return nil, err
 		}
 		resp := &raftbusv1.ListQueuesResponse{}
-		s.n.meta.fsm.View(func(st *clusterv1.MetaSnapshot) {
+		s.node.View(func(st *clusterv1.MetaSnapshot) {
 			i := sort.Search(len(st.Entities), func(i int) bool { return st.Entities[i].GetName() > req.GetPageToken() })
 			for ; i < len(st.Entities); i++ {
 				if len(resp.Queues) == size {
@@ -267,12 +224,12 @@ func (s *adminService) ListQueues(ctx context.Context, req *raftbusv1.ListQueues
 	})
 }
 
-func (s *adminService) GetQueueRuntimeProperties(ctx context.Context, req *raftbusv1.GetQueueRuntimePropertiesRequest) (*raftbusv1.GetQueueRuntimePropertiesResponse, error) {
-	e, err := s.n.queue(ctx, req.GetName())
+func (s *Admin) GetQueueRuntimeProperties(ctx context.Context, req *raftbusv1.GetQueueRuntimePropertiesRequest) (*raftbusv1.GetQueueRuntimePropertiesResponse, error) {
+	e, err := s.queue(ctx, req.GetName())
 	if err != nil {
 		return nil, err
 	}
-	props, err := s.n.runtimeProperties(ctx, e, e.GetName())
+	props, err := s.runtimeProperties(ctx, e, e.GetName())
 	if err != nil {
 		return nil, err
 	}
@@ -283,13 +240,13 @@ func (s *adminService) GetQueueRuntimeProperties(ctx context.Context, req *raftb
 // awaitConfigured waits until the leader of every partition of e has
 // configured its engine with e's generation, so that a change answered to
 // the caller applies to every message the caller sends afterwards.
-func (n *Node) awaitConfigured(ctx context.Context, e *clusterv1.Entity) error {
+func (s *Admin) awaitConfigured(ctx context.Context, e *clusterv1.Entity) error {
 	ctx, cancel := context.WithTimeout(routing.Internal(ctx), readyTimeout)
 	defer cancel()
 	for attempt := 0; ; attempt++ {
 		lagging := -1
-		for id, v := range n.viewPartitions(ctx, e) {
-			if v.configured < e.GetGeneration() {
+		for id, v := range s.node.Views(ctx, e) {
+			if v.Configured < e.GetGeneration() {
 				lagging = id
 				break
 			}
@@ -307,10 +264,10 @@ func (n *Node) awaitConfigured(ctx context.Context, e *clusterv1.Entity) error {
 
 // runtimeProperties sums the counts of path (an entity of e, or e itself)
 // over e's partitions.
-func (n *Node) runtimeProperties(ctx context.Context, e *clusterv1.Entity, path string) (*raftbusv1.RuntimeProperties, error) {
+func (s *Admin) runtimeProperties(ctx context.Context, e *clusterv1.Entity, path string) (*raftbusv1.RuntimeProperties, error) {
 	props := &raftbusv1.RuntimeProperties{EntityPath: path}
 	for id := range e.GetPartitions() {
-		p, err := n.partitionRuntime(ctx, e, path, uint32(id))
+		p, err := s.partitionRuntime(ctx, e, path, uint32(id))
 		if err != nil {
 			return nil, err
 		}
@@ -328,8 +285,8 @@ func (n *Node) runtimeProperties(ctx context.Context, e *clusterv1.Entity, path 
 }
 
 // queue returns the committed definition of a queue, or NOT_FOUND.
-func (n *Node) queue(ctx context.Context, name string) (*clusterv1.Entity, error) {
-	e, err := n.entity(ctx, name)
+func (s *Admin) queue(ctx context.Context, name string) (*clusterv1.Entity, error) {
+	e, err := s.node.Entity(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -340,11 +297,11 @@ func (n *Node) queue(ctx context.Context, name string) (*clusterv1.Entity, error
 }
 
 // partitionRuntime reads one partition's counts from its leader.
-func (n *Node) partitionRuntime(ctx context.Context, e *clusterv1.Entity, path string, id uint32) (*raftbusv1.PartitionRuntimeProperties, error) {
-	return route(ctx, n, e, id, routing.Idempotent, func(r *replica) (*raftbusv1.PartitionRuntimeProperties, error) {
+func (s *Admin) partitionRuntime(ctx context.Context, e *clusterv1.Entity, path string, id uint32) (*raftbusv1.PartitionRuntimeProperties, error) {
+	return route(ctx, s.node, e, id, routing.Idempotent, func(r Replica) (*raftbusv1.PartitionRuntimeProperties, error) {
 		var props *raftbusv1.PartitionRuntimeProperties
 		var rerr error
-		if err := r.p.Read(ctx, func(en *engine.Engine) { props, rerr = en.RuntimeProperties(path) }); err != nil {
+		if err := r.Read(ctx, func(en *engine.Engine) { props, rerr = en.RuntimeProperties(path) }); err != nil {
 			return nil, err
 		}
 		return props, rerr
@@ -379,6 +336,6 @@ func checkEntityName(kind, name string) error {
 	return nil
 }
 
-func (s *adminService) RemoveNode(context.Context, *raftbusv1.RemoveNodeRequest) (*raftbusv1.RemoveNodeResponse, error) {
+func (s *Admin) RemoveNode(context.Context, *raftbusv1.RemoveNodeRequest) (*raftbusv1.RemoveNodeResponse, error) {
 	return nil, unimplemented("removing nodes")
 }
