@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"sort"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -309,31 +308,6 @@ func (s *Admin) partitionRuntime(ctx context.Context, e *clusterv1.Entity, path 
 		resp, err := clusterv1.NewNodeServiceClient(conn).PartitionRuntime(ctx, &clusterv1.PartitionRuntimeRequest{EntityPath: path, PartitionId: id})
 		return resp.GetProperties(), err
 	})
-}
-
-// checkEntityName enforces the naming rules of queues and topics: 1 to 260
-// characters of letters, digits, '.', '-', '_' and '/', the slash neither
-// leading, trailing nor doubled, and no "subscriptions" segment (that names
-// a subscription).
-func checkEntityName(kind, name string) error {
-	if name == "" || len(name) > 260 {
-		return apierror.Invalid("%s name must be 1 to 260 characters, not %d", kind, len(name))
-	}
-	for i, r := range name {
-		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_' || r == '/'
-		if !ok {
-			return apierror.Invalid("%s name %q: character %q at %d is not allowed (letters, digits, '.', '-', '_' and '/')", kind, name, r, i)
-		}
-	}
-	if strings.HasPrefix(name, "/") || strings.HasSuffix(name, "/") || strings.Contains(name, "//") {
-		return apierror.Invalid("%s name %q: '/' may not lead, trail or be doubled", kind, name)
-	}
-	for _, seg := range strings.Split(name, "/") {
-		if strings.EqualFold(seg, "subscriptions") {
-			return apierror.Invalid("%s name %q: the segment %q is reserved for subscriptions", kind, name, seg)
-		}
-	}
-	return nil
 }
 
 func (s *Admin) RemoveNode(context.Context, *raftbusv1.RemoveNodeRequest) (*raftbusv1.RemoveNodeResponse, error) {

@@ -7,24 +7,48 @@ import (
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 )
 
-// firstAcross asks the partitions of an entity in order (see
-// Messaging.pollOrder), or sources that stand for several (see Messaging.sources),
-// for something (messages, a session) until one has it or wait ends: one
-// pass without waiting, then waits of up to pollSlice on each in turn. ask reports what it found and whether it found anything.
-//
-// A partition that fails (no leader, unreachable) does not keep the others
-// from serving: its failure is the answer only when no partition answered
-// in a pass. A failure whose outcome is unknown ends the search at once:
+// round is one round of asking partitions (or sources that stand for
+// several) in turn, by the rule every call across partitions follows: a
+// partition that fails (no leader, unreachable) does not keep the others
+// from serving, and its failure is the answer only when none answered in
+// the round. A failure whose outcome is unknown ends the search at once:
 // that partition may have handed something out, and the caller must learn
 // it may have (a receive is then replayed by its receive id).
+type round struct {
+	answered bool
+	failed   error
+}
+
+// heard records one partition's answer, found saying that it had what
+// was asked for, and reports whether that ends the search: it does when
+// found, or when err is an unknown outcome.
+func (r *round) heard(found bool, err error) (end bool) {
+	switch {
+	case err == nil && found:
+		return true
+	case err == nil:
+		r.answered = true
+	case apierror.IsUnknownOutcome(err):
+		return true
+	default:
+		r.failed = err
+	}
+	return false
+}
+
+// firstAcross asks the partitions of an entity in order (see
+// Messaging.pollOrder), or sources that stand for several (see
+// Messaging.sources), for something (messages, a session) until one has
+// it or wait ends: one round without waiting, then waits of up to
+// pollSlice on each in turn. ask reports what it found and whether it
+// found anything.
 func firstAcross[S, T any](order []S, wait time.Duration,
 	ask func(s S, wait time.Duration) (T, bool, error),
 ) (T, error) {
 	var zero T
 	deadline := time.Now().Add(wait)
 	for pass := 0; ; pass++ {
-		var failed error
-		answered := false
+		var rd round
 		for _, s := range order {
 			var slice time.Duration
 			switch {
@@ -34,19 +58,15 @@ func firstAcross[S, T any](order []S, wait time.Duration,
 				slice = min(time.Until(deadline), pollSlice)
 			}
 			got, ok, err := ask(s, max(slice, 0))
-			switch {
-			case err == nil && ok:
+			if rd.heard(ok, err) {
+				if err != nil {
+					return zero, err
+				}
 				return got, nil
-			case err == nil:
-				answered = true
-			case apierror.IsUnknownOutcome(err):
-				return zero, err
-			default:
-				failed = err
 			}
 		}
-		if !answered {
-			return zero, failed
+		if !rd.answered {
+			return zero, rd.failed
 		}
 		if !time.Now().Before(deadline) {
 			return zero, nil

@@ -291,19 +291,26 @@ func (s *Messaging) receiveFrom(ctx context.Context, e *clusterv1.Entity, id uin
 	return route(ctx, s.node, e, id, routing.Idempotent, func(r Replica) ([]*raftbusv1.ReceivedMessage, error) {
 		return r.Receive(ctx, lock, wait)
 	}, func(ctx context.Context, conn grpc.ClientConnInterface) ([]*raftbusv1.ReceivedMessage, error) {
-		resp, err := raftbusv1.NewMessagingServiceClient(conn).Receive(ctx, &raftbusv1.ReceiveRequest{
-			EntityPath:  lock.GetEntityPath(),
-			SubQueue:    lock.GetSubQueue(),
-			ReceiveMode: lock.GetReceiveMode(),
-			MaxMessages: lock.GetMaxMessages(),
-			MaxWait:     durationpb.New(wait),
-			PartitionId: &id,
-			Session:     sessionLockOf(lock),
-			ReceiveId:   lock.GetReceiveId(),
-			Replay:      lock.GetReplay(),
-		})
+		req := receiveRequest(lock, wait)
+		req.PartitionId = &id
+		resp, err := raftbusv1.NewMessagingServiceClient(conn).Receive(ctx, req)
 		return resp.GetMessages(), err
 	})
+}
+
+// receiveRequest asks another node to receive what lock does, waiting up
+// to wait.
+func receiveRequest(lock *enginev1.Lock, wait time.Duration) *raftbusv1.ReceiveRequest {
+	return &raftbusv1.ReceiveRequest{
+		EntityPath:  lock.GetEntityPath(),
+		SubQueue:    lock.GetSubQueue(),
+		ReceiveMode: lock.GetReceiveMode(),
+		MaxMessages: lock.GetMaxMessages(),
+		MaxWait:     durationpb.New(wait),
+		Session:     sessionLockOf(lock),
+		ReceiveId:   lock.GetReceiveId(),
+		Replay:      lock.GetReplay(),
+	}
 }
 
 func batchSize(n int32) (int32, error) {
@@ -330,43 +337,6 @@ func waitTime(d *durationpb.Duration) (time.Duration, error) {
 	return w, nil
 }
 
-// resolved is an entity path as the partitions know it.
-type resolved struct {
-	// entity is the queue or topic whose partitions hold path.
-	entity *clusterv1.Entity
-	path   string
-	// sub is set when path is a subscription.
-	sub *clusterv1.Subscription
-}
-
-func (r resolved) requiresSession() bool {
-	if r.sub != nil {
-		return r.sub.GetProperties().GetRequiresSession()
-	}
-	return r.entity.GetQueue().GetRequiresSession()
-}
-
-// resolve finds what a receive-side path names: a queue, a topic, or a
-// subscription ("<topic>/subscriptions/<name>", held by the topic's
-// partitions).
-func resolve(ctx context.Context, n Node, path string) (resolved, error) {
-	if err := checkPath(path); err != nil {
-		return resolved{}, err
-	}
-	if topic, name, ok := meta.SplitSubscriptionPath(path); ok {
-		e, sub, err := n.Subscription(ctx, topic, name)
-		if err != nil {
-			return resolved{}, err
-		}
-		return resolved{entity: e, path: path, sub: sub}, nil
-	}
-	e, err := n.Entity(ctx, path)
-	if err != nil {
-		return resolved{}, err
-	}
-	return resolved{entity: e, path: path}, nil
-}
-
 // sendable finds the queue or topic a send names.
 func (s *Messaging) sendable(ctx context.Context, path string) (*clusterv1.Entity, error) {
 	if err := checkPath(path); err != nil {
@@ -376,17 +346,4 @@ func (s *Messaging) sendable(ctx context.Context, path string) (*clusterv1.Entit
 		return nil, apierror.Invalid("%q is a subscription: send to its topic", path)
 	}
 	return s.node.Entity(ctx, path)
-}
-
-// checkPath refuses an entity path that no entity could have (INVALID_
-// ARGUMENT, as errors.proto says), so that only a well-formed path of an
-// entity that does not exist gets NOT_FOUND.
-func checkPath(path string) error {
-	if topic, name, ok := meta.SplitSubscriptionPath(path); ok {
-		if err := checkEntityName("topic", topic); err != nil {
-			return err
-		}
-		return checkChildName("subscription", name)
-	}
-	return checkEntityName("entity", path)
 }

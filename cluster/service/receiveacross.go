@@ -235,10 +235,8 @@ func receivedSize(msgs []*raftbusv1.ReceivedMessage) int64 {
 
 // onLocalPartitions asks each partition of e this node leads, in turn,
 // until one is done; when none is, it waits until any of them applies a
-// batch and asks again, until wait passes (nil). A partition that fails
-// does not keep the others from being asked: its failure is the answer
-// only when none answered. A failure whose outcome is unknown ends it at
-// once (the partition may have handed something out).
+// batch and asks again, until wait passes (nil). A failing partition is
+// treated as in any call across partitions (see round).
 func (s *Messaging) onLocalPartitions(ctx context.Context, e *clusterv1.Entity, wait time.Duration, ask func(id uint32, r Replica) (bool, error)) error {
 	deadline := time.Now().Add(wait)
 	timer := time.NewTimer(wait)
@@ -249,8 +247,7 @@ func (s *Messaging) onLocalPartitions(ctx context.Context, e *clusterv1.Entity, 
 			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
 			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.node.Stopping())},
 		}
-		var failed error
-		answered := false
+		var rd round
 		for _, id := range s.pollOrder(e) {
 			r := s.node.Replica(e, id)
 			if r == nil || !r.IsLeader() {
@@ -260,25 +257,21 @@ func (s *Messaging) onLocalPartitions(ctx context.Context, e *clusterv1.Entity, 
 			// wait below.
 			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(r.Changes())})
 			if !r.Ready() {
-				failed = apierror.Busy("partition %s is starting; try again", r.Name())
+				rd.failed = apierror.Busy("partition %s is starting; try again", r.Name())
 				continue
 			}
 			ok, err := ask(id, r)
-			switch {
-			case err == nil && ok:
-				return nil
-			case err == nil:
-				answered = true
-			case apierror.IsUnknownOutcome(err):
-				return apierror.From(err)
-			default:
-				failed = apierror.From(err)
+			if err != nil {
+				err = apierror.From(err)
+			}
+			if rd.heard(ok, err) {
+				return err
 			}
 		}
 		switch {
-		case !answered && failed != nil:
-			return failed
-		case !answered:
+		case !rd.answered && rd.failed != nil:
+			return rd.failed
+		case !rd.answered:
 			return apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER, "this node leads no partition of %q", e.GetName())
 		case !time.Now().Before(deadline):
 			return nil
@@ -299,14 +292,7 @@ func (s *Messaging) onLocalPartitions(ctx context.Context, e *clusterv1.Entity, 
 func (s *Messaging) receiveAt(ctx context.Context, addr string, lock *enginev1.Lock, wait time.Duration) ([]*raftbusv1.ReceivedMessage, error) {
 	var msgs []*raftbusv1.ReceivedMessage
 	err := s.node.Call(ctx, addr, func(ctx context.Context, conn grpc.ClientConnInterface) error {
-		resp, err := raftbusv1.NewMessagingServiceClient(conn).Receive(ctx, &raftbusv1.ReceiveRequest{
-			EntityPath:  lock.GetEntityPath(),
-			SubQueue:    lock.GetSubQueue(),
-			ReceiveMode: lock.GetReceiveMode(),
-			MaxMessages: lock.GetMaxMessages(),
-			MaxWait:     durationpb.New(wait),
-			ReceiveId:   lock.GetReceiveId(),
-		})
+		resp, err := raftbusv1.NewMessagingServiceClient(conn).Receive(ctx, receiveRequest(lock, wait))
 		msgs = resp.GetMessages()
 		return err
 	})

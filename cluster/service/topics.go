@@ -393,22 +393,6 @@ func (s *Admin) topic(ctx context.Context, name string) (*clusterv1.Entity, erro
 	return e, nil
 }
 
-// checkChildName enforces the naming rule of subscriptions and rules: 1 to
-// 50 characters of letters, digits, '.', '-', '_' ('$' leads the names the
-// broker gives, as in "$Default").
-func checkChildName(kind, name string) error {
-	if name == "" || len(name) > 50 {
-		return apierror.Invalid("%s name must be 1 to 50 characters, not %d", kind, len(name))
-	}
-	for i, r := range name {
-		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_' || r == '$' && i == 0
-		if !ok {
-			return apierror.Invalid("%s name %q: character %q at %d is not allowed (letters, digits, '.', '-' and '_')", kind, name, r, i)
-		}
-	}
-	return nil
-}
-
 func pageSize(n int32) (int, error) {
 	switch {
 	case n == 0:
