@@ -246,7 +246,7 @@ func (s *Messaging) Receive(ctx context.Context, req *raftbusv1.ReceiveRequest) 
 }
 
 // receiveIDOf is the receive id a request carries, checked, or a new one
-// for this node's own repeats of the request (see route).
+// for this node's own repeats of the request (see Node.Route).
 func receiveIDOf(id []byte, replay bool) ([]byte, error) {
 	switch {
 	case len(id) > maxReceiveID:

@@ -71,7 +71,7 @@ func (s *Messaging) receiveAcross(ctx context.Context, e *clusterv1.Entity, lock
 // source is where a receive across partitions looks: the partitions this
 // node leads (local), a node that leads some of the others (addr), or one
 // partition (id) of which this node holds no replica, reached through the
-// routing cache and its NOT_LEADER hints (see route).
+// routing cache and its NOT_LEADER hints (see Node.Route).
 type source struct {
 	local bool
 	addr  string

@@ -13,10 +13,10 @@ import (
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
-// Topics, subscriptions and rules are metadata like queues: committed by the
-// metadata leader, then configured into every partition of the topic by
-// the partition leaders (see configureTopic). A subscription lives in its
-// topic's partitions.
+// Topics, subscriptions and rules are metadata like queues: committed by
+// the metadata leader, then configured into every partition of the topic
+// by the partition leaders (cluster's configureTopic). A subscription
+// lives in its topic's partitions.
 
 func (s *Admin) CreateTopic(ctx context.Context, req *raftbusv1.CreateTopicRequest) (*raftbusv1.CreateTopicResponse, error) {
 	return atMetaLeader(ctx, s.node, func() (*raftbusv1.CreateTopicResponse, error) {
