@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/raftbus/raftbus/cluster/service"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
@@ -72,7 +73,7 @@ func TestAnswersOfLargeMessagesFitTheirGRPCMessage(t *testing.T) {
 	}
 
 	// Up to 4 MiB per partition: more than the client's default.
-	perPartition := grpc.MaxCallRecvMsgSize(2 * maxReceiveBytes)
+	perPartition := grpc.MaxCallRecvMsgSize(2 * service.MaxReceiveBytes)
 	received := map[int64]bool{}
 	for pending := deferred; len(pending) > 0; {
 		resp, err := cl.msg.ReceiveDeferred(ctx, &raftbusv1.ReceiveDeferredRequest{EntityPath: "big", SequenceNumbers: pending,

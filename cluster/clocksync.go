@@ -204,7 +204,7 @@ func (n *Node) measure(id, addr string) {
 // ping calls NodeService.Ping at addr as this node, meant for the
 // incarnation target, and measures the peer's clock from the answer.
 func (n *Node) ping(ctx context.Context, addr, target string) (*clusterv1.PingResponse, clock.Measurement, error) {
-	conn, err := n.peers.get(addr)
+	conn, err := n.peers.Get(addr)
 	if err != nil {
 		return nil, clock.Measurement{}, err
 	}

@@ -37,13 +37,7 @@ func newLossyForward(t *testing.T, q *raftbusv1.QueueProperties) *lossyForward {
 	if err != nil {
 		t.Fatal(err)
 	}
-	peers := c.nodes[fwd].peers
-	peers.mu.Lock()
-	if old := peers.conns[leaderAddr]; old != nil {
-		old.Close()
-	}
-	peers.conns[leaderAddr] = cc
-	peers.mu.Unlock()
+	c.nodes[fwd].peers.Replace(leaderAddr, cc)
 	return &lossyForward{c: c, leader: lead, forwarder: c.client(fwd), proxy: p}
 }
 

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/raftbus/raftbus/cluster/clock"
+	"github.com/raftbus/raftbus/cluster/routing"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
@@ -184,7 +185,7 @@ func retry[T any](t testing.TB, timeout time.Duration, op func(ctx context.Conte
 		if time.Now().After(deadline) {
 			t.Fatalf("still failing after %v: %v", timeout, err)
 		}
-		time.Sleep(backoff(attempt))
+		time.Sleep(routing.Backoff(attempt))
 	}
 }
 

@@ -7,11 +7,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/hashicorp/raft"
-
+	"github.com/raftbus/raftbus/cluster/apierror"
 	"github.com/raftbus/raftbus/cluster/identity"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -180,7 +180,7 @@ func (n *Node) register() {
 	if n.meta.isLeader() {
 		err = n.meta.addMember(ctx, req)
 	} else if addr := n.meta.leaderAddr(); addr != "" {
-		conn, cerr := n.peers.get(addr)
+		conn, cerr := n.peers.Get(addr)
 		if cerr != nil {
 			err = cerr
 		} else {
@@ -190,8 +190,8 @@ func (n *Node) register() {
 	if err == nil {
 		return
 	}
-	if e := asAPIError(err); e.reason == raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT {
-		n.fail(fmt.Errorf("cluster: the metadata leader refused this node's incarnation: %s", e.msg))
+	if e := apierror.From(err); e.Reason == raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT {
+		n.fail(fmt.Errorf("cluster: the metadata leader refused this node's incarnation: %s", e.Message))
 		return
 	}
 	n.log.Debug("record this node's incarnation", "err", err)

@@ -133,7 +133,7 @@ func TestRaftTrafficFromAWipedOrForeignNodeIsRefused(t *testing.T) {
 	known := c.waitIncarnations(0)
 	cluster := c.nodes[0].self().ClusterID
 	conn := c.nodes[0].peers // any client connection to n1 will do
-	cc, err := conn.get(c.nodes[0].Addr())
+	cc, err := conn.Get(c.nodes[0].Addr())
 	if err != nil {
 		t.Fatal(err)
 	}

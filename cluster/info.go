@@ -22,7 +22,7 @@ func (n *Node) replicaStatus(ctx context.Context, e *clusterv1.Entity, id uint32
 	if nodeAddr == n.addr {
 		return n.localReplicaStatus(e, id)
 	}
-	conn, err := n.peers.get(nodeAddr)
+	conn, err := n.peers.Get(nodeAddr)
 	if err != nil {
 		return nil, err
 	}
@@ -75,40 +75,9 @@ func (n *Node) viewPartitions(ctx context.Context, e *clusterv1.Entity) []partit
 	return views
 }
 
-func (s *adminService) GetRoutingTable(ctx context.Context, req *raftbusv1.GetRoutingTableRequest) (*raftbusv1.GetRoutingTableResponse, error) {
-	var entities []*clusterv1.Entity
-	if req.GetEntityPath() != "" {
-		e, err := s.n.entity(ctx, req.GetEntityPath())
-		if err != nil {
-			return nil, err
-		}
-		entities = append(entities, e)
-	} else {
-		s.n.meta.fsm.View(func(st *clusterv1.MetaSnapshot) {
-			for _, e := range st.Entities {
-				entities = append(entities, proto.Clone(e).(*clusterv1.Entity))
-			}
-		})
-	}
-	addrs := s.n.nodeAddrs()
-	resp := &raftbusv1.GetRoutingTableResponse{}
-	for _, e := range entities {
-		route := &raftbusv1.EntityRoute{EntityPath: e.GetName(), PartitionCount: uint32(len(e.GetPartitions())),
-			RequiresDuplicateDetection: e.GetQueue().GetRequiresDuplicateDetection() || e.GetTopic().GetRequiresDuplicateDetection()}
-		for id, v := range s.n.viewPartitions(ctx, e) {
-			pr := &raftbusv1.PartitionRoute{PartitionId: uint32(id), LeaderNodeId: v.leaderID, LeaderAddress: v.leaderAddr}
-			for _, nid := range e.GetPartitions()[id].GetNodeIds() {
-				pr.ReplicaAddresses = append(pr.ReplicaAddresses, addrs[nid])
-			}
-			route.Partitions = append(route.Partitions, pr)
-		}
-		resp.Entities = append(resp.Entities, route)
-	}
-	return resp, nil
-}
-
-func (s *adminService) GetClusterInfo(ctx context.Context, _ *raftbusv1.GetClusterInfoRequest) (*raftbusv1.GetClusterInfoResponse, error) {
-	n := s.n
+// clusterInfo is what this node knows of the cluster: its members, their
+// clocks and logs, and every partition's replicas.
+func (n *Node) clusterInfo(ctx context.Context) (*raftbusv1.GetClusterInfoResponse, error) {
 	resp := &raftbusv1.GetClusterInfoResponse{}
 	var entities []*clusterv1.Entity
 	var members []*clusterv1.Node
@@ -173,7 +142,7 @@ func (n *Node) nodeState(ctx context.Context, m *clusterv1.Node) raftbusv1.NodeS
 	if m.NodeId == n.cfg.NodeID {
 		return raftbusv1.NodeState_NODE_STATE_UP
 	}
-	conn, err := n.peers.get(m.Address)
+	conn, err := n.peers.Get(m.Address)
 	if err != nil {
 		return raftbusv1.NodeState_NODE_STATE_DOWN
 	}

@@ -6,18 +6,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/raftbus/raftbus/cluster/apierror"
 	"github.com/raftbus/raftbus/cluster/identity"
 	"github.com/raftbus/raftbus/cluster/meta"
+	"github.com/raftbus/raftbus/cluster/routing"
 	"github.com/raftbus/raftbus/partition"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -180,7 +180,7 @@ func (g *metaGroup) join(addr string) error {
 	req := &clusterv1.JoinRequest{NodeId: g.n.cfg.NodeID, Address: g.n.addr, Incarnation: rec.Incarnation, ClusterId: rec.ClusterID}
 	var lastErr error
 	for attempt := 0; ; attempt++ {
-		conn, err := g.n.peers.get(addr)
+		conn, err := g.n.peers.Get(addr)
 		if err == nil {
 			_, err = clusterv1.NewNodeServiceClient(conn).Join(ctx, req)
 			if err == nil {
@@ -189,19 +189,15 @@ func (g *metaGroup) join(addr string) error {
 			}
 		}
 		lastErr = err
-		if e := asAPIError(err); !e.retryable && e.reason != raftbusv1.ErrorReason_ERROR_REASON_UNSPECIFIED {
+		if e := apierror.From(err); !e.Retryable && e.Reason != raftbusv1.ErrorReason_ERROR_REASON_UNSPECIFIED {
 			return fmt.Errorf("cluster: join via %s: %w", addr, err)
 		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("cluster: join via %s: gave up after %v: %w", addr, joinTimeout, lastErr)
-		case <-time.After(backoff(attempt)):
+		case <-time.After(routing.Backoff(attempt)):
 		}
 	}
-}
-
-func backoff(attempt int) time.Duration {
-	return min(50*time.Millisecond<<min(attempt, 6), 2*time.Second)
 }
 
 func (g *metaGroup) isLeader() bool { return g.raft.State() == raft.Leader }
@@ -219,7 +215,7 @@ func (g *metaGroup) propose(ctx context.Context, cmd *clusterv1.MetaCommand) (*c
 		return nil, fmt.Errorf("cluster: encode metadata command: %w", err)
 	}
 	if len(b) > maxMetaCommandBytes {
-		return nil, errorf(raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_SIZE_EXCEEDED,
+		return nil, apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_SIZE_EXCEEDED,
 			"the definition is %d bytes encoded; a metadata change may be at most %d", len(b), maxMetaCommandBytes)
 	}
 	timeout := 10 * time.Second
@@ -231,11 +227,11 @@ func (g *metaGroup) propose(ctx context.Context, cmd *clusterv1.MetaCommand) (*c
 		if errors.Is(err, raft.ErrNotLeader) {
 			return nil, g.notLeader()
 		}
-		return nil, errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN, "metadata change: %v; it may or may not have taken effect", err)
+		return nil, apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN, "metadata change: %v; it may or may not have taken effect", err)
 	}
 	res := f.Response().(*clusterv1.MetaResult)
 	if res.GetErrorReason() != raftbusv1.ErrorReason_ERROR_REASON_UNSPECIFIED {
-		return nil, errorf(res.GetErrorReason(), "%s", res.GetErrorMessage())
+		return nil, apierror.Errorf(res.GetErrorReason(), "%s", res.GetErrorMessage())
 	}
 	return res, nil
 }
@@ -292,20 +288,20 @@ func (g *metaGroup) await(ctx context.Context, start func() raft.Future) error {
 }
 
 // unconfirmed is the answer to a read whose leadership check failed.
-func (g *metaGroup) unconfirmed(err error) *apiError {
+func (g *metaGroup) unconfirmed(err error) *apierror.Error {
 	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || !g.isLeader() {
 		return g.notLeader()
 	}
-	return busy("this node could not confirm that it still leads the metadata group: %v", err)
+	return apierror.Busy("this node could not confirm that it still leads the metadata group: %v", err)
 }
 
-func (g *metaGroup) notLeader() *apiError {
+func (g *metaGroup) notLeader() *apierror.Error {
 	addr, id := g.raft.LeaderWithID()
 	if id == "" {
-		return busy("the metadata group has no leader yet")
+		return apierror.Busy("the metadata group has no leader yet")
 	}
-	e := errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER, "this node does not lead the metadata group; %s at %s does", id, addr)
-	e.leader = &raftbusv1.LeaderHint{NodeId: string(id), Address: string(addr)}
+	e := apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER, "this node does not lead the metadata group; %s at %s does", id, addr)
+	e.Leader = &raftbusv1.LeaderHint{NodeId: string(id), Address: string(addr)}
 	return e
 }
 
@@ -365,15 +361,15 @@ func (g *metaGroup) addMember(ctx context.Context, req *clusterv1.JoinRequest) e
 	if c := req.GetClusterId(); c != "" && clusterID != "" && c != clusterID {
 		msg := fmt.Sprintf("node %s belongs to cluster %s, not to this cluster %s: it cannot join; start it with an empty data dir to join under a new id", id, c, clusterID)
 		g.n.log.Error("refused a join: "+msg, "peer", id)
-		return invalid("%s", msg)
+		return apierror.Invalid("%s", msg)
 	}
 	if inc := known.GetIncarnation(); inc != "" && req.GetIncarnation() != "" && inc != req.GetIncarnation() {
 		g.n.log.Error("refused a join: "+identity.StaleMessage(id, inc, req.GetIncarnation()), "peer", id)
-		return invalid("%s", identity.StaleMessage(id, inc, req.GetIncarnation()))
+		return apierror.Invalid("%s", identity.StaleMessage(id, inc, req.GetIncarnation()))
 	}
 	f := g.raft.GetConfiguration()
 	if err := g.n.await(ctx, f); err != nil {
-		return busy("metadata configuration: %v", err)
+		return apierror.Busy("metadata configuration: %v", err)
 	}
 	voter := false
 	for _, s := range f.Configuration().Servers {
@@ -384,7 +380,7 @@ func (g *metaGroup) addMember(ctx context.Context, req *clusterv1.JoinRequest) e
 			if errors.Is(err, raft.ErrNotLeader) {
 				return g.notLeader()
 			}
-			return busy("add %s to the metadata group: %v", id, err)
+			return apierror.Busy("add %s to the metadata group: %v", id, err)
 		}
 	}
 	if known.GetAddress() != addr || known.GetIncarnation() == "" && req.GetIncarnation() != "" {
@@ -419,19 +415,4 @@ func (n *Node) runMetaLeaderDuties() {
 		}
 		cancel()
 	}
-}
-
-// internal is ctx without the caller's routing request, for the calls a
-// node makes on its own behalf while serving one (looking up an entity,
-// waiting for new partitions): those route freely even when the caller's
-// own call must not be forwarded.
-func internal(ctx context.Context) context.Context {
-	return metadata.NewIncomingContext(ctx, metadata.MD{})
-}
-
-// forwarded reports whether the caller asked not to be forwarded (or is a
-// node forwarding already).
-func forwarded(ctx context.Context) bool {
-	md, _ := metadata.FromIncomingContext(ctx)
-	return slices.Contains(md.Get(raftbusv1.ForwardMetadataKey), raftbusv1.NeverForward)
 }

@@ -17,8 +17,11 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/raftbus/raftbus/cluster/apierror"
 	"github.com/raftbus/raftbus/cluster/clock"
 	"github.com/raftbus/raftbus/cluster/meta"
+	"github.com/raftbus/raftbus/cluster/routing"
+	"github.com/raftbus/raftbus/cluster/service"
 	"github.com/raftbus/raftbus/engine"
 	"github.com/raftbus/raftbus/internal/await"
 	"github.com/raftbus/raftbus/partition"
@@ -83,7 +86,7 @@ func newMetaGroupOnMemory(t *testing.T, size int) []*metaMember {
 		id := fmt.Sprintf("n%d", i+1)
 		addr, trans := raft.NewInmemTransport(raft.ServerAddress(id))
 		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: addr})
-		n := &Node{cfg: Config{NodeID: id, Clock: clock.NewSystem(0)}, log: slog.New(slog.DiscardHandler), peers: newPeerConns(), routing: newLeaderCache(), replicas: map[string]*replica{}}
+		n := &Node{cfg: Config{NodeID: id, Clock: clock.NewSystem(0)}, log: slog.New(slog.DiscardHandler), peers: newPeers(), leaders: routing.NewLeaders(), replicas: map[string]*replica{}}
 		members = append(members, &metaMember{n: n, store: &stallingStore{InmemStore: raft.NewInmemStore(), entered: make(chan struct{}, 1)}, trans: trans})
 	}
 	for _, a := range members {
@@ -162,7 +165,7 @@ func TestDeposedMetadataLeaderDoesNotAnswerStaleReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	putQueueOn(t, old, &raftbusv1.QueueProperties{Name: "orders", MaxDeliveryCount: proto.Int32(10)}, true)
-	admin := &adminService{n: old.n}
+	admin := service.NewAdmin(serviceNode{old.n}, service.Config{})
 	asked := func(ctx context.Context) context.Context {
 		return metadata.NewIncomingContext(ctx, metadata.Pairs(raftbusv1.ForwardMetadataKey, raftbusv1.NeverForward))
 	}
@@ -198,7 +201,7 @@ func TestDeposedMetadataLeaderDoesNotAnswerStaleReads(t *testing.T) {
 	if err == nil {
 		t.Fatalf("the deposed leader answered GetQueue with max delivery count %d, the change to 3 unseen", q.GetQueue().GetMaxDeliveryCount())
 	}
-	if e := asAPIError(err); !e.retryable || (e.reason != raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER && e.reason != raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY) {
+	if e := apierror.From(err); !e.Retryable || (e.Reason != raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER && e.Reason != raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY) {
 		t.Fatalf("GetQueue on the deposed leader: %v, want a retryable NOT_LEADER or SERVER_BUSY", err)
 	}
 	list, err := admin.ListQueues(read(), &raftbusv1.ListQueuesRequest{})
@@ -206,7 +209,7 @@ func TestDeposedMetadataLeaderDoesNotAnswerStaleReads(t *testing.T) {
 		t.Fatalf("the deposed leader listed %d queues, missing the one created since", len(list.GetQueues()))
 	}
 	// The current leader answers.
-	if q, err := (&adminService{n: leader.n}).GetQueue(asked(ctx), &raftbusv1.GetQueueRequest{Name: "orders"}); err != nil || q.GetQueue().GetMaxDeliveryCount() != 3 {
+	if q, err := service.NewAdmin(serviceNode{leader.n}, service.Config{}).GetQueue(asked(ctx), &raftbusv1.GetQueueRequest{Name: "orders"}); err != nil || q.GetQueue().GetMaxDeliveryCount() != 3 {
 		t.Fatalf("read on the new leader: %v, %v", q, err)
 	}
 }

@@ -15,9 +15,12 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 
+	"github.com/raftbus/raftbus/cluster/apierror"
 	"github.com/raftbus/raftbus/cluster/clock"
 	"github.com/raftbus/raftbus/cluster/identity"
 	"github.com/raftbus/raftbus/cluster/raftgrpc"
+	"github.com/raftbus/raftbus/cluster/routing"
+	"github.com/raftbus/raftbus/cluster/service"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 	"github.com/raftbus/raftbus/raftlog"
@@ -81,8 +84,8 @@ type Node struct {
 	mux     *raftgrpc.Mux
 	meta    *metaGroup
 	nodeLog *raftlog.Log // the Raft logs of every partition replica here
-	peers   *peerConns
-	routing *leaderCache
+	peers   *routing.Peers
+	leaders *routing.Leaders // of partitions this node does not hold
 
 	mu       sync.RWMutex
 	replicas map[string]*replica // by Raft group name
@@ -107,7 +110,6 @@ type Node struct {
 	kick       chan struct{}
 	lastForget time.Time
 
-	rr roundRobin
 	// serving is set once the metadata group is open; until then the
 	// public services answer SERVER_BUSY (the Raft transport serves at
 	// once: a joining node is replicated to before Start returns).
@@ -159,8 +161,8 @@ func Start(cfg Config) (*Node, error) {
 		log:      log.With("node", cfg.NodeID),
 		addr:     addr,
 		lis:      lis,
-		peers:    newPeerConns(),
-		routing:  newLeaderCache(),
+		peers:    newPeers(),
+		leaders:  routing.NewLeaders(),
 		replicas: make(map[string]*replica),
 		ident:    nodeIdentity{dir: cfg.DataDir, rec: rec},
 		clocks:   newClockSync(cfg.Clock, cfg.MaxClockOffset),
@@ -181,14 +183,18 @@ func Start(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	n.server = grpc.NewServer(
-		grpc.ChainUnaryInterceptor(statusInterceptor(n.log), n.startingInterceptor),
+		grpc.ChainUnaryInterceptor(service.StatusInterceptor(n.log), n.startingInterceptor),
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.MaxSendMsgSize(MaxMessageBytes),
 	)
 	n.mux.Register(n.server)
-	raftbusv1.RegisterAdminServiceServer(n.server, &adminService{n: n})
-	raftbusv1.RegisterMessagingServiceServer(n.server, &messagingService{n: n})
-	clusterv1.RegisterNodeServiceServer(n.server, &nodeService{n: n})
+	// The public services see the node through service.Node; the node
+	// service serves two calls of theirs that other nodes make.
+	admin := service.NewAdmin(serviceNode{n}, service.Config{DefaultPartitions: cfg.DefaultPartitions})
+	msg := service.NewMessaging(serviceNode{n})
+	raftbusv1.RegisterAdminServiceServer(n.server, admin)
+	raftbusv1.RegisterMessagingServiceServer(n.server, msg)
+	clusterv1.RegisterNodeServiceServer(n.server, &nodeService{n: n, admin: admin, msg: msg})
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
@@ -250,7 +256,7 @@ func Start(cfg Config) (*Node, error) {
 // startingInterceptor turns requests away while the node starts.
 func (n *Node) startingInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if !n.serving.Load() && !strings.HasPrefix(info.FullMethod, "/raftbus.raft.") && info.FullMethod != clusterv1.NodeService_Ping_FullMethodName {
-		return nil, busy("node %s is starting", n.cfg.NodeID)
+		return nil, apierror.Busy("node %s is starting", n.cfg.NodeID)
 	}
 	return handler(ctx, req)
 }
@@ -302,7 +308,7 @@ func (n *Node) Close() error {
 		if n.mux != nil {
 			n.mux.Close()
 		}
-		n.peers.close()
+		n.peers.Close()
 		n.wg.Wait()
 		// Last: a replica the reconciler was opening as the node stopped
 		// writes to the log until it is closed again.
@@ -318,71 +324,4 @@ func (n *Node) Close() error {
 // raftTimes scales the Raft timing of one group.
 func (n *Node) raftTimes(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * n.cfg.RaftTimeScale)
-}
-
-// entity returns the committed definition of name, or NOT_FOUND.
-func (n *Node) entity(ctx context.Context, name string) (*clusterv1.Entity, error) {
-	var e *clusterv1.Entity
-	err := n.catchUp(ctx, func() bool {
-		e = n.meta.fsm.Entity(name)
-		return e != nil
-	}, func(ctx context.Context, c raftbusv1.AdminServiceClient) error {
-		_, err := c.GetQueue(ctx, &raftbusv1.GetQueueRequest{Name: name})
-		if err != nil && asAPIError(err).reason == raftbusv1.ErrorReason_ERROR_REASON_NOT_FOUND {
-			_, err = c.GetTopic(ctx, &raftbusv1.GetTopicRequest{Name: name})
-		}
-		return err
-	}, name)
-	return e, err
-}
-
-// catchUp makes a lookup in the local metadata read-your-writes: when
-// found reports false on a node that does not lead the metadata group, it
-// asks the leader (which has applied every acknowledged change) with ask,
-// and when the leader has it, waits to apply it too. So an entity created
-// through one node can be used through any other at once.
-func (n *Node) catchUp(ctx context.Context, found func() bool, ask func(context.Context, raftbusv1.AdminServiceClient) error, what string) error {
-	if found() {
-		return nil
-	}
-	// Whichever node turns out to lead, it confirms that it does and has
-	// applied everything its predecessors committed before it says no: a
-	// leader elected a moment ago may not have (this node among them, if
-	// it wins an election while asking).
-	ctx = internal(ctx)
-	_, err := readAtMetaLeader(ctx, n, func() (struct{}, error) {
-		if found() {
-			return struct{}{}, nil
-		}
-		return struct{}{}, notFound("%q does not exist", what)
-	}, func(ctx context.Context, c raftbusv1.AdminServiceClient) (struct{}, error) {
-		return struct{}{}, ask(ctx, c)
-	})
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, catchUpTimeout)
-	defer cancel()
-	for {
-		changed := n.meta.fsm.Changes()
-		if found() {
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return busy("%q exists but this node has not caught up with it yet", what)
-		}
-	}
-}
-
-// nodeAddrs maps node ids to addresses, as committed.
-func (n *Node) nodeAddrs() map[string]string {
-	out := make(map[string]string)
-	n.meta.fsm.View(func(s *clusterv1.MetaSnapshot) {
-		for _, m := range s.Nodes {
-			out[m.NodeId] = m.Address
-		}
-	})
-	return out
 }

@@ -5,6 +5,9 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/raftbus/raftbus/cluster/apierror"
+	"github.com/raftbus/raftbus/cluster/routing"
+	"github.com/raftbus/raftbus/cluster/service"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -14,26 +17,30 @@ import (
 type nodeService struct {
 	clusterv1.UnimplementedNodeServiceServer
 	n *Node
+	// admin and msg serve what a public service asks of another node:
+	// a partition's counts, a wait for messages.
+	admin *service.Admin
+	msg   *service.Messaging
 }
 
 func (s *nodeService) Join(ctx context.Context, req *clusterv1.JoinRequest) (*clusterv1.JoinResponse, error) {
 	if req.GetNodeId() == "" || req.GetAddress() == "" {
-		return nil, invalid("a joining node needs an id and an address")
+		return nil, apierror.Invalid("a joining node needs an id and an address")
 	}
 	n := s.n
 	if !n.meta.isLeader() {
-		if forwarded(ctx) {
+		if routing.Forwarded(ctx) {
 			return nil, n.meta.notLeader()
 		}
 		addr := n.meta.leaderAddr()
 		if addr == "" {
-			return nil, busy("the metadata group has no leader yet")
+			return nil, apierror.Busy("the metadata group has no leader yet")
 		}
-		conn, err := n.peers.get(addr)
+		conn, err := n.peers.Get(addr)
 		if err != nil {
 			return nil, err
 		}
-		return clusterv1.NewNodeServiceClient(conn).Join(noForward(ctx), req)
+		return clusterv1.NewNodeServiceClient(conn).Join(routing.NoForward(ctx), req)
 	}
 	if addrs := n.nodeAddrs(); addrs[req.GetNodeId()] != "" && addrs[req.GetNodeId()] != req.GetAddress() {
 		n.log.Info("member changes address", "member", req.GetNodeId(), "from", addrs[req.GetNodeId()], "to", req.GetAddress())
@@ -47,15 +54,7 @@ func (s *nodeService) Join(ctx context.Context, req *clusterv1.JoinRequest) (*cl
 }
 
 func (s *nodeService) PartitionRuntime(ctx context.Context, req *clusterv1.PartitionRuntimeRequest) (*clusterv1.PartitionRuntimeResponse, error) {
-	e, err := s.n.resolve(ctx, req.GetEntityPath())
-	if err != nil {
-		return nil, err
-	}
-	props, err := s.n.partitionRuntime(ctx, e.entity, e.path, req.GetPartitionId())
-	if err != nil {
-		return nil, err
-	}
-	return &clusterv1.PartitionRuntimeResponse{Properties: props}, nil
+	return s.admin.PartitionRuntime(ctx, req)
 }
 
 func (s *nodeService) PartitionStatus(ctx context.Context, req *clusterv1.PartitionStatusRequest) (*clusterv1.PartitionStatusResponse, error) {
@@ -80,17 +79,17 @@ func (s *nodeService) DemoteReplica(ctx context.Context, req *clusterv1.DemoteRe
 		return nil, err
 	}
 	if e.GetIncarnation() != req.GetIncarnation() {
-		return nil, notFound("%s was deleted and created again since", req.GetEntityPath())
+		return nil, apierror.NotFound("%s was deleted and created again since", req.GetEntityPath())
 	}
 	if req.GetPartitionId() >= uint32(len(e.GetPartitions())) {
-		return nil, invalid("%s has no partition %d", e.GetName(), req.GetPartitionId())
+		return nil, apierror.Invalid("%s has no partition %d", e.GetName(), req.GetPartitionId())
 	}
 	r := s.n.replica(e, req.GetPartitionId())
 	if r == nil || !r.p.IsLeader() {
 		if r != nil {
-			return nil, asAPIError(r.p.NotLeader())
+			return nil, apierror.From(r.p.NotLeader())
 		}
-		return nil, errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER, "this node holds no replica of partition %s", groupName(e, req.GetPartitionId()))
+		return nil, apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER, "this node holds no replica of partition %s", groupName(e, req.GetPartitionId()))
 	}
 	if err := s.n.demote(r, req.GetNodeId()); err != nil {
 		return nil, err
@@ -115,17 +114,5 @@ func roleOf(s raft.RaftState) raftbusv1.ReplicaRole {
 }
 
 func (s *nodeService) AwaitMessages(ctx context.Context, req *clusterv1.AwaitMessagesRequest) (*clusterv1.AwaitMessagesResponse, error) {
-	t, err := s.n.resolve(ctx, req.GetEntityPath())
-	if err != nil {
-		return nil, err
-	}
-	wait, err := waitTime(req.GetMaxWait())
-	if err != nil {
-		return nil, err
-	}
-	ok, err := s.n.awaitLocal(ctx, t.entity, t.path, req.GetSubQueue(), wait)
-	if err != nil {
-		return nil, err
-	}
-	return &clusterv1.AwaitMessagesResponse{Available: ok}, nil
+	return s.msg.AwaitMessages(ctx, req)
 }

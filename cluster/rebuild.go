@@ -13,6 +13,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/raftbus/raftbus/cluster/apierror"
+	"github.com/raftbus/raftbus/cluster/routing"
 	"github.com/raftbus/raftbus/partition"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -303,7 +305,7 @@ func (n *Node) demoteAndWipe(name string, e *clusterv1.Entity, id uint32, others
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req := &clusterv1.DemoteReplicaRequest{EntityPath: e.GetName(), Incarnation: e.GetIncarnation(), PartitionId: id, NodeId: n.cfg.NodeID}
-	ctx = noForward(ctx)
+	ctx = routing.NoForward(ctx)
 	queue := make([]string, 0, len(others))
 	for _, s := range others {
 		queue = append(queue, string(s.Address))
@@ -313,7 +315,7 @@ func (n *Node) demoteAndWipe(name string, e *clusterv1.Entity, id uint32, others
 	for attempt := 0; attempt < 2*len(others)+2 && len(queue) > 0 && !demoted; attempt++ {
 		addr := queue[0]
 		queue = queue[1:]
-		conn, err := n.peers.get(addr)
+		conn, err := n.peers.Get(addr)
 		if err == nil {
 			_, err = clusterv1.NewNodeServiceClient(conn).DemoteReplica(ctx, req)
 		}
@@ -322,7 +324,7 @@ func (n *Node) demoteAndWipe(name string, e *clusterv1.Entity, id uint32, others
 			break
 		}
 		lastErr = err
-		if h := asAPIError(err).leader.GetAddress(); h != "" && h != addr {
+		if h := apierror.From(err).Leader.GetAddress(); h != "" && h != addr {
 			queue = append([]string{h}, queue...)
 		}
 	}
@@ -444,18 +446,18 @@ func (n *Node) promoteRebuilt(r *replica, e *clusterv1.Entity, peers []raft.Serv
 // leads (DemoteReplica).
 func (n *Node) demote(r *replica, id string) error {
 	if id == n.cfg.NodeID {
-		return invalid("a leader does not demote itself")
+		return apierror.Invalid("a leader does not demote itself")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	err := r.p.Demote(ctx, id, n.nodeAddrs()[id])
 	switch {
 	case errors.Is(err, partition.ErrNotMember):
-		return notFound("node %s is not a member", id)
+		return apierror.NotFound("node %s is not a member", id)
 	case partition.ReasonOf(err) != raftbusv1.ErrorReason_ERROR_REASON_UNSPECIFIED:
-		return asAPIError(err)
+		return apierror.From(err)
 	case err != nil:
-		return busy("partition %s: demote %s: %v", r.group, id, err)
+		return apierror.Busy("partition %s: demote %s: %v", r.group, id, err)
 	}
 	n.log.Warn("partition replica demoted to non-voter to be rebuilt: its node found it damaged", "group", r.group, "node", id)
 	return nil

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/raftbus/raftbus/cluster/routing"
 	"github.com/raftbus/raftbus/internal/await"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -44,7 +45,7 @@ func sendConcurrently(t *testing.T, c clients, queue, prefix string, count, size
 						errs <- fmt.Errorf("send %s: %w", msg.MessageId, err)
 						return
 					}
-					time.Sleep(backoff(attempt))
+					time.Sleep(routing.Backoff(attempt))
 				}
 			}
 		}()

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/raftbus/raftbus/cluster/service"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
@@ -85,7 +86,7 @@ func TestSendEachGivesEachMessageItsOwnOutcome(t *testing.T) {
 	}
 
 	// A request with nothing or too much in it is refused as a whole.
-	for _, n := range []int{0, maxBatch + 1} {
+	for _, n := range []int{0, service.MaxBatch + 1} {
 		_, err := c.client(0).msg.SendEach(ctx, &raftbusv1.SendEachRequest{EntityPath: "jobs", Messages: make([]*raftbusv1.PartitionedMessage, n)})
 		if reasonOf(err) != raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT {
 			t.Errorf("send of %d: %v, want INVALID_ARGUMENT", n, err)

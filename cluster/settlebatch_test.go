@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/raftbus/raftbus/cluster/service"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
@@ -54,7 +55,7 @@ func TestSettleGivesEachSettlementItsOwnOutcome(t *testing.T) {
 		{Lock: lockOf(locked[0]), Disposition: raftbusv1.Disposition_DISPOSITION_COMPLETE},
 		// Malformed ones.
 		{Lock: lockOf(locked[5]), Disposition: raftbusv1.Disposition_DISPOSITION_UNSPECIFIED},
-		{Lock: lockOf(locked[6]), Disposition: raftbusv1.Disposition_DISPOSITION_DEAD_LETTER, DeadLetterReason: strings.Repeat("x", maxDeadLetterText+1)},
+		{Lock: lockOf(locked[6]), Disposition: raftbusv1.Disposition_DISPOSITION_DEAD_LETTER, DeadLetterReason: strings.Repeat("x", service.MaxDeadLetterText+1)},
 		{Lock: &raftbusv1.MessageLock{EntityPath: "nosuchqueue", LockToken: make([]byte, 16)}, Disposition: raftbusv1.Disposition_DISPOSITION_COMPLETE},
 		{Disposition: raftbusv1.Disposition_DISPOSITION_COMPLETE},
 	}
@@ -116,7 +117,7 @@ func TestSettleGivesEachSettlementItsOwnOutcome(t *testing.T) {
 	}
 
 	// A request with nothing or too much in it is refused as a whole.
-	for _, n := range []int{0, maxBatch + 1} {
+	for _, n := range []int{0, service.MaxBatch + 1} {
 		_, err := c.client(0).msg.Settle(ctx, &raftbusv1.SettleRequest{Settlements: make([]*raftbusv1.Settlement, n)})
 		if reasonOf(err) != raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT {
 			t.Errorf("settle of %d: %v, want INVALID_ARGUMENT", n, err)

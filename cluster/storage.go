@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/raftbus/raftbus/cluster/apierror"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 	"github.com/raftbus/raftbus/raftlog"
@@ -54,7 +55,7 @@ func (n *Node) localReplicaStatus(e *clusterv1.Entity, id uint32) (*clusterv1.Pa
 		if health == raftbusv1.ReplicaHealth_REPLICA_HEALTH_DAMAGED {
 			return &clusterv1.PartitionStatusResponse{Role: raftbusv1.ReplicaRole_REPLICA_ROLE_UNKNOWN, Health: health, Damage: damage}, nil
 		}
-		return nil, notFound("this node holds no replica of %s partition %d", e.GetName(), id)
+		return nil, apierror.NotFound("this node holds no replica of %s partition %d", e.GetName(), id)
 	}
 	info := r.p.Info()
 	return &clusterv1.PartitionStatusResponse{
@@ -93,7 +94,7 @@ func (n *Node) addLogStats(ctx context.Context, nodes []*raftbusv1.NodeInfo) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			conn, err := n.peers.get(ni.GetAddress())
+			conn, err := n.peers.Get(ni.GetAddress())
 			if err != nil {
 				return
 			}

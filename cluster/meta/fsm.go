@@ -64,7 +64,7 @@ func (f *FSM) Entity(name string) *clusterv1.Entity {
 	if ok {
 		return out
 	}
-	e := findEntity(f.state, name)
+	e := FindEntity(f.state, name)
 	if e == nil {
 		return nil
 	}
@@ -272,7 +272,8 @@ func entityIndex(s *clusterv1.MetaSnapshot, name string) (int, bool) {
 	return slices.BinarySearchFunc(s.Entities, name, func(e *clusterv1.Entity, n string) int { return strings.Compare(e.Name, n) })
 }
 
-func findEntity(s *clusterv1.MetaSnapshot, name string) *clusterv1.Entity {
+// FindEntity returns the named entity of s, or nil.
+func FindEntity(s *clusterv1.MetaSnapshot, name string) *clusterv1.Entity {
 	if i, ok := entityIndex(s, name); ok {
 		return s.Entities[i]
 	}

@@ -88,7 +88,7 @@ func putTopic(s *clusterv1.MetaSnapshot, put *clusterv1.PutTopic, now *timestamp
 
 // topicOf finds the topic a subscription command names.
 func topicOf(s *clusterv1.MetaSnapshot, name string) (*clusterv1.Entity, *clusterv1.MetaResult) {
-	e := findEntity(s, name)
+	e := FindEntity(s, name)
 	if e == nil || e.GetKind() != clusterv1.EntityKind_ENTITY_KIND_TOPIC {
 		return nil, failure(raftbusv1.ErrorReason_ERROR_REASON_NOT_FOUND, "topic %q does not exist", name)
 	}

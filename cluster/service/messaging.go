@@ -1,23 +1,27 @@
-package cluster
+package service
 
 import (
 	"context"
 	"crypto/rand"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/raftbus/raftbus/cluster/apierror"
 	"github.com/raftbus/raftbus/cluster/meta"
+	"github.com/raftbus/raftbus/cluster/routing"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
 const (
-	// maxBatch bounds the messages of one receive, peek or send.
-	maxBatch = 1000
+	// MaxBatch bounds the messages of one receive, peek or send, and
+	// the settlements of one Settle.
+	MaxBatch = 1000
 	// maxWait bounds a receive's long poll.
 	maxWait = 5 * time.Minute
 	// maxReceiveID bounds a receive id (the engine's limit).
@@ -26,37 +30,44 @@ const (
 	// source (this node's partitions, another node's, a partition whose
 	// leader is unknown) before it looks at the next.
 	pollSlice = 50 * time.Millisecond
-	// maxReceiveBytes bounds the messages one partition hands out for a
+	// MaxReceiveBytes bounds the messages one partition hands out for a
 	// receive, a deferred receive or a peek, as the engine counts them (an
 	// upper bound of their encoding; the first message is handed out
 	// whatever its size, and is at most about 1 MiB). The bound travels in
 	// the command, so every replica stops at the same message and a
-	// receipt keeps no more. An answer thus stays far below MaxMessageBytes,
-	// the gRPC limit of each hop (client to node, node to leader) and of
-	// the SDK: a deferred receive across partitions carries at most twice
-	// this, a receive and a peek at most this.
-	maxReceiveBytes = 4 << 20
+	// receipt keeps no more. An answer thus stays far below
+	// cluster.MaxMessageBytes, the gRPC limit of each hop (client to node,
+	// node to leader) and of the SDK: a deferred receive across partitions
+	// carries at most twice this, a receive and a peek at most this
+	// (package cluster checks that this fits).
+	MaxReceiveBytes = 4 << 20
 )
 
-// An answer of twice maxReceiveBytes fits in a gRPC message with room to
-// spare: this does not compile (it overflows uint) otherwise.
-const _ = uint(MaxMessageBytes/4 - 2*maxReceiveBytes)
-
-// messagingService implements raftbus.v1.MessagingService: each call is
-// routed to the leader of the partition concerned, turned into one engine
+// Messaging implements raftbus.v1.MessagingService: each call is routed
+// to the leader of the partition concerned, turned into one engine
 // command there, and its result mapped back.
-type messagingService struct {
+type Messaging struct {
 	raftbusv1.UnimplementedMessagingServiceServer
-	n *Node
+	node Node
+	rr   roundRobin
 }
 
-func (s *messagingService) Send(ctx context.Context, req *raftbusv1.SendRequest) (*raftbusv1.SendResponse, error) {
-	e, id, err := s.n.sendTarget(ctx, req.GetEntityPath(), req.GetMessages(), req.PartitionId)
+// NewMessaging is the messaging service of node.
+func NewMessaging(node Node) *Messaging { return &Messaging{node: node} }
+
+// roundRobin spreads sends without a partition key and the starting
+// partition of receives.
+type roundRobin struct{ next atomic.Uint32 }
+
+func (r *roundRobin) pick(n uint32) uint32 { return r.next.Add(1) % n }
+
+func (s *Messaging) Send(ctx context.Context, req *raftbusv1.SendRequest) (*raftbusv1.SendResponse, error) {
+	e, id, err := s.sendTarget(ctx, req.GetEntityPath(), req.GetMessages(), req.PartitionId)
 	if err != nil {
 		return nil, err
 	}
-	return route(ctx, s.n, e, id, sendRepeat(e, req.GetMessages()), func(r *replica) (*raftbusv1.SendResponse, error) {
-		res, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_Send{Send: &enginev1.Send{EntityPath: e.GetName(), Messages: req.GetMessages()}}})
+	return route(ctx, s.node, e, id, sendRepeat(e, req.GetMessages()), func(r Replica) (*raftbusv1.SendResponse, error) {
+		res, err := r.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_Send{Send: &enginev1.Send{EntityPath: e.GetName(), Messages: req.GetMessages()}}})
 		if err != nil {
 			return nil, err
 		}
@@ -68,18 +79,18 @@ func (s *messagingService) Send(ctx context.Context, req *raftbusv1.SendRequest)
 	})
 }
 
-func (s *messagingService) Schedule(ctx context.Context, req *raftbusv1.ScheduleRequest) (*raftbusv1.ScheduleResponse, error) {
+func (s *Messaging) Schedule(ctx context.Context, req *raftbusv1.ScheduleRequest) (*raftbusv1.ScheduleResponse, error) {
 	for i, m := range req.GetMessages() {
 		if m.GetScheduledEnqueueTime() == nil {
-			return nil, invalid("message %d has no scheduled_enqueue_time", i)
+			return nil, apierror.Invalid("message %d has no scheduled_enqueue_time", i)
 		}
 	}
-	e, id, err := s.n.sendTarget(ctx, req.GetEntityPath(), req.GetMessages(), req.PartitionId)
+	e, id, err := s.sendTarget(ctx, req.GetEntityPath(), req.GetMessages(), req.PartitionId)
 	if err != nil {
 		return nil, err
 	}
-	return route(ctx, s.n, e, id, sendRepeat(e, req.GetMessages()), func(r *replica) (*raftbusv1.ScheduleResponse, error) {
-		res, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_Schedule{Schedule: &enginev1.Schedule{EntityPath: e.GetName(), Messages: req.GetMessages()}}})
+	return route(ctx, s.node, e, id, sendRepeat(e, req.GetMessages()), func(r Replica) (*raftbusv1.ScheduleResponse, error) {
+		res, err := r.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_Schedule{Schedule: &enginev1.Schedule{EntityPath: e.GetName(), Messages: req.GetMessages()}}})
 		if err != nil {
 			return nil, err
 		}
@@ -99,36 +110,36 @@ func (s *messagingService) Schedule(ctx context.Context, req *raftbusv1.Schedule
 // when every message has a MessageId and the entity detects duplicates, a
 // repeat of one that took effect is accepted as a duplicate and stores
 // nothing.
-func sendRepeat(e *clusterv1.Entity, msgs []*raftbusv1.Message) repeat {
+func sendRepeat(e *clusterv1.Entity, msgs []*raftbusv1.Message) routing.Repeat {
 	if !(e.GetQueue().GetRequiresDuplicateDetection() || e.GetTopic().GetRequiresDuplicateDetection()) {
-		return once
+		return routing.Once
 	}
 	for _, m := range msgs {
 		if m.GetMessageId() == "" {
-			return once
+			return routing.Once
 		}
 	}
-	return idempotent
+	return routing.Idempotent
 }
 
 // sendTarget validates a send and picks its partition: the request's, else
 // the one of the messages' session id or partition key, else (one message)
 // its MessageId's, else the next in turn.
-func (n *Node) sendTarget(ctx context.Context, path string, msgs []*raftbusv1.Message, requested *uint32) (e *clusterv1.Entity, id uint32, err error) {
-	if len(msgs) == 0 || len(msgs) > maxBatch {
-		return nil, 0, invalid("a send carries 1 to %d messages, not %d", maxBatch, len(msgs))
+func (s *Messaging) sendTarget(ctx context.Context, path string, msgs []*raftbusv1.Message, requested *uint32) (e *clusterv1.Entity, id uint32, err error) {
+	if len(msgs) == 0 || len(msgs) > MaxBatch {
+		return nil, 0, apierror.Invalid("a send carries 1 to %d messages, not %d", MaxBatch, len(msgs))
 	}
-	ent, err := n.sendable(ctx, path)
+	ent, err := s.sendable(ctx, path)
 	if err != nil {
 		return nil, 0, err
 	}
-	id, err = n.sendPartition(ent, msgs, requested)
+	id, err = s.sendPartition(ent, msgs, requested)
 	return ent, id, err
 }
 
 // sendPartition checks that msgs may go together and picks their
 // partition (see sendTarget).
-func (n *Node) sendPartition(ent *clusterv1.Entity, msgs []*raftbusv1.Message, requested *uint32) (uint32, error) {
+func (s *Messaging) sendPartition(ent *clusterv1.Entity, msgs []*raftbusv1.Message, requested *uint32) (uint32, error) {
 	parts := uint32(len(ent.GetPartitions()))
 	key := ""
 	for i, m := range msgs {
@@ -136,10 +147,10 @@ func (n *Node) sendPartition(ent *clusterv1.Entity, msgs []*raftbusv1.Message, r
 		if k == "" {
 			k = m.GetPartitionKey()
 		} else if pk := m.GetPartitionKey(); pk != "" && pk != k {
-			return 0, invalid("message %d: partition_key %q must equal session_id %q", i, pk, k)
+			return 0, apierror.Invalid("message %d: partition_key %q must equal session_id %q", i, pk, k)
 		}
 		if i > 0 && k != key {
-			return 0, invalid("the messages of one send must share their session id and partition key (message %d differs)", i)
+			return 0, apierror.Invalid("the messages of one send must share their session id and partition key (message %d differs)", i)
 		}
 		key = k
 	}
@@ -147,7 +158,7 @@ func (n *Node) sendPartition(ent *clusterv1.Entity, msgs []*raftbusv1.Message, r
 	case requested != nil:
 		id := *requested
 		if key != "" && parts > 1 && raftbusv1.PartitionForKey(key, parts) != id {
-			return 0, invalid("partition_id %d is not the partition of key %q (%d)", id, key, raftbusv1.PartitionForKey(key, parts))
+			return 0, apierror.Invalid("partition_id %d is not the partition of key %q (%d)", id, key, raftbusv1.PartitionForKey(key, parts))
 		}
 		return id, nil
 	case key != "":
@@ -157,19 +168,19 @@ func (n *Node) sendPartition(ent *clusterv1.Entity, msgs []*raftbusv1.Message, r
 		// again must meet its first copy.
 		return raftbusv1.PartitionForKey(msgs[0].GetMessageId(), parts), nil
 	}
-	return n.rr.pick(parts), nil
+	return s.rr.pick(parts), nil
 }
 
-func (s *messagingService) CancelScheduled(ctx context.Context, req *raftbusv1.CancelScheduledRequest) (*raftbusv1.CancelScheduledResponse, error) {
-	e, err := s.n.sendable(ctx, req.GetEntityPath())
+func (s *Messaging) CancelScheduled(ctx context.Context, req *raftbusv1.CancelScheduledRequest) (*raftbusv1.CancelScheduledResponse, error) {
+	e, err := s.sendable(ctx, req.GetEntityPath())
 	if err != nil {
 		return nil, err
 	}
 	groups := bySequencePartition(e, req.GetSequenceNumbers())
 	for _, id := range sortedKeys(groups) {
 		seqs := groups[id]
-		_, err := route(ctx, s.n, e, id, idempotent, func(r *replica) (*raftbusv1.CancelScheduledResponse, error) {
-			_, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_CancelScheduled{CancelScheduled: &enginev1.CancelScheduled{EntityPath: e.GetName(), SequenceNumbers: seqs}}})
+		_, err := route(ctx, s.node, e, id, routing.Idempotent, func(r Replica) (*raftbusv1.CancelScheduledResponse, error) {
+			_, err := r.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_CancelScheduled{CancelScheduled: &enginev1.CancelScheduled{EntityPath: e.GetName(), SequenceNumbers: seqs}}})
 			return &raftbusv1.CancelScheduledResponse{}, err
 		}, func(ctx context.Context, conn grpc.ClientConnInterface) (*raftbusv1.CancelScheduledResponse, error) {
 			return raftbusv1.NewMessagingServiceClient(conn).CancelScheduled(ctx, &raftbusv1.CancelScheduledRequest{EntityPath: e.GetName(), SequenceNumbers: seqs})
@@ -197,7 +208,7 @@ func bySequencePartition(e *clusterv1.Entity, seqs []int64) map[uint32][]int64 {
 	return out
 }
 
-func (s *messagingService) Receive(ctx context.Context, req *raftbusv1.ReceiveRequest) (*raftbusv1.ReceiveResponse, error) {
+func (s *Messaging) Receive(ctx context.Context, req *raftbusv1.ReceiveRequest) (*raftbusv1.ReceiveResponse, error) {
 	receiveID, err := receiveIDOf(req.GetReceiveId(), req.GetReplay())
 	if err != nil {
 		return nil, err
@@ -205,13 +216,13 @@ func (s *messagingService) Receive(ctx context.Context, req *raftbusv1.ReceiveRe
 	if req.GetSession() != nil {
 		return s.receiveSession(ctx, req, receiveID)
 	}
-	t, err := s.n.resolve(ctx, req.GetEntityPath())
+	t, err := resolve(ctx, s.node, req.GetEntityPath())
 	if err != nil {
 		return nil, err
 	}
 	e := t.entity
 	if t.requiresSession() && req.GetSubQueue() != raftbusv1.SubQueue_SUB_QUEUE_DEAD_LETTER {
-		return nil, invalid("%q requires sessions: accept a session and receive from it", t.path)
+		return nil, apierror.Invalid("%q requires sessions: accept a session and receive from it", t.path)
 	}
 	batch, err := batchSize(req.GetMaxMessages())
 	if err != nil {
@@ -222,28 +233,28 @@ func (s *messagingService) Receive(ctx context.Context, req *raftbusv1.ReceiveRe
 		return nil, err
 	}
 	lock := &enginev1.Lock{EntityPath: t.path, SubQueue: req.GetSubQueue(), ReceiveMode: req.GetReceiveMode(), MaxMessages: batch,
-		MaxBytes: maxReceiveBytes, ReceiveId: receiveID, Replay: req.GetReplay()}
+		MaxBytes: MaxReceiveBytes, ReceiveId: receiveID, Replay: req.GetReplay()}
 	if req.GetReplay() {
-		return s.n.replay(ctx, e, lock, req.PartitionId)
+		return s.replay(ctx, e, lock, req.PartitionId)
 	}
 	if req.PartitionId != nil {
-		msgs, err := s.n.receiveFrom(ctx, e, req.GetPartitionId(), lock, wait)
+		msgs, err := s.receiveFrom(ctx, e, req.GetPartitionId(), lock, wait)
 		return &raftbusv1.ReceiveResponse{Messages: msgs}, err
 	}
-	msgs, err := s.n.receiveAcross(ctx, e, lock, wait)
+	msgs, err := s.receiveAcross(ctx, e, lock, wait)
 	return &raftbusv1.ReceiveResponse{Messages: msgs}, err
 }
 
 // receiveIDOf is the receive id a request carries, checked, or a new one
-// for this node's own repeats of the request (see route).
+// for this node's own repeats of the request (see Node.Route).
 func receiveIDOf(id []byte, replay bool) ([]byte, error) {
 	switch {
 	case len(id) > maxReceiveID:
-		return nil, invalid("receive_id must be at most %d bytes, not %d", maxReceiveID, len(id))
+		return nil, apierror.Invalid("receive_id must be at most %d bytes, not %d", maxReceiveID, len(id))
 	case len(id) > 0:
 		return id, nil
 	case replay:
-		return nil, invalid("replay needs the receive_id of the receive to replay")
+		return nil, apierror.Invalid("replay needs the receive_id of the receive to replay")
 	}
 	id = make([]byte, 16)
 	rand.Read(id)
@@ -259,14 +270,14 @@ func receiveIDOf(id []byte, replay bool) ([]byte, error) {
 // the partitions of the first node that has messages, and stops there;
 // replays receive nothing new), so the answer is no larger than that
 // receive's.
-func (n *Node) replay(ctx context.Context, e *clusterv1.Entity, lock *enginev1.Lock, only *uint32) (*raftbusv1.ReceiveResponse, error) {
+func (s *Messaging) replay(ctx context.Context, e *clusterv1.Entity, lock *enginev1.Lock, only *uint32) (*raftbusv1.ReceiveResponse, error) {
 	first, last := uint32(0), uint32(len(e.GetPartitions()))
 	if only != nil {
 		first, last = *only, *only+1
 	}
 	resp := &raftbusv1.ReceiveResponse{}
 	for id := first; id < last; id++ {
-		msgs, err := n.receiveFrom(ctx, e, id, lock, 0)
+		msgs, err := s.receiveFrom(ctx, e, id, lock, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -276,31 +287,38 @@ func (n *Node) replay(ctx context.Context, e *clusterv1.Entity, lock *enginev1.L
 }
 
 // receiveFrom receives from one partition, waiting up to wait.
-func (n *Node) receiveFrom(ctx context.Context, e *clusterv1.Entity, id uint32, lock *enginev1.Lock, wait time.Duration) ([]*raftbusv1.ReceivedMessage, error) {
-	return route(ctx, n, e, id, idempotent, func(r *replica) ([]*raftbusv1.ReceivedMessage, error) {
-		return r.p.Receive(ctx, lock, wait)
+func (s *Messaging) receiveFrom(ctx context.Context, e *clusterv1.Entity, id uint32, lock *enginev1.Lock, wait time.Duration) ([]*raftbusv1.ReceivedMessage, error) {
+	return route(ctx, s.node, e, id, routing.Idempotent, func(r Replica) ([]*raftbusv1.ReceivedMessage, error) {
+		return r.Receive(ctx, lock, wait)
 	}, func(ctx context.Context, conn grpc.ClientConnInterface) ([]*raftbusv1.ReceivedMessage, error) {
-		resp, err := raftbusv1.NewMessagingServiceClient(conn).Receive(ctx, &raftbusv1.ReceiveRequest{
-			EntityPath:  lock.GetEntityPath(),
-			SubQueue:    lock.GetSubQueue(),
-			ReceiveMode: lock.GetReceiveMode(),
-			MaxMessages: lock.GetMaxMessages(),
-			MaxWait:     durationpb.New(wait),
-			PartitionId: &id,
-			Session:     sessionLockOf(lock),
-			ReceiveId:   lock.GetReceiveId(),
-			Replay:      lock.GetReplay(),
-		})
+		req := receiveRequest(lock, wait)
+		req.PartitionId = &id
+		resp, err := raftbusv1.NewMessagingServiceClient(conn).Receive(ctx, req)
 		return resp.GetMessages(), err
 	})
+}
+
+// receiveRequest asks another node to receive what lock does, waiting up
+// to wait.
+func receiveRequest(lock *enginev1.Lock, wait time.Duration) *raftbusv1.ReceiveRequest {
+	return &raftbusv1.ReceiveRequest{
+		EntityPath:  lock.GetEntityPath(),
+		SubQueue:    lock.GetSubQueue(),
+		ReceiveMode: lock.GetReceiveMode(),
+		MaxMessages: lock.GetMaxMessages(),
+		MaxWait:     durationpb.New(wait),
+		Session:     sessionLockOf(lock),
+		ReceiveId:   lock.GetReceiveId(),
+		Replay:      lock.GetReplay(),
+	}
 }
 
 func batchSize(n int32) (int32, error) {
 	switch {
 	case n == 0:
 		return 1, nil
-	case n < 0 || n > maxBatch:
-		return 0, invalid("max_messages must be between 1 and %d, not %d", maxBatch, n)
+	case n < 0 || n > MaxBatch:
+		return 0, apierror.Invalid("max_messages must be between 1 and %d, not %d", MaxBatch, n)
 	}
 	return n, nil
 }
@@ -310,72 +328,22 @@ func waitTime(d *durationpb.Duration) (time.Duration, error) {
 		return 0, nil
 	}
 	if err := d.CheckValid(); err != nil {
-		return 0, invalid("max_wait: %v", err)
+		return 0, apierror.Invalid("max_wait: %v", err)
 	}
 	w := d.AsDuration()
 	if w < 0 || w > maxWait {
-		return 0, invalid("max_wait must be between 0 and %v, not %v", maxWait, w)
+		return 0, apierror.Invalid("max_wait must be between 0 and %v, not %v", maxWait, w)
 	}
 	return w, nil
 }
 
-// resolved is an entity path as the partitions know it.
-type resolved struct {
-	// entity is the queue or topic whose partitions hold path.
-	entity *clusterv1.Entity
-	path   string
-	// sub is set when path is a subscription.
-	sub *clusterv1.Subscription
-}
-
-func (r resolved) requiresSession() bool {
-	if r.sub != nil {
-		return r.sub.GetProperties().GetRequiresSession()
-	}
-	return r.entity.GetQueue().GetRequiresSession()
-}
-
-// resolve finds what a receive-side path names: a queue, a topic, or a
-// subscription ("<topic>/subscriptions/<name>", held by the topic's
-// partitions).
-func (n *Node) resolve(ctx context.Context, path string) (resolved, error) {
-	if err := checkPath(path); err != nil {
-		return resolved{}, err
-	}
-	if topic, name, ok := meta.SplitSubscriptionPath(path); ok {
-		e, sub, err := n.subscription(ctx, topic, name)
-		if err != nil {
-			return resolved{}, err
-		}
-		return resolved{entity: e, path: path, sub: sub}, nil
-	}
-	e, err := n.entity(ctx, path)
-	if err != nil {
-		return resolved{}, err
-	}
-	return resolved{entity: e, path: path}, nil
-}
-
 // sendable finds the queue or topic a send names.
-func (n *Node) sendable(ctx context.Context, path string) (*clusterv1.Entity, error) {
+func (s *Messaging) sendable(ctx context.Context, path string) (*clusterv1.Entity, error) {
 	if err := checkPath(path); err != nil {
 		return nil, err
 	}
 	if _, _, ok := meta.SplitSubscriptionPath(path); ok {
-		return nil, invalid("%q is a subscription: send to its topic", path)
+		return nil, apierror.Invalid("%q is a subscription: send to its topic", path)
 	}
-	return n.entity(ctx, path)
-}
-
-// checkPath refuses an entity path that no entity could have (INVALID_
-// ARGUMENT, as errors.proto says), so that only a well-formed path of an
-// entity that does not exist gets NOT_FOUND.
-func checkPath(path string) error {
-	if topic, name, ok := meta.SplitSubscriptionPath(path); ok {
-		if err := checkEntityName("topic", topic); err != nil {
-			return err
-		}
-		return checkChildName("subscription", name)
-	}
-	return checkEntityName("entity", path)
+	return s.node.Entity(ctx, path)
 }

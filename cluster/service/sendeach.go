@@ -1,4 +1,4 @@
-package cluster
+package service
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/raftbus/raftbus/cluster/apierror"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -15,17 +16,17 @@ import (
 // is elsewhere), each as a Send command of its own, all proposed at once:
 // they share log entries, and one refused (too large, over the quota)
 // takes no other down with it.
-func (s *messagingService) SendEach(ctx context.Context, req *raftbusv1.SendEachRequest) (*raftbusv1.SendEachResponse, error) {
+func (s *Messaging) SendEach(ctx context.Context, req *raftbusv1.SendEachRequest) (*raftbusv1.SendEachResponse, error) {
 	all := req.GetMessages()
-	if n := len(all); n == 0 || n > maxBatch {
-		return nil, invalid("a send carries 1 to %d messages, not %d", maxBatch, n)
+	if n := len(all); n == 0 || n > MaxBatch {
+		return nil, apierror.Invalid("a send carries 1 to %d messages, not %d", MaxBatch, n)
 	}
-	e, err := s.n.sendable(ctx, req.GetEntityPath())
+	e, err := s.sendable(ctx, req.GetEntityPath())
 	if err != nil {
 		return nil, err
 	}
 	results := make([]*raftbusv1.SendEachResult, len(all))
-	failed := func(i int, err error) { results[i] = &raftbusv1.SendEachResult{Error: apiErrorInfo(err)} }
+	failed := func(i int, err error) { results[i] = &raftbusv1.SendEachResult{Error: apierror.Info(err)} }
 
 	// The messages of each partition, in request order.
 	type batch struct {
@@ -38,11 +39,11 @@ func (s *messagingService) SendEach(ctx context.Context, req *raftbusv1.SendEach
 	for i, pm := range all {
 		m := pm.GetMessage()
 		if m == nil {
-			failed(i, invalid("message %d is empty", i))
+			failed(i, apierror.Invalid("message %d is empty", i))
 			continue
 		}
 		requested := pm.GetPartitionId()
-		id, err := s.n.sendPartition(e, []*raftbusv1.Message{m}, &requested)
+		id, err := s.sendPartition(e, []*raftbusv1.Message{m}, &requested)
 		if err != nil {
 			failed(i, err)
 			continue
@@ -62,15 +63,15 @@ func (s *messagingService) SendEach(ctx context.Context, req *raftbusv1.SendEach
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out, err := route(ctx, s.n, e, b.id, sendRepeat(e, b.msgs), func(r *replica) ([]*raftbusv1.SendEachResult, error) {
+			out, err := route(ctx, s.node, e, b.id, sendRepeat(e, b.msgs), func(r Replica) ([]*raftbusv1.SendEachResult, error) {
 				cmds := make([]*enginev1.Command, len(b.msgs))
 				for k, m := range b.msgs {
 					cmds[k] = &enginev1.Command{Body: &enginev1.Command_Send{Send: &enginev1.Send{EntityPath: e.GetName(), Messages: []*raftbusv1.Message{m}}}}
 				}
 				out := make([]*raftbusv1.SendEachResult, len(cmds))
-				for k, a := range r.p.ApplyAll(ctx, cmds) {
+				for k, a := range r.ApplyAll(ctx, cmds) {
 					if a.Err != nil {
-						out[k] = &raftbusv1.SendEachResult{Error: apiErrorInfo(a.Err)}
+						out[k] = &raftbusv1.SendEachResult{Error: apierror.Info(a.Err)}
 						continue
 					}
 					out[k] = &raftbusv1.SendEachResult{Result: a.Result.GetSend().GetMessages()[0]}
@@ -83,7 +84,7 @@ func (s *messagingService) SendEach(ctx context.Context, req *raftbusv1.SendEach
 				}
 				resp, err := raftbusv1.NewMessagingServiceClient(conn).SendEach(ctx, fwd)
 				if err == nil && len(resp.GetResults()) != len(b.items) {
-					err = errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN, "the leader answered %d results for %d messages", len(resp.GetResults()), len(b.items))
+					err = apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN, "the leader answered %d results for %d messages", len(resp.GetResults()), len(b.items))
 				}
 				return resp.GetResults(), err
 			})

@@ -1,14 +1,16 @@
-package cluster
+package service
 
 import (
 	"context"
 	"reflect"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/raftbus/raftbus/internal/rpcreach"
+	"github.com/raftbus/raftbus/cluster/apierror"
+	"github.com/raftbus/raftbus/cluster/routing"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -25,40 +27,40 @@ import (
 //
 // The first node with messages ends the search, and hands out what its
 // partitions hold within the receive's bounds, each partition keeping a
-// receipt under the receive id (see Node.replay, which reads them all).
+// receipt under the receive id (see Messaging.replay, which reads them all).
 // Only the waiting is done everywhere at once, and waiting takes nothing.
 
 // receiveAcross receives from whichever partition of e has messages first,
 // waiting up to wait. A node asked by another (forwarding refused) looks
 // only at the partitions it leads.
-func (n *Node) receiveAcross(ctx context.Context, e *clusterv1.Entity, lock *enginev1.Lock, wait time.Duration) ([]*raftbusv1.ReceivedMessage, error) {
-	if forwarded(ctx) {
-		return n.receiveLocal(ctx, e, lock, wait)
+func (s *Messaging) receiveAcross(ctx context.Context, e *clusterv1.Entity, lock *enginev1.Lock, wait time.Duration) ([]*raftbusv1.ReceivedMessage, error) {
+	if routing.Forwarded(ctx) {
+		return s.receiveLocal(ctx, e, lock, wait)
 	}
 	if len(e.GetPartitions()) == 1 {
-		return n.receiveFrom(ctx, e, 0, lock, wait)
+		return s.receiveFrom(ctx, e, 0, lock, wait)
 	}
-	look := func(s source, wait time.Duration) ([]*raftbusv1.ReceivedMessage, bool, error) {
+	look := func(src source, wait time.Duration) ([]*raftbusv1.ReceivedMessage, bool, error) {
 		var msgs []*raftbusv1.ReceivedMessage
 		var err error
 		switch {
-		case s.local:
-			msgs, err = n.receiveLocal(ctx, e, lock, wait)
-		case s.addr != "":
-			msgs, err = n.receiveAt(ctx, s.addr, lock, wait)
+		case src.local:
+			msgs, err = s.receiveLocal(ctx, e, lock, wait)
+		case src.addr != "":
+			msgs, err = s.receiveAt(ctx, src.addr, lock, wait)
 		default:
-			msgs, err = n.receiveFrom(ctx, e, s.id, lock, wait)
+			msgs, err = s.receiveFrom(ctx, e, src.id, lock, wait)
 		}
 		return msgs, len(msgs) > 0, err
 	}
 	deadline := time.Now().Add(wait)
 	for {
-		srcs := n.sources(e)
+		srcs := s.sources(e)
 		msgs, err := firstAcross(srcs, 0, look)
 		if err != nil || len(msgs) > 0 || !time.Now().Before(deadline) {
 			return msgs, err
 		}
-		if !n.awaitAny(ctx, e, lock, srcs, time.Until(deadline)) {
+		if !s.awaitAny(ctx, e, lock, srcs, time.Until(deadline)) {
 			// Nothing could be waited on (every leader failed to answer):
 			// wait at each in turn, which reports why none serves.
 			return firstAcross(srcs, time.Until(deadline), look)
@@ -69,7 +71,7 @@ func (n *Node) receiveAcross(ctx context.Context, e *clusterv1.Entity, lock *eng
 // source is where a receive across partitions looks: the partitions this
 // node leads (local), a node that leads some of the others (addr), or one
 // partition (id) of which this node holds no replica, reached through the
-// routing cache and its NOT_LEADER hints (see route).
+// routing cache and its NOT_LEADER hints (see Node.Route).
 type source struct {
 	local bool
 	addr  string
@@ -78,22 +80,22 @@ type source struct {
 
 // sources lists where a receive across e's partitions looks: this node
 // first, then each other leader once, as this node's replicas know them.
-func (n *Node) sources(e *clusterv1.Entity) []source {
+func (s *Messaging) sources(e *clusterv1.Entity) []source {
 	var local bool
 	var remote, other []source
 	seen := map[string]bool{}
-	for _, id := range n.pollOrder(e) {
-		r := n.replica(e, id)
+	for _, id := range s.pollOrder(e) {
+		r := s.node.Replica(e, id)
 		if r == nil {
 			other = append(other, source{id: id})
 			continue
 		}
-		if r.p.IsLeader() {
+		if r.IsLeader() {
 			local = true
 			continue
 		}
-		switch addr, _ := r.p.Leader(); {
-		case addr == "" || addr == n.addr:
+		switch addr, _ := r.Leader(); {
+		case addr == "" || addr == s.node.Addr():
 			// No leader now: asked on its own, it answers why.
 			other = append(other, source{id: id})
 		case !seen[addr]:
@@ -112,9 +114,9 @@ func (n *Node) sources(e *clusterv1.Entity) []source {
 // all of them at once, and reports false when none could be waited on.
 // A partition reached on its own (no replica here) cannot be waited on:
 // then the wait is cut to pollSlice, so that it is looked at again soon.
-func (n *Node) awaitAny(ctx context.Context, e *clusterv1.Entity, lock *enginev1.Lock, srcs []source, wait time.Duration) bool {
-	for _, s := range srcs {
-		if !s.local && s.addr == "" {
+func (s *Messaging) awaitAny(ctx context.Context, e *clusterv1.Entity, lock *enginev1.Lock, srcs []source, wait time.Duration) bool {
+	for _, src := range srcs {
+		if !src.local && src.addr == "" {
 			wait = min(wait, pollSlice)
 		}
 	}
@@ -122,16 +124,16 @@ func (n *Node) awaitAny(ctx context.Context, e *clusterv1.Entity, lock *enginev1
 	defer cancel() // the other waits end: they took nothing
 	done := make(chan error, len(srcs))
 	waiting := 0
-	for _, s := range srcs {
+	for _, src := range srcs {
 		switch {
-		case s.local:
+		case src.local:
 			go func() {
-				_, err := n.awaitLocal(ctx, e, lock.GetEntityPath(), lock.GetSubQueue(), wait)
+				_, err := s.awaitLocal(ctx, e, lock.GetEntityPath(), lock.GetSubQueue(), wait)
 				done <- err
 			}()
-		case s.addr != "":
+		case src.addr != "":
 			go func() {
-				_, err := n.awaitAt(ctx, s.addr, lock, wait)
+				_, err := s.awaitAt(ctx, src.addr, lock, wait)
 				done <- err
 			}()
 		default:
@@ -152,10 +154,10 @@ func (n *Node) awaitAny(ctx context.Context, e *clusterv1.Entity, lock *enginev1
 
 // awaitLocal waits up to wait until a partition of e this node leads has a
 // message for the sub-queue of path, taking nothing.
-func (n *Node) awaitLocal(ctx context.Context, e *clusterv1.Entity, path string, sub raftbusv1.SubQueue, wait time.Duration) (bool, error) {
+func (s *Messaging) awaitLocal(ctx context.Context, e *clusterv1.Entity, path string, sub raftbusv1.SubQueue, wait time.Duration) (bool, error) {
 	available := false
-	err := n.onLocalPartitions(ctx, e, wait, func(r *replica) (bool, error) {
-		available = r.p.Available(path, sub)
+	err := s.onLocalPartitions(ctx, e, wait, func(_ uint32, r Replica) (bool, error) {
+		available = r.Available(path, sub)
 		return available, nil
 	})
 	return available, err
@@ -164,19 +166,19 @@ func (n *Node) awaitLocal(ctx context.Context, e *clusterv1.Entity, path string,
 // receiveLocal receives from the partitions of e this node leads, waiting
 // up to wait on all of them at once until one has messages, and then
 // gathers what the others hold (see gatherLocal).
-func (n *Node) receiveLocal(ctx context.Context, e *clusterv1.Entity, lock *enginev1.Lock, wait time.Duration) ([]*raftbusv1.ReceivedMessage, error) {
+func (s *Messaging) receiveLocal(ctx context.Context, e *clusterv1.Entity, lock *enginev1.Lock, wait time.Duration) ([]*raftbusv1.ReceivedMessage, error) {
 	var msgs []*raftbusv1.ReceivedMessage
 	var first uint32
-	err := n.onLocalPartitions(ctx, e, wait, func(r *replica) (bool, error) {
+	err := s.onLocalPartitions(ctx, e, wait, func(id uint32, r Replica) (bool, error) {
 		var err error
-		msgs, err = r.p.Receive(ctx, lock, 0)
-		first = r.id
+		msgs, err = r.Receive(ctx, lock, 0)
+		first = id
 		return len(msgs) > 0, err
 	})
 	if err != nil || len(msgs) == 0 {
 		return msgs, err
 	}
-	return n.gatherLocal(ctx, e, lock, first, msgs)
+	return s.gatherLocal(ctx, e, lock, first, msgs)
 }
 
 // gatherMinBytes is what must be left of a receive's byte bound for it to
@@ -194,22 +196,22 @@ const gatherMinBytes = 2 << 20
 // gets them all back; an unknown outcome here is the answer for that
 // reason. A partition that fails otherwise handed out nothing and is
 // passed over.
-func (n *Node) gatherLocal(ctx context.Context, e *clusterv1.Entity, lock *enginev1.Lock, first uint32, msgs []*raftbusv1.ReceivedMessage) ([]*raftbusv1.ReceivedMessage, error) {
+func (s *Messaging) gatherLocal(ctx context.Context, e *clusterv1.Entity, lock *enginev1.Lock, first uint32, msgs []*raftbusv1.ReceivedMessage) ([]*raftbusv1.ReceivedMessage, error) {
 	left := int(lock.GetMaxMessages()) - len(msgs)
 	bytes := lock.GetMaxBytes() - receivedSize(msgs)
-	for _, id := range n.pollOrder(e) {
+	for _, id := range s.pollOrder(e) {
 		if left <= 0 || bytes < gatherMinBytes {
 			break
 		}
-		r := n.replica(e, id)
-		if id == first || r == nil || !r.p.IsLeader() || !r.ready() || !r.p.Available(lock.GetEntityPath(), lock.GetSubQueue()) {
+		r := s.node.Replica(e, id)
+		if id == first || r == nil || !r.IsLeader() || !r.Ready() || !r.Available(lock.GetEntityPath(), lock.GetSubQueue()) {
 			continue
 		}
 		more := proto.CloneOf(lock)
 		more.MaxMessages, more.MaxBytes = int32(left), bytes
-		got, err := r.p.Receive(ctx, more, 0)
+		got, err := r.Receive(ctx, more, 0)
 		if err != nil {
-			if e := asAPIError(err); e.reason == raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN {
+			if e := apierror.From(err); e.Reason == raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN {
 				return nil, e
 			}
 			continue
@@ -233,11 +235,9 @@ func receivedSize(msgs []*raftbusv1.ReceivedMessage) int64 {
 
 // onLocalPartitions asks each partition of e this node leads, in turn,
 // until one is done; when none is, it waits until any of them applies a
-// batch and asks again, until wait passes (nil). A partition that fails
-// does not keep the others from being asked: its failure is the answer
-// only when none answered. A failure whose outcome is unknown ends it at
-// once (the partition may have handed something out).
-func (n *Node) onLocalPartitions(ctx context.Context, e *clusterv1.Entity, wait time.Duration, ask func(r *replica) (bool, error)) error {
+// batch and asks again, until wait passes (nil). A failing partition is
+// treated as in any call across partitions (see round).
+func (s *Messaging) onLocalPartitions(ctx context.Context, e *clusterv1.Entity, wait time.Duration, ask func(id uint32, r Replica) (bool, error)) error {
 	deadline := time.Now().Add(wait)
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -245,39 +245,34 @@ func (n *Node) onLocalPartitions(ctx context.Context, e *clusterv1.Entity, wait 
 		cases := []reflect.SelectCase{
 			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timer.C)},
 			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
-			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(n.stop)},
+			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.node.Stopping())},
 		}
-		var failed error
-		answered := false
-		for _, id := range n.pollOrder(e) {
-			r := n.replica(e, id)
-			if r == nil || !r.p.IsLeader() {
+		var rd round
+		for _, id := range s.pollOrder(e) {
+			r := s.node.Replica(e, id)
+			if r == nil || !r.IsLeader() {
 				continue
 			}
 			// Taken before asking, so that a change meanwhile wakes the
 			// wait below.
-			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(r.p.Changes())})
-			if !r.ready() {
-				failed = busy("partition %s is starting; try again", groupName(e, id))
+			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(r.Changes())})
+			if !r.Ready() {
+				rd.failed = apierror.Busy("partition %s is starting; try again", r.Name())
 				continue
 			}
-			ok, err := ask(r)
-			switch {
-			case err == nil && ok:
-				return nil
-			case err == nil:
-				answered = true
-			case asAPIError(err).reason == raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN:
-				return asAPIError(err)
-			default:
-				failed = asAPIError(err)
+			ok, err := ask(id, r)
+			if err != nil {
+				err = apierror.From(err)
+			}
+			if rd.heard(ok, err) {
+				return err
 			}
 		}
 		switch {
-		case !answered && failed != nil:
-			return failed
-		case !answered:
-			return errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER, "this node leads no partition of %q", e.GetName())
+		case !rd.answered && rd.failed != nil:
+			return rd.failed
+		case !rd.answered:
+			return apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER, "this node leads no partition of %q", e.GetName())
 		case !time.Now().Before(deadline):
 			return nil
 		}
@@ -287,44 +282,57 @@ func (n *Node) onLocalPartitions(ctx context.Context, e *clusterv1.Entity, wait 
 		case 1:
 			return ctx.Err()
 		case 2:
-			return busy("node is shutting down; try another")
+			return apierror.Busy("node is shutting down; try another")
 		}
 	}
 }
 
 // receiveAt asks the node at addr to receive from the partitions of the
 // lock's entity it leads, waiting up to wait on them all at once.
-func (n *Node) receiveAt(ctx context.Context, addr string, lock *enginev1.Lock, wait time.Duration) ([]*raftbusv1.ReceivedMessage, error) {
-	cc, err := n.peers.get(addr)
-	if err != nil {
-		return nil, asAPIError(err)
-	}
-	conn := rpcreach.Wrap(cc)
-	resp, err := raftbusv1.NewMessagingServiceClient(conn).Receive(noForward(ctx), &raftbusv1.ReceiveRequest{
-		EntityPath:  lock.GetEntityPath(),
-		SubQueue:    lock.GetSubQueue(),
-		ReceiveMode: lock.GetReceiveMode(),
-		MaxMessages: lock.GetMaxMessages(),
-		MaxWait:     durationpb.New(wait),
-		ReceiveId:   lock.GetReceiveId(),
+func (s *Messaging) receiveAt(ctx context.Context, addr string, lock *enginev1.Lock, wait time.Duration) ([]*raftbusv1.ReceivedMessage, error) {
+	var msgs []*raftbusv1.ReceivedMessage
+	err := s.node.Call(ctx, addr, func(ctx context.Context, conn grpc.ClientConnInterface) error {
+		resp, err := raftbusv1.NewMessagingServiceClient(conn).Receive(ctx, receiveRequest(lock, wait))
+		msgs = resp.GetMessages()
+		return err
 	})
 	if err != nil {
-		return nil, asAPIError(forwardError(err, addr, conn.MaybeSent()))
+		return nil, apierror.From(err)
 	}
-	return resp.GetMessages(), nil
+	return msgs, nil
 }
 
 // awaitAt asks the node at addr to wait up to wait until a partition of
 // the lock's entity it leads has a message (AwaitMessages).
-func (n *Node) awaitAt(ctx context.Context, addr string, lock *enginev1.Lock, wait time.Duration) (bool, error) {
-	cc, err := n.peers.get(addr)
-	if err != nil {
-		return false, err
-	}
-	resp, err := clusterv1.NewNodeServiceClient(cc).AwaitMessages(noForward(ctx), &clusterv1.AwaitMessagesRequest{
-		EntityPath: lock.GetEntityPath(),
-		SubQueue:   lock.GetSubQueue(),
-		MaxWait:    durationpb.New(wait),
+func (s *Messaging) awaitAt(ctx context.Context, addr string, lock *enginev1.Lock, wait time.Duration) (bool, error) {
+	var available bool
+	err := s.node.Call(ctx, addr, func(ctx context.Context, conn grpc.ClientConnInterface) error {
+		resp, err := clusterv1.NewNodeServiceClient(conn).AwaitMessages(ctx, &clusterv1.AwaitMessagesRequest{
+			EntityPath: lock.GetEntityPath(),
+			SubQueue:   lock.GetSubQueue(),
+			MaxWait:    durationpb.New(wait),
+		})
+		available = resp.GetAvailable()
+		return err
 	})
-	return resp.GetAvailable(), err
+	return available, err
+}
+
+// AwaitMessages serves NodeService.AwaitMessages: another node, receiving
+// across the partitions of an entity, waits on those this node leads
+// (see awaitAny).
+func (s *Messaging) AwaitMessages(ctx context.Context, req *clusterv1.AwaitMessagesRequest) (*clusterv1.AwaitMessagesResponse, error) {
+	t, err := resolve(ctx, s.node, req.GetEntityPath())
+	if err != nil {
+		return nil, err
+	}
+	wait, err := waitTime(req.GetMaxWait())
+	if err != nil {
+		return nil, err
+	}
+	ok, err := s.awaitLocal(ctx, t.entity, t.path, req.GetSubQueue(), wait)
+	if err != nil {
+		return nil, err
+	}
+	return &clusterv1.AwaitMessagesResponse{Available: ok}, nil
 }

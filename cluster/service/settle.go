@@ -1,4 +1,4 @@
-package cluster
+package service
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/raftbus/raftbus/cluster/apierror"
+	"github.com/raftbus/raftbus/cluster/routing"
 	"github.com/raftbus/raftbus/engine"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -14,20 +16,20 @@ import (
 
 // settle ends a message lock with one disposition, at the leader of the
 // partition the lock names. forward re-sends the original request there.
-func (s *messagingService) settle(ctx context.Context, lock *raftbusv1.MessageLock, cmd *enginev1.Settle,
+func (s *Messaging) settle(ctx context.Context, lock *raftbusv1.MessageLock, cmd *enginev1.Settle,
 	forward func(ctx context.Context, c raftbusv1.MessagingServiceClient) error,
 ) error {
 	if lock == nil {
-		return invalid("lock is required")
+		return apierror.Invalid("lock is required")
 	}
-	t, err := s.n.resolve(ctx, lock.GetEntityPath())
+	t, err := resolve(ctx, s.node, lock.GetEntityPath())
 	if err != nil {
 		return err
 	}
 	e := t.entity
 	cmd.EntityPath, cmd.SubQueue, cmd.LockToken = t.path, lock.GetSubQueue(), lock.GetLockToken()
-	_, err = route(ctx, s.n, e, lock.GetPartitionId(), idempotent, func(r *replica) (struct{}, error) {
-		_, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_Settle{Settle: cmd}})
+	_, err = route(ctx, s.node, e, lock.GetPartitionId(), routing.Idempotent, func(r Replica) (struct{}, error) {
+		_, err := r.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_Settle{Settle: cmd}})
 		return struct{}{}, err
 	}, func(ctx context.Context, conn grpc.ClientConnInterface) (struct{}, error) {
 		return struct{}{}, forward(ctx, raftbusv1.NewMessagingServiceClient(conn))
@@ -35,7 +37,7 @@ func (s *messagingService) settle(ctx context.Context, lock *raftbusv1.MessageLo
 	return err
 }
 
-func (s *messagingService) Complete(ctx context.Context, req *raftbusv1.CompleteRequest) (*raftbusv1.CompleteResponse, error) {
+func (s *Messaging) Complete(ctx context.Context, req *raftbusv1.CompleteRequest) (*raftbusv1.CompleteResponse, error) {
 	err := s.settle(ctx, req.GetLock(), &enginev1.Settle{Disposition: enginev1.Disposition_DISPOSITION_COMPLETE},
 		func(ctx context.Context, c raftbusv1.MessagingServiceClient) error {
 			_, err := c.Complete(ctx, req)
@@ -47,7 +49,7 @@ func (s *messagingService) Complete(ctx context.Context, req *raftbusv1.Complete
 	return &raftbusv1.CompleteResponse{}, nil
 }
 
-func (s *messagingService) Abandon(ctx context.Context, req *raftbusv1.AbandonRequest) (*raftbusv1.AbandonResponse, error) {
+func (s *Messaging) Abandon(ctx context.Context, req *raftbusv1.AbandonRequest) (*raftbusv1.AbandonResponse, error) {
 	err := s.settle(ctx, req.GetLock(), &enginev1.Settle{Disposition: enginev1.Disposition_DISPOSITION_ABANDON, PropertiesToModify: req.GetPropertiesToModify()},
 		func(ctx context.Context, c raftbusv1.MessagingServiceClient) error {
 			_, err := c.Abandon(ctx, req)
@@ -59,11 +61,11 @@ func (s *messagingService) Abandon(ctx context.Context, req *raftbusv1.AbandonRe
 	return &raftbusv1.AbandonResponse{}, nil
 }
 
-// maxDeadLetterText is the most characters a dead-letter reason or error
+// MaxDeadLetterText is the most characters a dead-letter reason or error
 // description may have (messaging.proto; Service Bus's limit too).
-const maxDeadLetterText = 4096
+const MaxDeadLetterText = 4096
 
-func (s *messagingService) DeadLetter(ctx context.Context, req *raftbusv1.DeadLetterRequest) (*raftbusv1.DeadLetterResponse, error) {
+func (s *Messaging) DeadLetter(ctx context.Context, req *raftbusv1.DeadLetterRequest) (*raftbusv1.DeadLetterResponse, error) {
 	if err := checkDeadLetterText(req.GetReason(), req.GetErrorDescription()); err != nil {
 		return nil, err
 	}
@@ -82,7 +84,7 @@ func (s *messagingService) DeadLetter(ctx context.Context, req *raftbusv1.DeadLe
 	return &raftbusv1.DeadLetterResponse{}, nil
 }
 
-func (s *messagingService) Defer(ctx context.Context, req *raftbusv1.DeferRequest) (*raftbusv1.DeferResponse, error) {
+func (s *Messaging) Defer(ctx context.Context, req *raftbusv1.DeferRequest) (*raftbusv1.DeferResponse, error) {
 	err := s.settle(ctx, req.GetLock(), &enginev1.Settle{Disposition: enginev1.Disposition_DISPOSITION_DEFER, PropertiesToModify: req.GetPropertiesToModify()},
 		func(ctx context.Context, c raftbusv1.MessagingServiceClient) error {
 			_, err := c.Defer(ctx, req)
@@ -94,18 +96,18 @@ func (s *messagingService) Defer(ctx context.Context, req *raftbusv1.DeferReques
 	return &raftbusv1.DeferResponse{}, nil
 }
 
-func (s *messagingService) RenewLock(ctx context.Context, req *raftbusv1.RenewLockRequest) (*raftbusv1.RenewLockResponse, error) {
+func (s *Messaging) RenewLock(ctx context.Context, req *raftbusv1.RenewLockRequest) (*raftbusv1.RenewLockResponse, error) {
 	lock := req.GetLock()
 	if lock == nil {
-		return nil, invalid("lock is required")
+		return nil, apierror.Invalid("lock is required")
 	}
-	t, err := s.n.resolve(ctx, lock.GetEntityPath())
+	t, err := resolve(ctx, s.node, lock.GetEntityPath())
 	if err != nil {
 		return nil, err
 	}
 	e := t.entity
-	return route(ctx, s.n, e, lock.GetPartitionId(), idempotent, func(r *replica) (*raftbusv1.RenewLockResponse, error) {
-		res, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_RenewLock{RenewLock: &enginev1.RenewLock{
+	return route(ctx, s.node, e, lock.GetPartitionId(), routing.Idempotent, func(r Replica) (*raftbusv1.RenewLockResponse, error) {
+		res, err := r.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_RenewLock{RenewLock: &enginev1.RenewLock{
 			EntityPath: t.path, SubQueue: lock.GetSubQueue(), LockToken: lock.GetLockToken(),
 		}}})
 		if err != nil {
@@ -117,14 +119,14 @@ func (s *messagingService) RenewLock(ctx context.Context, req *raftbusv1.RenewLo
 	})
 }
 
-func (s *messagingService) ReceiveDeferred(ctx context.Context, req *raftbusv1.ReceiveDeferredRequest) (*raftbusv1.ReceiveDeferredResponse, error) {
-	t, err := s.n.resolve(ctx, req.GetEntityPath())
+func (s *Messaging) ReceiveDeferred(ctx context.Context, req *raftbusv1.ReceiveDeferredRequest) (*raftbusv1.ReceiveDeferredResponse, error) {
+	t, err := resolve(ctx, s.node, req.GetEntityPath())
 	if err != nil {
 		return nil, err
 	}
 	e := t.entity
-	if n := len(req.GetSequenceNumbers()); n == 0 || n > maxBatch {
-		return nil, invalid("sequence_numbers must name 1 to %d messages, not %d", maxBatch, n)
+	if n := len(req.GetSequenceNumbers()); n == 0 || n > MaxBatch {
+		return nil, apierror.Invalid("sequence_numbers must name 1 to %d messages, not %d", MaxBatch, n)
 	}
 	receiveID, err := receiveIDOf(req.GetReceiveId(), false)
 	if err != nil {
@@ -137,17 +139,17 @@ func (s *messagingService) ReceiveDeferred(ctx context.Context, req *raftbusv1.R
 		return nil, err
 	}
 	// Partition by partition while the answer has room: each receives
-	// what fits in what is left of maxReceiveBytes (a partition reached by
+	// what fits in what is left of MaxReceiveBytes (a partition reached by
 	// forwarding, what fits in all of it), the others' messages stay
 	// deferred for the caller to ask again.
 	received := 0
 	for _, id := range sortedKeys(groups) {
-		if received >= maxReceiveBytes {
+		if received >= MaxReceiveBytes {
 			break
 		}
-		seqs, budget := groups[id], int64(maxReceiveBytes-received)
-		msgs, err := route(ctx, s.n, e, id, idempotent, func(r *replica) ([]*raftbusv1.ReceivedMessage, error) {
-			res, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_ReceiveDeferred{ReceiveDeferred: &enginev1.ReceiveDeferred{
+		seqs, budget := groups[id], int64(MaxReceiveBytes-received)
+		msgs, err := route(ctx, s.node, e, id, routing.Idempotent, func(r Replica) ([]*raftbusv1.ReceivedMessage, error) {
+			res, err := r.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_ReceiveDeferred{ReceiveDeferred: &enginev1.ReceiveDeferred{
 				EntityPath: t.path, SubQueue: req.GetSubQueue(), ReceiveMode: req.GetReceiveMode(), SequenceNumbers: seqs,
 				SessionId: sl.GetSessionId(), SessionLockToken: sl.GetLockToken(), ReceiveId: receiveID, MaxBytes: budget,
 			}}})
@@ -160,7 +162,7 @@ func (s *messagingService) ReceiveDeferred(ctx context.Context, req *raftbusv1.R
 			return resp.GetMessages(), err
 		})
 		if err != nil {
-			if len(resp.Messages) == 0 || asAPIError(err).reason == raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN {
+			if len(resp.Messages) == 0 || apierror.IsUnknownOutcome(err) {
 				// Nothing received yet; or this partition may have received
 				// too, and a repeat with the same receive id gets what
 				// every partition received.
@@ -184,8 +186,8 @@ func answerBytes(msgs []*raftbusv1.ReceivedMessage) int {
 
 // Peek browses in sequence order: across partitions that is partition
 // order, since a partitioned entity's numbers start with the partition id.
-func (s *messagingService) Peek(ctx context.Context, req *raftbusv1.PeekRequest) (*raftbusv1.PeekResponse, error) {
-	t, err := s.n.resolve(ctx, req.GetEntityPath())
+func (s *Messaging) Peek(ctx context.Context, req *raftbusv1.PeekRequest) (*raftbusv1.PeekResponse, error) {
+	t, err := resolve(ctx, s.node, req.GetEntityPath())
 	if err != nil {
 		return nil, err
 	}
@@ -210,16 +212,16 @@ func (s *messagingService) Peek(ctx context.Context, req *raftbusv1.PeekRequest)
 	// returned beyond the room left is dropped, to be peeked again.
 	resp := &raftbusv1.PeekResponse{}
 	received := 0
-	for id := first; id <= last && id < parts && len(resp.Messages) < int(batch) && received < maxReceiveBytes; id++ {
+	for id := first; id <= last && id < parts && len(resp.Messages) < int(batch) && received < MaxReceiveBytes; id++ {
 		from := req.GetFromSequenceNumber()
 		if parts > 1 && id > first {
 			from = raftbusv1.SequenceNumber(id, 0)
 		}
-		want, budget := int(batch)-len(resp.Messages), int64(maxReceiveBytes-received)
-		msgs, err := route(ctx, s.n, e, id, idempotent, func(r *replica) ([]*raftbusv1.ReceivedMessage, error) {
+		want, budget := int(batch)-len(resp.Messages), int64(MaxReceiveBytes-received)
+		msgs, err := route(ctx, s.node, e, id, routing.Idempotent, func(r Replica) ([]*raftbusv1.ReceivedMessage, error) {
 			var out []*raftbusv1.ReceivedMessage
 			var perr error
-			if err := r.p.Read(ctx, func(en *engine.Engine) { out, perr = en.Peek(t.path, req.GetSubQueue(), from, want, budget) }); err != nil {
+			if err := r.Read(ctx, func(en *engine.Engine) { out, perr = en.Peek(t.path, req.GetSubQueue(), from, want, budget) }); err != nil {
 				return nil, err
 			}
 			return out, perr
@@ -234,7 +236,7 @@ func (s *messagingService) Peek(ctx context.Context, req *raftbusv1.PeekRequest)
 		}
 		for _, m := range msgs {
 			n := answerBytes([]*raftbusv1.ReceivedMessage{m})
-			if len(resp.Messages) > 0 && received+n > maxReceiveBytes {
+			if len(resp.Messages) > 0 && received+n > MaxReceiveBytes {
 				return resp, nil
 			}
 			resp.Messages = append(resp.Messages, m)

@@ -1,4 +1,4 @@
-package cluster
+package service
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/raftbus/raftbus/cluster/apierror"
+	"github.com/raftbus/raftbus/cluster/routing"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -15,18 +17,19 @@ import (
 // to its leader together (one forwarded request when it is elsewhere) and
 // are proposed together, so they share log entries; each keeps its own
 // outcome.
-func (s *messagingService) Settle(ctx context.Context, req *raftbusv1.SettleRequest) (*raftbusv1.SettleResponse, error) {
+func (s *Messaging) Settle(ctx context.Context, req *raftbusv1.SettleRequest) (*raftbusv1.SettleResponse, error) {
 	all := req.GetSettlements()
-	if n := len(all); n == 0 || n > maxBatch {
-		return nil, invalid("a settle carries 1 to %d settlements, not %d", maxBatch, n)
+	if n := len(all); n == 0 || n > MaxBatch {
+		return nil, apierror.Invalid("a settle carries 1 to %d settlements, not %d", MaxBatch, n)
 	}
 	results := make([]*raftbusv1.SettleResult, len(all))
-	failed := func(i int, err error) { results[i] = &raftbusv1.SettleResult{Error: apiErrorInfo(err)} }
+	failed := func(i int, err error) { results[i] = &raftbusv1.SettleResult{Error: apierror.Info(err)} }
 
 	// The settlements of each partition, in request order.
 	type partitionKey struct {
-		group string
-		id    uint32
+		entity      string
+		incarnation uint64
+		id          uint32
 	}
 	type batch struct {
 		t     resolved
@@ -42,7 +45,7 @@ func (s *messagingService) Settle(ctx context.Context, req *raftbusv1.SettleRequ
 			failed(i, err)
 			continue
 		}
-		key := partitionKey{groupName(t.entity, st.GetLock().GetPartitionId()), st.GetLock().GetPartitionId()}
+		key := partitionKey{t.entity.GetName(), t.entity.GetIncarnation(), st.GetLock().GetPartitionId()}
 		b := batches[key]
 		if b == nil {
 			b = &batch{t: t, id: key.id}
@@ -58,13 +61,13 @@ func (s *messagingService) Settle(ctx context.Context, req *raftbusv1.SettleRequ
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out, err := route(ctx, s.n, b.t.entity, b.id, idempotent, func(r *replica) ([]*raftbusv1.SettleResult, error) {
-				applied := r.p.ApplyAll(ctx, b.cmds)
+			out, err := route(ctx, s.node, b.t.entity, b.id, routing.Idempotent, func(r Replica) ([]*raftbusv1.SettleResult, error) {
+				applied := r.ApplyAll(ctx, b.cmds)
 				out := make([]*raftbusv1.SettleResult, len(applied))
 				for k, a := range applied {
 					out[k] = &raftbusv1.SettleResult{}
 					if a.Err != nil {
-						out[k].Error = apiErrorInfo(a.Err)
+						out[k].Error = apierror.Info(a.Err)
 					}
 				}
 				return out, nil
@@ -75,7 +78,7 @@ func (s *messagingService) Settle(ctx context.Context, req *raftbusv1.SettleRequ
 				}
 				resp, err := raftbusv1.NewMessagingServiceClient(conn).Settle(ctx, fwd)
 				if err == nil && len(resp.GetResults()) != len(b.items) {
-					err = errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN, "the leader answered %d results for %d settlements", len(resp.GetResults()), len(b.items))
+					err = apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN, "the leader answered %d results for %d settlements", len(resp.GetResults()), len(b.items))
 				}
 				return resp.GetResults(), err
 			})
@@ -93,17 +96,17 @@ func (s *messagingService) Settle(ctx context.Context, req *raftbusv1.SettleRequ
 }
 
 // settleCommand checks one settlement and makes its engine command.
-func (s *messagingService) settleCommand(ctx context.Context, st *raftbusv1.Settlement) (*enginev1.Settle, resolved, error) {
+func (s *Messaging) settleCommand(ctx context.Context, st *raftbusv1.Settlement) (*enginev1.Settle, resolved, error) {
 	lock := st.GetLock()
 	if lock == nil {
-		return nil, resolved{}, invalid("lock is required")
+		return nil, resolved{}, apierror.Invalid("lock is required")
 	}
 	cmd := &enginev1.Settle{PropertiesToModify: st.GetPropertiesToModify()}
 	switch st.GetDisposition() {
 	case raftbusv1.Disposition_DISPOSITION_COMPLETE:
 		cmd.Disposition = enginev1.Disposition_DISPOSITION_COMPLETE
 		if len(st.GetPropertiesToModify()) > 0 {
-			return nil, resolved{}, invalid("a completed message's properties cannot be modified")
+			return nil, resolved{}, apierror.Invalid("a completed message's properties cannot be modified")
 		}
 	case raftbusv1.Disposition_DISPOSITION_ABANDON:
 		cmd.Disposition = enginev1.Disposition_DISPOSITION_ABANDON
@@ -113,15 +116,15 @@ func (s *messagingService) settleCommand(ctx context.Context, st *raftbusv1.Sett
 		cmd.Disposition = enginev1.Disposition_DISPOSITION_DEAD_LETTER
 		cmd.DeadLetterReason, cmd.DeadLetterErrorDescription = st.GetDeadLetterReason(), st.GetDeadLetterErrorDescription()
 	default:
-		return nil, resolved{}, invalid("disposition %v is not one of complete, abandon, dead-letter or defer", st.GetDisposition())
+		return nil, resolved{}, apierror.Invalid("disposition %v is not one of complete, abandon, dead-letter or defer", st.GetDisposition())
 	}
 	if st.GetDisposition() != raftbusv1.Disposition_DISPOSITION_DEAD_LETTER && (st.GetDeadLetterReason() != "" || st.GetDeadLetterErrorDescription() != "") {
-		return nil, resolved{}, invalid("a dead-letter reason or description goes with DISPOSITION_DEAD_LETTER only")
+		return nil, resolved{}, apierror.Invalid("a dead-letter reason or description goes with DISPOSITION_DEAD_LETTER only")
 	}
 	if err := checkDeadLetterText(st.GetDeadLetterReason(), st.GetDeadLetterErrorDescription()); err != nil {
 		return nil, resolved{}, err
 	}
-	t, err := s.n.resolve(ctx, lock.GetEntityPath())
+	t, err := resolve(ctx, s.node, lock.GetEntityPath())
 	if err != nil {
 		return nil, resolved{}, err
 	}
@@ -130,11 +133,11 @@ func (s *messagingService) settleCommand(ctx context.Context, st *raftbusv1.Sett
 }
 
 // checkDeadLetterText refuses a dead-letter reason or error description
-// over maxDeadLetterText characters.
+// over MaxDeadLetterText characters.
 func checkDeadLetterText(reason, description string) error {
 	for _, f := range []struct{ name, text string }{{"reason", reason}, {"error_description", description}} {
-		if n := utf8.RuneCountInString(f.text); n > maxDeadLetterText {
-			return invalid("%s must be at most %d characters, not %d", f.name, maxDeadLetterText, n)
+		if n := utf8.RuneCountInString(f.text); n > MaxDeadLetterText {
+			return apierror.Invalid("%s must be at most %d characters, not %d", f.name, MaxDeadLetterText, n)
 		}
 	}
 	return nil

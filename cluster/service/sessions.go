@@ -1,4 +1,4 @@
-package cluster
+package service
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/raftbus/raftbus/cluster/apierror"
+	"github.com/raftbus/raftbus/cluster/routing"
 	"github.com/raftbus/raftbus/engine"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
@@ -19,13 +21,13 @@ import (
 // that partition's leader.
 
 // sessionEntity finds a queue or subscription that requires sessions.
-func (n *Node) sessionEntity(ctx context.Context, path string) (resolved, error) {
-	t, err := n.resolve(ctx, path)
+func (s *Messaging) sessionEntity(ctx context.Context, path string) (resolved, error) {
+	t, err := resolve(ctx, s.node, path)
 	if err != nil {
 		return resolved{}, err
 	}
 	if !t.requiresSession() {
-		return resolved{}, invalid("%q does not require sessions", t.path)
+		return resolved{}, apierror.Invalid("%q does not require sessions", t.path)
 	}
 	return t, nil
 }
@@ -38,10 +40,10 @@ func sessionPartition(e *clusterv1.Entity, sessionID string) uint32 {
 // heldSession checks a SessionLock and returns its partition.
 func heldSession(e *clusterv1.Entity, sl *raftbusv1.SessionLock) (uint32, error) {
 	if sl.GetSessionId() == "" {
-		return 0, invalid("session.session_id is required")
+		return 0, apierror.Invalid("session.session_id is required")
 	}
 	if len(sl.GetLockToken()) != 16 {
-		return 0, invalid("session.lock_token must be 16 bytes, not %d", len(sl.GetLockToken()))
+		return 0, apierror.Invalid("session.lock_token must be 16 bytes, not %d", len(sl.GetLockToken()))
 	}
 	return sessionPartition(e, sl.GetSessionId()), nil
 }
@@ -58,13 +60,13 @@ func sessionLockOf(lock *enginev1.Lock) *raftbusv1.SessionLock {
 func engineError(err error) error {
 	var ee *engine.Error
 	if errors.As(err, &ee) {
-		return errorf(ee.Reason, "%s", ee.Message)
+		return apierror.Errorf(ee.Reason, "%s", ee.Message)
 	}
 	return err
 }
 
-func (s *messagingService) AcceptSession(ctx context.Context, req *raftbusv1.AcceptSessionRequest) (*raftbusv1.AcceptSessionResponse, error) {
-	t, err := s.n.sessionEntity(ctx, req.GetEntityPath())
+func (s *Messaging) AcceptSession(ctx context.Context, req *raftbusv1.AcceptSessionRequest) (*raftbusv1.AcceptSessionResponse, error) {
+	t, err := s.sessionEntity(ctx, req.GetEntityPath())
 	if err != nil {
 		return nil, err
 	}
@@ -76,15 +78,15 @@ func (s *messagingService) AcceptSession(ctx context.Context, req *raftbusv1.Acc
 	if sid := req.GetSessionId(); sid != "" {
 		id := sessionPartition(e, sid)
 		if req.PartitionId != nil && req.GetPartitionId() != id {
-			return nil, invalid("session %q lives in partition %d, not %d", sid, id, req.GetPartitionId())
+			return nil, apierror.Invalid("session %q lives in partition %d, not %d", sid, id, req.GetPartitionId())
 		}
-		return s.n.acceptFrom(ctx, t, id, sid, 0)
+		return s.acceptFrom(ctx, t, id, sid, 0)
 	}
 	if req.PartitionId != nil {
-		return s.n.acceptFrom(ctx, t, req.GetPartitionId(), "", wait)
+		return s.acceptFrom(ctx, t, req.GetPartitionId(), "", wait)
 	}
-	resp, err := firstAcross(s.n.pollOrder(e), wait, func(id uint32, wait time.Duration) (*raftbusv1.AcceptSessionResponse, bool, error) {
-		resp, err := s.n.acceptFrom(ctx, t, id, "", wait)
+	resp, err := firstAcross(s.pollOrder(e), wait, func(id uint32, wait time.Duration) (*raftbusv1.AcceptSessionResponse, bool, error) {
+		resp, err := s.acceptFrom(ctx, t, id, "", wait)
 		return resp, resp.GetSessionId() != "", err
 	})
 	if resp == nil && err == nil {
@@ -95,9 +97,9 @@ func (s *messagingService) AcceptSession(ctx context.Context, req *raftbusv1.Acc
 
 // acceptFrom accepts a session of partition id: the named one, or the
 // next available waiting up to wait.
-func (n *Node) acceptFrom(ctx context.Context, t resolved, id uint32, sessionID string, wait time.Duration) (*raftbusv1.AcceptSessionResponse, error) {
-	return route(ctx, n, t.entity, id, once, func(r *replica) (*raftbusv1.AcceptSessionResponse, error) {
-		res, err := r.p.AcceptSession(ctx, &enginev1.AcceptSession{EntityPath: t.path, SessionId: sessionID}, wait)
+func (s *Messaging) acceptFrom(ctx context.Context, t resolved, id uint32, sessionID string, wait time.Duration) (*raftbusv1.AcceptSessionResponse, error) {
+	return route(ctx, s.node, t.entity, id, routing.Once, func(r Replica) (*raftbusv1.AcceptSessionResponse, error) {
+		res, err := r.AcceptSession(ctx, &enginev1.AcceptSession{EntityPath: t.path, SessionId: sessionID}, wait)
 		if err != nil {
 			return nil, err
 		}
@@ -114,21 +116,21 @@ func (n *Node) acceptFrom(ctx context.Context, t resolved, id uint32, sessionID 
 }
 
 // receiveSession receives from a held session, at its partition.
-func (s *messagingService) receiveSession(ctx context.Context, req *raftbusv1.ReceiveRequest, receiveID []byte) (*raftbusv1.ReceiveResponse, error) {
-	t, err := s.n.sessionEntity(ctx, req.GetEntityPath())
+func (s *Messaging) receiveSession(ctx context.Context, req *raftbusv1.ReceiveRequest, receiveID []byte) (*raftbusv1.ReceiveResponse, error) {
+	t, err := s.sessionEntity(ctx, req.GetEntityPath())
 	if err != nil {
 		return nil, err
 	}
 	e := t.entity
 	if req.GetSubQueue() != raftbusv1.SubQueue_SUB_QUEUE_UNSPECIFIED {
-		return nil, invalid("the dead-letter sub-queue is received without a session")
+		return nil, apierror.Invalid("the dead-letter sub-queue is received without a session")
 	}
 	id, err := heldSession(e, req.GetSession())
 	if err != nil {
 		return nil, err
 	}
 	if req.PartitionId != nil && req.GetPartitionId() != id {
-		return nil, invalid("session %q lives in partition %d, not %d", req.GetSession().GetSessionId(), id, req.GetPartitionId())
+		return nil, apierror.Invalid("session %q lives in partition %d, not %d", req.GetSession().GetSessionId(), id, req.GetPartitionId())
 	}
 	batch, err := batchSize(req.GetMaxMessages())
 	if err != nil {
@@ -139,14 +141,14 @@ func (s *messagingService) receiveSession(ctx context.Context, req *raftbusv1.Re
 		return nil, err
 	}
 	lock := &enginev1.Lock{
-		EntityPath: t.path, ReceiveMode: req.GetReceiveMode(), MaxMessages: batch, MaxBytes: maxReceiveBytes,
+		EntityPath: t.path, ReceiveMode: req.GetReceiveMode(), MaxMessages: batch, MaxBytes: MaxReceiveBytes,
 		SessionId: req.GetSession().GetSessionId(), SessionLockToken: req.GetSession().GetLockToken(),
 		ReceiveId: receiveID, Replay: req.GetReplay(),
 	}
 	if req.GetReplay() {
-		return s.n.replay(ctx, e, lock, &id)
+		return s.replay(ctx, e, lock, &id)
 	}
-	msgs, err := s.n.receiveFrom(ctx, e, id, lock, wait)
+	msgs, err := s.receiveFrom(ctx, e, id, lock, wait)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +167,7 @@ func sessionHoldsAll(e *clusterv1.Entity, sl *raftbusv1.SessionLock, groups map[
 	}
 	for p, seqs := range groups {
 		if p != id {
-			return errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_FOUND,
+			return apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_FOUND,
 				"sequence number %d is not in the partition of session %q", seqs[0], sl.GetSessionId())
 		}
 	}
@@ -173,10 +175,10 @@ func sessionHoldsAll(e *clusterv1.Entity, sl *raftbusv1.SessionLock, groups map[
 }
 
 // peekSession peeks the messages of one session, in its partition.
-func (s *messagingService) peekSession(ctx context.Context, t resolved, req *raftbusv1.PeekRequest, batch int32) (*raftbusv1.PeekResponse, error) {
+func (s *Messaging) peekSession(ctx context.Context, t resolved, req *raftbusv1.PeekRequest, batch int32) (*raftbusv1.PeekResponse, error) {
 	e := t.entity
 	if req.GetSubQueue() != raftbusv1.SubQueue_SUB_QUEUE_UNSPECIFIED {
-		return nil, invalid("peeking by session covers the main queue only")
+		return nil, apierror.Invalid("peeking by session covers the main queue only")
 	}
 	sid := req.GetSessionId()
 	id := sessionPartition(e, sid)
@@ -184,10 +186,10 @@ func (s *messagingService) peekSession(ctx context.Context, t resolved, req *raf
 		return &raftbusv1.PeekResponse{}, nil
 	}
 	from := req.GetFromSequenceNumber()
-	return route(ctx, s.n, e, id, idempotent, func(r *replica) (*raftbusv1.PeekResponse, error) {
+	return route(ctx, s.node, e, id, routing.Idempotent, func(r Replica) (*raftbusv1.PeekResponse, error) {
 		var out []*raftbusv1.ReceivedMessage
 		var perr error
-		if err := r.p.Read(ctx, func(en *engine.Engine) { out, perr = en.PeekSession(t.path, sid, from, int(batch), maxReceiveBytes) }); err != nil {
+		if err := r.Read(ctx, func(en *engine.Engine) { out, perr = en.PeekSession(t.path, sid, from, int(batch), MaxReceiveBytes) }); err != nil {
 			return nil, err
 		}
 		return &raftbusv1.PeekResponse{Messages: out}, engineError(perr)
@@ -201,12 +203,12 @@ func (s *messagingService) peekSession(ctx context.Context, t resolved, req *raf
 // atSession serves a request about a held session at its partition's
 // leader; forward re-sends the request there, again after an unknown
 // outcome as rep allows.
-func atSession[Resp any](ctx context.Context, s *messagingService, path string, sl *raftbusv1.SessionLock, rep repeat,
-	local func(r *replica, path string) (Resp, error),
+func atSession[Resp any](ctx context.Context, s *Messaging, path string, sl *raftbusv1.SessionLock, rep routing.Repeat,
+	local func(r Replica, path string) (Resp, error),
 	forward func(ctx context.Context, c raftbusv1.MessagingServiceClient) (Resp, error),
 ) (Resp, error) {
 	var zero Resp
-	t, err := s.n.sessionEntity(ctx, path)
+	t, err := s.sessionEntity(ctx, path)
 	if err != nil {
 		return zero, err
 	}
@@ -214,17 +216,17 @@ func atSession[Resp any](ctx context.Context, s *messagingService, path string, 
 	if err != nil {
 		return zero, err
 	}
-	return route(ctx, s.n, t.entity, id, rep, func(r *replica) (Resp, error) {
+	return route(ctx, s.node, t.entity, id, rep, func(r Replica) (Resp, error) {
 		return local(r, t.path)
 	}, func(ctx context.Context, conn grpc.ClientConnInterface) (Resp, error) {
 		return forward(ctx, raftbusv1.NewMessagingServiceClient(conn))
 	})
 }
 
-func (s *messagingService) RenewSessionLock(ctx context.Context, req *raftbusv1.RenewSessionLockRequest) (*raftbusv1.RenewSessionLockResponse, error) {
+func (s *Messaging) RenewSessionLock(ctx context.Context, req *raftbusv1.RenewSessionLockRequest) (*raftbusv1.RenewSessionLockResponse, error) {
 	sl := req.GetSession()
-	return atSession(ctx, s, req.GetEntityPath(), sl, idempotent, func(r *replica, path string) (*raftbusv1.RenewSessionLockResponse, error) {
-		res, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_RenewSessionLock{RenewSessionLock: &enginev1.RenewSessionLock{
+	return atSession(ctx, s, req.GetEntityPath(), sl, routing.Idempotent, func(r Replica, path string) (*raftbusv1.RenewSessionLockResponse, error) {
+		res, err := r.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_RenewSessionLock{RenewSessionLock: &enginev1.RenewSessionLock{
 			EntityPath: path, SessionId: sl.GetSessionId(), LockToken: sl.GetLockToken(),
 		}}})
 		if err != nil {
@@ -238,16 +240,16 @@ func (s *messagingService) RenewSessionLock(ctx context.Context, req *raftbusv1.
 
 // GetSessionState reads at the leader after a read-index check, so the
 // holder sees its own last SetSessionState.
-func (s *messagingService) GetSessionState(ctx context.Context, req *raftbusv1.GetSessionStateRequest) (*raftbusv1.GetSessionStateResponse, error) {
+func (s *Messaging) GetSessionState(ctx context.Context, req *raftbusv1.GetSessionStateRequest) (*raftbusv1.GetSessionStateResponse, error) {
 	sl := req.GetSession()
-	return atSession(ctx, s, req.GetEntityPath(), sl, idempotent, func(r *replica, path string) (*raftbusv1.GetSessionStateResponse, error) {
+	return atSession(ctx, s, req.GetEntityPath(), sl, routing.Idempotent, func(r Replica, path string) (*raftbusv1.GetSessionStateResponse, error) {
 		var state []byte
 		var serr error
-		now, err := r.p.Now()
+		now, err := r.Now()
 		if err != nil {
 			return nil, err
 		}
-		if err := r.p.Read(ctx, func(en *engine.Engine) {
+		if err := r.Read(ctx, func(en *engine.Engine) {
 			state, serr = en.GetSessionState(path, sl.GetSessionId(), sl.GetLockToken(), now)
 		}); err != nil {
 			return nil, err
@@ -261,10 +263,10 @@ func (s *messagingService) GetSessionState(ctx context.Context, req *raftbusv1.G
 	})
 }
 
-func (s *messagingService) SetSessionState(ctx context.Context, req *raftbusv1.SetSessionStateRequest) (*raftbusv1.SetSessionStateResponse, error) {
+func (s *Messaging) SetSessionState(ctx context.Context, req *raftbusv1.SetSessionStateRequest) (*raftbusv1.SetSessionStateResponse, error) {
 	sl := req.GetSession()
-	return atSession(ctx, s, req.GetEntityPath(), sl, idempotent, func(r *replica, path string) (*raftbusv1.SetSessionStateResponse, error) {
-		_, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_SetSessionState{SetSessionState: &enginev1.SetSessionState{
+	return atSession(ctx, s, req.GetEntityPath(), sl, routing.Idempotent, func(r Replica, path string) (*raftbusv1.SetSessionStateResponse, error) {
+		_, err := r.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_SetSessionState{SetSessionState: &enginev1.SetSessionState{
 			EntityPath: path, SessionId: sl.GetSessionId(), LockToken: sl.GetLockToken(), State: req.GetState(),
 		}}})
 		if err != nil {
@@ -276,10 +278,10 @@ func (s *messagingService) SetSessionState(ctx context.Context, req *raftbusv1.S
 	})
 }
 
-func (s *messagingService) CloseSession(ctx context.Context, req *raftbusv1.CloseSessionRequest) (*raftbusv1.CloseSessionResponse, error) {
+func (s *Messaging) CloseSession(ctx context.Context, req *raftbusv1.CloseSessionRequest) (*raftbusv1.CloseSessionResponse, error) {
 	sl := req.GetSession()
-	return atSession(ctx, s, req.GetEntityPath(), sl, idempotent, func(r *replica, path string) (*raftbusv1.CloseSessionResponse, error) {
-		_, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_ReleaseSession{ReleaseSession: &enginev1.ReleaseSession{
+	return atSession(ctx, s, req.GetEntityPath(), sl, routing.Idempotent, func(r Replica, path string) (*raftbusv1.CloseSessionResponse, error) {
+		_, err := r.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_ReleaseSession{ReleaseSession: &enginev1.ReleaseSession{
 			EntityPath: path, SessionId: sl.GetSessionId(), LockToken: sl.GetLockToken(),
 		}}})
 		if err != nil {

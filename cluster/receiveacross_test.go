@@ -2,117 +2,19 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"maps"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/raftbus/raftbus/internal/await"
-
-	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
+	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
-
-func TestFirstAcrossServesWhatAnyPartitionHasWhileAnotherIsDown(t *testing.T) {
-	down := busy("partition 0 has no reachable leader")
-	asked := 0
-	got, err := firstAcross([]uint32{0, 1, 2}, time.Second, func(id uint32, wait time.Duration) (string, bool, error) {
-		asked++
-		switch id {
-		case 0:
-			return "", false, down
-		case 2:
-			return "message of 2", true, nil
-		}
-		return "", false, nil
-	})
-	if err != nil || got != "message of 2" || asked != 3 {
-		t.Fatalf("got %q, %v after %d asks; want partition 2's message", got, err, asked)
-	}
-}
-
-func TestFirstAcrossEndsEmptyWhenTheOthersHaveNothing(t *testing.T) {
-	got, err := firstAcross([]uint32{1, 0}, 120*time.Millisecond, func(id uint32, wait time.Duration) (string, bool, error) {
-		if id == 0 {
-			return "", false, busy("no leader")
-		}
-		time.Sleep(wait) // a partition with nothing waits out its slice
-		return "", false, nil
-	})
-	if err != nil || got != "" {
-		t.Fatalf("got %q, %v; want an empty answer", got, err)
-	}
-}
-
-func TestFirstAcrossFailsWhenNoPartitionAnswers(t *testing.T) {
-	_, err := firstAcross([]uint32{0, 1}, time.Minute, func(id uint32, wait time.Duration) (string, bool, error) {
-		return "", false, busy("partition %d has no reachable leader", id)
-	})
-	if asAPIError(err).reason != raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY {
-		t.Fatalf("got %v; want SERVER_BUSY at once", err)
-	}
-}
-
-func TestFirstAcrossStopsAtAnUnknownOutcome(t *testing.T) {
-	unknown := errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN, "connection broke")
-	asked := 0
-	_, err := firstAcross([]uint32{0, 1, 2}, time.Second, func(id uint32, wait time.Duration) (string, bool, error) {
-		asked++
-		if id == 0 {
-			return "", false, unknown
-		}
-		return "message", true, nil
-	})
-	if !errors.Is(err, unknown) || asked != 1 {
-		t.Fatalf("got %v after %d asks; want the unknown outcome of partition 0, asking no further", err, asked)
-	}
-}
-
-// A receive across partitions asks those its node leads first: they are
-// served without a hop to another node.
-func TestPollOrderAsksThePartitionsThisNodeLeadsFirst(t *testing.T) {
-	c := newTestCluster(t, 3)
-	const parts = 6
-	createQueue(t, c.client(0), &raftbusv1.QueueProperties{Name: "spread", PartitionCount: proto.Uint32(parts)})
-	for id := range uint32(parts) {
-		c.leaderOf("spread", id)
-	}
-	for i, nd := range c.nodes {
-		e := nd.meta.fsm.Entity("spread")
-		leads := func() map[uint32]bool {
-			out := make(map[uint32]bool)
-			for id := range uint32(parts) {
-				if r := nd.replica(e, id); r != nil && r.p.IsLeader() {
-					out[id] = true
-				}
-			}
-			return out
-		}
-		for checked := 0; checked < 3; {
-			before := leads()
-			order := nd.pollOrder(e)
-			if !maps.Equal(before, leads()) {
-				continue // leadership moved meanwhile (leaders are rebalanced)
-			}
-			checked++
-			seen := make(map[uint32]bool)
-			for k, id := range order {
-				seen[id] = true
-				if before[id] != (k < len(before)) {
-					t.Fatalf("node %d leads %v; order %v does not ask those first", i, before, order)
-				}
-			}
-			if len(order) != parts || len(seen) != parts {
-				t.Fatalf("node %d: order %v is not every partition once", i, order)
-			}
-		}
-	}
-}
 
 // A receive across partitions looks by node: this node's partitions are
 // one source, each other leader another; a node asked by another
@@ -127,17 +29,20 @@ func TestReceiveAcrossLooksByNode(t *testing.T) {
 	}
 	nd := c.nodes[0]
 	e := nd.meta.fsm.Entity("spread")
-	await.Until(t, 10*time.Second, "a source per node", func() bool {
-		srcs := nd.sources(e)
-		addrs := map[string]bool{}
-		for k, s := range srcs {
-			switch {
-			case s.local && k != 0, s.addr == nd.addr, !s.local && s.addr == "", addrs[s.addr]:
+	// The shape of the sources (this node, then each other leader once)
+	// is service.TestSourcesAreThisNodeFirstThenEachOtherLeaderOnce's;
+	// here the node asked must know every partition's leader.
+	await.Until(t, 10*time.Second, "a known leader of every partition", func() bool {
+		for id := range uint32(parts) {
+			r := nd.replica(e, id)
+			if r == nil {
 				return false
 			}
-			addrs[s.addr] = true
+			if addr, _ := r.p.Leader(); addr == "" {
+				return false
+			}
 		}
-		return len(srcs) <= 3
+		return true
 	})
 
 	// A message in a partition led by another node than the one asked.
@@ -153,7 +58,7 @@ func TestReceiveAcrossLooksByNode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	leader := c.nodes[c.leaderOf("spread", p)]
-	if ok, err := leader.awaitLocal(ctx, leader.meta.fsm.Entity("spread"), "spread", raftbusv1.SubQueue_SUB_QUEUE_UNSPECIFIED, 0); ok || err != nil {
+	if ok, err := awaitMessagesAt(ctx, leader, leader.addr, 0); ok || err != nil {
 		t.Fatalf("the leader of partition %d awaits messages in an empty queue: %v, %v", p, ok, err)
 	}
 	if _, err := c.client(0).msg.Send(ctx, &raftbusv1.SendRequest{EntityPath: "spread", Messages: []*raftbusv1.Message{{MessageId: "m", PartitionKey: key}}}); err != nil {
@@ -161,7 +66,7 @@ func TestReceiveAcrossLooksByNode(t *testing.T) {
 	}
 	// Awaiting at the leader, from the node asked, sees the message and
 	// takes nothing (the receive below gets it).
-	if ok, err := c.nodes[asked].awaitAt(ctx, leader.addr, &enginev1.Lock{EntityPath: "spread"}, 10*time.Second); !ok || err != nil {
+	if ok, err := awaitMessagesAt(ctx, c.nodes[asked], leader.addr, 10*time.Second); !ok || err != nil {
 		t.Fatalf("awaiting messages at the leader of partition %d: %v, %v", p, ok, err)
 	}
 	own, err := c.client(asked).msg.Receive(metadata.AppendToOutgoingContext(ctx, raftbusv1.ForwardMetadataKey, raftbusv1.NeverForward),
@@ -173,6 +78,19 @@ func TestReceiveAcrossLooksByNode(t *testing.T) {
 	if err != nil || len(got.GetMessages()) != 1 || got.GetMessages()[0].GetMessage().GetMessageId() != "m" || got.GetMessages()[0].GetPartitionId() != p {
 		t.Fatalf("receive across partitions at node %d: %v, %v; want m from partition %d", asked, got.GetMessages(), err, p)
 	}
+}
+
+// awaitMessagesAt asks, from node from, the node at addr to wait up to
+// wait for a message in queue "spread" (NodeService.AwaitMessages, as a
+// receive across partitions does).
+func awaitMessagesAt(ctx context.Context, from *Node, addr string, wait time.Duration) (bool, error) {
+	var available bool
+	err := serviceNode{from}.Call(ctx, addr, func(ctx context.Context, conn grpc.ClientConnInterface) error {
+		resp, err := clusterv1.NewNodeServiceClient(conn).AwaitMessages(ctx, &clusterv1.AwaitMessagesRequest{EntityPath: "spread", MaxWait: durationpb.New(wait)})
+		available = resp.GetAvailable()
+		return err
+	})
+	return available, err
 }
 
 // A receive across partitions gathers what the partitions its node leads

@@ -1,0 +1,117 @@
+package routing
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/raftbus/raftbus/cluster/apierror"
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+)
+
+// MaxAttempts bounds how many nodes one request is tried at: the cached
+// or hinted leader, and the replicas after it when a node is down.
+const MaxAttempts = 4
+
+// Repeat says what Forward may do once a forwarded call's outcome is
+// unknown (the connection to the leader broke after the request left, or
+// the leader lost leadership while replicating it): whether the request
+// may be sent again.
+type Repeat int
+
+const (
+	// Once: a change that must not be applied twice (a send without
+	// duplicate detection, accepting a session). An unknown outcome goes
+	// to the caller, who decides.
+	Once Repeat = iota
+	// Idempotent: a read, or a change whose repeat changes nothing more
+	// than the first (a receive with its receive id, cancelling scheduled
+	// messages, a send that duplicate detection makes harmless, a change
+	// by lock token, whose repeat finds the lock gone if the first took
+	// effect). Whatever a repeat then fails with, the caller is told the
+	// truth: the outcome is unknown.
+	Idempotent
+)
+
+// Forward serves a call for the partition whose Raft group is group at
+// its leader, trying addrs (best first), following NOT_LEADER hints and
+// skipping nodes that are down, at most MaxAttempts times. A request is
+// sent again only when it certainly did not take effect (the node could
+// not be reached or said it did not lead), or when rep says a repeat is
+// safe. The leader that answered is remembered in leaders.
+func Forward(ctx context.Context, peers *Peers, leaders *Leaders, group string, addrs []string, rep Repeat,
+	call func(ctx context.Context, conn grpc.ClientConnInterface) error,
+) error {
+	var lastErr, unknown *apierror.Error
+	queue := addrs
+	for attempt := 0; attempt < MaxAttempts && len(queue) > 0; attempt++ {
+		addr := queue[0]
+		queue = queue[1:]
+		err := peers.Call(ctx, addr, call)
+		if err == nil {
+			leaders.Set(group, addr)
+			return nil
+		}
+		lastErr = apierror.From(err)
+		switch lastErr.Reason {
+		case raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER:
+			if h := lastErr.Leader.GetAddress(); h != "" && h != addr {
+				leaders.Set(group, h)
+				queue = append([]string{h}, queue...)
+			}
+		case raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY:
+			// The node is down or has no leader: nothing was done; try
+			// another replica.
+		case raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN:
+			unknown = lastErr
+			if rep == Once || ctx.Err() != nil {
+				return lastErr
+			}
+			// Safe to repeat: ask the same node again first (the
+			// connection may just have broken), then the others.
+			queue = append([]string{addr}, queue...)
+		default:
+			if unknown != nil {
+				// An earlier attempt may have taken effect: a repeated
+				// settlement that finds its lock gone most likely found it
+				// gone because the first settled it, and no failure of a
+				// repeat says that nothing happened.
+				return unknown
+			}
+			return lastErr
+		}
+	}
+	leaders.Set(group, "")
+	if unknown != nil {
+		// An earlier attempt may have taken effect.
+		return unknown
+	}
+	if lastErr == nil {
+		lastErr = apierror.Busy("partition %s has no reachable leader", group)
+	}
+	return lastErr
+}
+
+// ForwardError classifies a failed forwarded call that the node called
+// did not answer itself (a gRPC status without ErrorInfo): a call that
+// never reached it did nothing, one that may have is of unknown outcome.
+func ForwardError(err error, addr string, maybeSent bool) error {
+	st, ok := status.FromError(err)
+	if !ok || apierror.HasInfo(st) || st.Code() != codes.Unavailable {
+		return err
+	}
+	if !maybeSent {
+		return apierror.Busy("node %s is unreachable: %s", addr, st.Message())
+	}
+	return apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN,
+		"the connection to node %s broke after the request was sent (%s); it may or may not have taken effect", addr, st.Message())
+}
+
+// Backoff spaces the attempts of a node waiting for another part of the
+// cluster (a join, partitions electing leaders).
+func Backoff(attempt int) time.Duration {
+	return min(50*time.Millisecond<<min(attempt, 6), 2*time.Second)
+}

@@ -1,0 +1,129 @@
+package routing
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/raftbus/raftbus/cluster/apierror"
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+)
+
+// node is a node on an in-memory network that answers Send with answer,
+// and counts the Sends it got and whether each refused forwarding.
+type node struct {
+	raftbusv1.UnimplementedMessagingServiceServer
+	answer func() error
+
+	mu        sync.Mutex
+	sends     int
+	noForward int
+}
+
+func (n *node) Send(ctx context.Context, _ *raftbusv1.SendRequest) (*raftbusv1.SendResponse, error) {
+	n.mu.Lock()
+	n.sends++
+	if Forwarded(ctx) {
+		n.noForward++
+	}
+	n.mu.Unlock()
+	if err := n.answer(); err != nil {
+		return nil, apierror.Status(err)
+	}
+	return &raftbusv1.SendResponse{}, nil
+}
+
+// network serves nodes by address and returns Peers that reach them.
+func network(t *testing.T, nodes map[string]*node) *Peers {
+	t.Helper()
+	listeners := map[string]*bufconn.Listener{}
+	for addr, n := range nodes {
+		lis := bufconn.Listen(1 << 20)
+		srv := grpc.NewServer()
+		raftbusv1.RegisterMessagingServiceServer(srv, n)
+		go srv.Serve(lis)
+		t.Cleanup(srv.Stop)
+		listeners[addr] = lis
+	}
+	peers := NewPeers(grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			lis, ok := listeners[addr]
+			if !ok {
+				return nil, errors.New("connection refused")
+			}
+			return lis.DialContext(ctx)
+		}))
+	t.Cleanup(peers.Close)
+	return peers
+}
+
+func send(ctx context.Context, conn grpc.ClientConnInterface) error {
+	_, err := raftbusv1.NewMessagingServiceClient(conn).Send(ctx, &raftbusv1.SendRequest{})
+	return err
+}
+
+// A node that does not lead the partition names the one that does; the
+// call goes there, refusing a further hop, and the leader is remembered.
+func TestForwardFollowsTheLeaderHint(t *testing.T) {
+	notLeader := apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER, "n2 leads")
+	notLeader.Leader = &raftbusv1.LeaderHint{NodeId: "n2", Address: "10.0.0.2:7400"}
+	follower := &node{answer: func() error { return notLeader }}
+	leader := &node{answer: func() error { return nil }}
+	peers := network(t, map[string]*node{"10.0.0.1:7400": follower, "10.0.0.2:7400": leader})
+	leaders := NewLeaders()
+	if err := Forward(context.Background(), peers, leaders, "orders@1/0", []string{"10.0.0.1:7400"}, Once, send); err != nil {
+		t.Fatalf("forward: %v", err)
+	}
+	if follower.sends != 1 || leader.sends != 1 || follower.noForward != 1 || leader.noForward != 1 {
+		t.Fatalf("follower asked %d times, leader %d (refusing forwarding: %d, %d); want once each, forwarding refused",
+			follower.sends, leader.sends, follower.noForward, leader.noForward)
+	}
+	if got := leaders.Get("orders@1/0"); got != "10.0.0.2:7400" {
+		t.Fatalf("the leader remembered is %q, want 10.0.0.2:7400", got)
+	}
+}
+
+// An unknown outcome ends a call that must not be repeated; one that may
+// be repeated is asked again, and when the repeat fails the caller still
+// learns that the outcome is unknown.
+func TestForwardKeepsAnUnknownOutcomeUnknown(t *testing.T) {
+	unknown := apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN, "leadership lost while committing")
+	lockLost := apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST, "no such lock")
+	for _, c := range []struct {
+		name  string
+		rep   Repeat
+		sends int
+	}{
+		{"once", Once, 1},
+		{"idempotent", Idempotent, 2},
+	} {
+		calls := 0
+		leader := &node{answer: func() error {
+			calls++
+			if calls == 1 {
+				return unknown
+			}
+			return lockLost // the first settled it
+		}}
+		peers := network(t, map[string]*node{"10.0.0.1:7400": leader})
+		err := Forward(context.Background(), peers, NewLeaders(), "orders@1/0", []string{"10.0.0.1:7400"}, c.rep, send)
+		if !apierror.IsUnknownOutcome(err) || leader.sends != c.sends {
+			t.Errorf("%s: %v after %d sends; want OUTCOME_UNKNOWN after %d", c.name, err, leader.sends, c.sends)
+		}
+	}
+}
+
+// A node that cannot be reached did nothing: the call goes to the next.
+func TestForwardSkipsANodeThatIsDown(t *testing.T) {
+	leader := &node{answer: func() error { return nil }}
+	peers := network(t, map[string]*node{"10.0.0.2:7400": leader})
+	if err := Forward(context.Background(), peers, NewLeaders(), "orders@1/0", []string{"10.0.0.1:7400", "10.0.0.2:7400"}, Once, send); err != nil || leader.sends != 1 {
+		t.Fatalf("forward past a node that is down: %v, leader asked %d times", err, leader.sends)
+	}
+}
