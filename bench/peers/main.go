@@ -3,25 +3,30 @@
 // (scripts/bench-peers.sh). It is a module of its own: the broker does not
 // depend on NATS.
 //
-// What stands for what:
-//   - a send is a JetStream publish that waits for its PubAck (the stream
-//     stored the message on a quorum of its replicas);
+// Each broker is driven the way its own clients and its own benchmark
+// tool drive it, with the same number of messages in flight. What stands
+// for what:
 //   - a queue is a stream with work-queue retention and file storage, of
 //     --replicas replicas, read through one durable pull consumer with
-//     explicit acks, of as many replicas;
-//   - a receive+complete is a message taken from the consumer and acked
-//     with DoubleAck (AckSync): the ack waits for the server's answer,
-//     which a replicated consumer gives once the ack is committed through
-//     the consumer's Raft group and applied, as a raftbus Complete
-//     returns once it is committed on a quorum and applied. A plain Ack
-//     is fire-and-forget: the consumer would not know the message was
-//     settled.
+//     explicit acks, of as many replicas, that lets --consumers x --batch
+//     messages await their acks (MaxAckPending), as `nats bench` sets it;
+//   - a send is an asynchronous JetStream publish (PublishMsgAsync),
+//     counted when its PubAck arrives (the stream stored the message on
+//     a quorum of its replicas); each producer keeps its share of the
+//     --inflight window of publishes awaiting their PubAcks, a new one as
+//     soon as one is answered, where `nats bench js pub async` publishes
+//     --batch and then waits for all of them;
+//   - a receive+complete is a message taken with Consume (at most --batch
+//     buffered per consumer) and acked in the callback with a plain Ack,
+//     as `nats bench js consume` and NATS applications do. A plain Ack
+//     is not answered, so the run's receive time ends when the stream is
+//     empty: with work-queue retention a message leaves the stream once
+//     its ack is committed through the consumer's Raft group and applied,
+//     which is what a raftbus Complete waits for. With --ack double each
+//     message is acked with DoubleAck (AckSync), which the server answers
+//     at that point, at most --batch awaiting their answers per consumer;
 //   - every producer and consumer has its own connection (as `nats bench`
-//     does), to a server the client picks from --servers; sends go through
-//     a producer's connection from --inflight/--producers goroutines each,
-//     one publish at a time; a consumer pulls continuously (Messages, at
-//     most --batch messages buffered) and acks each message as it comes,
-//     at most --batch acks in flight.
+//     does), to a server the client picks from --servers.
 package main
 
 import (
@@ -46,6 +51,8 @@ import (
 type config struct {
 	servers                                     string
 	workload                                    string
+	ack                                         string
+	timeout                                     time.Duration
 	producers, consumers, inflight, size, batch int
 	replicas                                    int
 	duration                                    time.Duration
@@ -74,7 +81,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.consumers, "consumers", 4, "consumers, each with its own connection")
 	fs.IntVar(&cfg.inflight, "inflight", 256, "publishes in flight across all producers")
 	fs.IntVar(&cfg.size, "size", 1024, "message body size")
-	fs.IntVar(&cfg.batch, "batch", 100, "messages a consumer buffers, and acks it has in flight")
+	fs.IntVar(&cfg.batch, "batch", 100, "messages a consumer buffers (and, with --ack double, DoubleAcks it awaits)")
+	fs.StringVar(&cfg.ack, "ack", "ack", "ack (a plain Ack; the stream tells when they settled) or double (DoubleAck, answered once settled)")
+	fs.DurationVar(&cfg.timeout, "timeout", 10*time.Second, "how long a publish waits for its PubAck, and the end of a run for the acks to settle")
 	fs.IntVar(&cfg.replicas, "replicas", 3, "replicas of the stream and its consumer")
 	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "how long producers send")
 	fs.Int64Var(&cfg.count, "count", 0, "send this many messages instead of for a duration")
@@ -89,6 +98,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--workload is mixed or phased, not %q", cfg.workload)
 	case cfg.producers < 1 || cfg.consumers < 1 || cfg.inflight < cfg.producers || cfg.batch < 1:
 		return fmt.Errorf("--producers, --consumers and --batch must be at least 1, --inflight at least --producers")
+	case cfg.ack != "ack" && cfg.ack != "double":
+		return fmt.Errorf("--ack is ack or double, not %q", cfg.ack)
+	case cfg.timeout <= 0:
+		return fmt.Errorf("--timeout must be positive")
 	case cfg.output != "text" && cfg.output != "json":
 		return fmt.Errorf("--output is text or json, not %q", cfg.output)
 	}
@@ -116,7 +129,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		js.DeleteStream(dctx, name)
 	}()
 	version := nc.ConnectedServerVersion()
-	rep, err := bench(ctx, cfg, name, stderr)
+	rep, err := bench(ctx, cfg, js, name, stderr)
 	if err != nil {
 		return err
 	}
@@ -146,7 +159,7 @@ func createStream(ctx context.Context, js jetstream.JetStream, name string, cfg 
 			}
 			_, err = s.CreateOrUpdateConsumer(cctx, jetstream.ConsumerConfig{
 				Durable: "bench", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
-				MaxAckPending: 4 * cfg.consumers * cfg.batch, Replicas: cfg.replicas,
+				MaxAckPending: cfg.consumers * cfg.batch, Replicas: cfg.replicas,
 			})
 			if err != nil {
 				return fmt.Errorf("create consumer of %s: %w", name, err)
@@ -163,9 +176,9 @@ func createStream(ctx context.Context, js jetstream.JetStream, name string, cfg 
 
 // bench runs the warm-up, if any, then the measured round, in the
 // workload's shape, and reports.
-func bench(ctx context.Context, cfg config, stream string, progress io.Writer) (*Report, error) {
+func bench(ctx context.Context, cfg config, admin jetstream.JetStream, stream string, progress io.Writer) (*Report, error) {
 	if cfg.warmup > 0 {
-		w, err := newRound(cfg, stream, "warmup", progress)
+		w, err := newRound(cfg, admin, stream, "warmup", progress)
 		if err != nil {
 			return nil, err
 		}
@@ -175,7 +188,7 @@ func bench(ctx context.Context, cfg config, stream string, progress io.Writer) (
 			return nil, fmt.Errorf("warm-up: %w", err)
 		}
 	}
-	r, err := newRound(cfg, stream, "run", progress)
+	r, err := newRound(cfg, admin, stream, "run", progress)
 	if err != nil {
 		return nil, err
 	}
@@ -187,16 +200,16 @@ func bench(ctx context.Context, cfg config, stream string, progress io.Writer) (
 	rep := &Report{
 		Workload: cfg.workload, Producers: cfg.producers, Consumers: cfg.consumers, InFlight: cfg.inflight,
 		MessageBytes: cfg.size, Replicas: cfg.replicas, ReceiveBatch: cfg.batch, WarmupMessages: cfg.warmup,
-		Shape: fmt.Sprintf("window of %d publishes in flight over %d connections, each a publish of one message waiting for its PubAck; "+
-			"%d consumers on their own connections pulling continuously (at most %d messages buffered), each message acked with DoubleAck, at most %d acks in flight",
-			cfg.inflight, cfg.producers, cfg.consumers, cfg.batch, cfg.batch),
+		AckMode: cfg.ack, Shape: shape(cfg),
 	}
 	rep.Sent, rep.Received, rep.Redelivered = r.sent.Load(), r.received.Load(), r.redelivered.Load()
 	rep.MaxBacklog = r.maxBacklog.Load()
 	rep.SendErrors, rep.SendErrorReasons, rep.SendErrorSamples = r.sendErrs.report()
 	rep.ReceiveErrors, rep.ReceiveErrorReasons, rep.ReceiveErrorSamples = r.recvErrs.report()
 	rep.SendSeconds = sendElapsed.Seconds()
-	rep.ReceiveSeconds = time.Duration(r.lastReceive.Load()).Seconds()
+	rep.ReceiveSeconds = r.settled.Seconds()
+	rep.SettleMs = float64(r.settled-time.Duration(r.lastReceive.Load())) / 1e6
+	rep.Unsettled = r.unsettled
 	if rep.SendSeconds > 0 {
 		rep.SendPerSecond = float64(rep.Sent) / rep.SendSeconds
 		rep.SendMBPerSecond = rep.SendPerSecond * float64(cfg.size) / 1e6
@@ -217,6 +230,17 @@ func bench(ctx context.Context, cfg config, stream string, progress io.Writer) (
 	return rep, nil
 }
 
+// shape says how the run's messages travel, for the report.
+func shape(cfg config) string {
+	ack := "acked with a plain Ack, settled when the stream is empty (every ack committed and applied)"
+	if cfg.ack == "double" {
+		ack = fmt.Sprintf("each acked with DoubleAck, at most %d awaiting the answer per consumer", cfg.batch)
+	}
+	return fmt.Sprintf("window of %d asynchronous publishes awaiting their PubAck over %d connections, a new one as each is answered; "+
+		"%d consumers on their own connections taking messages with Consume (at most %d buffered each, %d awaiting acks in all), %s",
+		cfg.inflight, cfg.producers, cfg.consumers, cfg.batch, cfg.consumers*cfg.batch, ack)
+}
+
 func printReport(w io.Writer, r *Report) {
 	fmt.Fprintf(w, "%s, stream %s: %s workload, %d replicas, %d producers, %d consumers, %d in flight, %d-byte messages",
 		r.Broker, r.Stream, r.Workload, r.Replicas, r.Producers, r.Consumers, r.InFlight, r.MessageBytes)
@@ -226,6 +250,10 @@ func printReport(w io.Writer, r *Report) {
 	fmt.Fprintf(w, "\nshape:           %s\n", r.Shape)
 	fmt.Fprintf(w, "send:            %9d msgs in %6.2fs  %9.0f msgs/s  %7.2f MB/s  (%d errors %v)\n", r.Sent, r.SendSeconds, r.SendPerSecond, r.SendMBPerSecond, r.SendErrors, r.SendErrorSamples)
 	fmt.Fprintf(w, "receive+ack:     %9d msgs in %6.2fs  %9.0f msgs/s  (%d delivered again, %d errors %v)\n", r.Received, r.ReceiveSeconds, r.RecvPerSecond, r.Redelivered, r.ReceiveErrors, r.ReceiveErrorSamples)
+	if r.Unsettled > 0 {
+		fmt.Fprintf(w, "UNSETTLED:       %d messages still in the stream when the wait for the acks gave up\n", r.Unsettled)
+	}
+	fmt.Fprintf(w, "settled:         the stream was empty %.1f ms after the last receive\n", r.SettleMs)
 	fmt.Fprintf(w, "backlog:         at most %d messages sent and not yet received\n", r.MaxBacklog)
 	for _, l := range []struct {
 		name string

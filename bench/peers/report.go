@@ -19,6 +19,7 @@ type Report struct {
 	MessageBytes        int               `json:"messageBytes"`
 	Replicas            int               `json:"replicas"`
 	ReceiveBatch        int               `json:"receiveBatch"`
+	AckMode             string            `json:"ackMode"`
 	Shape               string            `json:"shape"`
 	WarmupMessages      int64             `json:"warmupMessages"`
 	Sent                int64             `json:"sent"`
@@ -33,6 +34,8 @@ type Report struct {
 	MaxBacklog          int64             `json:"maxBacklog"`
 	SendSeconds         float64           `json:"sendSeconds"`
 	ReceiveSeconds      float64           `json:"receiveSeconds"`
+	SettleMs            float64           `json:"settleMsAfterLastReceive"`
+	Unsettled           uint64            `json:"unsettled"`
 	SendPerSecond       float64           `json:"sendMsgsPerSecond"`
 	RecvPerSecond       float64           `json:"receiveSettleMsgsPerSecond"`
 	SendMBPerSecond     float64           `json:"sendMbPerSecond"`

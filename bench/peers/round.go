@@ -18,42 +18,52 @@ import (
 // delivered again is not counted as this one's. It owns its connections,
 // producers and consumers.
 type round struct {
-	cfg              config
-	stream, subject  string
-	progress         io.Writer
-	label            string
-	producers        []jetstream.JetStream
-	consumers        []jetstream.JetStream
-	conns            []*nats.Conn
-	sent, received   atomic.Int64
-	redelivered      atomic.Int64
-	maxBacklog       atomic.Int64
-	sendErrs         errorTally
-	recvErrs         errorTally
-	sendLat, e2eLat  benchmeter.Latencies
-	seenMu           sync.Mutex
-	seen             map[uint64]struct{} // stream sequences received
-	recvStart        time.Time
-	lastReceive      atomic.Int64 // since recvStart
-	stopConsumers    context.CancelFunc
-	consumersRunning sync.WaitGroup
+	cfg             config
+	stream, subject string
+	progress        io.Writer
+	label           string
+	admin           jetstream.JetStream // for the stream's state
+	producers       []jetstream.JetStream
+	consumers       []jetstream.JetStream
+	conns           []*nats.Conn
+	sent, received  atomic.Int64
+	redelivered     atomic.Int64
+	maxBacklog      atomic.Int64
+	sendErrs        errorTally
+	recvErrs        errorTally
+	sendLat, e2eLat benchmeter.Latencies
+	seenMu          sync.Mutex
+	seen            map[uint64]struct{} // stream sequences received
+	recvStart       time.Time
+	lastReceive     atomic.Int64 // since recvStart
+	// settled is when the stream was last seen empty after every message
+	// sent was received, since recvStart: every ack committed through
+	// the consumer's Raft group and applied (work-queue retention
+	// removes a message then); unsettled is how many it still held when
+	// the wait for that gave up.
+	settled       time.Duration
+	unsettled     uint64
+	consuming     []jetstream.ConsumeContext
+	doubleAcks    sync.WaitGroup
+	stopConsumers context.CancelFunc
 }
 
 // newRound connects every producer and consumer, before anything is
 // measured.
-func newRound(cfg config, stream, label string, progress io.Writer) (*round, error) {
-	r := &round{cfg: cfg, stream: stream, subject: stream + "." + label, label: label, progress: progress,
+func newRound(cfg config, admin jetstream.JetStream, stream, label string, progress io.Writer) (*round, error) {
+	r := &round{cfg: cfg, admin: admin, stream: stream, subject: stream + "." + label, label: label, progress: progress,
 		seen: make(map[uint64]struct{}), stopConsumers: func() {}}
-	connect := func(name string) (jetstream.JetStream, error) {
-		nc, err := nats.Connect(cfg.servers, nats.Name(name))
+	for i := range cfg.producers {
+		nc, err := nats.Connect(cfg.servers, nats.Name(fmt.Sprintf("producer-%d", i)))
 		if err != nil {
+			r.close()
 			return nil, err
 		}
 		r.conns = append(r.conns, nc)
-		return jetstream.New(nc)
-	}
-	for i := range cfg.producers {
-		js, err := connect(fmt.Sprintf("producer-%d", i))
+		// The library's own bound on publishes awaiting their PubAck is
+		// the producer's share of the window; produce keeps to it.
+		js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(r.window(i)),
+			jetstream.WithPublishAsyncTimeout(cfg.timeout))
 		if err != nil {
 			r.close()
 			return nil, err
@@ -61,7 +71,13 @@ func newRound(cfg config, stream, label string, progress io.Writer) (*round, err
 		r.producers = append(r.producers, js)
 	}
 	for i := range cfg.consumers {
-		js, err := connect(fmt.Sprintf("consumer-%d", i))
+		nc, err := nats.Connect(cfg.servers, nats.Name(fmt.Sprintf("consumer-%d", i)))
+		if err != nil {
+			r.close()
+			return nil, err
+		}
+		r.conns = append(r.conns, nc)
+		js, err := jetstream.New(nc)
 		if err != nil {
 			r.close()
 			return nil, err
@@ -69,6 +85,15 @@ func newRound(cfg config, stream, label string, progress io.Writer) (*round, err
 		r.consumers = append(r.consumers, js)
 	}
 	return r, nil
+}
+
+// window is producer i's share of the --inflight publishes.
+func (r *round) window(i int) int {
+	w := r.cfg.inflight / r.cfg.producers
+	if i < r.cfg.inflight%r.cfg.producers {
+		w++
+	}
+	return w
 }
 
 func (r *round) close() {
@@ -123,10 +148,13 @@ func (r *round) run(ctx context.Context, measured bool, count int64, duration ti
 	return sendElapsed, costs, nil
 }
 
-// produce publishes count messages (or, with count 0, for duration) from
-// cfg.inflight goroutines spread over the producers' connections, each
-// waiting for its PubAck, and closes the returned channel when every
-// publish has an outcome.
+// produce publishes count messages (or, with count 0, for duration) and
+// closes the returned channel when every publish has an outcome. Each
+// producer publishes asynchronously (PublishMsgAsync) and keeps its
+// share of the --inflight window awaiting PubAcks: a new publish as soon
+// as one of its PubAcks arrives, as a NATS application streaming into
+// JetStream does. Its PubAcks are collected in publish order, the order
+// in which the stream's leader sends them.
 func (r *round) produce(ctx context.Context, count int64, duration time.Duration) <-chan struct{} {
 	body := make([]byte, r.cfg.size)
 	var pctx context.Context
@@ -136,32 +164,58 @@ func (r *round) produce(ctx context.Context, count int64, duration time.Duration
 	} else {
 		pctx, stopProducers = context.WithTimeout(ctx, duration)
 	}
+	type publish struct {
+		ack jetstream.PubAckFuture
+		t0  time.Time
+	}
 	var next atomic.Int64
 	var producers sync.WaitGroup
-	for i := 0; i < r.cfg.inflight; i++ {
-		producers.Add(1)
-		js := r.producers[i%len(r.producers)]
-		go func() {
+	for i, js := range r.producers {
+		window := r.window(i)
+		producers.Add(2)
+		slots := make(chan struct{}, window)   // a publish awaiting its PubAck holds one
+		inFlight := make(chan publish, window) // to the collector, in publish order
+		go func() {                            // the collector
 			defer producers.Done()
+			for p := range inFlight {
+				select {
+				case <-p.ack.Ok():
+					r.sendLat.Add(time.Since(p.t0))
+					backlog := r.sent.Add(1) - r.received.Load()
+					for {
+						top := r.maxBacklog.Load()
+						if backlog <= top || r.maxBacklog.CompareAndSwap(top, backlog) {
+							break
+						}
+					}
+				case err := <-p.ack.Err():
+					r.sendErrs.add(err)
+				}
+				<-slots
+			}
+		}()
+		go func() { // the publisher
+			defer producers.Done()
+			defer close(inFlight)
+			// The end of the run stops issuing publishes (pctx); the
+			// collector still waits for those in flight.
 			for pctx.Err() == nil {
 				if n := next.Add(1); count > 0 && n > count {
 					return
 				}
+				select {
+				case slots <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
 				t0 := time.Now()
-				// The end of the run stops issuing publishes (pctx) and
-				// lets those in flight finish (ctx).
-				if _, err := js.Publish(ctx, r.subject, body); err != nil {
+				ack, err := js.PublishMsgAsync(&nats.Msg{Subject: r.subject, Data: body})
+				if err != nil {
 					r.sendErrs.add(err)
+					<-slots
 					continue
 				}
-				r.sendLat.Add(time.Since(t0))
-				backlog := r.sent.Add(1) - r.received.Load()
-				for {
-					top := r.maxBacklog.Load()
-					if backlog <= top || r.maxBacklog.CompareAndSwap(top, backlog) {
-						break
-					}
-				}
+				inFlight <- publish{ack, t0}
 			}
 		}()
 	}
@@ -174,49 +228,33 @@ func (r *round) produce(ctx context.Context, count int64, duration time.Duration
 	return done
 }
 
-// startConsumers has every consumer pull continuously and ack each
-// message with DoubleAck as it comes, at most cfg.batch acks in flight
-// each, until stop.
+// startConsumers has every consumer take messages with Consume (at most
+// cfg.batch buffered each) and ack each in its callback, until stop:
+// with a plain Ack, as `nats bench js consume` does and as NATS
+// applications do, or with --ack double a DoubleAck, at most cfg.batch
+// of them awaiting the server's answer per consumer.
 func (r *round) startConsumers(ctx context.Context) error {
 	cctx, cancel := context.WithCancel(ctx)
 	r.stopConsumers = cancel
-	var iters []jetstream.MessagesContext
+	var cons []jetstream.Consumer
 	for _, js := range r.consumers {
-		cons, err := js.Consumer(ctx, r.stream, "bench")
+		c, err := js.Consumer(ctx, r.stream, "bench")
 		if err != nil {
 			cancel()
 			return fmt.Errorf("consumer of %s: %w", r.stream, err)
 		}
-		it, err := cons.Messages(jetstream.PullMaxMessages(r.cfg.batch))
-		if err != nil {
-			cancel()
-			return fmt.Errorf("pull from %s: %w", r.stream, err)
-		}
-		iters = append(iters, it)
+		cons = append(cons, c)
 	}
 	r.recvStart = time.Now()
-	for _, it := range iters {
-		r.consumersRunning.Add(1)
-		go func() {
-			defer r.consumersRunning.Done()
-			defer it.Stop()
+	for _, c := range cons {
+		var handler jetstream.MessageHandler
+		if r.cfg.ack == "double" {
 			acks := make(chan struct{}, r.cfg.batch)
-			defer func() {
-				for range r.cfg.batch {
-					acks <- struct{}{} // every ack has ended
-				}
-			}()
-			for cctx.Err() == nil {
-				m, err := it.Next(jetstream.NextContext(cctx))
-				if err != nil {
-					if cctx.Err() == nil {
-						r.recvErrs.add(err)
-						time.Sleep(10 * time.Millisecond)
-					}
-					continue
-				}
+			handler = func(m jetstream.Msg) {
 				acks <- struct{}{}
+				r.doubleAcks.Add(1)
 				go func() {
+					defer r.doubleAcks.Done()
 					defer func() { <-acks }()
 					if err := m.DoubleAck(cctx); err != nil {
 						if cctx.Err() == nil {
@@ -227,7 +265,27 @@ func (r *round) startConsumers(ctx context.Context) error {
 					r.got(m)
 				}()
 			}
-		}()
+		} else {
+			handler = func(m jetstream.Msg) {
+				if err := m.Ack(); err != nil {
+					r.recvErrs.add(err)
+					return
+				}
+				r.got(m)
+			}
+		}
+		cc, err := c.Consume(handler, jetstream.PullMaxMessages(r.cfg.batch),
+			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+				if cctx.Err() == nil {
+					r.recvErrs.add(err)
+				}
+			}))
+		if err != nil {
+			cancel()
+			r.stop()
+			return fmt.Errorf("consume from %s: %w", r.stream, err)
+		}
+		r.consuming = append(r.consuming, cc)
 	}
 	return nil
 }
@@ -254,22 +312,37 @@ func (r *round) got(m jetstream.Msg) {
 }
 
 func (r *round) stop() {
+	for _, cc := range r.consuming {
+		cc.Stop()
+		<-cc.Closed()
+	}
+	r.consuming = nil
 	r.stopConsumers()
-	r.consumersRunning.Wait()
+	r.doubleAcks.Wait()
 }
 
 // wait reports progress once a second until the sends are done and, with
-// drain, every message sent is received. It returns how long after start
-// the sends were done.
+// drain, every message sent is received and settled. It returns how
+// long after start the sends were done.
 func (r *round) wait(ctx context.Context, phase string, start time.Time, sendDone <-chan struct{}, drain bool) (time.Duration, error) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	// Once the sends are done, whether every message is received is
+	// checked often, so that the wait for the acks to settle starts
+	// with the last receive.
+	var check <-chan time.Time
 	var sendElapsed time.Duration
-	sending := true
 	for {
 		select {
 		case <-sendDone:
-			sending, sendElapsed, sendDone = false, time.Since(start), nil
+			sendElapsed, sendDone = time.Since(start), nil
+			if !drain {
+				return sendElapsed, nil
+			}
+			t := time.NewTicker(time.Millisecond)
+			defer t.Stop()
+			check = t.C
+		case <-check:
 		case <-tick.C:
 			el := time.Since(start).Seconds()
 			fmt.Fprintf(r.progress, "%-7s %5.0fs  sent %9d (%7.0f/s)  received %9d (%7.0f/s)  errors %d\n", phase, el,
@@ -277,8 +350,31 @@ func (r *round) wait(ctx context.Context, phase string, start time.Time, sendDon
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		}
-		if !sending && (!drain || r.received.Load() >= r.sent.Load()) {
-			return sendElapsed, nil
+		if sendDone == nil && r.received.Load() >= r.sent.Load() {
+			return sendElapsed, r.settle(ctx)
 		}
+	}
+}
+
+// settle waits (cfg.timeout at most) for the stream to be empty and
+// notes when it was: a plain Ack has no answer, so it is the stream that
+// tells when every ack was committed through the consumer's Raft group
+// and applied (work-queue retention removes a message then).
+func (r *round) settle(ctx context.Context) error {
+	s, err := r.admin.Stream(ctx, r.stream)
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", r.stream, err)
+	}
+	deadline := time.Now().Add(r.cfg.timeout)
+	for {
+		info, err := s.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("stream %s: %w", r.stream, err)
+		}
+		if info.State.Msgs == 0 || time.Now().After(deadline) {
+			r.unsettled, r.settled = info.State.Msgs, time.Since(r.recvStart)
+			return nil
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
