@@ -176,6 +176,9 @@ func (e *Engine) settle(now int64, c *enginev1.Settle) *Error {
 	}
 	tok := lockToken(c.GetLockToken())
 	m := q.locks[tok]
+	if m == nil && e.repeatsSettlement(now, q, c, tok) {
+		return nil
+	}
 	if m == nil || (s != nil && q.sessionOf(m) != s) {
 		return q.lockLost(tok)
 	}
@@ -204,6 +207,7 @@ func (e *Engine) settle(now int64, c *enginev1.Settle) *Error {
 			q.move(m, stateDeferred)
 		}
 	}
+	e.rememberSettled(now, q, c, tok)
 	return nil
 }
 
