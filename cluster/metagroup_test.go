@@ -86,7 +86,7 @@ func newMetaGroupOnMemory(t *testing.T, size int) []*metaMember {
 		id := fmt.Sprintf("n%d", i+1)
 		addr, trans := raft.NewInmemTransport(raft.ServerAddress(id))
 		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: addr})
-		n := &Node{cfg: Config{NodeID: id, Clock: clock.NewSystem(0)}, log: slog.New(slog.DiscardHandler), peers: newPeers(), leaders: routing.NewLeaders(), replicas: map[string]*replica{}}
+		n := &Node{cfg: Config{NodeID: id, Clock: clock.NewSystem(0)}, log: slog.New(slog.DiscardHandler), peers: newPeers(peerCredentials(nil)), leaders: routing.NewLeaders(), replicas: map[string]*replica{}}
 		members = append(members, &metaMember{n: n, store: &stallingStore{InmemStore: raft.NewInmemStore(), entered: make(chan struct{}, 1)}, trans: trans})
 	}
 	for _, a := range members {

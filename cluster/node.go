@@ -21,6 +21,7 @@ import (
 	"github.com/raftbus/raftbus/cluster/raftgrpc"
 	"github.com/raftbus/raftbus/cluster/routing"
 	"github.com/raftbus/raftbus/cluster/service"
+	"github.com/raftbus/raftbus/internal/certs"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 	"github.com/raftbus/raftbus/raftlog"
@@ -72,6 +73,11 @@ type Config struct {
 	// machine's clock. Tests and fault injection give a clock.System with
 	// an offset to skew the node.
 	Clock clock.Source
+	// TLS, when set, secures the gRPC port and the calls to peers with the
+	// node's certificate (see internal/certs), and every call is checked
+	// against its caller's certificate (see cluster/access). Nil: plain
+	// TCP, every caller let through.
+	TLS *certs.NodeTLS
 }
 
 // Node is one running member of a cluster.
@@ -141,6 +147,9 @@ func Start(cfg Config) (*Node, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.TLS != nil && cfg.TLS.ID != cfg.NodeID {
+		return nil, fmt.Errorf("cluster: the TLS certificate is node %s's, not node %s's", cfg.TLS.ID, cfg.NodeID)
+	}
 	rec, _, err := identity.Claim(cfg.DataDir, cfg.NodeID)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
@@ -161,7 +170,7 @@ func Start(cfg Config) (*Node, error) {
 		log:      log.With("node", cfg.NodeID),
 		addr:     addr,
 		lis:      lis,
-		peers:    newPeers(),
+		peers:    newPeers(peerCredentials(cfg.TLS)),
 		leaders:  routing.NewLeaders(),
 		replicas: make(map[string]*replica),
 		ident:    nodeIdentity{dir: cfg.DataDir, rec: rec},
@@ -175,18 +184,18 @@ func Start(cfg Config) (*Node, error) {
 	n.mux, err = raftgrpc.NewMux(raftgrpc.Config{
 		LocalAddr:       raft.ServerAddress(addr),
 		MaxMessageBytes: MaxMessageBytes,
-		Outgoing:        n.outgoingIdentity,
-		Admit:           n.admit,
+		DialOptions: []grpc.DialOption{
+			grpc.WithTransportCredentials(peerCredentials(cfg.TLS)),
+			grpc.WithConnectParams(raftbusv1.DialConnectParams()),
+		},
+		Outgoing: n.outgoingIdentity,
+		Admit:    n.admit,
 	})
 	if err != nil {
 		lis.Close()
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	n.server = grpc.NewServer(
-		grpc.ChainUnaryInterceptor(service.StatusInterceptor(n.log), n.startingInterceptor),
-		grpc.MaxRecvMsgSize(MaxMessageBytes),
-		grpc.MaxSendMsgSize(MaxMessageBytes),
-	)
+	n.server = grpc.NewServer(serverOptions(cfg.TLS, n.log, n.startingInterceptor)...)
 	n.mux.Register(n.server)
 	// The public services see the node through service.Node; the node
 	// service serves two calls of theirs that other nodes make.

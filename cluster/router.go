@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/raftbus/raftbus/cluster/apierror"
 	"github.com/raftbus/raftbus/cluster/routing"
@@ -14,9 +14,9 @@ import (
 
 // newPeers are the node's connections to its peers, which take messages
 // as large as its own server does.
-func newPeers() *routing.Peers {
+func newPeers(creds credentials.TransportCredentials) *routing.Peers {
 	return routing.NewPeers(
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithConnectParams(raftbusv1.DialConnectParams()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
 	)

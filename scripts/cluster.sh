@@ -2,7 +2,10 @@
 # Runs a local raftbus cluster of N raftbusd processes on loopback, so that
 # failover can be tried by killing one of them.
 #
-#   scripts/cluster.sh start [N]   build raftbusd, start N nodes (default 3)
+#   scripts/cluster.sh start [N] [--tls]
+#                                  build raftbusd, start N nodes (default 3);
+#                                  --tls: with a CA and certificates made in
+#                                  $RUN_DIR/certs (kept for later starts)
 #   scripts/cluster.sh status      show each node's pid, address and state
 #   scripts/cluster.sh stop        stop every node (SIGTERM, then SIGKILL)
 #
@@ -22,9 +25,20 @@ bin=$run_dir/raftbusd
 alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 start() {
-  local n=${1:-3}
+  local n=3 tls=
+  for a in "$@"; do
+    case $a in
+      --tls) tls=1 ;;
+      *) n=$a ;;
+    esac
+  done
   mkdir -p "$run_dir"
   (cd "$root" && go build -o "$bin" ./cmd/raftbusd)
+  local certs=$run_dir/certs
+  if [[ -n $tls && ! -f $certs/ca.pem ]]; then
+    "$bin" certs init --dir "$certs"
+    "$bin" certs client --dir "$certs" --name client
+  fi
   local peers=""
   for i in $(seq 1 "$n"); do
     peers+="${peers:+,}n$i=127.0.0.1:$((base_port + i))"
@@ -38,12 +52,19 @@ start() {
     fi
     local extra=()
     [[ -n ${PPROF_BASE_PORT:-} ]] && extra+=(--pprof "127.0.0.1:$((PPROF_BASE_PORT + i))")
+    if [[ -n $tls ]]; then
+      [[ -f $certs/n$i.pem ]] || "$bin" certs node --dir "$certs" --id "n$i" --host 127.0.0.1,localhost
+      extra+=(--tls-ca "$certs/ca.pem" --tls-cert "$certs/n$i.pem" --tls-key "$certs/n$i-key.pem")
+    fi
     "$bin" --node-id "n$i" --listen "127.0.0.1:$((base_port + i))" \
       --data-dir "$run_dir/n$i" --peers "$peers" "${extra[@]}" >>"$run_dir/n$i.log" 2>&1 &
     echo $! >"$pidfile"
     echo "n$i started (pid $!) on 127.0.0.1:$((base_port + i)), log $run_dir/n$i.log"
   done
-  echo "clients: RAFTBUS_ADDR=127.0.0.1:$((base_port + 1))"
+  echo "clients: export RAFTBUS_ADDR=127.0.0.1:$((base_port + 1))"
+  if [[ -n $tls ]]; then
+    echo "         export RAFTBUS_TLS_CA=$certs/ca.pem RAFTBUS_TLS_CERT=$certs/client.pem RAFTBUS_TLS_KEY=$certs/client-key.pem"
+  fi
 }
 
 status() {
@@ -79,8 +100,8 @@ stop() {
 }
 
 case "${1:-}" in
-  start) start "${2:-3}" ;;
+  start) shift; start "$@" ;;
   status) status ;;
   stop) stop ;;
-  *) echo "usage: $0 start [N] | status | stop" >&2; exit 2 ;;
+  *) echo "usage: $0 start [N] [--tls] | status | stop" >&2; exit 2 ;;
 esac

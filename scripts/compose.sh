@@ -6,12 +6,15 @@
 #   scripts/compose.sh ps      show the containers
 #   scripts/compose.sh down    stop and remove them (add -v to drop the data)
 #
-# Clients on the host reach n1 at 127.0.0.1:7400; any node serves any
-# request. Try failover with `docker kill raftbus_n2_1` (the name
+# The nodes talk mutual TLS and require client certificates: `up` makes a
+# CA and the certificates in .run/compose-certs (once) and prints the
+# settings a client on the host needs. Clients on the host reach n1 at
+# 127.0.0.1:7400; any node serves any request. Try failover with `docker kill raftbus_n2_1` (the name
 # docker-compose gives) and bring it back with `scripts/compose.sh up`.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 dir=$root/scripts/docker
+export RAFTBUS_CERTS=$root/.run/compose-certs
 compose() {
   if docker compose version >/dev/null 2>&1; then
     docker compose -p raftbus -f "$dir/compose.yaml" "$@"
@@ -22,8 +25,17 @@ compose() {
 case "${1:-}" in
   up)
     (cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$dir/raftbusd" ./cmd/raftbusd)
+    if [[ ! -f $RAFTBUS_CERTS/ca.pem ]]; then
+      "$dir/raftbusd" certs init --dir "$RAFTBUS_CERTS"
+      for n in n1 n2 n3; do
+        "$dir/raftbusd" certs node --dir "$RAFTBUS_CERTS" --id "$n" --host "$n,localhost,127.0.0.1"
+      done
+      "$dir/raftbusd" certs client --dir "$RAFTBUS_CERTS" --name client
+    fi
     docker build -q -t raftbusd:local "$dir"
     compose up -d
+    echo "clients: export RAFTBUS_ADDR=127.0.0.1:7400 RAFTBUS_TLS_CA=$RAFTBUS_CERTS/ca.pem" \
+      "RAFTBUS_TLS_CERT=$RAFTBUS_CERTS/client.pem RAFTBUS_TLS_KEY=$RAFTBUS_CERTS/client-key.pem"
     ;;
   ps) compose ps ;;
   down) shift; compose down "$@" ;;

@@ -21,6 +21,7 @@ import (
 
 	"github.com/raftbus/raftbus/client"
 	"github.com/raftbus/raftbus/client/admin"
+	"github.com/raftbus/raftbus/internal/certs"
 )
 
 const usage = `raftbus is the command-line client of a raftbus cluster.
@@ -54,6 +55,12 @@ Flags every command takes:
                                   form (an unlimited duration is the
                                   longest, 9223372036.854775807s)
   --timeout duration              give up after this long (default 30s)
+  --tls-ca file                   connect with TLS, verifying the nodes
+                                  against this CA certificate (env
+                                  RAFTBUS_TLS_CA)
+  --tls-cert file, --tls-key file this client's certificate and key, for
+                                  a cluster with TLS (env RAFTBUS_TLS_CERT,
+                                  RAFTBUS_TLS_KEY)
 
 Examples:
   raftbus queue create orders --partitions 3
@@ -72,6 +79,7 @@ type app struct {
 	server  string
 	output  string
 	timeout time.Duration
+	tls     certs.Files
 }
 
 // command is one subcommand: its usage text and what it does.
@@ -150,9 +158,12 @@ func describe(err error) string {
 			msg = ce.Status.String() + ": " + msg
 		}
 	case client.CodeServerBusy:
-		if strings.HasPrefix(msg, "node unreachable") {
+		switch {
+		case strings.Contains(msg, "server preface") || strings.Contains(msg, "handshake"):
+			msg += " (does the cluster use TLS? set --tls-ca, and --tls-cert and --tls-key, or RAFTBUS_TLS_CA, ...)"
+		case strings.HasPrefix(msg, "node unreachable"):
 			msg += " (is raftbusd running? set --server or RAFTBUS_ADDR)"
-		} else {
+		default:
 			msg = ce.Code.String() + ": " + msg
 		}
 	default:
@@ -175,6 +186,9 @@ func (a *app) flags(name string) *flag.FlagSet {
 	fs.StringVar(&a.server, "server", def, "")
 	fs.StringVar(&a.output, "output", "text", "")
 	fs.DurationVar(&a.timeout, "timeout", 30*time.Second, "")
+	fs.StringVar(&a.tls.CA, "tls-ca", os.Getenv("RAFTBUS_TLS_CA"), "")
+	fs.StringVar(&a.tls.Cert, "tls-cert", os.Getenv("RAFTBUS_TLS_CERT"), "")
+	fs.StringVar(&a.tls.Key, "tls-key", os.Getenv("RAFTBUS_TLS_KEY"), "")
 	return fs
 }
 
@@ -205,11 +219,32 @@ func (a *app) parse(fs *flag.FlagSet, args []string, positional ...string) ([]st
 }
 
 func (a *app) client() (*client.Client, error) {
-	return client.New(strings.Split(a.server, ","), nil)
+	opts, err := a.clientOptions()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(strings.Split(a.server, ","), opts)
 }
 
 func (a *app) admin() (*admin.Client, error) {
-	return admin.New(strings.Split(a.server, ","), nil)
+	opts, err := a.clientOptions()
+	if err != nil {
+		return nil, err
+	}
+	return admin.New(strings.Split(a.server, ","), opts)
+}
+
+// clientOptions are the SDK's options for the common flags: TLS when a
+// CA or a certificate is given.
+func (a *app) clientOptions() (*client.ClientOptions, error) {
+	if a.tls.Empty() {
+		return nil, nil
+	}
+	c, err := certs.LoadClient(a.tls)
+	if err != nil {
+		return nil, usagef("TLS: %v", err)
+	}
+	return &client.ClientOptions{TLSConfig: c}, nil
 }
 
 func (a *app) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {

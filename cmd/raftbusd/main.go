@@ -39,6 +39,13 @@ type options struct {
 	// Pprof is a loopback host:port to serve Go's profiles on; empty:
 	// none.
 	Pprof string `json:"pprof"`
+	// TLSCert, TLSKey and TLSCA are the node certificate, its key and the
+	// cluster CA (PEM files); all or none.
+	TLSCert string `json:"tls_cert"`
+	TLSKey  string `json:"tls_key"`
+	TLSCA   string `json:"tls_ca"`
+	// Insecure lets a node listen beyond loopback without TLS.
+	Insecure bool `json:"insecure"`
 }
 
 const usage = `raftbusd is a raftbus node: a message broker with Azure Service Bus
@@ -58,6 +65,15 @@ Examples:
   # add a node to a running cluster
   raftbusd --node-id n4 --listen 127.0.0.1:7404 --data-dir data/n4 --join 127.0.0.1:7401
 
+  # TLS: a development CA and certificates (see 'raftbusd certs -help'),
+  # then every node with its own certificate
+  raftbusd certs init --dir certs
+  raftbusd certs node --dir certs --id n1 --host 127.0.0.1,localhost
+  raftbusd --node-id n1 ... --tls-ca certs/ca.pem --tls-cert certs/n1.pem --tls-key certs/n1-key.pem
+
+A node that listens on anything but a loopback address needs TLS, or
+--insecure to run without it on a network you trust.
+
 Flags:
 `
 
@@ -69,6 +85,9 @@ func main() {
 }
 
 func run(args []string, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "certs" {
+		return runCerts(args[1:], os.Stdout, stderr)
+	}
 	opts, err := parse(args, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -106,6 +125,10 @@ func run(args []string, stderr io.Writer) error {
 		}
 		defer stop()
 	}
+	nodeTLS, err := loadTLS(opts)
+	if err != nil {
+		return err
+	}
 	node, err := cluster.Start(cluster.Config{
 		NodeID:            opts.NodeID,
 		ListenAddr:        opts.Listen,
@@ -117,6 +140,7 @@ func run(args []string, stderr io.Writer) error {
 		Logger:            log,
 		MaxClockOffset:    maxOffset,
 		Clock:             clock.NewSystem(offset),
+		TLS:               nodeTLS,
 	})
 	if err != nil {
 		return err
@@ -173,6 +197,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&flagged.LogLevel, "log-level", opts.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&flagged.LogFormat, "log-format", opts.LogFormat, "text or json")
 	fs.StringVar(&flagged.Pprof, "pprof", "", "serve Go's profiles (/debug/pprof/) on this loopback `host:port`")
+	fs.StringVar(&flagged.TLSCert, "tls-cert", "", "this node's certificate (PEM `file`), issued by the cluster CA for its node id")
+	fs.StringVar(&flagged.TLSKey, "tls-key", "", "the private key (PEM `file`) of --tls-cert")
+	fs.StringVar(&flagged.TLSCA, "tls-ca", "", "the cluster CA's certificate (PEM `file`): peers and clients must present certificates it signed")
+	fs.BoolVar(&flagged.Insecure, "insecure", false, "listen beyond loopback without TLS: anyone who reaches the port can do anything")
 	if err := fs.Parse(args); err != nil {
 		return opts, err
 	}
@@ -214,6 +242,14 @@ func parse(args []string, stderr io.Writer) (options, error) {
 			opts.LogFormat = flagged.LogFormat
 		case "pprof":
 			opts.Pprof = flagged.Pprof
+		case "tls-cert":
+			opts.TLSCert = flagged.TLSCert
+		case "tls-key":
+			opts.TLSKey = flagged.TLSKey
+		case "tls-ca":
+			opts.TLSCA = flagged.TLSCA
+		case "insecure":
+			opts.Insecure = flagged.Insecure
 		}
 	})
 	if opts.Partitions < 1 || opts.Partitions > cluster.MaxPartitions {

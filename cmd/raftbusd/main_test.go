@@ -47,6 +47,9 @@ func TestStartUpErrorsSayWhatIsWrong(t *testing.T) {
 		{"partitions out of range", []string{"--partitions", "0"}, "--partitions"},
 		{"stray argument", []string{"serve"}, "unexpected argument"},
 		{"profiles off loopback", []string{"--pprof", "0.0.0.0:6060", "--data-dir", t.TempDir()}, "loopback"},
+		{"reachable without TLS", []string{"--listen", "0.0.0.0:0", "--data-dir", t.TempDir()}, "--insecure"},
+		{"insecure and TLS", []string{"--listen", "0.0.0.0:0", "--insecure", "--tls-ca", "ca.pem", "--tls-cert", "n1.pem", "--tls-key", "n1-key.pem", "--data-dir", t.TempDir()}, "give one of them"},
+		{"half the TLS files", []string{"--tls-cert", "n1.pem", "--data-dir", t.TempDir()}, "TLS needs"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -72,5 +75,20 @@ func TestPprofServesProfilesOnLoopback(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "servePprof") {
 		t.Fatalf("goroutine profile: %s\n%s", resp.Status, body)
+	}
+}
+
+func TestTLSCertificateMustBeTheNodes(t *testing.T) {
+	dir := t.TempDir()
+	if err := runCerts([]string{"init", "--dir", dir}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if err := runCerts([]string{"node", "--dir", dir, "--id", "n2", "--host", "127.0.0.1"}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	err := run([]string{"--node-id", "n1", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(),
+		"--tls-ca", filepath.Join(dir, "ca.pem"), "--tls-cert", filepath.Join(dir, "n2.pem"), "--tls-key", filepath.Join(dir, "n2-key.pem")}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "node n2's, not node n1's") {
+		t.Fatalf("started with another node's certificate: %v", err)
 	}
 }

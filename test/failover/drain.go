@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/raftbus/raftbus/client"
@@ -206,7 +207,7 @@ func (w *Workload) replicaStates(ctx context.Context, path string, id uint32, ad
 	var out []history.Op
 	for _, addr := range addrs {
 		op := history.Op{Kind: history.Digest, Entity: path, Partition: id, Node: addr, Start: w.History.Now()}
-		resp, err := partitionStatus(ctx, addr, path, id)
+		resp, err := w.partitionStatus(ctx, addr, path, id)
 		op.End = w.History.Now()
 		if err != nil {
 			op.Outcome, op.Error = history.Fail, err.Error()
@@ -218,8 +219,14 @@ func (w *Workload) replicaStates(ctx context.Context, path string, id uint32, ad
 	return out
 }
 
-func partitionStatus(ctx context.Context, addr, path string, id uint32) (*clusterv1.PartitionStatusResponse, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// partitionStatus asks the node at addr for its replica's state. The node
+// service answers nodes only: with TLS the call presents NodeTLS.
+func (w *Workload) partitionStatus(ctx context.Context, addr, path string, id uint32) (*clusterv1.PartitionStatusResponse, error) {
+	creds := insecure.NewCredentials()
+	if w.NodeTLS != nil {
+		creds = credentials.NewTLS(w.NodeTLS)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}

@@ -77,11 +77,20 @@ var soakMix = mix{
 // the faults; default 45s), RAFTBUS_FAILOVER_SEED (default: from the
 // clock, printed), RAFTBUS_FAILOVER_NODES (3 or 5, default 3),
 // RAFTBUS_FAILOVER_SOAK (set: the soak's mix of faults and features),
+// RAFTBUS_FAILOVER_TLS (0: plain TCP; default mutual TLS everywhere, as
+// in production),
 // RAFTBUS_FAILOVER_FAULTS and RAFTBUS_FAILOVER_FEATURES (comma-separated:
 // only these) and RAFTBUS_FAILOVER_HISTORY (where to keep the history;
 // default a temp dir).
-func settings(t *testing.T) (dur time.Duration, seed uint64, nodes int, m mix) {
-	dur, seed, nodes, m = 45*time.Second, uint64(time.Now().UnixNano()), 3, ciMix
+func settings(t *testing.T) (dur time.Duration, seed uint64, nodes int, m mix, opts procs.Options) {
+	dur, seed, nodes, m, opts = 45*time.Second, uint64(time.Now().UnixNano()), 3, ciMix, procs.Options{TLS: true}
+	if v := os.Getenv("RAFTBUS_FAILOVER_TLS"); v != "" {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			t.Fatalf("RAFTBUS_FAILOVER_TLS: %v", err)
+		}
+		opts.TLS = on
+	}
 	if v := os.Getenv("RAFTBUS_FAILOVER_DURATION"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -130,7 +139,7 @@ func settings(t *testing.T) (dur time.Duration, seed uint64, nodes int, m mix) {
 			}
 		}
 	}
-	return dur, seed, nodes, m
+	return dur, seed, nodes, m, opts
 }
 
 // checkOptions are the checker's tolerances. ClockUncertainty is the
@@ -146,8 +155,8 @@ var checkOptions = checker.Options{ScheduleTolerance: 50 * time.Millisecond,
 // and slow), then drains every entity, compares the replicas and checks
 // the history (see package checker for the rules).
 func TestFailover(t *testing.T) {
-	dur, seed, nodes, m := settings(t)
-	t.Logf("failover run (%s): %v of faults, seed %d, %d nodes (RAFTBUS_FAILOVER_SEED=%d repeats the faults' choices)", m.name, dur, seed, nodes, seed)
+	dur, seed, nodes, m, opts := settings(t)
+	t.Logf("failover run (%s): %v of faults, seed %d, %d nodes, TLS %v (RAFTBUS_FAILOVER_SEED=%d repeats the faults' choices)", m.name, dur, seed, nodes, opts.TLS, seed)
 
 	kinds := m.processFaults
 	var cluster *procs.Cluster
@@ -158,7 +167,7 @@ func TestFailover(t *testing.T) {
 			t.Fatal(err)
 		}
 		network = nw
-		cluster = procs.StartOn(t, raftbusd, nw.Hosts())
+		cluster = procs.StartOnWith(t, raftbusd, nw.Hosts(), opts)
 		// Cleanups run last first: this one, before the cluster's, stops
 		// the processes and then removes the namespaces they ran in.
 		t.Cleanup(func() {
@@ -172,10 +181,13 @@ func TestFailover(t *testing.T) {
 		kinds = append(append([]nemesis.Kind{}, kinds...), m.networkFaults...)
 	} else {
 		t.Logf("network faults skipped: %v; process faults only", err)
-		cluster = procs.Start(t, raftbusd, nodes)
+		cluster = procs.StartWith(t, raftbusd, nodes, opts)
 	}
 
-	c, err := client.New(cluster.Addrs(), &client.ClientOptions{RetryOptions: client.RetryOptions{MaxRetries: 3, RetryDelay: 20 * time.Millisecond, MaxRetryDelay: 200 * time.Millisecond}})
+	c, err := client.New(cluster.Addrs(), &client.ClientOptions{
+		RetryOptions: client.RetryOptions{MaxRetries: 3, RetryDelay: 20 * time.Millisecond, MaxRetryDelay: 200 * time.Millisecond},
+		TLSConfig:    cluster.ClientTLS(),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +201,7 @@ func TestFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &Workload{Client: c, Admin: admin.NewFromClient(c), History: rec, OpTimeout: 3 * time.Second, Seed: seed}
+	w := &Workload{Client: c, Admin: admin.NewFromClient(c), History: rec, OpTimeout: 3 * time.Second, Seed: seed, NodeTLS: cluster.NodeTLS()}
 	setup, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := w.Setup(setup); err != nil {

@@ -13,6 +13,7 @@ package failover
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -35,6 +36,9 @@ type Workload struct {
 	// unknown outcomes rather than a stuck run.
 	OpTimeout time.Duration
 	Seed      uint64
+	// NodeTLS, for a cluster with TLS, presents a node certificate: the
+	// drain compares replicas through the node service.
+	NodeTLS *tls.Config
 
 	procs atomic.Int32
 	// entities are the queues and subscriptions that may exist, for the

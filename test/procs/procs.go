@@ -7,6 +7,7 @@ package procs
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -18,8 +19,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/raftbus/raftbus/internal/certs"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 	"github.com/raftbus/raftbus/test/netns"
 )
@@ -88,21 +91,44 @@ type Cluster struct {
 	// Dir holds every node's data dir and log. When the test fails it is
 	// kept (see keepFailed); files a test puts in it are kept with it.
 	Dir string
+	// CertDir, set when the cluster runs with TLS, holds its CA and the
+	// certificates of its nodes and of the test's client ("test").
+	CertDir string
 }
+
+// Options change how a cluster is started.
+type Options struct {
+	// TLS runs every node with a certificate of a CA made for the
+	// cluster (mutual TLS between nodes, client certificates required).
+	TLS bool
+}
+
+// testClient names the client certificate Conn presents.
+const testClient = "test"
 
 // Start starts n nodes on free loopback ports, forming a new cluster, and
 // waits until every one answers.
 func Start(t testing.TB, bin string, n int) *Cluster {
-	return start(t, bin, n, nil)
+	return start(t, bin, n, nil, Options{})
+}
+
+// StartWith is Start with options.
+func StartWith(t testing.TB, bin string, n int, opts Options) *Cluster {
+	return start(t, bin, n, nil, opts)
 }
 
 // StartOn starts one node in each of hosts, on port 7400 of the host's
 // address, so that the network between them can be cut.
 func StartOn(t testing.TB, bin string, hosts []*netns.Host) *Cluster {
-	return start(t, bin, len(hosts), hosts)
+	return start(t, bin, len(hosts), hosts, Options{})
 }
 
-func start(t testing.TB, bin string, n int, hosts []*netns.Host) *Cluster {
+// StartOnWith is StartOn with options.
+func StartOnWith(t testing.TB, bin string, hosts []*netns.Host, opts Options) *Cluster {
+	return start(t, bin, len(hosts), hosts, opts)
+}
+
+func start(t testing.TB, bin string, n int, hosts []*netns.Host, opts Options) *Cluster {
 	t.Helper()
 	dir := t.TempDir()
 	c := &Cluster{t: t, bin: bin, hosts: hosts, Dir: dir}
@@ -126,6 +152,9 @@ func start(t testing.TB, bin string, n int, hosts []*netns.Host) *Cluster {
 			LogPath: filepath.Join(dir, fmt.Sprintf("n%d.log", i+1)),
 		})
 	}
+	if opts.TLS {
+		c.issueCerts()
+	}
 	for i := range c.Nodes {
 		c.Restart(i)
 	}
@@ -133,6 +162,64 @@ func start(t testing.TB, bin string, n int, hosts []*netns.Host) *Cluster {
 		c.WaitReady(i, 30*time.Second)
 	}
 	return c
+}
+
+// issueCerts makes the cluster's CA, a certificate for each node (for the
+// host of its address) and the test client's.
+func (c *Cluster) issueCerts() {
+	c.t.Helper()
+	c.CertDir = filepath.Join(c.Dir, "certs")
+	if err := certs.Init(c.CertDir); err != nil {
+		c.t.Fatal(err)
+	}
+	for _, n := range c.Nodes {
+		host, _, _ := net.SplitHostPort(n.Addr)
+		if err := certs.Issue(c.CertDir, certs.Node, n.ID, []string{host}); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	if err := certs.Issue(c.CertDir, certs.Client, testClient, nil); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// CertFiles are the CA and the certificate files of name in the
+// cluster's certificate directory.
+func (c *Cluster) CertFiles(name string) certs.Files {
+	return certs.Files{
+		CA:   filepath.Join(c.CertDir, certs.CAFile),
+		Cert: filepath.Join(c.CertDir, certs.CertFile(name)),
+		Key:  filepath.Join(c.CertDir, certs.KeyFile(name)),
+	}
+}
+
+// NodeTLS is the TLS configuration of a client presenting node n1's
+// certificate, for tests that call the internal node service; nil when
+// the cluster runs without TLS.
+func (c *Cluster) NodeTLS() *tls.Config {
+	c.t.Helper()
+	if c.CertDir == "" {
+		return nil
+	}
+	cfg, err := certs.LoadClient(c.CertFiles(c.Nodes[0].ID))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return cfg
+}
+
+// ClientTLS is the TLS configuration of a client presenting the test
+// client's certificate; nil when the cluster runs without TLS.
+func (c *Cluster) ClientTLS() *tls.Config {
+	c.t.Helper()
+	if c.CertDir == "" {
+		return nil
+	}
+	cfg, err := certs.LoadClient(c.CertFiles(testClient))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return cfg
 }
 
 // freeAddr finds a loopback port nothing listens on. Another process could
@@ -167,6 +254,12 @@ func (c *Cluster) Restart(i int) {
 	}
 	defer log.Close()
 	args := []string{"--node-id", n.ID, "--listen", n.Addr, "--data-dir", n.DataDir, "--peers", c.peers(), "--log-level", "info"}
+	if c.CertDir != "" {
+		f := c.CertFiles(n.ID)
+		args = append(args, "--tls-ca", f.CA, "--tls-cert", f.Cert, "--tls-key", f.Key)
+	} else if c.hosts != nil {
+		args = append(args, "--insecure") // the hosts' addresses are not loopback
+	}
 	cmd := exec.Command(c.bin, args...)
 	if c.hosts != nil {
 		cmd = c.hosts[i].Command(c.bin, args...)
@@ -341,7 +434,11 @@ func (c *Cluster) WaitReady(i int, timeout time.Duration) {
 // Conn is a client connection to node i, closed when the test ends.
 func (c *Cluster) Conn(i int) *grpc.ClientConn {
 	c.t.Helper()
-	conn, err := grpc.NewClient(c.Nodes[i].Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := insecure.NewCredentials()
+	if cfg := c.ClientTLS(); cfg != nil {
+		creds = credentials.NewTLS(cfg)
+	}
+	conn, err := grpc.NewClient(c.Nodes[i].Addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		c.t.Fatal(err)
 	}

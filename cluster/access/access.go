@@ -1,0 +1,141 @@
+package access
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+
+	"github.com/raftbus/raftbus/cluster/apierror"
+	"github.com/raftbus/raftbus/cluster/identity"
+	"github.com/raftbus/raftbus/internal/certs"
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+)
+
+// Services are the gRPC service name prefixes by who may call them.
+var (
+	internalPrefixes = []string{"/raftbus.raft.v1.", "/raftbus.cluster.v1."}
+	publicPrefixes   = []string{"/raftbus.v1.", "/grpc.reflection."}
+	openPrefixes     = []string{"/grpc.health.v1."}
+)
+
+// Guard checks every call against the caller's certificate.
+type Guard struct {
+	log *slog.Logger
+
+	mu     sync.Mutex
+	logged map[string]time.Time // refusals logged, by caller and method, for rate limiting
+}
+
+// NewGuard returns a Guard that logs refusals to log.
+func NewGuard(log *slog.Logger) *Guard {
+	return &Guard{log: log, logged: make(map[string]time.Time)}
+}
+
+// Unary is the guard as a unary server interceptor.
+func (g *Guard) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := g.check(ctx, info.FullMethod); err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+// Stream is the guard as a stream server interceptor.
+func (g *Guard) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if err := g.check(ss.Context(), info.FullMethod); err != nil {
+		return err
+	}
+	return handler(srv, ss)
+}
+
+// check returns the gRPC status refusing the call, or nil.
+func (g *Guard) check(ctx context.Context, method string) error {
+	if hasPrefix(method, openPrefixes) {
+		return nil
+	}
+	caller, addr := callerOf(ctx)
+	var reason string
+	switch {
+	case hasPrefix(method, internalPrefixes):
+		reason = g.checkNode(ctx, caller)
+	case hasPrefix(method, publicPrefixes):
+		if caller.Kind == certs.Unknown {
+			reason = "a client certificate signed by the cluster CA is required"
+		}
+	default:
+		reason = "no such service"
+	}
+	if reason == "" {
+		return nil
+	}
+	g.logRefusal(caller, addr, method, reason)
+	return apierror.Status(apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_UNAUTHORIZED, "%s: %s", method, reason))
+}
+
+func (g *Guard) checkNode(ctx context.Context, caller certs.Identity) string {
+	if caller.Kind != certs.Node {
+		return "only the nodes of the cluster may call it, and the caller presented " + caller.String()
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	if claimed := md.Get(identity.NodeIDKey); len(claimed) > 0 && claimed[0] != caller.Name {
+		return "the caller names itself node " + claimed[0] + " but its certificate is node " + caller.Name + "'s"
+	}
+	return ""
+}
+
+// callerOf returns who presented the verified certificate of ctx's
+// connection (Unknown when none was verified) and from where.
+func callerOf(ctx context.Context) (certs.Identity, string) {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return certs.Identity{}, ""
+	}
+	addr := ""
+	if p.Addr != nil {
+		addr = p.Addr.String()
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			addr = host
+		}
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
+		return certs.Identity{}, addr
+	}
+	return certs.IdentityOf(info.State.VerifiedChains[0][0]), addr
+}
+
+func hasPrefix(method string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(method, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// logRefusal logs a refusal, at most once a minute per caller, address
+// and method, so that a misconfigured client cannot flood the log.
+func (g *Guard) logRefusal(caller certs.Identity, addr, method, reason string) {
+	key := caller.String() + "\x00" + addr + "\x00" + method
+	now := time.Now()
+	g.mu.Lock()
+	last, seen := g.logged[key]
+	if !seen || now.Sub(last) > time.Minute {
+		g.logged[key] = now
+		if len(g.logged) > 1024 {
+			clear(g.logged)
+		}
+	}
+	g.mu.Unlock()
+	if seen && now.Sub(last) <= time.Minute {
+		return
+	}
+	g.log.Warn("call refused", "method", method, "caller", caller.String(), "from", addr, "reason", reason)
+}
