@@ -6,6 +6,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftbus/raftbus/engine"
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
 // Observer is told how long a replica's Raft work takes, for metrics. It
@@ -61,8 +62,25 @@ func (p *Partition) RaftStats() RaftStats {
 	}
 }
 
-// EachCounters calls fn with the counters of every entity this replica
-// holds (see engine.Counters), as of its last applied entry.
-func (p *Partition) EachCounters(fn func(path string, c engine.Counters)) {
-	p.fsm.read(func(e *engine.Engine) { e.EachCounters(fn) })
+// EntityStats is what one entity (a queue, topic or subscription) holds
+// in a replica, and what happened to its messages (see engine.Counters).
+type EntityStats struct {
+	Path     string
+	Runtime  *raftbusv1.PartitionRuntimeProperties
+	Counters engine.Counters
+}
+
+// EachEntity calls fn with the stats of every entity this replica holds,
+// as of its last applied entry. fn runs with the state machine locked: it
+// must be quick.
+func (p *Partition) EachEntity(fn func(EntityStats)) {
+	p.fsm.read(func(e *engine.Engine) {
+		e.EachCounters(func(path string, c engine.Counters) {
+			rt, err := e.RuntimeProperties(path)
+			if err != nil {
+				return
+			}
+			fn(EntityStats{Path: path, Runtime: rt, Counters: c})
+		})
+	})
 }
