@@ -33,7 +33,7 @@ func openStorage(n *Node) error {
 	_, err := os.Stat(dir)
 	_, metaErr := os.Stat(filepath.Join(n.cfg.DataDir, "meta"))
 	logLost := errors.Is(err, os.ErrNotExist) && metaErr == nil
-	n.nodeLog, err = raftlog.Open(dir, raftlog.Options{Logger: n.log, OnDamage: n.markDamaged})
+	n.nodeLog, err = raftlog.Open(dir, raftlog.Options{Logger: n.log, OnDamage: n.markDamaged, OnSync: n.metrics.Synced})
 	if err != nil {
 		return fmt.Errorf("cluster: the node log cannot be read as a whole, so no partition replica on this node can be trusted (%w). "+
 			"Move %s aside (to %s.damaged, say) and start the node again: it then rebuilds each of its replicas from the other nodes. "+

@@ -11,8 +11,9 @@
 # RUN_DIR defaults to ./.run/cluster. Kill one with
 #   kill -9 "$(cat .run/cluster/n2.pid)"
 # and bring it back with `scripts/cluster.sh start N` again: running nodes
-# are left alone, stopped ones restart on their data. With PPROF_BASE_PORT
-# set, node i serves Go's profiles on 127.0.0.1:$((PPROF_BASE_PORT + i)).
+# are left alone, stopped ones restart on their data. Node i serves
+# /metrics, /healthz and /readyz on 127.0.0.1:$((base_port + 2000 + i))
+# (9401.. by default); with PPROF=1 also Go's profiles at /debug/pprof/.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 run_dir=${RUN_DIR:-$root/.run/cluster}
@@ -37,11 +38,11 @@ start() {
       continue
     fi
     local extra=()
-    [[ -n ${PPROF_BASE_PORT:-} ]] && extra+=(--pprof "127.0.0.1:$((PPROF_BASE_PORT + i))")
+    [[ -n ${PPROF:-} ]] && extra+=(--pprof)
     "$bin" --node-id "n$i" --listen "127.0.0.1:$((base_port + i))" \
       --data-dir "$run_dir/n$i" --peers "$peers" "${extra[@]}" >>"$run_dir/n$i.log" 2>&1 &
     echo $! >"$pidfile"
-    echo "n$i started (pid $!) on 127.0.0.1:$((base_port + i)), log $run_dir/n$i.log"
+    echo "n$i started (pid $!) on 127.0.0.1:$((base_port + i)), metrics http://127.0.0.1:$((base_port + 2000 + i))/metrics, log $run_dir/n$i.log"
   done
   echo "clients: RAFTBUS_ADDR=127.0.0.1:$((base_port + 1))"
 }
