@@ -31,7 +31,8 @@ const readinessInterval = 200 * time.Millisecond
 func (n *Node) Metrics() prometheus.Gatherer { return n.metrics.Gatherer() }
 
 // Ready is nil when the node serves what it should: its metadata group is
-// open, has a leader and has applied what it knows committed, and every
+// open, has a leader and has applied what it knows committed, records the
+// cluster's id and this node as a member, and every
 // partition the metadata places here is open with its entity. Otherwise it
 // says what is missing. A node starting or shutting down is not ready.
 func (n *Node) Ready() error {
@@ -53,7 +54,13 @@ func (n *Node) Ready() error {
 		return fmt.Errorf("the metadata group has applied %d of %d committed entries", applied, commit)
 	}
 	var placed []string
+	var clusterID string
+	member := false
 	n.meta.fsm.View(func(s *clusterv1.MetaSnapshot) {
+		clusterID = s.ClusterId
+		for _, m := range s.Nodes {
+			member = member || m.NodeId == n.cfg.NodeID
+		}
 		for _, e := range s.Entities {
 			for id, pl := range e.Partitions {
 				for _, nid := range pl.NodeIds {
@@ -64,6 +71,9 @@ func (n *Node) Ready() error {
 			}
 		}
 	})
+	if clusterID == "" || !member {
+		return errors.New("the metadata does not record the cluster and this node as its member yet")
+	}
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	for _, g := range placed {
