@@ -20,6 +20,7 @@ import (
 	"github.com/raftbus/raftbus/cluster/service"
 	"github.com/raftbus/raftbus/partition"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
 // readinessInterval is how often the gRPC health service is brought in
@@ -214,6 +215,31 @@ func (s metricsSource) replicas() []*replica {
 	out := make([]*replica, 0, len(s.n.replicas))
 	for _, r := range s.n.replicas {
 		out = append(out, r)
+	}
+	return out
+}
+
+// messageStats adds up the message counters of the partitions this node
+// leads: the figures of its metrics, for raftbus status.
+func (n *Node) messageStats() *raftbusv1.NodeMessageStats {
+	out := &raftbusv1.NodeMessageStats{}
+	src := metricsSource{n}
+	for _, r := range src.replicas() {
+		if !r.p.IsLeader() {
+			continue
+		}
+		out.PartitionsLed++
+		r.p.EachEntity(func(e partition.EntityStats) {
+			c := e.Counters
+			out.Sent += c.Sent
+			out.Received += c.Received
+			out.Completed += c.Completed
+			out.Abandoned += c.Abandoned
+			out.Deferred += c.Deferred
+			out.DeadLettered += c.DeadLettered
+			out.Expired += c.Expired
+			out.Duplicates += c.Duplicates
+		})
 	}
 	return out
 }

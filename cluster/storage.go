@@ -80,12 +80,13 @@ func (n *Node) logStats() *raftbusv1.NodeLogStats {
 	}
 }
 
-// addLogStats asks every node that is up for its log's counters.
+// addLogStats asks every node that is up for its log's and its message
+// counters.
 func (n *Node) addLogStats(ctx context.Context, nodes []*raftbusv1.NodeInfo) {
 	var wg sync.WaitGroup
 	for _, ni := range nodes {
 		if ni.GetNodeId() == n.cfg.NodeID {
-			ni.Log = n.logStats()
+			ni.Log, ni.Messages = n.logStats(), n.messageStats()
 			continue
 		}
 		if ni.GetState() != raftbusv1.NodeState_NODE_STATE_UP {
@@ -101,7 +102,7 @@ func (n *Node) addLogStats(ctx context.Context, nodes []*raftbusv1.NodeInfo) {
 			ctx, cancel := context.WithTimeout(ctx, statusTimeout)
 			defer cancel()
 			if resp, err := clusterv1.NewNodeServiceClient(conn).NodeStatus(ctx, &clusterv1.NodeStatusRequest{}); err == nil {
-				ni.Log = resp.GetLog()
+				ni.Log, ni.Messages = resp.GetLog(), resp.GetMessages()
 			}
 		}()
 	}
