@@ -37,6 +37,7 @@ func TestLostAnswers(t *testing.T) {
 	t.Run("ReceiveAndDelete", l.testReceiveAndDelete)
 	t.Run("ReceiveAcrossPartitions", l.testReceiveAcrossPartitions)
 	t.Run("Session", l.testSession)
+	t.Run("Settlement", l.testSettlement)
 
 	// A client that does not repeat: an unknown outcome reaches the caller,
 	// and what the receive took is handed out by the next one.
@@ -142,6 +143,41 @@ func (l *lossyEnv) testPeekLockReceive(t *testing.T) {
 		t.Fatalf("%d messages locked, want the one received", locked)
 	}
 	if err := r.CompleteMessage(ctxT(t, 10*time.Second), got[0], nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A settlement whose answer was lost is repeated, and the broker knows the
+// repeat for what it is: the caller learns that it took effect, once.
+func (l *lossyEnv) testSettlement(t *testing.T) {
+	l.createQueue("lost-settle", nil)
+	l.sendTwo(t, "lost-settle")
+	l.warm(t, "lost-settle")
+	r, _ := l.c.NewReceiverForQueue("lost-settle", nil)
+	got, err := r.ReceiveMessages(ctxT(t, 10*time.Second), 2, nil)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("receive: %v, %v", got, err)
+	}
+	dropped := l.p.Dropped()
+	l.p.DropResponses(1)
+	if err := r.CompleteMessage(ctxT(t, 10*time.Second), got[0], nil); err != nil {
+		t.Fatalf("complete whose answer was lost: %v, want success", err)
+	}
+	l.p.DropResponses(1)
+	if err := r.AbandonMessage(ctxT(t, 10*time.Second), got[1], nil); err != nil {
+		t.Fatalf("abandon whose answer was lost: %v, want success", err)
+	}
+	if n := l.p.Dropped() - dropped; n != 2 {
+		t.Fatalf("%d answers lost, want 2", n)
+	}
+	if active, locked := l.active(t, "lost-settle"); active != 1 || locked != 0 {
+		t.Fatalf("%d active and %d locked, want the abandoned one available", active, locked)
+	}
+	again, err := r.ReceiveMessages(ctxT(t, 10*time.Second), 2, nil)
+	if err != nil || len(again) != 1 || again[0].MessageID != got[1].MessageID || again[0].DeliveryCount != 2 {
+		t.Fatalf("after the settlements received %v, %v; want %s once more", again, err, got[1].MessageID)
+	}
+	if err := r.CompleteMessage(ctxT(t, 10*time.Second), again[0], nil); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -13,8 +13,12 @@ import (
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
-// Settlement calls are safe to retry after an unknown outcome: a repeat of
-// one that took effect fails with CodeLockLost and changes nothing.
+// Settlement calls are safe to retry after an unknown outcome: the broker
+// remembers recent settlements (for the entity's lock duration, at least
+// 30 s), so a repeat of one that took effect succeeds and changes nothing.
+// A repeat that finds the lock gone and no such memory (the first attempt
+// never arrived and the lock expired meanwhile, or it was forgotten)
+// leaves the outcome unknown.
 //
 // Complete, Abandon, DeadLetter and Defer calls made concurrently (from
 // any receivers of one Client) for messages whose partitions have the same

@@ -230,12 +230,11 @@ func drain(t testing.TB, c clients, queue string, want int, timeout time.Duratio
 		for _, m := range resp.GetMessages() {
 			got[m.GetMessage().GetMessageId()]++
 			lock := &raftbusv1.MessageLock{EntityPath: queue, PartitionId: m.GetPartitionId(), LockToken: m.GetLockToken()}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, err := c.msg.Complete(ctx, &raftbusv1.CompleteRequest{Lock: lock})
-			cancel()
-			if err != nil && !isRetryable(err) && reasonOf(err) != raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST {
-				t.Fatalf("complete: %v", err)
-			}
+			// A complete repeated after an unknown outcome (a leader
+			// change) succeeds whether or not the first took effect.
+			retry(t, 20*time.Second, func(ctx context.Context) (*raftbusv1.CompleteResponse, error) {
+				return c.msg.Complete(ctx, &raftbusv1.CompleteRequest{Lock: lock})
+			})
 		}
 	}
 	return got

@@ -31,13 +31,15 @@ const (
 //	2  a session receive hands out several messages of the session in
 //	   order, locked under the session's lock
 //	3  session states count towards MaxSizeInMegabytes
-const Version = 3
+//	4  a repeat of a settlement that took effect succeeds (see settled.go)
+const Version = 4
 
 // Versions whose semantics code branches on.
 const (
 	versionDeadLetterKeepsSequence   = 1
 	versionSessionLocksCoverMessages = 2
 	versionQuotaCountsSessionState   = 3
+	versionSettlementsRepeatable     = 4
 )
 
 // Engine is the state of one partition: the slices of the entities placed
@@ -55,6 +57,8 @@ type Engine struct {
 	sorted   []*entity // by path: the order of time effects and snapshots
 	// receipts remember what recent receives received (see receipt.go).
 	receipts receiptTable
+	// settled remembers recent settlements (see settled.go).
+	settled settledTable
 	// generations is the highest metadata generation applied per entity
 	// (see fence.go).
 	generations map[string]uint64
@@ -73,6 +77,7 @@ func New(partitionID uint32, partitionCount uint32) *Engine {
 		nextOrder:      1,
 		entities:       make(map[string]*entity),
 		receipts:       newReceiptTable(),
+		settled:        newSettledTable(),
 		generations:    make(map[string]uint64),
 	}
 }
@@ -393,6 +398,7 @@ func (e *Engine) advance(now int64) {
 		ent.duplicates.prune(now)
 	}
 	e.receipts.prune(now)
+	e.settled.prune(now)
 	e.now = now
 }
 
@@ -427,6 +433,9 @@ func (e *Engine) NextDeadline() (unixMs int64, ok bool) {
 	// the deadline is when the newest ends and one Tick frees them all:
 	// under traffic it keeps moving and commands prune them as they go.
 	if t, has := e.receipts.last(); has && (!ok || t < unixMs) {
+		unixMs, ok = t, true
+	}
+	if t, has := e.settled.last(); has && (!ok || t < unixMs) {
 		unixMs, ok = t, true
 	}
 	return unixMs, ok

@@ -179,6 +179,7 @@ func checkInvariants(t testing.TB, e *Engine) {
 	}
 	checkTopicInvariants(t, e)
 	checkReceiptInvariants(t, e)
+	checkSettledInvariants(t, e)
 	for i, ent := range e.sorted {
 		if i > 0 && e.sorted[i-1].path >= ent.path {
 			t.Fatalf("entities out of order at %q", ent.path)

@@ -177,6 +177,9 @@ func (e *Engine) settle(now int64, c *enginev1.Settle) *Error {
 	}
 	tok := lockToken(c.GetLockToken())
 	m := q.locks[tok]
+	if m == nil && e.repeatsSettlement(now, q, c, tok) {
+		return nil
+	}
 	if m == nil || (s != nil && q.sessionOf(m) != s) {
 		return q.lockLost(tok)
 	}
@@ -208,6 +211,7 @@ func (e *Engine) settle(now int64, c *enginev1.Settle) *Error {
 			q.move(m, stateDeferred)
 		}
 	}
+	e.rememberSettled(now, q, c, tok)
 	return nil
 }
 

@@ -75,6 +75,11 @@ func (e *Engine) Snapshot(w io.Writer) error {
 			err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Receipt{Receipt: storedReceipt(r)}})
 		}
 	}
+	for _, s := range e.settled.live() {
+		if err == nil {
+			err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_SettledLock{SettledLock: storedSettled(s)}})
+		}
+	}
 	if err == nil {
 		err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Trailer{Trailer: &enginev1.SnapshotTrailer{
 			EntityCount: entities, MessageCount: messages,
@@ -223,6 +228,10 @@ func restore(r *bufio.Reader) (*Engine, error) {
 		case *enginev1.SnapshotRecord_Receipt:
 			if err := e.restoreReceipt(x.Receipt); err != nil {
 				return nil, fmt.Errorf("receipt of %q: %w", x.Receipt.GetEntityPath(), err)
+			}
+		case *enginev1.SnapshotRecord_SettledLock:
+			if err := e.restoreSettled(x.SettledLock); err != nil {
+				return nil, fmt.Errorf("settlement in %q: %w", x.SettledLock.GetEntityPath(), err)
 			}
 		case *enginev1.SnapshotRecord_Trailer:
 			if x.Trailer.GetEntityCount() != entities || x.Trailer.GetMessageCount() != messages {

@@ -83,7 +83,7 @@ func (StoredState) EnumDescriptor() ([]byte, []int) {
 // entity record, its messages (main queue then dead-letter sub-queue, each
 // in sequence order), its remembered message ids and its held or stateful
 // sessions in id order; then the receipts of recent receives, oldest first;
-// then one trailer.
+// then the recent settlements, oldest first; then one trailer.
 type SnapshotRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Record:
@@ -95,6 +95,7 @@ type SnapshotRecord struct {
 	//	*SnapshotRecord_Trailer
 	//	*SnapshotRecord_Session
 	//	*SnapshotRecord_Receipt
+	//	*SnapshotRecord_SettledLock
 	Record        isSnapshotRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -200,6 +201,15 @@ func (x *SnapshotRecord) GetReceipt() *Receipt {
 	return nil
 }
 
+func (x *SnapshotRecord) GetSettledLock() *SettledLock {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_SettledLock); ok {
+			return x.SettledLock
+		}
+	}
+	return nil
+}
+
 type isSnapshotRecord_Record interface {
 	isSnapshotRecord_Record()
 }
@@ -232,6 +242,10 @@ type SnapshotRecord_Receipt struct {
 	Receipt *Receipt `protobuf:"bytes,7,opt,name=receipt,proto3,oneof"`
 }
 
+type SnapshotRecord_SettledLock struct {
+	SettledLock *SettledLock `protobuf:"bytes,8,opt,name=settled_lock,json=settledLock,proto3,oneof"`
+}
+
 func (*SnapshotRecord_Header) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Entity) isSnapshotRecord_Record() {}
@@ -245,6 +259,8 @@ func (*SnapshotRecord_Trailer) isSnapshotRecord_Record() {}
 func (*SnapshotRecord_Session) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Receipt) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_SettledLock) isSnapshotRecord_Record() {}
 
 // SnapshotHeader is the partition-wide state.
 type SnapshotHeader struct {
@@ -848,6 +864,84 @@ func (x *Receipt) GetRemoved() []*v1.ReceivedMessage {
 	return nil
 }
 
+// SettledLock is a recent settlement: the lock token it ended and how, so
+// that a repeat of it succeeds without effect (see engine/settled.go).
+type SettledLock struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	EntityPath    string                 `protobuf:"bytes,1,opt,name=entity_path,json=entityPath,proto3" json:"entity_path,omitempty"`
+	SubQueue      v1.SubQueue            `protobuf:"varint,2,opt,name=sub_queue,json=subQueue,proto3,enum=raftbus.v1.SubQueue" json:"sub_queue,omitempty"`
+	LockToken     []byte                 `protobuf:"bytes,3,opt,name=lock_token,json=lockToken,proto3" json:"lock_token,omitempty"`
+	Disposition   Disposition            `protobuf:"varint,4,opt,name=disposition,proto3,enum=raftbus.engine.v1.Disposition" json:"disposition,omitempty"`
+	ExpiresUnixMs int64                  `protobuf:"varint,5,opt,name=expires_unix_ms,json=expiresUnixMs,proto3" json:"expires_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettledLock) Reset() {
+	*x = SettledLock{}
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettledLock) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettledLock) ProtoMessage() {}
+
+func (x *SettledLock) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettledLock.ProtoReflect.Descriptor instead.
+func (*SettledLock) Descriptor() ([]byte, []int) {
+	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SettledLock) GetEntityPath() string {
+	if x != nil {
+		return x.EntityPath
+	}
+	return ""
+}
+
+func (x *SettledLock) GetSubQueue() v1.SubQueue {
+	if x != nil {
+		return x.SubQueue
+	}
+	return v1.SubQueue(0)
+}
+
+func (x *SettledLock) GetLockToken() []byte {
+	if x != nil {
+		return x.LockToken
+	}
+	return nil
+}
+
+func (x *SettledLock) GetDisposition() Disposition {
+	if x != nil {
+		return x.Disposition
+	}
+	return Disposition_DISPOSITION_UNSPECIFIED
+}
+
+func (x *SettledLock) GetExpiresUnixMs() int64 {
+	if x != nil {
+		return x.ExpiresUnixMs
+	}
+	return 0
+}
+
 // SnapshotTrailer ends a snapshot; its counts guard against truncation.
 type SnapshotTrailer struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -859,7 +953,7 @@ type SnapshotTrailer struct {
 
 func (x *SnapshotTrailer) Reset() {
 	*x = SnapshotTrailer{}
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[7]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +965,7 @@ func (x *SnapshotTrailer) String() string {
 func (*SnapshotTrailer) ProtoMessage() {}
 
 func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[7]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +978,7 @@ func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotTrailer.ProtoReflect.Descriptor instead.
 func (*SnapshotTrailer) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{7}
+	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SnapshotTrailer) GetEntityCount() uint64 {
@@ -905,7 +999,7 @@ var File_raftbus_engine_v1_snapshot_proto protoreflect.FileDescriptor
 
 const file_raftbus_engine_v1_snapshot_proto_rawDesc = "" +
 	"\n" +
-	" raftbus/engine/v1/snapshot.proto\x12\x11raftbus.engine.v1\x1a\x1fraftbus/engine/v1/command.proto\x1a\x1fraftbus/engine/v1/session.proto\x1a\x18raftbus/v1/message.proto\x1a\x1araftbus/v1/messaging.proto\"\xcd\x03\n" +
+	" raftbus/engine/v1/snapshot.proto\x12\x11raftbus.engine.v1\x1a\x1fraftbus/engine/v1/command.proto\x1a\x1fraftbus/engine/v1/session.proto\x1a\x18raftbus/v1/message.proto\x1a\x1araftbus/v1/messaging.proto\"\x92\x04\n" +
 	"\x0eSnapshotRecord\x12;\n" +
 	"\x06header\x18\x01 \x01(\v2!.raftbus.engine.v1.SnapshotHeaderH\x00R\x06header\x12;\n" +
 	"\x06entity\x18\x02 \x01(\v2!.raftbus.engine.v1.SnapshotEntityH\x00R\x06entity\x12<\n" +
@@ -913,7 +1007,8 @@ const file_raftbus_engine_v1_snapshot_proto_rawDesc = "" +
 	"\fduplicate_id\x18\x04 \x01(\v2\x1e.raftbus.engine.v1.DuplicateIdH\x00R\vduplicateId\x12>\n" +
 	"\atrailer\x18\x05 \x01(\v2\".raftbus.engine.v1.SnapshotTrailerH\x00R\atrailer\x12<\n" +
 	"\asession\x18\x06 \x01(\v2 .raftbus.engine.v1.StoredSessionH\x00R\asession\x126\n" +
-	"\areceipt\x18\a \x01(\v2\x1a.raftbus.engine.v1.ReceiptH\x00R\areceiptB\b\n" +
+	"\areceipt\x18\a \x01(\v2\x1a.raftbus.engine.v1.ReceiptH\x00R\areceipt\x12C\n" +
+	"\fsettled_lock\x18\b \x01(\v2\x1e.raftbus.engine.v1.SettledLockH\x00R\vsettledLockB\b\n" +
 	"\x06record\"\xfc\x01\n" +
 	"\x0eSnapshotHeader\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12!\n" +
@@ -977,7 +1072,15 @@ const file_raftbus_engine_v1_snapshot_proto_rawDesc = "" +
 	"\vlock_tokens\x18\t \x03(\fR\n" +
 	"lockTokens\x125\n" +
 	"\aremoved\x18\n" +
-	" \x03(\v2\x1b.raftbus.v1.ReceivedMessageR\aremoved\"Y\n" +
+	" \x03(\v2\x1b.raftbus.v1.ReceivedMessageR\aremoved\"\xea\x01\n" +
+	"\vSettledLock\x12\x1f\n" +
+	"\ventity_path\x18\x01 \x01(\tR\n" +
+	"entityPath\x121\n" +
+	"\tsub_queue\x18\x02 \x01(\x0e2\x14.raftbus.v1.SubQueueR\bsubQueue\x12\x1d\n" +
+	"\n" +
+	"lock_token\x18\x03 \x01(\fR\tlockToken\x12@\n" +
+	"\vdisposition\x18\x04 \x01(\x0e2\x1e.raftbus.engine.v1.DispositionR\vdisposition\x12&\n" +
+	"\x0fexpires_unix_ms\x18\x05 \x01(\x03R\rexpiresUnixMs\"Y\n" +
 	"\x0fSnapshotTrailer\x12!\n" +
 	"\fentity_count\x18\x01 \x01(\x04R\ventityCount\x12#\n" +
 	"\rmessage_count\x18\x02 \x01(\x04R\fmessageCount*\x97\x01\n" +
@@ -1001,7 +1104,7 @@ func file_raftbus_engine_v1_snapshot_proto_rawDescGZIP() []byte {
 }
 
 var file_raftbus_engine_v1_snapshot_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_raftbus_engine_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_raftbus_engine_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_raftbus_engine_v1_snapshot_proto_goTypes = []any{
 	(StoredState)(0),           // 0: raftbus.engine.v1.StoredState
 	(*SnapshotRecord)(nil),     // 1: raftbus.engine.v1.SnapshotRecord
@@ -1011,33 +1114,38 @@ var file_raftbus_engine_v1_snapshot_proto_goTypes = []any{
 	(*StoredMessage)(nil),      // 5: raftbus.engine.v1.StoredMessage
 	(*DuplicateId)(nil),        // 6: raftbus.engine.v1.DuplicateId
 	(*Receipt)(nil),            // 7: raftbus.engine.v1.Receipt
-	(*SnapshotTrailer)(nil),    // 8: raftbus.engine.v1.SnapshotTrailer
-	(*StoredSession)(nil),      // 9: raftbus.engine.v1.StoredSession
-	(*ConfigureEntity)(nil),    // 10: raftbus.engine.v1.ConfigureEntity
-	(v1.SubQueue)(0),           // 11: raftbus.v1.SubQueue
-	(v1.ReceiveMode)(0),        // 12: raftbus.v1.ReceiveMode
-	(*v1.ReceivedMessage)(nil), // 13: raftbus.v1.ReceivedMessage
+	(*SettledLock)(nil),        // 8: raftbus.engine.v1.SettledLock
+	(*SnapshotTrailer)(nil),    // 9: raftbus.engine.v1.SnapshotTrailer
+	(*StoredSession)(nil),      // 10: raftbus.engine.v1.StoredSession
+	(*ConfigureEntity)(nil),    // 11: raftbus.engine.v1.ConfigureEntity
+	(v1.SubQueue)(0),           // 12: raftbus.v1.SubQueue
+	(v1.ReceiveMode)(0),        // 13: raftbus.v1.ReceiveMode
+	(*v1.ReceivedMessage)(nil), // 14: raftbus.v1.ReceivedMessage
+	(Disposition)(0),           // 15: raftbus.engine.v1.Disposition
 }
 var file_raftbus_engine_v1_snapshot_proto_depIdxs = []int32{
 	2,  // 0: raftbus.engine.v1.SnapshotRecord.header:type_name -> raftbus.engine.v1.SnapshotHeader
 	4,  // 1: raftbus.engine.v1.SnapshotRecord.entity:type_name -> raftbus.engine.v1.SnapshotEntity
 	5,  // 2: raftbus.engine.v1.SnapshotRecord.message:type_name -> raftbus.engine.v1.StoredMessage
 	6,  // 3: raftbus.engine.v1.SnapshotRecord.duplicate_id:type_name -> raftbus.engine.v1.DuplicateId
-	8,  // 4: raftbus.engine.v1.SnapshotRecord.trailer:type_name -> raftbus.engine.v1.SnapshotTrailer
-	9,  // 5: raftbus.engine.v1.SnapshotRecord.session:type_name -> raftbus.engine.v1.StoredSession
+	9,  // 4: raftbus.engine.v1.SnapshotRecord.trailer:type_name -> raftbus.engine.v1.SnapshotTrailer
+	10, // 5: raftbus.engine.v1.SnapshotRecord.session:type_name -> raftbus.engine.v1.StoredSession
 	7,  // 6: raftbus.engine.v1.SnapshotRecord.receipt:type_name -> raftbus.engine.v1.Receipt
-	3,  // 7: raftbus.engine.v1.SnapshotHeader.generations:type_name -> raftbus.engine.v1.EntityGeneration
-	10, // 8: raftbus.engine.v1.SnapshotEntity.configuration:type_name -> raftbus.engine.v1.ConfigureEntity
-	11, // 9: raftbus.engine.v1.StoredMessage.sub_queue:type_name -> raftbus.v1.SubQueue
-	0,  // 10: raftbus.engine.v1.StoredMessage.state:type_name -> raftbus.engine.v1.StoredState
-	11, // 11: raftbus.engine.v1.Receipt.sub_queue:type_name -> raftbus.v1.SubQueue
-	12, // 12: raftbus.engine.v1.Receipt.receive_mode:type_name -> raftbus.v1.ReceiveMode
-	13, // 13: raftbus.engine.v1.Receipt.removed:type_name -> raftbus.v1.ReceivedMessage
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	8,  // 7: raftbus.engine.v1.SnapshotRecord.settled_lock:type_name -> raftbus.engine.v1.SettledLock
+	3,  // 8: raftbus.engine.v1.SnapshotHeader.generations:type_name -> raftbus.engine.v1.EntityGeneration
+	11, // 9: raftbus.engine.v1.SnapshotEntity.configuration:type_name -> raftbus.engine.v1.ConfigureEntity
+	12, // 10: raftbus.engine.v1.StoredMessage.sub_queue:type_name -> raftbus.v1.SubQueue
+	0,  // 11: raftbus.engine.v1.StoredMessage.state:type_name -> raftbus.engine.v1.StoredState
+	12, // 12: raftbus.engine.v1.Receipt.sub_queue:type_name -> raftbus.v1.SubQueue
+	13, // 13: raftbus.engine.v1.Receipt.receive_mode:type_name -> raftbus.v1.ReceiveMode
+	14, // 14: raftbus.engine.v1.Receipt.removed:type_name -> raftbus.v1.ReceivedMessage
+	12, // 15: raftbus.engine.v1.SettledLock.sub_queue:type_name -> raftbus.v1.SubQueue
+	15, // 16: raftbus.engine.v1.SettledLock.disposition:type_name -> raftbus.engine.v1.Disposition
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_engine_v1_snapshot_proto_init() }
@@ -1055,6 +1163,7 @@ func file_raftbus_engine_v1_snapshot_proto_init() {
 		(*SnapshotRecord_Trailer)(nil),
 		(*SnapshotRecord_Session)(nil),
 		(*SnapshotRecord_Receipt)(nil),
+		(*SnapshotRecord_SettledLock)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1062,7 +1171,7 @@ func file_raftbus_engine_v1_snapshot_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftbus_engine_v1_snapshot_proto_rawDesc), len(file_raftbus_engine_v1_snapshot_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,155 @@
+package engine
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+)
+
+// A settlement repeated after its answer was lost succeeds and changes
+// nothing, for every disposition; the same token used for anything else
+// still finds the lock lost.
+func TestRepeatedSettlementSucceedsWithoutEffect(t *testing.T) {
+	for _, d := range []enginev1.Disposition{complete, abandon, deadLetterIt, deferIt} {
+		t.Run(d.String(), func(t *testing.T) {
+			h := newHarness(t, nil)
+			h.sendN(2)
+			m := h.lock(1)[0]
+			h.settle(m, d)
+			before := h.e.Digest()
+			h.ok(settleCmd(mainQueue, m.GetLockToken(), d))
+			if h.e.Digest() != before {
+				t.Fatal("the repeat changed the state")
+			}
+			for _, other := range []enginev1.Disposition{complete, abandon, deadLetterIt, deferIt} {
+				if other != d {
+					h.fails(settleCmd(mainQueue, m.GetLockToken(), other), raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST)
+				}
+			}
+			h.fails(renewCmd(m.GetLockToken()), raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST)
+			other := settleCmd(raftbusv1.SubQueue_SUB_QUEUE_DEAD_LETTER, m.GetLockToken(), d)
+			if d == deadLetterIt {
+				other.GetSettle().Disposition = complete
+			}
+			h.fails(other, raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST)
+			if h.e.Digest() != before {
+				t.Fatal("refused settlements changed the state")
+			}
+		})
+	}
+}
+
+// A lock that expired was never settled: its token finds the lock lost,
+// the message is delivered again.
+func TestExpiredLockIsNotTakenForASettlement(t *testing.T) {
+	h := newHarness(t, &raftbusv1.QueueProperties{LockDuration: dur(5 * time.Second)})
+	h.sendN(1)
+	m := h.lock(1)[0]
+	h.advance(6 * time.Second)
+	h.fails(settleCmd(mainQueue, m.GetLockToken(), complete), raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST)
+	if again := h.lock(1); len(again) != 1 || again[0].GetDeliveryCount() != 2 {
+		t.Fatalf("after the lock expired, received %v", again)
+	}
+}
+
+// Settlements are remembered for the lock duration (at least the receipt
+// window), then forgotten; an idle engine frees them at its next deadline.
+func TestSettlementsAreForgottenAfterTheWindow(t *testing.T) {
+	h := newHarness(t, &raftbusv1.QueueProperties{LockDuration: dur(time.Minute)})
+	h.sendN(1)
+	m := h.lock(1)[0]
+	h.settle(m, complete)
+	due, ok := h.e.NextDeadline()
+	if want := h.now + time.Minute.Milliseconds(); !ok || due != want {
+		t.Fatalf("next deadline %d (%v), want %d: when the settlement is forgotten", due, ok, want)
+	}
+	h.now = due - 1
+	h.ok(settleCmd(mainQueue, m.GetLockToken(), complete))
+	h.now = due
+	h.ok(tickCmd())
+	if n := len(h.e.settled.live()); n != 0 {
+		t.Fatalf("%d settlements kept after the window", n)
+	}
+	h.fails(settleCmd(mainQueue, m.GetLockToken(), complete), raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST)
+}
+
+func TestOldestSettlementsAreForgottenBeyondTheBound(t *testing.T) {
+	h := newHarness(t, nil)
+	for i := range maxSettledKept + 1 {
+		var tok lockToken
+		tok[0], tok[1], tok[2] = byte(i), byte(i>>8), byte(i>>16)
+		h.e.settled.add(settledLock{token: tok, path: testQueue, disposition: complete, expiresMs: h.now + 1000})
+	}
+	if n := len(h.e.settled.live()); n != maxSettledKept {
+		t.Fatalf("%d settlements kept, want %d", n, maxSettledKept)
+	}
+	if _, ok := h.e.settled.byToken[lockToken{}]; ok {
+		t.Fatal("the oldest settlement is still kept")
+	}
+	checkSettledInvariants(t, h.e)
+}
+
+// Entries written before settlements were remembered replay as they were
+// applied then: the repeat finds the lock lost.
+func TestSettlementsBeforeTheirVersionAreNotRemembered(t *testing.T) {
+	h := newHarness(t, nil)
+	h.version = ptr[uint32](versionSettlementsRepeatable - 1)
+	h.sendN(1)
+	m := h.lock(1)[0]
+	h.settle(m, complete)
+	h.fails(settleCmd(mainQueue, m.GetLockToken(), complete), raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST)
+	if n := len(h.e.settled.live()); n != 0 {
+		t.Fatalf("%d settlements remembered", n)
+	}
+}
+
+func TestSettlementsSurviveSnapshotRoundTrip(t *testing.T) {
+	h := newHarness(t, nil)
+	h.sendN(3)
+	got := h.lock(3)
+	h.settle(got[0], complete)
+	h.settle(got[1], deadLetterIt)
+	var buf bytes.Buffer
+	if err := h.e.Snapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	restored := New(0, 1)
+	if err := restored.Restore(bytes.NewReader(buf.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	if restored.Digest() != h.e.Digest() {
+		t.Fatal("digest changed across the round trip")
+	}
+	h.e = restored
+	h.ok(settleCmd(mainQueue, got[0].GetLockToken(), complete))
+	h.ok(settleCmd(mainQueue, got[1].GetLockToken(), deadLetterIt))
+	h.settle(got[2], complete)
+}
+
+// checkSettledInvariants verifies that the settlements kept are all live,
+// in non-decreasing expiry order, indexed once each and within bounds.
+func checkSettledInvariants(t testing.TB, e *Engine) {
+	t.Helper()
+	live := e.settled.live()
+	for i, s := range live {
+		if s.expiresMs <= e.now {
+			t.Fatalf("settlement %x expired at %d, kept at %d", s.token[:], s.expiresMs, e.now)
+		}
+		if i > 0 && live[i-1].expiresMs > s.expiresMs {
+			t.Fatalf("settlements out of expiry order at %d", i)
+		}
+		if j, ok := e.settled.byToken[s.token]; !ok || j != e.settled.head+i {
+			t.Fatalf("settlement %x indexed at %d (%v), kept at %d", s.token[:], j, ok, e.settled.head+i)
+		}
+	}
+	if len(e.settled.byToken) != len(live) || len(live) > maxSettledKept {
+		t.Fatalf("settlements: %d indexed, %d live (bound %d)", len(e.settled.byToken), len(live), maxSettledKept)
+	}
+}
+
+func renewCmd(token []byte) *enginev1.Command {
+	return &enginev1.Command{Body: &enginev1.Command_RenewLock{RenewLock: &enginev1.RenewLock{EntityPath: testQueue, LockToken: token}}}
+}
