@@ -63,6 +63,8 @@ type metaGroup struct {
 	// readyTerm is the term in which this node, as leader, has applied
 	// every entry committed before its election (see confirmLeadership).
 	readyTerm atomic.Uint64
+	// snapshots counts the snapshots taken, for metrics.
+	snapshots atomic.Uint64
 }
 
 func openMetaGroup(n *Node) (*metaGroup, error) {
@@ -95,7 +97,7 @@ func openMetaGroup(n *Node) (*metaGroup, error) {
 	g := &metaGroup{n: n, fsm: meta.NewFSM(), store: store, transport: transport, followers: partition.NewFollowers()}
 	g.raft, g.snaps, err = partition.StartGroup(partition.Group{
 		Name: metaGroupName, NodeID: n.cfg.NodeID, Dir: dir,
-		Log: logs, Stable: store, Transport: transport, FSM: g.fsm,
+		Log: logs, Stable: store, Transport: transport, FSM: countingFSM{g.fsm, &g.snapshots},
 		Logger: n.log, Config: rc, Followers: g.followers,
 		OnDamage: func(err error) { n.log.Error("the metadata group's snapshot is damaged", "err", err) },
 	})

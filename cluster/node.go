@@ -14,10 +14,14 @@ import (
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
 
 	"github.com/raftbus/raftbus/cluster/apierror"
 	"github.com/raftbus/raftbus/cluster/clock"
 	"github.com/raftbus/raftbus/cluster/identity"
+	"github.com/raftbus/raftbus/cluster/metrics"
 	"github.com/raftbus/raftbus/cluster/raftgrpc"
 	"github.com/raftbus/raftbus/cluster/routing"
 	"github.com/raftbus/raftbus/cluster/service"
@@ -119,10 +123,16 @@ type Node struct {
 	// serving is set once the metadata group is open; until then the
 	// public services answer SERVER_BUSY (the Raft transport serves at
 	// once: a joining node is replicated to before Start returns).
-	serving   atomic.Bool
-	stop      chan struct{}
-	closeOnce sync.Once
-	wg        sync.WaitGroup
+	serving atomic.Bool
+	// draining is set once Shutdown begins: the node is no longer ready.
+	draining atomic.Bool
+	// metrics are the node's Prometheus metrics; grpcHealth is the gRPC
+	// health service, SERVING while the node is Ready.
+	metrics    *metrics.Metrics
+	grpcHealth *health.Server
+	stop       chan struct{}
+	closeOnce  sync.Once
+	wg         sync.WaitGroup
 }
 
 // Start starts a node: it opens the data dir, listens, joins or forms the
@@ -181,6 +191,8 @@ func Start(cfg Config) (*Node, error) {
 		stop:     make(chan struct{}),
 	}
 	n.members.Store(&map[string]*clusterv1.Node{})
+	n.metrics = metrics.New(metricsSource{n})
+	n.grpcHealth = newHealth()
 	n.mux, err = raftgrpc.NewMux(raftgrpc.Config{
 		LocalAddr:       raft.ServerAddress(addr),
 		MaxMessageBytes: MaxMessageBytes,
@@ -195,8 +207,12 @@ func Start(cfg Config) (*Node, error) {
 		lis.Close()
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	n.server = grpc.NewServer(serverOptions(cfg.TLS, n.log, n.startingInterceptor)...)
+	n.server = grpc.NewServer(serverOptions(cfg.TLS, n.log, n.unaryInterceptors())...)
 	n.mux.Register(n.server)
+	// gRPC's standard health service (SERVING once Ready, see runHealth)
+	// and server reflection, so that grpcurl and probes need no .proto.
+	healthpb.RegisterHealthServer(n.server, n.grpcHealth)
+	reflection.Register(n.server)
 	// The public services see the node through service.Node; the node
 	// service serves two calls of theirs that other nodes make.
 	admin := service.NewAdmin(serviceNode{n}, service.Config{DefaultPartitions: cfg.DefaultPartitions})
@@ -244,11 +260,12 @@ func Start(cfg Config) (*Node, error) {
 	// Judge the clock before serving, so that a node that comes up skewed
 	// never stamps a command.
 	n.checkClock()
-	n.wg.Add(4)
+	n.wg.Add(5)
 	go n.runMetaLeaderDuties()
 	go n.runReconciler()
 	go n.runIdentity()
 	go n.runClockSync()
+	go n.runHealth()
 	// From here on a node that must stop closes itself (see fail); until
 	// here it is Start that gives up.
 	n.serving.Store(true)
@@ -300,6 +317,7 @@ func (n *Node) Addr() string { return n.addr }
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		close(n.stop)
+		n.grpcHealth.Shutdown()
 		// Stop takes requests down with it: long polls end with the
 		// replicas below, so there is nothing to drain gracefully.
 		n.server.Stop()

@@ -307,6 +307,7 @@ func (n *Node) openReplica(name string, e *clusterv1.Entity, id uint32, peers []
 		ElectionTimeout:    n.raftTimes(partition.DefaultElectionTimeout),
 		LeaderLeaseTimeout: n.raftTimes(partition.DefaultLeaderLeaseTimeout),
 		Logger:             n.log,
+		Observer:           n.metrics,
 	})
 	if err != nil {
 		transport.Close()

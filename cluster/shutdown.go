@@ -26,6 +26,9 @@ const handOffRetry = 50 * time.Millisecond
 // retryable refusal, not an unknown outcome. When ctx ends first, what is
 // left is cut short as Close does.
 func (n *Node) Shutdown(ctx context.Context) error {
+	// Probes and load balancers first: the node is going away.
+	n.draining.Store(true)
+	n.grpcHealth.Shutdown()
 	n.mux.RefuseLeadership()
 	for {
 		led := n.handOffAll(ctx)

@@ -33,7 +33,7 @@ func openStorage(n *Node) error {
 	_, err := os.Stat(dir)
 	_, metaErr := os.Stat(filepath.Join(n.cfg.DataDir, "meta"))
 	logLost := errors.Is(err, os.ErrNotExist) && metaErr == nil
-	n.nodeLog, err = raftlog.Open(dir, raftlog.Options{Logger: n.log, OnDamage: n.markDamaged})
+	n.nodeLog, err = raftlog.Open(dir, raftlog.Options{Logger: n.log, OnDamage: n.markDamaged, OnSync: n.metrics.Synced})
 	if err != nil {
 		return fmt.Errorf("cluster: the node log cannot be read as a whole, so no partition replica on this node can be trusted (%w). "+
 			"Move %s aside (to %s.damaged, say) and start the node again: it then rebuilds each of its replicas from the other nodes. "+
@@ -80,12 +80,13 @@ func (n *Node) logStats() *raftbusv1.NodeLogStats {
 	}
 }
 
-// addLogStats asks every node that is up for its log's counters.
+// addLogStats asks every node that is up for its log's and its message
+// counters.
 func (n *Node) addLogStats(ctx context.Context, nodes []*raftbusv1.NodeInfo) {
 	var wg sync.WaitGroup
 	for _, ni := range nodes {
 		if ni.GetNodeId() == n.cfg.NodeID {
-			ni.Log = n.logStats()
+			ni.Log, ni.Messages = n.logStats(), n.messageStats()
 			continue
 		}
 		if ni.GetState() != raftbusv1.NodeState_NODE_STATE_UP {
@@ -101,7 +102,7 @@ func (n *Node) addLogStats(ctx context.Context, nodes []*raftbusv1.NodeInfo) {
 			ctx, cancel := context.WithTimeout(ctx, statusTimeout)
 			defer cancel()
 			if resp, err := clusterv1.NewNodeServiceClient(conn).NodeStatus(ctx, &clusterv1.NodeStatusRequest{}); err == nil {
-				ni.Log = resp.GetLog()
+				ni.Log, ni.Messages = resp.GetLog(), resp.GetMessages()
 			}
 		}()
 	}

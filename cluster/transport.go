@@ -8,15 +8,13 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/raftbus/raftbus/cluster/access"
-	"github.com/raftbus/raftbus/cluster/service"
 	"github.com/raftbus/raftbus/internal/certs"
 )
 
 // serverOptions are the options of the node's gRPC server: TLS and the
-// access guard when t is set, the status mapping of every answer, the
-// refusal of public calls while starting, and the message size bounds.
-func serverOptions(t *certs.NodeTLS, log *slog.Logger, starting grpc.UnaryServerInterceptor) []grpc.ServerOption {
-	unary := []grpc.UnaryServerInterceptor{service.StatusInterceptor(log)}
+// access guard (before anything else) when t is set, then the node's
+// interceptors, and the message size bounds.
+func serverOptions(t *certs.NodeTLS, log *slog.Logger, unary []grpc.UnaryServerInterceptor) []grpc.ServerOption {
 	var stream []grpc.StreamServerInterceptor
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
@@ -29,7 +27,6 @@ func serverOptions(t *certs.NodeTLS, log *slog.Logger, starting grpc.UnaryServer
 		stream = append(stream, g.Stream)
 		opts = append(opts, grpc.Creds(credentials.NewTLS(t.Server)))
 	}
-	unary = append(unary, starting)
 	return append(opts, grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...))
 }
 

@@ -195,6 +195,8 @@ type entity struct {
 	// Set for a topic or a subscription (see topic.go).
 	topic        *topicState
 	subscription *subscriptionState
+	// counters are not state (see Counters).
+	counters Counters
 }
 
 func newEntity(path string, s settings) *entity {

@@ -85,6 +85,7 @@ func (e *Engine) receiveAvailable(now int64, tokens *tokenSource, q *queue, n in
 // take hands m to a receiver: locked (until lockedUntil, or under its
 // session's lock), or removed in ReceiveAndDelete mode.
 func (e *Engine) take(q *queue, m *message, tokens *tokenSource, lockedUntil int64, underSession, deleteMode bool, b *receivedBlock) *raftbusv1.ReceivedMessage {
+	q.entity.counters.Received++
 	if deleteMode {
 		m.deliveryCount++
 		r := e.received(m, b)
@@ -195,12 +196,15 @@ func (e *Engine) settle(now int64, c *enginev1.Settle) *Error {
 	}
 	switch disposition {
 	case enginev1.Disposition_DISPOSITION_COMPLETE:
+		q.entity.counters.Completed++
 		q.remove(m)
 	case enginev1.Disposition_DISPOSITION_ABANDON:
+		q.entity.counters.Abandoned++
 		e.release(q, m, now)
 	case enginev1.Disposition_DISPOSITION_DEAD_LETTER:
 		e.deadLetter(q, m, now, c.GetDeadLetterReason(), c.GetDeadLetterErrorDescription())
 	case enginev1.Disposition_DISPOSITION_DEFER:
+		q.entity.counters.Deferred++
 		if !q.deadLetter && m.expiresMs <= now {
 			e.expire(q, m, now) // it expired while locked
 		} else {
@@ -276,6 +280,7 @@ func (e *Engine) release(q *queue, m *message, t int64) {
 // expire removes a message whose time to live ended, to the dead-letter
 // sub-queue when the entity says so.
 func (e *Engine) expire(q *queue, m *message, t int64) {
+	q.entity.counters.Expired++
 	if q.entity.settings.deadLetterOnExpiry {
 		e.deadLetter(q, m, t, reasonTTLExpired, descriptionTTLExpired)
 		return
@@ -290,6 +295,7 @@ func (e *Engine) expire(q *queue, m *message, t int64) {
 // versionDeadLetterKeepsSequence gave it a new number and kept the old one
 // as its enqueued sequence number.)
 func (e *Engine) deadLetter(q *queue, m *message, t int64, reason, description string) {
+	q.entity.counters.DeadLettered++
 	q.remove(m)
 	m.deadLetter = &deadLetterInfo{reason: reason, description: description, source: q.entity.path, enqueuedSeq: m.seq, origin: m.order}
 	m.state = stateAvailable

@@ -98,6 +98,7 @@ func (e *Engine) send(now int64, path string, msgs []*raftbusv1.Message, schedul
 		r.PartitionId, r.Duplicate, r.Scheduled = e.partitionID, x.duplicate, x.scheduled
 		results[i] = r
 		if x.duplicate {
+			ent.counters.Duplicates++
 			// Answered as its first copy was, so that a send repeated after
 			// an unknown outcome learns what the first attempt got.
 			if x.batchFirst >= 0 {
@@ -110,6 +111,7 @@ func (e *Engine) send(now int64, path string, msgs []*raftbusv1.Message, schedul
 			}
 			continue
 		}
+		ent.counters.Sent++
 		sm := &message{id: m.GetMessageId(), body: m.GetBody(), meta: x.meta, expiresMs: x.ttlMs}
 		if ent.main.sessions != nil {
 			ent.main.sessions.assign(sm, m.GetSessionId())

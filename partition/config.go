@@ -72,6 +72,8 @@ type Config struct {
 
 	// Logger receives this replica's logs; nil discards them.
 	Logger *slog.Logger
+	// Observer, when set, is told how long commits and applies take.
+	Observer Observer
 
 	// wrapLogStore, when set, wraps the log store Raft writes: how tests
 	// stall the disk under a replica.

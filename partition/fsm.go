@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
@@ -38,6 +39,9 @@ type fsm struct {
 	// changed is closed (and replaced) after every applied batch, so
 	// long-polling receivers and the tick scheduler wake on new state.
 	changed chan struct{}
+
+	// snapshots counts the snapshots taken, for metrics.
+	snapshots atomic.Uint64
 }
 
 func newFSM(name string, partitionID, partitionCount uint32) *fsm {
@@ -117,6 +121,13 @@ func (f *fsm) readAt(ctx context.Context, stop <-chan struct{}, index uint64, fn
 	}
 }
 
+// appliedIndex is the log index the state is current through.
+func (f *fsm) appliedIndex() uint64 {
+	f.progress.Lock()
+	defer f.progress.Unlock()
+	return f.applied
+}
+
 func (f *fsm) Apply(l *raft.Log) any {
 	return f.ApplyBatch([]*raft.Log{l})[0]
 }
@@ -159,6 +170,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if err := f.engine.Snapshot(&buf); err != nil {
 		return nil, fmt.Errorf("partition %s: snapshot engine: %w", f.name, err)
 	}
+	f.snapshots.Add(1)
 	return &fsmSnapshot{data: buf.Bytes()}, nil
 }
 

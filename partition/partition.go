@@ -84,9 +84,13 @@ func Open(cfg Config) (*Partition, error) {
 	if err != nil {
 		return nil, fmt.Errorf("partition %s: log cache: %w", cfg.Name, err)
 	}
+	var machine raft.FSM = p.fsm
+	if cfg.Observer != nil {
+		machine = timedFSM{p.fsm, cfg.Observer}
+	}
 	p.raft, _, err = StartGroup(Group{
 		Name: cfg.Name, NodeID: cfg.NodeID, Dir: cfg.Dir,
-		Log: logs, Stable: cfg.Stable, Transport: cfg.Transport, FSM: p.fsm,
+		Log: logs, Stable: cfg.Stable, Transport: cfg.Transport, FSM: machine,
 		Logger: cfg.Logger, OnDamage: cfg.OnDamage, Config: cfg.raftConfig(),
 		Followers: p.followers,
 	})

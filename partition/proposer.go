@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
@@ -35,6 +36,9 @@ type proposalResult struct {
 type inflightEntry struct {
 	future raft.ApplyFuture
 	batch  []*proposal
+	// proposed is when the entry was handed to Raft (zero without an
+	// Observer, which alone needs it).
+	proposed time.Time
 }
 
 // runProposer collects whatever proposals are waiting (up to
@@ -88,8 +92,12 @@ func (p *Partition) runProposer() {
 			fail(newError(raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "partition %s: encode command: %v", p.name, err))
 			continue
 		}
+		var proposed time.Time
+		if p.cfg.Observer != nil {
+			proposed = time.Now()
+		}
 		select {
-		case p.inflight <- inflightEntry{future: p.raft.Apply(data, p.cfg.ApplyTimeout), batch: batch}:
+		case p.inflight <- inflightEntry{future: p.raft.Apply(data, p.cfg.ApplyTimeout), batch: batch, proposed: proposed}:
 		case <-p.stop:
 			// Raft is shut down; the entry was handed over (or failed)
 			// with an unknown outcome.
@@ -188,6 +196,9 @@ func (p *Partition) runResponder() {
 			continue
 		}
 		p.noteTransferRefusal(nil)
+		if p.cfg.Observer != nil {
+			p.cfg.Observer.Committed(time.Since(in.proposed))
+		}
 		er, ok := in.future.Response().(entryResults)
 		switch {
 		case !ok:

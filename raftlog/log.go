@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Options tune a Log. Zero values take the defaults.
@@ -29,6 +30,10 @@ type Options struct {
 	// checksum on read. Damage found when the log is opened is in
 	// Recovery instead.
 	OnDamage func(group string, err error)
+	// OnSync, when set, is told how long each sync of an append batch
+	// took (the fdatasync alone), for metrics. It runs on the writer and
+	// must not block.
+	OnSync func(d time.Duration)
 }
 
 const (

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"time"
 )
 
 type opKind uint8
@@ -321,8 +322,12 @@ func (l *Log) write(s *segment, buf []byte) error {
 	if _, err := s.f.WriteAt(buf, s.end); err != nil {
 		return fmt.Errorf("write segment %d: %w", s.seq, err)
 	}
+	start := time.Now()
 	if err := s.f.Sync(); err != nil {
 		return fmt.Errorf("sync segment %d: %w", s.seq, err)
+	}
+	if l.opts.OnSync != nil {
+		l.opts.OnSync(time.Since(start))
 	}
 	l.stats.syncs.Add(1)
 	l.stats.bytes.Add(uint64(len(buf)))

@@ -27,7 +27,7 @@ results=$run_dir/results.jsonl
 # counters prints each node's disk writes and node log syncs so far, as
 # JSON: {"n1": {"write_bytes": ..., "syncs": ...}, ...}.
 counters() { # nodes
-  "$run_dir/raftbus" status --server "127.0.0.1:$((BASE_PORT + 1))" --output json --timeout 30s >"$run_dir/status.json"
+  "$run_dir/raftbus" status --server "127.0.0.1:$((BASE_PORT + 1))" --output json --timeout 30s --interval 0 >"$run_dir/status.json"
   python3 - "$run_dir" "$1" "$run_dir/status.json" <<'PY'
 import json, sys
 run, n, st = sys.argv[1], int(sys.argv[2]), json.load(open(sys.argv[3]))
@@ -69,7 +69,7 @@ for nodes in 3 1; do
   "$root/scripts/cluster.sh" stop >/dev/null 2>&1 || true
   rm -rf "${run_dir:?}"/n*
   "$root/scripts/cluster.sh" start "$nodes" >/dev/null
-  "$run_dir/raftbus" status --server "127.0.0.1:$((BASE_PORT + 1))" --timeout 30s >/dev/null
+  "$run_dir/raftbus" status --server "127.0.0.1:$((BASE_PORT + 1))" --timeout 30s --interval 0 >/dev/null
   bench "$nodes" "1 KiB, 256 in flight" --inflight 256 --producers 4 --consumers 4
   bench "$nodes" "1 KiB, 1 in flight (latency)" --inflight 1 --producers 1 --consumers 1
   if [[ $nodes == 3 ]]; then

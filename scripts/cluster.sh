@@ -14,8 +14,9 @@
 # RUN_DIR defaults to ./.run/cluster. Kill one with
 #   kill -9 "$(cat .run/cluster/n2.pid)"
 # and bring it back with `scripts/cluster.sh start N` again: running nodes
-# are left alone, stopped ones restart on their data. With PPROF_BASE_PORT
-# set, node i serves Go's profiles on 127.0.0.1:$((PPROF_BASE_PORT + i)).
+# are left alone, stopped ones restart on their data. Node i serves
+# /metrics, /healthz and /readyz on 127.0.0.1:$((base_port + 2000 + i))
+# (9401.. by default); with PPROF=1 also Go's profiles at /debug/pprof/.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 run_dir=${RUN_DIR:-$root/.run/cluster}
@@ -51,7 +52,7 @@ start() {
       continue
     fi
     local extra=()
-    [[ -n ${PPROF_BASE_PORT:-} ]] && extra+=(--pprof "127.0.0.1:$((PPROF_BASE_PORT + i))")
+    [[ -n ${PPROF:-} ]] && extra+=(--pprof)
     if [[ -n $tls ]]; then
       [[ -f $certs/n$i.pem ]] || "$bin" certs node --dir "$certs" --id "n$i" --host 127.0.0.1,localhost
       extra+=(--tls-ca "$certs/ca.pem" --tls-cert "$certs/n$i.pem" --tls-key "$certs/n$i-key.pem")
@@ -59,7 +60,7 @@ start() {
     "$bin" --node-id "n$i" --listen "127.0.0.1:$((base_port + i))" \
       --data-dir "$run_dir/n$i" --peers "$peers" "${extra[@]}" >>"$run_dir/n$i.log" 2>&1 &
     echo $! >"$pidfile"
-    echo "n$i started (pid $!) on 127.0.0.1:$((base_port + i)), log $run_dir/n$i.log"
+    echo "n$i started (pid $!) on 127.0.0.1:$((base_port + i)), metrics http://127.0.0.1:$((base_port + 2000 + i))/metrics, log $run_dir/n$i.log"
   done
   echo "clients: export RAFTBUS_ADDR=127.0.0.1:$((base_port + 1))"
   if [[ -n $tls ]]; then

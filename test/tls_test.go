@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -113,6 +114,12 @@ func TestTLSClusterServesHoldersOfItsCertificatesOnly(t *testing.T) {
 	}
 	if n := active(); n != 3 {
 		t.Fatalf("%d messages active after the refused calls, want 3", n)
+	}
+
+	// Probes need no certificate: health answers a TLS caller without one.
+	hc := healthpb.NewHealthClient(dial(t, c.Nodes[0].Addr, credentials.NewTLS(noCert)))
+	if resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health without a client certificate: %v, %v; want SERVING", resp, err)
 	}
 
 	// The internal services answer nodes only, each under its own name.

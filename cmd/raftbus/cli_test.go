@@ -226,7 +226,7 @@ func TestCommands(t *testing.T) {
 	t.Run("Status", func(t *testing.T) {
 		c := cli{t: t, server: c.server}
 		out := c.ok("status")
-		for _, want := range []string{"NODE", "n1", "UP", "metadata leader", "CLOCK", "healthy", "ENTITY", "many", "LEADER"} {
+		for _, want := range []string{"NODE", "n1", "UP", "metadata leader", "CLOCK", "healthy", "ENTITY", "many", "LEADER", "SENT/S", "COMPLETED/S"} {
 			if !strings.Contains(out, want) {
 				t.Fatalf("status lacks %q:\n%s", want, out)
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,7 +17,10 @@ const statusUsage = `Usage:
   raftbus status
 
 Shows the cluster's nodes, and every partition with its leader, replicas
-and message counts. CLOCK is each node's judgement of its own clock
+and message counts. Each node's message rates (SENT/S, RECEIVED/S,
+COMPLETED/S, DEAD-LETTERED/S: what the partitions it leads did, as its
+metrics count it) come from two readings --interval apart (0: counts
+only); a node whose leaderships changed in between shows "-". CLOCK is each node's judgement of its own clock
 (healthy, unconfirmed or SKEWED) and its offset from the clock of the node
 that answers; a skewed node refuses to lead.
 A replica whose stored state failed a check shows as
@@ -27,10 +31,12 @@ below the table.
 Examples:
   raftbus status --server 127.0.0.1:7401
   raftbus status --output json
+  raftbus status --interval 5s
 `
 
 func runStatus(ctx context.Context, a *app, args []string) error {
 	fs := a.flags("status")
+	interval := fs.Duration("interval", time.Second, "")
 	if _, err := a.parse(fs, args); err != nil {
 		return err
 	}
@@ -44,6 +50,19 @@ func runStatus(ctx context.Context, a *app, args []string) error {
 	info, err := ad.GetClusterInfo(ctx)
 	if err != nil {
 		return err
+	}
+	var rates map[string]*messageRates
+	if *interval > 0 {
+		first, start := info, time.Now()
+		select {
+		case <-time.After(*interval):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if info, err = ad.GetClusterInfo(ctx); err != nil {
+			return err
+		}
+		rates = ratesBetween(first, info, time.Since(start))
 	}
 	// Counts per partition, from each queue's runtime properties. A queue
 	// that cannot answer (a partition without a leader) is named, and hides
@@ -69,7 +88,7 @@ func runStatus(ctx context.Context, a *app, args []string) error {
 		for name, rt := range counts {
 			rts[name] = rawProto(rt)
 		}
-		return a.printJSON(map[string]any{"cluster": rawProto(info), "runtime": rts, "runtimeUnavailable": unavailable})
+		return a.printJSON(map[string]any{"cluster": rawProto(info), "runtime": rts, "runtimeUnavailable": unavailable, "rates": rates})
 	}
 	fmt.Fprintf(a.stdout, "cluster %s\n\n", info.GetClusterId())
 	var rows [][]string
@@ -80,9 +99,17 @@ func runStatus(ctx context.Context, a *app, args []string) error {
 		} else if n.GetMetadataVoter() {
 			role = "metadata voter"
 		}
-		rows = append(rows, []string{n.GetNodeId(), n.GetAddress(), strings.TrimPrefix(n.GetState().String(), "NODE_STATE_"), role, clockCell(n)})
+		row := []string{n.GetNodeId(), n.GetAddress(), strings.TrimPrefix(n.GetState().String(), "NODE_STATE_"), role, clockCell(n)}
+		if rates != nil {
+			row = append(row, rates[n.GetNodeId()].cells()...)
+		}
+		rows = append(rows, row)
 	}
-	a.table([]string{"NODE", "ADDRESS", "STATE", "ROLE", "CLOCK"}, rows)
+	header := []string{"NODE", "ADDRESS", "STATE", "ROLE", "CLOCK"}
+	if rates != nil {
+		header = append(header, "SENT/S", "RECEIVED/S", "COMPLETED/S", "DEAD-LETTERED/S")
+	}
+	a.table(header, rows)
 	for _, n := range info.GetNodes() {
 		switch n.GetClockState() {
 		case raftbusv1.ClockState_CLOCK_STATE_SKEWED:
@@ -169,4 +196,51 @@ func partitionCounts(rt *admin.RuntimeProperties, id uint32) *raftbusv1.Partitio
 		}
 	}
 	return nil
+}
+
+// messageRates are a node's message counters per second between two
+// readings.
+type messageRates struct {
+	SentPerSecond         float64 `json:"sentPerSecond"`
+	ReceivedPerSecond     float64 `json:"receivedPerSecond"`
+	CompletedPerSecond    float64 `json:"completedPerSecond"`
+	DeadLetteredPerSecond float64 `json:"deadLetteredPerSecond"`
+}
+
+// ratesBetween gives the rates of the nodes that answered both readings
+// and whose counters did not go back (a leadership moved away) or change
+// their partitions in between.
+func ratesBetween(first, second *raftbusv1.GetClusterInfoResponse, elapsed time.Duration) map[string]*messageRates {
+	before := map[string]*raftbusv1.NodeMessageStats{}
+	for _, n := range first.GetNodes() {
+		if m := n.GetMessages(); m != nil {
+			before[n.GetNodeId()] = m
+		}
+	}
+	out := map[string]*messageRates{}
+	secs := elapsed.Seconds()
+	for _, n := range second.GetNodes() {
+		a, b := before[n.GetNodeId()], n.GetMessages()
+		if a == nil || b == nil || a.GetPartitionsLed() != b.GetPartitionsLed() ||
+			b.GetSent() < a.GetSent() || b.GetReceived() < a.GetReceived() ||
+			b.GetCompleted() < a.GetCompleted() || b.GetDeadLettered() < a.GetDeadLettered() {
+			continue
+		}
+		out[n.GetNodeId()] = &messageRates{
+			SentPerSecond:         float64(b.GetSent()-a.GetSent()) / secs,
+			ReceivedPerSecond:     float64(b.GetReceived()-a.GetReceived()) / secs,
+			CompletedPerSecond:    float64(b.GetCompleted()-a.GetCompleted()) / secs,
+			DeadLetteredPerSecond: float64(b.GetDeadLettered()-a.GetDeadLettered()) / secs,
+		}
+	}
+	return out
+}
+
+// cells are the rates as table cells; "-" for a node without them.
+func (r *messageRates) cells() []string {
+	if r == nil {
+		return []string{"-", "-", "-", "-"}
+	}
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+	return []string{f(r.SentPerSecond), f(r.ReceivedPerSecond), f(r.CompletedPerSecond), f(r.DeadLetteredPerSecond)}
 }

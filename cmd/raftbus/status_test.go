@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -66,5 +67,26 @@ func TestStatusShowsTheClusterWhenOneQueueCannotAnswer(t *testing.T) {
 	}
 	if !strings.Contains(text, "counts unavailable:") || !strings.Contains(text, "stuck: ") || !strings.Contains(text, "cannot open") {
 		t.Fatalf("status does not say which queue could not answer:\n%s", text)
+	}
+}
+
+func TestStatusRatesAreTheCountersDifferencePerSecond(t *testing.T) {
+	reading := func(led uint32, sent, completed uint64) *raftbusv1.GetClusterInfoResponse {
+		return &raftbusv1.GetClusterInfoResponse{Nodes: []*raftbusv1.NodeInfo{
+			{NodeId: "n1", Messages: &raftbusv1.NodeMessageStats{PartitionsLed: led, Sent: sent, Completed: completed}},
+			{NodeId: "n2"}, // did not answer
+		}}
+	}
+	rates := ratesBetween(reading(2, 100, 40), reading(2, 300, 90), 2*time.Second)
+	if r := rates["n1"]; r == nil || r.SentPerSecond != 100 || r.CompletedPerSecond != 25 {
+		t.Fatalf("n1 rates %+v, want 100 sent/s and 25 completed/s", r)
+	}
+	if rates["n2"] != nil {
+		t.Fatalf("a node without counters has rates: %+v", rates["n2"])
+	}
+	// A leadership moved between the readings: no rate rather than a
+	// wrong one.
+	if r := ratesBetween(reading(2, 100, 40), reading(1, 60, 50), time.Second)["n1"]; r != nil {
+		t.Fatalf("rates across a leadership change: %+v", r)
 	}
 }

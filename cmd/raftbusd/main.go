@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -36,9 +37,13 @@ type options struct {
 	MaxClockOffset string `json:"max_clock_offset"`
 	LogLevel       string `json:"log_level"`
 	LogFormat      string `json:"log_format"`
-	// Pprof is a loopback host:port to serve Go's profiles on; empty:
-	// none.
-	Pprof string `json:"pprof"`
+	// HTTP is the host:port of the node's HTTP listener (metrics,
+	// probes, profiles); empty: none. Unset: loopback, at the gRPC port
+	// plus httpPortOffset.
+	HTTP *string `json:"http"`
+	// Pprof serves Go's profiles on the HTTP listener, which must then be
+	// on loopback.
+	Pprof bool `json:"pprof"`
 	// TLSCert, TLSKey and TLSCA are the node certificate, its key and the
 	// cluster CA (PEM files); all or none.
 	TLSCert string `json:"tls_cert"`
@@ -47,6 +52,11 @@ type options struct {
 	// Insecure lets a node listen beyond loopback without TLS.
 	Insecure bool `json:"insecure"`
 }
+
+// httpPortOffset places the default HTTP listener: 127.0.0.1:9400 for a
+// node on port 7400, 9401 for 7401, so that the nodes of a local cluster
+// do not collide.
+const httpPortOffset = 2000
 
 const usage = `raftbusd is a raftbus node: a message broker with Azure Service Bus
 semantics, replicated with Raft.
@@ -118,12 +128,15 @@ func run(args []string, stderr io.Writer) error {
 	if offset != 0 {
 		log.Warn("clock offset injected for fault testing", "env", clock.FaultOffsetEnv, "offset", offset)
 	}
-	if opts.Pprof != "" {
-		_, stop, err := servePprof(opts.Pprof, log)
-		if err != nil {
-			return err
-		}
-		defer stop()
+	// The HTTP listener comes up before the node, so that probes see it
+	// start: /healthz answers at once, /readyz once the node is ready.
+	var started atomic.Pointer[cluster.Node]
+	httpSrv, err := serveHTTP(opts, &started, log)
+	if err != nil {
+		return err
+	}
+	if httpSrv != nil {
+		defer httpSrv.Close()
 	}
 	nodeTLS, err := loadTLS(opts)
 	if err != nil {
@@ -145,6 +158,7 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	started.Store(node)
 	log.Info("raftbusd serving", "node", node.ID(), "address", node.Addr(), "data_dir", opts.DataDir)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -196,7 +210,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&flagged.MaxClockOffset, "max-clock-offset", opts.MaxClockOffset, "how far this node's clock may be from a majority of the cluster's before it refuses to lead (the same on every node)")
 	fs.StringVar(&flagged.LogLevel, "log-level", opts.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&flagged.LogFormat, "log-format", opts.LogFormat, "text or json")
-	fs.StringVar(&flagged.Pprof, "pprof", "", "serve Go's profiles (/debug/pprof/) on this loopback `host:port`")
+	var httpAddr string
+	fs.StringVar(&httpAddr, "http", "", "`host:port` of the HTTP listener for /metrics, /healthz, /readyz (and /debug/pprof/ with --pprof); empty: none (default: 127.0.0.1 at the --listen port + 2000, e.g. 127.0.0.1:9400)")
+	fs.BoolVar(&flagged.Pprof, "pprof", false, "serve Go's profiles at /debug/pprof/ on the HTTP listener, which must be on loopback")
 	fs.StringVar(&flagged.TLSCert, "tls-cert", "", "this node's certificate (PEM `file`), issued by the cluster CA for its node id")
 	fs.StringVar(&flagged.TLSKey, "tls-key", "", "the private key (PEM `file`) of --tls-cert")
 	fs.StringVar(&flagged.TLSCA, "tls-ca", "", "the cluster CA's certificate (PEM `file`): peers and clients must present certificates it signed")
@@ -240,6 +256,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 			opts.LogLevel = flagged.LogLevel
 		case "log-format":
 			opts.LogFormat = flagged.LogFormat
+		case "http":
+			opts.HTTP = &httpAddr
 		case "pprof":
 			opts.Pprof = flagged.Pprof
 		case "tls-cert":

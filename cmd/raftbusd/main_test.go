@@ -8,7 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/raftbus/raftbus/cluster"
 )
 
 func TestFlagsOverrideTheConfigFileWhichOverridesDefaults(t *testing.T) {
@@ -46,7 +49,8 @@ func TestStartUpErrorsSayWhatIsWrong(t *testing.T) {
 		{"unknown config setting", []string{"--config", badConfig}, "unknown field"},
 		{"partitions out of range", []string{"--partitions", "0"}, "--partitions"},
 		{"stray argument", []string{"serve"}, "unexpected argument"},
-		{"profiles off loopback", []string{"--pprof", "0.0.0.0:6060", "--data-dir", t.TempDir()}, "loopback"},
+		{"profiles off loopback", []string{"--http", "0.0.0.0:0", "--pprof", "--data-dir", t.TempDir()}, "loopback"},
+		{"profiles without a listener", []string{"--http", "", "--pprof", "--data-dir", t.TempDir()}, "--http"},
 		{"reachable without TLS", []string{"--listen", "0.0.0.0:0", "--data-dir", t.TempDir()}, "--insecure"},
 		{"insecure and TLS", []string{"--listen", "0.0.0.0:0", "--insecure", "--tls-ca", "ca.pem", "--tls-cert", "n1.pem", "--tls-key", "n1-key.pem", "--data-dir", t.TempDir()}, "give one of them"},
 		{"half the TLS files", []string{"--tls-cert", "n1.pem", "--data-dir", t.TempDir()}, "TLS needs"},
@@ -61,20 +65,42 @@ func TestStartUpErrorsSayWhatIsWrong(t *testing.T) {
 	}
 }
 
-func TestPprofServesProfilesOnLoopback(t *testing.T) {
-	addr, stop, err := servePprof("127.0.0.1:0", slog.New(slog.NewTextHandler(io.Discard, nil)))
+func TestHTTPListenerServesProbesAndProfilesWhileTheNodeStarts(t *testing.T) {
+	addr := "127.0.0.1:0"
+	var started atomic.Pointer[cluster.Node]
+	srv, err := serveHTTP(options{HTTP: &addr, Pprof: true}, &started, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stop()
-	resp, err := http.Get("http://" + addr + "/debug/pprof/goroutine?debug=1")
-	if err != nil {
-		t.Fatal(err)
+	defer srv.Close()
+	for path, want := range map[string]int{
+		"/healthz":                       http.StatusOK,
+		"/readyz":                        http.StatusServiceUnavailable, // no node yet
+		"/metrics":                       http.StatusOK,
+		"/debug/pprof/goroutine?debug=1": http.StatusOK,
+	} {
+		resp, err := http.Get("http://" + srv.Addr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%s: %s, want %d\n%s", path, resp.Status, want, body)
+		}
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "servePprof") {
-		t.Fatalf("goroutine profile: %s\n%s", resp.Status, body)
+}
+
+func TestDefaultHTTPAddressFollowsTheGRPCPort(t *testing.T) {
+	for listen, want := range map[string]string{
+		"127.0.0.1:7400": "127.0.0.1:9400",
+		"0.0.0.0:7403":   "127.0.0.1:9403",
+		"127.0.0.1:0":    "127.0.0.1:0",
+		"[::1]:65000":    "127.0.0.1:0",
+	} {
+		if got := defaultHTTPAddr(listen); got != want {
+			t.Errorf("defaultHTTPAddr(%q) = %q, want %q", listen, got, want)
+		}
 	}
 }
 

@@ -2566,7 +2566,10 @@ type NodeInfo struct {
 	ClockOffset *durationpb.Duration `protobuf:"bytes,8,opt,name=clock_offset,json=clockOffset,proto3" json:"clock_offset,omitempty"`
 	// What the node's log has done since the node started; unset when the
 	// node did not answer.
-	Log           *NodeLogStats `protobuf:"bytes,9,opt,name=log,proto3" json:"log,omitempty"`
+	Log *NodeLogStats `protobuf:"bytes,9,opt,name=log,proto3" json:"log,omitempty"`
+	// What the partitions the node leads did with messages; unset when the
+	// node did not answer.
+	Messages      *NodeMessageStats `protobuf:"bytes,10,opt,name=messages,proto3" json:"messages,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2664,6 +2667,127 @@ func (x *NodeInfo) GetLog() *NodeLogStats {
 	return nil
 }
 
+func (x *NodeInfo) GetMessages() *NodeMessageStats {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+// NodeMessageStats adds up the message counters of the partitions a node
+// leads, as its metrics report them (raftbus_messages_*_total): each
+// partition counts from when its replica on the node opened. The sums
+// follow leadership, so a rate is read from two readings of one node
+// between which its leaderships held.
+type NodeMessageStats struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Sent         uint64                 `protobuf:"varint,1,opt,name=sent,proto3" json:"sent,omitempty"`
+	Received     uint64                 `protobuf:"varint,2,opt,name=received,proto3" json:"received,omitempty"`
+	Completed    uint64                 `protobuf:"varint,3,opt,name=completed,proto3" json:"completed,omitempty"`
+	Abandoned    uint64                 `protobuf:"varint,4,opt,name=abandoned,proto3" json:"abandoned,omitempty"`
+	Deferred     uint64                 `protobuf:"varint,5,opt,name=deferred,proto3" json:"deferred,omitempty"`
+	DeadLettered uint64                 `protobuf:"varint,6,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
+	Expired      uint64                 `protobuf:"varint,7,opt,name=expired,proto3" json:"expired,omitempty"`
+	Duplicates   uint64                 `protobuf:"varint,8,opt,name=duplicates,proto3" json:"duplicates,omitempty"`
+	// How many partitions the node leads.
+	PartitionsLed uint32 `protobuf:"varint,9,opt,name=partitions_led,json=partitionsLed,proto3" json:"partitions_led,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeMessageStats) Reset() {
+	*x = NodeMessageStats{}
+	mi := &file_raftbus_v1_admin_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeMessageStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeMessageStats) ProtoMessage() {}
+
+func (x *NodeMessageStats) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_v1_admin_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeMessageStats.ProtoReflect.Descriptor instead.
+func (*NodeMessageStats) Descriptor() ([]byte, []int) {
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *NodeMessageStats) GetSent() uint64 {
+	if x != nil {
+		return x.Sent
+	}
+	return 0
+}
+
+func (x *NodeMessageStats) GetReceived() uint64 {
+	if x != nil {
+		return x.Received
+	}
+	return 0
+}
+
+func (x *NodeMessageStats) GetCompleted() uint64 {
+	if x != nil {
+		return x.Completed
+	}
+	return 0
+}
+
+func (x *NodeMessageStats) GetAbandoned() uint64 {
+	if x != nil {
+		return x.Abandoned
+	}
+	return 0
+}
+
+func (x *NodeMessageStats) GetDeferred() uint64 {
+	if x != nil {
+		return x.Deferred
+	}
+	return 0
+}
+
+func (x *NodeMessageStats) GetDeadLettered() uint64 {
+	if x != nil {
+		return x.DeadLettered
+	}
+	return 0
+}
+
+func (x *NodeMessageStats) GetExpired() uint64 {
+	if x != nil {
+		return x.Expired
+	}
+	return 0
+}
+
+func (x *NodeMessageStats) GetDuplicates() uint64 {
+	if x != nil {
+		return x.Duplicates
+	}
+	return 0
+}
+
+func (x *NodeMessageStats) GetPartitionsLed() uint32 {
+	if x != nil {
+		return x.PartitionsLed
+	}
+	return 0
+}
+
 // NodeLogStats counts the work of the log that holds the Raft log of
 // every partition replica on a node, since the node started.
 type NodeLogStats struct {
@@ -2685,7 +2809,7 @@ type NodeLogStats struct {
 
 func (x *NodeLogStats) Reset() {
 	*x = NodeLogStats{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[49]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2697,7 +2821,7 @@ func (x *NodeLogStats) String() string {
 func (*NodeLogStats) ProtoMessage() {}
 
 func (x *NodeLogStats) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[49]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2710,7 +2834,7 @@ func (x *NodeLogStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLogStats.ProtoReflect.Descriptor instead.
 func (*NodeLogStats) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{49}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *NodeLogStats) GetSyncs() uint64 {
@@ -2771,7 +2895,7 @@ type ReplicaInfo struct {
 
 func (x *ReplicaInfo) Reset() {
 	*x = ReplicaInfo{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[50]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2783,7 +2907,7 @@ func (x *ReplicaInfo) String() string {
 func (*ReplicaInfo) ProtoMessage() {}
 
 func (x *ReplicaInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[50]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2796,7 +2920,7 @@ func (x *ReplicaInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaInfo.ProtoReflect.Descriptor instead.
 func (*ReplicaInfo) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{50}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ReplicaInfo) GetNodeId() string {
@@ -2852,7 +2976,7 @@ type PartitionInfo struct {
 
 func (x *PartitionInfo) Reset() {
 	*x = PartitionInfo{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[51]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2864,7 +2988,7 @@ func (x *PartitionInfo) String() string {
 func (*PartitionInfo) ProtoMessage() {}
 
 func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[51]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2877,7 +3001,7 @@ func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionInfo.ProtoReflect.Descriptor instead.
 func (*PartitionInfo) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{51}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PartitionInfo) GetEntityPath() string {
@@ -2946,7 +3070,7 @@ type GetRoutingTableRequest struct {
 
 func (x *GetRoutingTableRequest) Reset() {
 	*x = GetRoutingTableRequest{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[52]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2958,7 +3082,7 @@ func (x *GetRoutingTableRequest) String() string {
 func (*GetRoutingTableRequest) ProtoMessage() {}
 
 func (x *GetRoutingTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[52]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2971,7 +3095,7 @@ func (x *GetRoutingTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRoutingTableRequest.ProtoReflect.Descriptor instead.
 func (*GetRoutingTableRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{52}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GetRoutingTableRequest) GetEntityPath() string {
@@ -2990,7 +3114,7 @@ type GetRoutingTableResponse struct {
 
 func (x *GetRoutingTableResponse) Reset() {
 	*x = GetRoutingTableResponse{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[53]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3002,7 +3126,7 @@ func (x *GetRoutingTableResponse) String() string {
 func (*GetRoutingTableResponse) ProtoMessage() {}
 
 func (x *GetRoutingTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[53]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3015,7 +3139,7 @@ func (x *GetRoutingTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRoutingTableResponse.ProtoReflect.Descriptor instead.
 func (*GetRoutingTableResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{53}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *GetRoutingTableResponse) GetEntities() []*EntityRoute {
@@ -3043,7 +3167,7 @@ type EntityRoute struct {
 
 func (x *EntityRoute) Reset() {
 	*x = EntityRoute{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[54]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3055,7 +3179,7 @@ func (x *EntityRoute) String() string {
 func (*EntityRoute) ProtoMessage() {}
 
 func (x *EntityRoute) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[54]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3068,7 +3192,7 @@ func (x *EntityRoute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntityRoute.ProtoReflect.Descriptor instead.
 func (*EntityRoute) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{54}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *EntityRoute) GetEntityPath() string {
@@ -3114,7 +3238,7 @@ type PartitionRoute struct {
 
 func (x *PartitionRoute) Reset() {
 	*x = PartitionRoute{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[55]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3126,7 +3250,7 @@ func (x *PartitionRoute) String() string {
 func (*PartitionRoute) ProtoMessage() {}
 
 func (x *PartitionRoute) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[55]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3139,7 +3263,7 @@ func (x *PartitionRoute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRoute.ProtoReflect.Descriptor instead.
 func (*PartitionRoute) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{55}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *PartitionRoute) GetPartitionId() uint32 {
@@ -3179,7 +3303,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[56]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3191,7 +3315,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[56]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3204,7 +3328,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{56}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() string {
@@ -3222,7 +3346,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[57]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3234,7 +3358,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[57]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3247,7 +3371,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{57}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{58}
 }
 
 var File_raftbus_v1_admin_proto protoreflect.FileDescriptor
@@ -3394,7 +3518,7 @@ const file_raftbus_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2\x19.raftbus.v1.PartitionInfoR\n" +
 	"partitions\x12C\n" +
-	"\x10max_clock_offset\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x0emaxClockOffset\"\xff\x02\n" +
+	"\x10max_clock_offset\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x0emaxClockOffset\"\xb9\x03\n" +
 	"\bNodeInfo\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12+\n" +
@@ -3405,7 +3529,21 @@ const file_raftbus_v1_admin_proto_rawDesc = "" +
 	"\vclock_state\x18\a \x01(\x0e2\x16.raftbus.v1.ClockStateR\n" +
 	"clockState\x12<\n" +
 	"\fclock_offset\x18\b \x01(\v2\x19.google.protobuf.DurationR\vclockOffset\x12*\n" +
-	"\x03log\x18\t \x01(\v2\x18.raftbus.v1.NodeLogStatsR\x03log\"\xc5\x01\n" +
+	"\x03log\x18\t \x01(\v2\x18.raftbus.v1.NodeLogStatsR\x03log\x128\n" +
+	"\bmessages\x18\n" +
+	" \x01(\v2\x1c.raftbus.v1.NodeMessageStatsR\bmessages\"\xa0\x02\n" +
+	"\x10NodeMessageStats\x12\x12\n" +
+	"\x04sent\x18\x01 \x01(\x04R\x04sent\x12\x1a\n" +
+	"\breceived\x18\x02 \x01(\x04R\breceived\x12\x1c\n" +
+	"\tcompleted\x18\x03 \x01(\x04R\tcompleted\x12\x1c\n" +
+	"\tabandoned\x18\x04 \x01(\x04R\tabandoned\x12\x1a\n" +
+	"\bdeferred\x18\x05 \x01(\x04R\bdeferred\x12#\n" +
+	"\rdead_lettered\x18\x06 \x01(\x04R\fdeadLettered\x12\x18\n" +
+	"\aexpired\x18\a \x01(\x04R\aexpired\x12\x1e\n" +
+	"\n" +
+	"duplicates\x18\b \x01(\x04R\n" +
+	"duplicates\x12%\n" +
+	"\x0epartitions_led\x18\t \x01(\rR\rpartitionsLed\"\xc5\x01\n" +
 	"\fNodeLogStats\x12\x14\n" +
 	"\x05syncs\x18\x01 \x01(\x04R\x05syncs\x12\x1a\n" +
 	"\brequests\x18\x02 \x01(\x04R\brequests\x12#\n" +
@@ -3520,7 +3658,7 @@ func file_raftbus_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_raftbus_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_raftbus_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
+var file_raftbus_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_raftbus_v1_admin_proto_goTypes = []any{
 	(ClockState)(0),                                  // 0: raftbus.v1.ClockState
 	(NodeState)(0),                                   // 1: raftbus.v1.NodeState
@@ -3575,120 +3713,122 @@ var file_raftbus_v1_admin_proto_goTypes = []any{
 	(*GetClusterInfoRequest)(nil),                    // 50: raftbus.v1.GetClusterInfoRequest
 	(*GetClusterInfoResponse)(nil),                   // 51: raftbus.v1.GetClusterInfoResponse
 	(*NodeInfo)(nil),                                 // 52: raftbus.v1.NodeInfo
-	(*NodeLogStats)(nil),                             // 53: raftbus.v1.NodeLogStats
-	(*ReplicaInfo)(nil),                              // 54: raftbus.v1.ReplicaInfo
-	(*PartitionInfo)(nil),                            // 55: raftbus.v1.PartitionInfo
-	(*GetRoutingTableRequest)(nil),                   // 56: raftbus.v1.GetRoutingTableRequest
-	(*GetRoutingTableResponse)(nil),                  // 57: raftbus.v1.GetRoutingTableResponse
-	(*EntityRoute)(nil),                              // 58: raftbus.v1.EntityRoute
-	(*PartitionRoute)(nil),                           // 59: raftbus.v1.PartitionRoute
-	(*RemoveNodeRequest)(nil),                        // 60: raftbus.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),                       // 61: raftbus.v1.RemoveNodeResponse
-	(*QueueProperties)(nil),                          // 62: raftbus.v1.QueueProperties
-	(*RuntimeProperties)(nil),                        // 63: raftbus.v1.RuntimeProperties
-	(*TopicProperties)(nil),                          // 64: raftbus.v1.TopicProperties
-	(*SubscriptionProperties)(nil),                   // 65: raftbus.v1.SubscriptionProperties
-	(*RuleProperties)(nil),                           // 66: raftbus.v1.RuleProperties
-	(*durationpb.Duration)(nil),                      // 67: google.protobuf.Duration
+	(*NodeMessageStats)(nil),                         // 53: raftbus.v1.NodeMessageStats
+	(*NodeLogStats)(nil),                             // 54: raftbus.v1.NodeLogStats
+	(*ReplicaInfo)(nil),                              // 55: raftbus.v1.ReplicaInfo
+	(*PartitionInfo)(nil),                            // 56: raftbus.v1.PartitionInfo
+	(*GetRoutingTableRequest)(nil),                   // 57: raftbus.v1.GetRoutingTableRequest
+	(*GetRoutingTableResponse)(nil),                  // 58: raftbus.v1.GetRoutingTableResponse
+	(*EntityRoute)(nil),                              // 59: raftbus.v1.EntityRoute
+	(*PartitionRoute)(nil),                           // 60: raftbus.v1.PartitionRoute
+	(*RemoveNodeRequest)(nil),                        // 61: raftbus.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),                       // 62: raftbus.v1.RemoveNodeResponse
+	(*QueueProperties)(nil),                          // 63: raftbus.v1.QueueProperties
+	(*RuntimeProperties)(nil),                        // 64: raftbus.v1.RuntimeProperties
+	(*TopicProperties)(nil),                          // 65: raftbus.v1.TopicProperties
+	(*SubscriptionProperties)(nil),                   // 66: raftbus.v1.SubscriptionProperties
+	(*RuleProperties)(nil),                           // 67: raftbus.v1.RuleProperties
+	(*durationpb.Duration)(nil),                      // 68: google.protobuf.Duration
 }
 var file_raftbus_v1_admin_proto_depIdxs = []int32{
-	62, // 0: raftbus.v1.CreateQueueRequest.queue:type_name -> raftbus.v1.QueueProperties
-	62, // 1: raftbus.v1.CreateQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
-	62, // 2: raftbus.v1.GetQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
-	62, // 3: raftbus.v1.UpdateQueueRequest.queue:type_name -> raftbus.v1.QueueProperties
-	62, // 4: raftbus.v1.UpdateQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
-	62, // 5: raftbus.v1.ListQueuesResponse.queues:type_name -> raftbus.v1.QueueProperties
-	63, // 6: raftbus.v1.GetQueueRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
-	64, // 7: raftbus.v1.CreateTopicRequest.topic:type_name -> raftbus.v1.TopicProperties
-	64, // 8: raftbus.v1.CreateTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
-	64, // 9: raftbus.v1.GetTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
-	64, // 10: raftbus.v1.UpdateTopicRequest.topic:type_name -> raftbus.v1.TopicProperties
-	64, // 11: raftbus.v1.UpdateTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
-	64, // 12: raftbus.v1.ListTopicsResponse.topics:type_name -> raftbus.v1.TopicProperties
-	63, // 13: raftbus.v1.GetTopicRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
-	65, // 14: raftbus.v1.CreateSubscriptionRequest.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	66, // 15: raftbus.v1.CreateSubscriptionRequest.default_rule:type_name -> raftbus.v1.RuleProperties
-	65, // 16: raftbus.v1.CreateSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	65, // 17: raftbus.v1.GetSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	65, // 18: raftbus.v1.UpdateSubscriptionRequest.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	65, // 19: raftbus.v1.UpdateSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	65, // 20: raftbus.v1.ListSubscriptionsResponse.subscriptions:type_name -> raftbus.v1.SubscriptionProperties
-	63, // 21: raftbus.v1.GetSubscriptionRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
-	66, // 22: raftbus.v1.CreateRuleRequest.rule:type_name -> raftbus.v1.RuleProperties
-	66, // 23: raftbus.v1.CreateRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
-	66, // 24: raftbus.v1.GetRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
-	66, // 25: raftbus.v1.UpdateRuleRequest.rule:type_name -> raftbus.v1.RuleProperties
-	66, // 26: raftbus.v1.UpdateRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
-	66, // 27: raftbus.v1.ListRulesResponse.rules:type_name -> raftbus.v1.RuleProperties
+	63, // 0: raftbus.v1.CreateQueueRequest.queue:type_name -> raftbus.v1.QueueProperties
+	63, // 1: raftbus.v1.CreateQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
+	63, // 2: raftbus.v1.GetQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
+	63, // 3: raftbus.v1.UpdateQueueRequest.queue:type_name -> raftbus.v1.QueueProperties
+	63, // 4: raftbus.v1.UpdateQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
+	63, // 5: raftbus.v1.ListQueuesResponse.queues:type_name -> raftbus.v1.QueueProperties
+	64, // 6: raftbus.v1.GetQueueRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
+	65, // 7: raftbus.v1.CreateTopicRequest.topic:type_name -> raftbus.v1.TopicProperties
+	65, // 8: raftbus.v1.CreateTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
+	65, // 9: raftbus.v1.GetTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
+	65, // 10: raftbus.v1.UpdateTopicRequest.topic:type_name -> raftbus.v1.TopicProperties
+	65, // 11: raftbus.v1.UpdateTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
+	65, // 12: raftbus.v1.ListTopicsResponse.topics:type_name -> raftbus.v1.TopicProperties
+	64, // 13: raftbus.v1.GetTopicRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
+	66, // 14: raftbus.v1.CreateSubscriptionRequest.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	67, // 15: raftbus.v1.CreateSubscriptionRequest.default_rule:type_name -> raftbus.v1.RuleProperties
+	66, // 16: raftbus.v1.CreateSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	66, // 17: raftbus.v1.GetSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	66, // 18: raftbus.v1.UpdateSubscriptionRequest.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	66, // 19: raftbus.v1.UpdateSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	66, // 20: raftbus.v1.ListSubscriptionsResponse.subscriptions:type_name -> raftbus.v1.SubscriptionProperties
+	64, // 21: raftbus.v1.GetSubscriptionRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
+	67, // 22: raftbus.v1.CreateRuleRequest.rule:type_name -> raftbus.v1.RuleProperties
+	67, // 23: raftbus.v1.CreateRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
+	67, // 24: raftbus.v1.GetRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
+	67, // 25: raftbus.v1.UpdateRuleRequest.rule:type_name -> raftbus.v1.RuleProperties
+	67, // 26: raftbus.v1.UpdateRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
+	67, // 27: raftbus.v1.ListRulesResponse.rules:type_name -> raftbus.v1.RuleProperties
 	52, // 28: raftbus.v1.GetClusterInfoResponse.nodes:type_name -> raftbus.v1.NodeInfo
-	55, // 29: raftbus.v1.GetClusterInfoResponse.partitions:type_name -> raftbus.v1.PartitionInfo
-	67, // 30: raftbus.v1.GetClusterInfoResponse.max_clock_offset:type_name -> google.protobuf.Duration
+	56, // 29: raftbus.v1.GetClusterInfoResponse.partitions:type_name -> raftbus.v1.PartitionInfo
+	68, // 30: raftbus.v1.GetClusterInfoResponse.max_clock_offset:type_name -> google.protobuf.Duration
 	1,  // 31: raftbus.v1.NodeInfo.state:type_name -> raftbus.v1.NodeState
 	0,  // 32: raftbus.v1.NodeInfo.clock_state:type_name -> raftbus.v1.ClockState
-	67, // 33: raftbus.v1.NodeInfo.clock_offset:type_name -> google.protobuf.Duration
-	53, // 34: raftbus.v1.NodeInfo.log:type_name -> raftbus.v1.NodeLogStats
-	2,  // 35: raftbus.v1.ReplicaInfo.role:type_name -> raftbus.v1.ReplicaRole
-	3,  // 36: raftbus.v1.ReplicaInfo.health:type_name -> raftbus.v1.ReplicaHealth
-	54, // 37: raftbus.v1.PartitionInfo.replicas:type_name -> raftbus.v1.ReplicaInfo
-	58, // 38: raftbus.v1.GetRoutingTableResponse.entities:type_name -> raftbus.v1.EntityRoute
-	59, // 39: raftbus.v1.EntityRoute.partitions:type_name -> raftbus.v1.PartitionRoute
-	4,  // 40: raftbus.v1.AdminService.CreateQueue:input_type -> raftbus.v1.CreateQueueRequest
-	6,  // 41: raftbus.v1.AdminService.GetQueue:input_type -> raftbus.v1.GetQueueRequest
-	8,  // 42: raftbus.v1.AdminService.UpdateQueue:input_type -> raftbus.v1.UpdateQueueRequest
-	10, // 43: raftbus.v1.AdminService.DeleteQueue:input_type -> raftbus.v1.DeleteQueueRequest
-	12, // 44: raftbus.v1.AdminService.ListQueues:input_type -> raftbus.v1.ListQueuesRequest
-	14, // 45: raftbus.v1.AdminService.GetQueueRuntimeProperties:input_type -> raftbus.v1.GetQueueRuntimePropertiesRequest
-	16, // 46: raftbus.v1.AdminService.CreateTopic:input_type -> raftbus.v1.CreateTopicRequest
-	18, // 47: raftbus.v1.AdminService.GetTopic:input_type -> raftbus.v1.GetTopicRequest
-	20, // 48: raftbus.v1.AdminService.UpdateTopic:input_type -> raftbus.v1.UpdateTopicRequest
-	22, // 49: raftbus.v1.AdminService.DeleteTopic:input_type -> raftbus.v1.DeleteTopicRequest
-	24, // 50: raftbus.v1.AdminService.ListTopics:input_type -> raftbus.v1.ListTopicsRequest
-	26, // 51: raftbus.v1.AdminService.GetTopicRuntimeProperties:input_type -> raftbus.v1.GetTopicRuntimePropertiesRequest
-	28, // 52: raftbus.v1.AdminService.CreateSubscription:input_type -> raftbus.v1.CreateSubscriptionRequest
-	30, // 53: raftbus.v1.AdminService.GetSubscription:input_type -> raftbus.v1.GetSubscriptionRequest
-	32, // 54: raftbus.v1.AdminService.UpdateSubscription:input_type -> raftbus.v1.UpdateSubscriptionRequest
-	34, // 55: raftbus.v1.AdminService.DeleteSubscription:input_type -> raftbus.v1.DeleteSubscriptionRequest
-	36, // 56: raftbus.v1.AdminService.ListSubscriptions:input_type -> raftbus.v1.ListSubscriptionsRequest
-	38, // 57: raftbus.v1.AdminService.GetSubscriptionRuntimeProperties:input_type -> raftbus.v1.GetSubscriptionRuntimePropertiesRequest
-	40, // 58: raftbus.v1.AdminService.CreateRule:input_type -> raftbus.v1.CreateRuleRequest
-	42, // 59: raftbus.v1.AdminService.GetRule:input_type -> raftbus.v1.GetRuleRequest
-	44, // 60: raftbus.v1.AdminService.UpdateRule:input_type -> raftbus.v1.UpdateRuleRequest
-	46, // 61: raftbus.v1.AdminService.DeleteRule:input_type -> raftbus.v1.DeleteRuleRequest
-	48, // 62: raftbus.v1.AdminService.ListRules:input_type -> raftbus.v1.ListRulesRequest
-	50, // 63: raftbus.v1.AdminService.GetClusterInfo:input_type -> raftbus.v1.GetClusterInfoRequest
-	56, // 64: raftbus.v1.AdminService.GetRoutingTable:input_type -> raftbus.v1.GetRoutingTableRequest
-	60, // 65: raftbus.v1.AdminService.RemoveNode:input_type -> raftbus.v1.RemoveNodeRequest
-	5,  // 66: raftbus.v1.AdminService.CreateQueue:output_type -> raftbus.v1.CreateQueueResponse
-	7,  // 67: raftbus.v1.AdminService.GetQueue:output_type -> raftbus.v1.GetQueueResponse
-	9,  // 68: raftbus.v1.AdminService.UpdateQueue:output_type -> raftbus.v1.UpdateQueueResponse
-	11, // 69: raftbus.v1.AdminService.DeleteQueue:output_type -> raftbus.v1.DeleteQueueResponse
-	13, // 70: raftbus.v1.AdminService.ListQueues:output_type -> raftbus.v1.ListQueuesResponse
-	15, // 71: raftbus.v1.AdminService.GetQueueRuntimeProperties:output_type -> raftbus.v1.GetQueueRuntimePropertiesResponse
-	17, // 72: raftbus.v1.AdminService.CreateTopic:output_type -> raftbus.v1.CreateTopicResponse
-	19, // 73: raftbus.v1.AdminService.GetTopic:output_type -> raftbus.v1.GetTopicResponse
-	21, // 74: raftbus.v1.AdminService.UpdateTopic:output_type -> raftbus.v1.UpdateTopicResponse
-	23, // 75: raftbus.v1.AdminService.DeleteTopic:output_type -> raftbus.v1.DeleteTopicResponse
-	25, // 76: raftbus.v1.AdminService.ListTopics:output_type -> raftbus.v1.ListTopicsResponse
-	27, // 77: raftbus.v1.AdminService.GetTopicRuntimeProperties:output_type -> raftbus.v1.GetTopicRuntimePropertiesResponse
-	29, // 78: raftbus.v1.AdminService.CreateSubscription:output_type -> raftbus.v1.CreateSubscriptionResponse
-	31, // 79: raftbus.v1.AdminService.GetSubscription:output_type -> raftbus.v1.GetSubscriptionResponse
-	33, // 80: raftbus.v1.AdminService.UpdateSubscription:output_type -> raftbus.v1.UpdateSubscriptionResponse
-	35, // 81: raftbus.v1.AdminService.DeleteSubscription:output_type -> raftbus.v1.DeleteSubscriptionResponse
-	37, // 82: raftbus.v1.AdminService.ListSubscriptions:output_type -> raftbus.v1.ListSubscriptionsResponse
-	39, // 83: raftbus.v1.AdminService.GetSubscriptionRuntimeProperties:output_type -> raftbus.v1.GetSubscriptionRuntimePropertiesResponse
-	41, // 84: raftbus.v1.AdminService.CreateRule:output_type -> raftbus.v1.CreateRuleResponse
-	43, // 85: raftbus.v1.AdminService.GetRule:output_type -> raftbus.v1.GetRuleResponse
-	45, // 86: raftbus.v1.AdminService.UpdateRule:output_type -> raftbus.v1.UpdateRuleResponse
-	47, // 87: raftbus.v1.AdminService.DeleteRule:output_type -> raftbus.v1.DeleteRuleResponse
-	49, // 88: raftbus.v1.AdminService.ListRules:output_type -> raftbus.v1.ListRulesResponse
-	51, // 89: raftbus.v1.AdminService.GetClusterInfo:output_type -> raftbus.v1.GetClusterInfoResponse
-	57, // 90: raftbus.v1.AdminService.GetRoutingTable:output_type -> raftbus.v1.GetRoutingTableResponse
-	61, // 91: raftbus.v1.AdminService.RemoveNode:output_type -> raftbus.v1.RemoveNodeResponse
-	66, // [66:92] is the sub-list for method output_type
-	40, // [40:66] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	68, // 33: raftbus.v1.NodeInfo.clock_offset:type_name -> google.protobuf.Duration
+	54, // 34: raftbus.v1.NodeInfo.log:type_name -> raftbus.v1.NodeLogStats
+	53, // 35: raftbus.v1.NodeInfo.messages:type_name -> raftbus.v1.NodeMessageStats
+	2,  // 36: raftbus.v1.ReplicaInfo.role:type_name -> raftbus.v1.ReplicaRole
+	3,  // 37: raftbus.v1.ReplicaInfo.health:type_name -> raftbus.v1.ReplicaHealth
+	55, // 38: raftbus.v1.PartitionInfo.replicas:type_name -> raftbus.v1.ReplicaInfo
+	59, // 39: raftbus.v1.GetRoutingTableResponse.entities:type_name -> raftbus.v1.EntityRoute
+	60, // 40: raftbus.v1.EntityRoute.partitions:type_name -> raftbus.v1.PartitionRoute
+	4,  // 41: raftbus.v1.AdminService.CreateQueue:input_type -> raftbus.v1.CreateQueueRequest
+	6,  // 42: raftbus.v1.AdminService.GetQueue:input_type -> raftbus.v1.GetQueueRequest
+	8,  // 43: raftbus.v1.AdminService.UpdateQueue:input_type -> raftbus.v1.UpdateQueueRequest
+	10, // 44: raftbus.v1.AdminService.DeleteQueue:input_type -> raftbus.v1.DeleteQueueRequest
+	12, // 45: raftbus.v1.AdminService.ListQueues:input_type -> raftbus.v1.ListQueuesRequest
+	14, // 46: raftbus.v1.AdminService.GetQueueRuntimeProperties:input_type -> raftbus.v1.GetQueueRuntimePropertiesRequest
+	16, // 47: raftbus.v1.AdminService.CreateTopic:input_type -> raftbus.v1.CreateTopicRequest
+	18, // 48: raftbus.v1.AdminService.GetTopic:input_type -> raftbus.v1.GetTopicRequest
+	20, // 49: raftbus.v1.AdminService.UpdateTopic:input_type -> raftbus.v1.UpdateTopicRequest
+	22, // 50: raftbus.v1.AdminService.DeleteTopic:input_type -> raftbus.v1.DeleteTopicRequest
+	24, // 51: raftbus.v1.AdminService.ListTopics:input_type -> raftbus.v1.ListTopicsRequest
+	26, // 52: raftbus.v1.AdminService.GetTopicRuntimeProperties:input_type -> raftbus.v1.GetTopicRuntimePropertiesRequest
+	28, // 53: raftbus.v1.AdminService.CreateSubscription:input_type -> raftbus.v1.CreateSubscriptionRequest
+	30, // 54: raftbus.v1.AdminService.GetSubscription:input_type -> raftbus.v1.GetSubscriptionRequest
+	32, // 55: raftbus.v1.AdminService.UpdateSubscription:input_type -> raftbus.v1.UpdateSubscriptionRequest
+	34, // 56: raftbus.v1.AdminService.DeleteSubscription:input_type -> raftbus.v1.DeleteSubscriptionRequest
+	36, // 57: raftbus.v1.AdminService.ListSubscriptions:input_type -> raftbus.v1.ListSubscriptionsRequest
+	38, // 58: raftbus.v1.AdminService.GetSubscriptionRuntimeProperties:input_type -> raftbus.v1.GetSubscriptionRuntimePropertiesRequest
+	40, // 59: raftbus.v1.AdminService.CreateRule:input_type -> raftbus.v1.CreateRuleRequest
+	42, // 60: raftbus.v1.AdminService.GetRule:input_type -> raftbus.v1.GetRuleRequest
+	44, // 61: raftbus.v1.AdminService.UpdateRule:input_type -> raftbus.v1.UpdateRuleRequest
+	46, // 62: raftbus.v1.AdminService.DeleteRule:input_type -> raftbus.v1.DeleteRuleRequest
+	48, // 63: raftbus.v1.AdminService.ListRules:input_type -> raftbus.v1.ListRulesRequest
+	50, // 64: raftbus.v1.AdminService.GetClusterInfo:input_type -> raftbus.v1.GetClusterInfoRequest
+	57, // 65: raftbus.v1.AdminService.GetRoutingTable:input_type -> raftbus.v1.GetRoutingTableRequest
+	61, // 66: raftbus.v1.AdminService.RemoveNode:input_type -> raftbus.v1.RemoveNodeRequest
+	5,  // 67: raftbus.v1.AdminService.CreateQueue:output_type -> raftbus.v1.CreateQueueResponse
+	7,  // 68: raftbus.v1.AdminService.GetQueue:output_type -> raftbus.v1.GetQueueResponse
+	9,  // 69: raftbus.v1.AdminService.UpdateQueue:output_type -> raftbus.v1.UpdateQueueResponse
+	11, // 70: raftbus.v1.AdminService.DeleteQueue:output_type -> raftbus.v1.DeleteQueueResponse
+	13, // 71: raftbus.v1.AdminService.ListQueues:output_type -> raftbus.v1.ListQueuesResponse
+	15, // 72: raftbus.v1.AdminService.GetQueueRuntimeProperties:output_type -> raftbus.v1.GetQueueRuntimePropertiesResponse
+	17, // 73: raftbus.v1.AdminService.CreateTopic:output_type -> raftbus.v1.CreateTopicResponse
+	19, // 74: raftbus.v1.AdminService.GetTopic:output_type -> raftbus.v1.GetTopicResponse
+	21, // 75: raftbus.v1.AdminService.UpdateTopic:output_type -> raftbus.v1.UpdateTopicResponse
+	23, // 76: raftbus.v1.AdminService.DeleteTopic:output_type -> raftbus.v1.DeleteTopicResponse
+	25, // 77: raftbus.v1.AdminService.ListTopics:output_type -> raftbus.v1.ListTopicsResponse
+	27, // 78: raftbus.v1.AdminService.GetTopicRuntimeProperties:output_type -> raftbus.v1.GetTopicRuntimePropertiesResponse
+	29, // 79: raftbus.v1.AdminService.CreateSubscription:output_type -> raftbus.v1.CreateSubscriptionResponse
+	31, // 80: raftbus.v1.AdminService.GetSubscription:output_type -> raftbus.v1.GetSubscriptionResponse
+	33, // 81: raftbus.v1.AdminService.UpdateSubscription:output_type -> raftbus.v1.UpdateSubscriptionResponse
+	35, // 82: raftbus.v1.AdminService.DeleteSubscription:output_type -> raftbus.v1.DeleteSubscriptionResponse
+	37, // 83: raftbus.v1.AdminService.ListSubscriptions:output_type -> raftbus.v1.ListSubscriptionsResponse
+	39, // 84: raftbus.v1.AdminService.GetSubscriptionRuntimeProperties:output_type -> raftbus.v1.GetSubscriptionRuntimePropertiesResponse
+	41, // 85: raftbus.v1.AdminService.CreateRule:output_type -> raftbus.v1.CreateRuleResponse
+	43, // 86: raftbus.v1.AdminService.GetRule:output_type -> raftbus.v1.GetRuleResponse
+	45, // 87: raftbus.v1.AdminService.UpdateRule:output_type -> raftbus.v1.UpdateRuleResponse
+	47, // 88: raftbus.v1.AdminService.DeleteRule:output_type -> raftbus.v1.DeleteRuleResponse
+	49, // 89: raftbus.v1.AdminService.ListRules:output_type -> raftbus.v1.ListRulesResponse
+	51, // 90: raftbus.v1.AdminService.GetClusterInfo:output_type -> raftbus.v1.GetClusterInfoResponse
+	58, // 91: raftbus.v1.AdminService.GetRoutingTable:output_type -> raftbus.v1.GetRoutingTableResponse
+	62, // 92: raftbus.v1.AdminService.RemoveNode:output_type -> raftbus.v1.RemoveNodeResponse
+	67, // [67:93] is the sub-list for method output_type
+	41, // [41:67] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_v1_admin_proto_init() }
@@ -3703,7 +3843,7 @@ func file_raftbus_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftbus_v1_admin_proto_rawDesc), len(file_raftbus_v1_admin_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   58,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -324,6 +324,7 @@ func (*NodeStatusRequest) Descriptor() ([]byte, []int) {
 type NodeStatusResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Log           *v1.NodeLogStats       `protobuf:"bytes,1,opt,name=log,proto3" json:"log,omitempty"`
+	Messages      *v1.NodeMessageStats   `protobuf:"bytes,2,opt,name=messages,proto3" json:"messages,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -361,6 +362,13 @@ func (*NodeStatusResponse) Descriptor() ([]byte, []int) {
 func (x *NodeStatusResponse) GetLog() *v1.NodeLogStats {
 	if x != nil {
 		return x.Log
+	}
+	return nil
+}
+
+func (x *NodeStatusResponse) GetMessages() *v1.NodeMessageStats {
+	if x != nil {
+		return x.Messages
 	}
 	return nil
 }
@@ -2024,9 +2032,10 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\fpartition_id\x18\x03 \x01(\rR\vpartitionId\x12\x17\n" +
 	"\anode_id\x18\x04 \x01(\tR\x06nodeId\"\x17\n" +
 	"\x15DemoteReplicaResponse\"\x13\n" +
-	"\x11NodeStatusRequest\"@\n" +
+	"\x11NodeStatusRequest\"z\n" +
 	"\x12NodeStatusResponse\x12*\n" +
-	"\x03log\x18\x01 \x01(\v2\x18.raftbus.v1.NodeLogStatsR\x03log\"\r\n" +
+	"\x03log\x18\x01 \x01(\v2\x18.raftbus.v1.NodeLogStatsR\x03log\x128\n" +
+	"\bmessages\x18\x02 \x01(\v2\x1c.raftbus.v1.NodeMessageStatsR\bmessages\"\r\n" +
 	"\vPingRequest\"\xaa\x02\n" +
 	"\fPingResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1d\n" +
@@ -2219,71 +2228,73 @@ var file_raftbus_cluster_v1_cluster_proto_goTypes = []any{
 	(v1.SubQueue)(0),                      // 31: raftbus.v1.SubQueue
 	(*durationpb.Duration)(nil),           // 32: google.protobuf.Duration
 	(*v1.NodeLogStats)(nil),               // 33: raftbus.v1.NodeLogStats
-	(v1.ClockState)(0),                    // 34: raftbus.v1.ClockState
-	(*v1.PartitionRuntimeProperties)(nil), // 35: raftbus.v1.PartitionRuntimeProperties
-	(v1.ReplicaRole)(0),                   // 36: raftbus.v1.ReplicaRole
-	(v1.ReplicaHealth)(0),                 // 37: raftbus.v1.ReplicaHealth
-	(*v1.TopicProperties)(nil),            // 38: raftbus.v1.TopicProperties
-	(*v1.SubscriptionProperties)(nil),     // 39: raftbus.v1.SubscriptionProperties
-	(*v1.RuleProperties)(nil),             // 40: raftbus.v1.RuleProperties
-	(*v1.QueueProperties)(nil),            // 41: raftbus.v1.QueueProperties
-	(v1.ErrorReason)(0),                   // 42: raftbus.v1.ErrorReason
+	(*v1.NodeMessageStats)(nil),           // 34: raftbus.v1.NodeMessageStats
+	(v1.ClockState)(0),                    // 35: raftbus.v1.ClockState
+	(*v1.PartitionRuntimeProperties)(nil), // 36: raftbus.v1.PartitionRuntimeProperties
+	(v1.ReplicaRole)(0),                   // 37: raftbus.v1.ReplicaRole
+	(v1.ReplicaHealth)(0),                 // 38: raftbus.v1.ReplicaHealth
+	(*v1.TopicProperties)(nil),            // 39: raftbus.v1.TopicProperties
+	(*v1.SubscriptionProperties)(nil),     // 40: raftbus.v1.SubscriptionProperties
+	(*v1.RuleProperties)(nil),             // 41: raftbus.v1.RuleProperties
+	(*v1.QueueProperties)(nil),            // 42: raftbus.v1.QueueProperties
+	(v1.ErrorReason)(0),                   // 43: raftbus.v1.ErrorReason
 }
 var file_raftbus_cluster_v1_cluster_proto_depIdxs = []int32{
 	31, // 0: raftbus.cluster.v1.AwaitMessagesRequest.sub_queue:type_name -> raftbus.v1.SubQueue
 	32, // 1: raftbus.cluster.v1.AwaitMessagesRequest.max_wait:type_name -> google.protobuf.Duration
 	33, // 2: raftbus.cluster.v1.NodeStatusResponse.log:type_name -> raftbus.v1.NodeLogStats
-	34, // 3: raftbus.cluster.v1.PingResponse.clock_state:type_name -> raftbus.v1.ClockState
-	35, // 4: raftbus.cluster.v1.PartitionRuntimeResponse.properties:type_name -> raftbus.v1.PartitionRuntimeProperties
-	36, // 5: raftbus.cluster.v1.PartitionStatusResponse.role:type_name -> raftbus.v1.ReplicaRole
-	37, // 6: raftbus.cluster.v1.PartitionStatusResponse.health:type_name -> raftbus.v1.ReplicaHealth
-	21, // 7: raftbus.cluster.v1.MetaCommand.add_node:type_name -> raftbus.cluster.v1.AddNode
-	22, // 8: raftbus.cluster.v1.MetaCommand.put_queue:type_name -> raftbus.cluster.v1.PutQueue
-	23, // 9: raftbus.cluster.v1.MetaCommand.delete_entity:type_name -> raftbus.cluster.v1.DeleteEntity
-	24, // 10: raftbus.cluster.v1.MetaCommand.set_cluster_id:type_name -> raftbus.cluster.v1.SetClusterID
-	16, // 11: raftbus.cluster.v1.MetaCommand.put_topic:type_name -> raftbus.cluster.v1.PutTopic
-	17, // 12: raftbus.cluster.v1.MetaCommand.put_subscription:type_name -> raftbus.cluster.v1.PutSubscription
-	18, // 13: raftbus.cluster.v1.MetaCommand.delete_subscription:type_name -> raftbus.cluster.v1.DeleteSubscription
-	19, // 14: raftbus.cluster.v1.MetaCommand.put_rule:type_name -> raftbus.cluster.v1.PutRule
-	20, // 15: raftbus.cluster.v1.MetaCommand.delete_rule:type_name -> raftbus.cluster.v1.DeleteRule
-	38, // 16: raftbus.cluster.v1.PutTopic.topic:type_name -> raftbus.v1.TopicProperties
-	39, // 17: raftbus.cluster.v1.PutSubscription.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	40, // 18: raftbus.cluster.v1.PutSubscription.rules:type_name -> raftbus.v1.RuleProperties
-	40, // 19: raftbus.cluster.v1.PutRule.rule:type_name -> raftbus.v1.RuleProperties
-	26, // 20: raftbus.cluster.v1.AddNode.node:type_name -> raftbus.cluster.v1.Node
-	41, // 21: raftbus.cluster.v1.PutQueue.queue:type_name -> raftbus.v1.QueueProperties
-	42, // 22: raftbus.cluster.v1.MetaResult.error_reason:type_name -> raftbus.v1.ErrorReason
-	27, // 23: raftbus.cluster.v1.MetaResult.entity:type_name -> raftbus.cluster.v1.Entity
-	28, // 24: raftbus.cluster.v1.MetaResult.subscription:type_name -> raftbus.cluster.v1.Subscription
-	40, // 25: raftbus.cluster.v1.MetaResult.rule:type_name -> raftbus.v1.RuleProperties
-	0,  // 26: raftbus.cluster.v1.Entity.kind:type_name -> raftbus.cluster.v1.EntityKind
-	41, // 27: raftbus.cluster.v1.Entity.queue:type_name -> raftbus.v1.QueueProperties
-	29, // 28: raftbus.cluster.v1.Entity.partitions:type_name -> raftbus.cluster.v1.Placement
-	38, // 29: raftbus.cluster.v1.Entity.topic:type_name -> raftbus.v1.TopicProperties
-	28, // 30: raftbus.cluster.v1.Entity.subscriptions:type_name -> raftbus.cluster.v1.Subscription
-	39, // 31: raftbus.cluster.v1.Subscription.properties:type_name -> raftbus.v1.SubscriptionProperties
-	40, // 32: raftbus.cluster.v1.Subscription.rules:type_name -> raftbus.v1.RuleProperties
-	26, // 33: raftbus.cluster.v1.MetaSnapshot.nodes:type_name -> raftbus.cluster.v1.Node
-	27, // 34: raftbus.cluster.v1.MetaSnapshot.entities:type_name -> raftbus.cluster.v1.Entity
-	9,  // 35: raftbus.cluster.v1.NodeService.Join:input_type -> raftbus.cluster.v1.JoinRequest
-	11, // 36: raftbus.cluster.v1.NodeService.PartitionRuntime:input_type -> raftbus.cluster.v1.PartitionRuntimeRequest
-	13, // 37: raftbus.cluster.v1.NodeService.PartitionStatus:input_type -> raftbus.cluster.v1.PartitionStatusRequest
-	7,  // 38: raftbus.cluster.v1.NodeService.Ping:input_type -> raftbus.cluster.v1.PingRequest
-	3,  // 39: raftbus.cluster.v1.NodeService.DemoteReplica:input_type -> raftbus.cluster.v1.DemoteReplicaRequest
-	5,  // 40: raftbus.cluster.v1.NodeService.NodeStatus:input_type -> raftbus.cluster.v1.NodeStatusRequest
-	1,  // 41: raftbus.cluster.v1.NodeService.AwaitMessages:input_type -> raftbus.cluster.v1.AwaitMessagesRequest
-	10, // 42: raftbus.cluster.v1.NodeService.Join:output_type -> raftbus.cluster.v1.JoinResponse
-	12, // 43: raftbus.cluster.v1.NodeService.PartitionRuntime:output_type -> raftbus.cluster.v1.PartitionRuntimeResponse
-	14, // 44: raftbus.cluster.v1.NodeService.PartitionStatus:output_type -> raftbus.cluster.v1.PartitionStatusResponse
-	8,  // 45: raftbus.cluster.v1.NodeService.Ping:output_type -> raftbus.cluster.v1.PingResponse
-	4,  // 46: raftbus.cluster.v1.NodeService.DemoteReplica:output_type -> raftbus.cluster.v1.DemoteReplicaResponse
-	6,  // 47: raftbus.cluster.v1.NodeService.NodeStatus:output_type -> raftbus.cluster.v1.NodeStatusResponse
-	2,  // 48: raftbus.cluster.v1.NodeService.AwaitMessages:output_type -> raftbus.cluster.v1.AwaitMessagesResponse
-	42, // [42:49] is the sub-list for method output_type
-	35, // [35:42] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	34, // 3: raftbus.cluster.v1.NodeStatusResponse.messages:type_name -> raftbus.v1.NodeMessageStats
+	35, // 4: raftbus.cluster.v1.PingResponse.clock_state:type_name -> raftbus.v1.ClockState
+	36, // 5: raftbus.cluster.v1.PartitionRuntimeResponse.properties:type_name -> raftbus.v1.PartitionRuntimeProperties
+	37, // 6: raftbus.cluster.v1.PartitionStatusResponse.role:type_name -> raftbus.v1.ReplicaRole
+	38, // 7: raftbus.cluster.v1.PartitionStatusResponse.health:type_name -> raftbus.v1.ReplicaHealth
+	21, // 8: raftbus.cluster.v1.MetaCommand.add_node:type_name -> raftbus.cluster.v1.AddNode
+	22, // 9: raftbus.cluster.v1.MetaCommand.put_queue:type_name -> raftbus.cluster.v1.PutQueue
+	23, // 10: raftbus.cluster.v1.MetaCommand.delete_entity:type_name -> raftbus.cluster.v1.DeleteEntity
+	24, // 11: raftbus.cluster.v1.MetaCommand.set_cluster_id:type_name -> raftbus.cluster.v1.SetClusterID
+	16, // 12: raftbus.cluster.v1.MetaCommand.put_topic:type_name -> raftbus.cluster.v1.PutTopic
+	17, // 13: raftbus.cluster.v1.MetaCommand.put_subscription:type_name -> raftbus.cluster.v1.PutSubscription
+	18, // 14: raftbus.cluster.v1.MetaCommand.delete_subscription:type_name -> raftbus.cluster.v1.DeleteSubscription
+	19, // 15: raftbus.cluster.v1.MetaCommand.put_rule:type_name -> raftbus.cluster.v1.PutRule
+	20, // 16: raftbus.cluster.v1.MetaCommand.delete_rule:type_name -> raftbus.cluster.v1.DeleteRule
+	39, // 17: raftbus.cluster.v1.PutTopic.topic:type_name -> raftbus.v1.TopicProperties
+	40, // 18: raftbus.cluster.v1.PutSubscription.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	41, // 19: raftbus.cluster.v1.PutSubscription.rules:type_name -> raftbus.v1.RuleProperties
+	41, // 20: raftbus.cluster.v1.PutRule.rule:type_name -> raftbus.v1.RuleProperties
+	26, // 21: raftbus.cluster.v1.AddNode.node:type_name -> raftbus.cluster.v1.Node
+	42, // 22: raftbus.cluster.v1.PutQueue.queue:type_name -> raftbus.v1.QueueProperties
+	43, // 23: raftbus.cluster.v1.MetaResult.error_reason:type_name -> raftbus.v1.ErrorReason
+	27, // 24: raftbus.cluster.v1.MetaResult.entity:type_name -> raftbus.cluster.v1.Entity
+	28, // 25: raftbus.cluster.v1.MetaResult.subscription:type_name -> raftbus.cluster.v1.Subscription
+	41, // 26: raftbus.cluster.v1.MetaResult.rule:type_name -> raftbus.v1.RuleProperties
+	0,  // 27: raftbus.cluster.v1.Entity.kind:type_name -> raftbus.cluster.v1.EntityKind
+	42, // 28: raftbus.cluster.v1.Entity.queue:type_name -> raftbus.v1.QueueProperties
+	29, // 29: raftbus.cluster.v1.Entity.partitions:type_name -> raftbus.cluster.v1.Placement
+	39, // 30: raftbus.cluster.v1.Entity.topic:type_name -> raftbus.v1.TopicProperties
+	28, // 31: raftbus.cluster.v1.Entity.subscriptions:type_name -> raftbus.cluster.v1.Subscription
+	40, // 32: raftbus.cluster.v1.Subscription.properties:type_name -> raftbus.v1.SubscriptionProperties
+	41, // 33: raftbus.cluster.v1.Subscription.rules:type_name -> raftbus.v1.RuleProperties
+	26, // 34: raftbus.cluster.v1.MetaSnapshot.nodes:type_name -> raftbus.cluster.v1.Node
+	27, // 35: raftbus.cluster.v1.MetaSnapshot.entities:type_name -> raftbus.cluster.v1.Entity
+	9,  // 36: raftbus.cluster.v1.NodeService.Join:input_type -> raftbus.cluster.v1.JoinRequest
+	11, // 37: raftbus.cluster.v1.NodeService.PartitionRuntime:input_type -> raftbus.cluster.v1.PartitionRuntimeRequest
+	13, // 38: raftbus.cluster.v1.NodeService.PartitionStatus:input_type -> raftbus.cluster.v1.PartitionStatusRequest
+	7,  // 39: raftbus.cluster.v1.NodeService.Ping:input_type -> raftbus.cluster.v1.PingRequest
+	3,  // 40: raftbus.cluster.v1.NodeService.DemoteReplica:input_type -> raftbus.cluster.v1.DemoteReplicaRequest
+	5,  // 41: raftbus.cluster.v1.NodeService.NodeStatus:input_type -> raftbus.cluster.v1.NodeStatusRequest
+	1,  // 42: raftbus.cluster.v1.NodeService.AwaitMessages:input_type -> raftbus.cluster.v1.AwaitMessagesRequest
+	10, // 43: raftbus.cluster.v1.NodeService.Join:output_type -> raftbus.cluster.v1.JoinResponse
+	12, // 44: raftbus.cluster.v1.NodeService.PartitionRuntime:output_type -> raftbus.cluster.v1.PartitionRuntimeResponse
+	14, // 45: raftbus.cluster.v1.NodeService.PartitionStatus:output_type -> raftbus.cluster.v1.PartitionStatusResponse
+	8,  // 46: raftbus.cluster.v1.NodeService.Ping:output_type -> raftbus.cluster.v1.PingResponse
+	4,  // 47: raftbus.cluster.v1.NodeService.DemoteReplica:output_type -> raftbus.cluster.v1.DemoteReplicaResponse
+	6,  // 48: raftbus.cluster.v1.NodeService.NodeStatus:output_type -> raftbus.cluster.v1.NodeStatusResponse
+	2,  // 49: raftbus.cluster.v1.NodeService.AwaitMessages:output_type -> raftbus.cluster.v1.AwaitMessagesResponse
+	43, // [43:50] is the sub-list for method output_type
+	36, // [36:43] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_cluster_v1_cluster_proto_init() }
