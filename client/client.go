@@ -32,6 +32,10 @@ type ClientOptions struct {
 	RetryOptions RetryOptions
 	// DialOptions are added to the gRPC dial options of every connection.
 	DialOptions []grpc.DialOption
+
+	// credential signs the tokens of a client made from a connection
+	// string (NewClientFromConnectionString).
+	credential *sasCredential
 }
 
 // Client is a connection to a raftbus cluster. It is safe for concurrent
@@ -103,6 +107,9 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 		grpc.WithConnectParams(raftbusv1.DialConnectParams()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxGRPCMessage), grpc.MaxCallSendMsgSize(maxGRPCMessage)),
 	}, c.opts.DialOptions...)
+	if c.opts.credential != nil {
+		dial = append(dial, grpc.WithPerRPCCredentials(c.opts.credential))
+	}
 	conn, err := grpc.NewClient(addr, dial...)
 	if err != nil {
 		return nil, &Error{Code: CodeInvalidArgument, Message: fmt.Sprintf("connect to %s: %v", addr, err)}

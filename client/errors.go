@@ -55,6 +55,7 @@ var (
 	ErrQuotaExceeded         = &Error{Code: CodeQuotaExceeded}
 	ErrMessageSizeExceeded   = &Error{Code: CodeMessageSizeExceeded}
 	ErrOutcomeUnknown        = &Error{Code: CodeOutcomeUnknown}
+	ErrUnauthorized          = &Error{Code: CodeUnauthorized}
 )
 
 // Error is every failure the broker reports, and the client's own checks

@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 
+	"google.golang.org/grpc"
+
 	"github.com/raftbus/raftbus/cluster/apierror"
 	"github.com/raftbus/raftbus/cluster/meta"
 	"github.com/raftbus/raftbus/cluster/routing"
@@ -70,7 +72,9 @@ func (n *Node) catchUp(ctx context.Context, found func() bool, ask func(context.
 			return nil
 		}
 		return apierror.NotFound("%q does not exist", what)
-	}, ask)
+	}, func(ctx context.Context, conn grpc.ClientConnInterface) error {
+		return ask(ctx, raftbusv1.NewAdminServiceClient(conn))
+	})
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/raftbus/raftbus/cluster/identity"
 	"github.com/raftbus/raftbus/cluster/meta"
 	"github.com/raftbus/raftbus/cluster/routing"
+	"github.com/raftbus/raftbus/internal/sas"
 	"github.com/raftbus/raftbus/partition"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -312,9 +313,11 @@ func (g *metaGroup) notLeader() *apierror.Error {
 // Raft before they are members; entities are placed only on members.
 func (g *metaGroup) ensureMembers(ctx context.Context) error {
 	var clusterID string
+	var hasRoot bool
 	known := make(map[string]string)
 	g.fsm.View(func(s *clusterv1.MetaSnapshot) {
 		clusterID = s.ClusterId
+		hasRoot = meta.FindPolicy(s, "", meta.RootPolicyName) != nil
 		for _, m := range s.Nodes {
 			known[m.NodeId] = m.Address
 		}
@@ -322,6 +325,21 @@ func (g *metaGroup) ensureMembers(ctx context.Context) error {
 	if clusterID == "" {
 		cmd := &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_SetClusterId{SetClusterId: &clusterv1.SetClusterID{ClusterId: identity.NewUUID()}}}
 		if _, err := g.propose(ctx, cmd); err != nil {
+			return err
+		}
+	}
+	if !hasRoot {
+		// The cluster's first policy, so that access policies can be
+		// turned on (--auth) without a way in being needed first; its
+		// keys are written to every node's data dir (see rootkey.go).
+		cmd := &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_PutAccessPolicy{PutAccessPolicy: &clusterv1.PutAccessPolicy{
+			Create: true,
+			Policy: &raftbusv1.AccessPolicy{
+				Name: meta.RootPolicyName, PrimaryKey: sas.NewKey(), SecondaryKey: sas.NewKey(),
+				Rights: []raftbusv1.AccessRight{raftbusv1.AccessRight_ACCESS_RIGHT_MANAGE, raftbusv1.AccessRight_ACCESS_RIGHT_SEND, raftbusv1.AccessRight_ACCESS_RIGHT_LISTEN},
+			},
+		}}}
+		if _, err := g.propose(ctx, cmd); err != nil && apierror.From(err).Reason != raftbusv1.ErrorReason_ERROR_REASON_ALREADY_EXISTS {
 			return err
 		}
 	}

@@ -16,7 +16,7 @@ import (
 // deposed leader that has not noticed yet never answers from stale state.
 func (n *Node) atMetaLeader(ctx context.Context, read bool,
 	local func() error,
-	remote func(ctx context.Context, c raftbusv1.AdminServiceClient) error,
+	remote func(ctx context.Context, conn grpc.ClientConnInterface) error,
 ) error {
 	if n.meta.isLeader() {
 		if read {
@@ -35,7 +35,7 @@ func (n *Node) atMetaLeader(ctx context.Context, read bool,
 			return apierror.Busy("the metadata group has no leader yet")
 		}
 		err := n.peers.Call(ctx, addr, func(ctx context.Context, conn grpc.ClientConnInterface) error {
-			return remote(ctx, raftbusv1.NewAdminServiceClient(conn))
+			return remote(ctx, conn)
 		})
 		if err == nil {
 			return nil

@@ -18,6 +18,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/raftbus/raftbus/cluster/access"
 	"github.com/raftbus/raftbus/cluster/apierror"
 	"github.com/raftbus/raftbus/cluster/clock"
 	"github.com/raftbus/raftbus/cluster/identity"
@@ -82,6 +83,10 @@ type Config struct {
 	// against its caller's certificate (see cluster/access). Nil: plain
 	// TCP, every caller let through.
 	TLS *certs.NodeTLS
+	// Auth makes every public call need a SharedAccessSignature token
+	// signed with a key of an access policy (see cluster/access); it
+	// needs TLS, which authenticates the nodes to each other.
+	Auth bool
 }
 
 // Node is one running member of a cluster.
@@ -157,6 +162,9 @@ func Start(cfg Config) (*Node, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Auth && cfg.TLS == nil {
+		return nil, errors.New("cluster: access policies need TLS: without it, nodes cannot tell a peer from a client")
+	}
 	if cfg.TLS != nil && cfg.TLS.ID != cfg.NodeID {
 		return nil, fmt.Errorf("cluster: the TLS certificate is node %s's, not node %s's", cfg.TLS.ID, cfg.NodeID)
 	}
@@ -207,7 +215,11 @@ func Start(cfg Config) (*Node, error) {
 		lis.Close()
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	n.server = grpc.NewServer(serverOptions(cfg.TLS, n.log, n.unaryInterceptors())...)
+	var policies access.Policies
+	if cfg.Auth {
+		policies = nodePolicies{n}
+	}
+	n.server = grpc.NewServer(serverOptions(cfg.TLS, policies, cfg.Clock.Now, n.log, n.unaryInterceptors())...)
 	n.mux.Register(n.server)
 	// gRPC's standard health service (SERVING once Ready, see runHealth)
 	// and server reflection, so that grpcurl and probes need no .proto.
@@ -219,6 +231,7 @@ func Start(cfg Config) (*Node, error) {
 	msg := service.NewMessaging(serviceNode{n})
 	raftbusv1.RegisterAdminServiceServer(n.server, admin)
 	raftbusv1.RegisterMessagingServiceServer(n.server, msg)
+	raftbusv1.RegisterAccessServiceServer(n.server, service.NewAccess(serviceNode{n}))
 	clusterv1.RegisterNodeServiceServer(n.server, &nodeService{n: n, admin: admin, msg: msg})
 	n.wg.Add(1)
 	go func() {
@@ -260,12 +273,13 @@ func Start(cfg Config) (*Node, error) {
 	// Judge the clock before serving, so that a node that comes up skewed
 	// never stamps a command.
 	n.checkClock()
-	n.wg.Add(5)
+	n.wg.Add(6)
 	go n.runMetaLeaderDuties()
 	go n.runReconciler()
 	go n.runIdentity()
 	go n.runClockSync()
 	go n.runHealth()
+	go n.runRootKeyFile()
 	// From here on a node that must stop closes itself (see fail); until
 	// here it is Start that gives up.
 	n.serving.Store(true)

@@ -36,7 +36,7 @@ func (s serviceNode) View(fn func(*clusterv1.MetaSnapshot)) { s.meta.fsm.View(fn
 
 func (s serviceNode) NodeAddrs() map[string]string { return s.nodeAddrs() }
 
-func (s serviceNode) AtMetaLeader(ctx context.Context, read bool, local func() error, remote func(ctx context.Context, c raftbusv1.AdminServiceClient) error) error {
+func (s serviceNode) AtMetaLeader(ctx context.Context, read bool, local func() error, remote func(ctx context.Context, conn grpc.ClientConnInterface) error) error {
 	return s.atMetaLeader(ctx, read, local, remote)
 }
 

@@ -2,19 +2,24 @@ package cluster
 
 import (
 	"log/slog"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/raftbus/raftbus/cluster/access"
+	"github.com/raftbus/raftbus/cluster/apierror"
+	"github.com/raftbus/raftbus/cluster/meta"
 	"github.com/raftbus/raftbus/internal/certs"
+	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
 // serverOptions are the options of the node's gRPC server: TLS and the
 // access guard (before anything else) when t is set, then the node's
 // interceptors, and the message size bounds.
-func serverOptions(t *certs.NodeTLS, log *slog.Logger, unary []grpc.UnaryServerInterceptor) []grpc.ServerOption {
+func serverOptions(t *certs.NodeTLS, policies access.Policies, clock func() time.Time, log *slog.Logger, unary []grpc.UnaryServerInterceptor) []grpc.ServerOption {
 	var stream []grpc.StreamServerInterceptor
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
@@ -22,7 +27,7 @@ func serverOptions(t *certs.NodeTLS, log *slog.Logger, unary []grpc.UnaryServerI
 	}
 	if t != nil {
 		// The guard goes first: a refused call reaches nothing else.
-		g := access.NewGuard(log)
+		g := access.NewGuard(log, policies, clock)
 		unary = append([]grpc.UnaryServerInterceptor{g.Unary}, unary...)
 		stream = append(stream, g.Stream)
 		opts = append(opts, grpc.Creds(credentials.NewTLS(t.Server)))
@@ -37,4 +42,18 @@ func peerCredentials(t *certs.NodeTLS) credentials.TransportCredentials {
 		return insecure.NewCredentials()
 	}
 	return credentials.NewTLS(t.Peer)
+}
+
+// nodePolicies are the access policies in the node's metadata, for the
+// access guard.
+type nodePolicies struct{ n *Node }
+
+func (p nodePolicies) AccessPolicy(entityPath, name string) (*raftbusv1.AccessPolicy, error) {
+	m := p.n.meta
+	if !p.n.serving.Load() || m == nil {
+		return nil, apierror.Busy("node %s is starting; try again", p.n.cfg.NodeID)
+	}
+	var out *raftbusv1.AccessPolicy
+	m.fsm.View(func(s *clusterv1.MetaSnapshot) { out = meta.FindPolicy(s, entityPath, name) })
+	return out, nil
 }

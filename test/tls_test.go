@@ -149,7 +149,7 @@ func TestTLSClusterServesHoldersOfItsCertificatesOnly(t *testing.T) {
 	r, _ := good.NewReceiverForQueue("secured", &client.ReceiverOptions{ReceiveMode: client.ReceiveModeReceiveAndDelete})
 	got := map[string]bool{}
 	for len(got) < 3 {
-		msgs, err := r.ReceiveMessages(ctx, 10, nil)
+		msgs, err := r.ReceiveMessages(ctx, 10, &client.ReceiveMessagesOptions{MaxWaitTime: time.Second})
 		if err != nil {
 			t.Fatalf("receive after killing %s: %v", c.Nodes[leader].ID, err)
 		}

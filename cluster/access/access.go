@@ -26,37 +26,54 @@ var (
 	openPrefixes     = []string{"/grpc.health.v1."}
 )
 
-// Guard checks every call against the caller's certificate.
+// Policies are the shared access policies a Guard checks tokens against
+// (the metadata group's).
+type Policies interface {
+	// AccessPolicy returns the policy named name at the scope entityPath
+	// ("" for the namespace), or nil; an error when the policies cannot
+	// be read yet (the node is starting). The Guard does not modify it.
+	AccessPolicy(entityPath, name string) (*raftbusv1.AccessPolicy, error)
+}
+
+// Guard checks every call against the caller's certificate and, with
+// Policies, its SharedAccessSignature token.
 type Guard struct {
 	log *slog.Logger
+	// policies, when set, makes every public call need a token (see
+	// authorize); nil: a certificate of the cluster CA is enough.
+	policies Policies
+	now      func() time.Time
 
 	mu     sync.Mutex
 	logged map[string]time.Time // refusals logged, by caller and method, for rate limiting
 }
 
-// NewGuard returns a Guard that logs refusals to log.
-func NewGuard(log *slog.Logger) *Guard {
-	return &Guard{log: log, logged: make(map[string]time.Time)}
+// NewGuard returns a Guard that logs refusals to log. With policies set,
+// public calls need a token signed with one of their keys; clock is the
+// time tokens expire by.
+func NewGuard(log *slog.Logger, policies Policies, clock func() time.Time) *Guard {
+	return &Guard{log: log, policies: policies, now: clock, logged: make(map[string]time.Time)}
 }
 
 // Unary is the guard as a unary server interceptor.
 func (g *Guard) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if err := g.check(ctx, info.FullMethod); err != nil {
+	if err := g.check(ctx, info.FullMethod, requirementOf(req)); err != nil {
 		return nil, err
 	}
 	return handler(ctx, req)
 }
 
-// Stream is the guard as a stream server interceptor.
+// Stream is the guard as a stream server interceptor. Public streams
+// (reflection) need Manage on the namespace.
 func (g *Guard) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if err := g.check(ss.Context(), info.FullMethod); err != nil {
+	if err := g.check(ss.Context(), info.FullMethod, namespaceManage); err != nil {
 		return err
 	}
 	return handler(srv, ss)
 }
 
 // check returns the gRPC status refusing the call, or nil.
-func (g *Guard) check(ctx context.Context, method string) error {
+func (g *Guard) check(ctx context.Context, method string, need requirement) error {
 	if hasPrefix(method, openPrefixes) {
 		return nil
 	}
@@ -66,7 +83,16 @@ func (g *Guard) check(ctx context.Context, method string) error {
 	case hasPrefix(method, internalPrefixes):
 		reason = g.checkNode(ctx, caller)
 	case hasPrefix(method, publicPrefixes):
-		if caller.Kind == certs.Unknown {
+		switch {
+		case caller.Kind == certs.Node:
+			// A node forwarding a call: the node the client called
+			// checked it.
+		case g.policies != nil:
+			var err error
+			if reason, err = g.authorize(ctx, need); err != nil {
+				return apierror.Status(err)
+			}
+		case caller.Kind == certs.Unknown:
 			reason = "a client certificate signed by the cluster CA is required"
 		}
 	default:

@@ -156,7 +156,12 @@ func apply(s *clusterv1.MetaSnapshot, cmd *clusterv1.MetaCommand, index uint64) 
 			return failure(raftbusv1.ErrorReason_ERROR_REASON_NOT_FOUND, "entity %q does not exist", b.DeleteEntity.GetName())
 		}
 		s.Entities = slices.Delete(s.Entities, i, i+1)
+		deletePoliciesOf(s, b.DeleteEntity.GetName())
 		return &clusterv1.MetaResult{}
+	case *clusterv1.MetaCommand_PutAccessPolicy:
+		return putAccessPolicy(s, b.PutAccessPolicy, now)
+	case *clusterv1.MetaCommand_DeleteAccessPolicy:
+		return deleteAccessPolicy(s, b.DeleteAccessPolicy)
 	default:
 		return failure(raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "unknown metadata command %T", b)
 	}

@@ -42,7 +42,7 @@ type Metadata interface {
 	// node, or the one remote sends the call to). For a read, the leader
 	// first confirms that it still leads with every acknowledged change
 	// applied, so that a deposed leader never answers from stale state.
-	AtMetaLeader(ctx context.Context, read bool, local func() error, remote func(ctx context.Context, c raftbusv1.AdminServiceClient) error) error
+	AtMetaLeader(ctx context.Context, read bool, local func() error, remote func(ctx context.Context, conn grpc.ClientConnInterface) error) error
 	// Commit commits a change of the metadata; only at its leader.
 	Commit(ctx context.Context, cmd *clusterv1.MetaCommand) (*clusterv1.MetaResult, error)
 }
@@ -147,9 +147,9 @@ func metaCall[Resp any](ctx context.Context, n Node, read bool,
 		var err error
 		resp, err = local()
 		return err
-	}, func(ctx context.Context, c raftbusv1.AdminServiceClient) error {
+	}, func(ctx context.Context, conn grpc.ClientConnInterface) error {
 		var err error
-		resp, err = remote(ctx, c)
+		resp, err = remote(ctx, raftbusv1.NewAdminServiceClient(conn))
 		return err
 	})
 	if err != nil {

@@ -49,7 +49,9 @@ type options struct {
 	TLSCert string `json:"tls_cert"`
 	TLSKey  string `json:"tls_key"`
 	TLSCA   string `json:"tls_ca"`
-	// Insecure lets a node listen beyond loopback without TLS.
+	// Auth makes every public call need a SharedAccessSignature token.
+	Auth bool `json:"auth"`
+	// Insecure lets a node listen beyond loopback without TLS and auth.
 	Insecure bool `json:"insecure"`
 }
 
@@ -81,8 +83,8 @@ Examples:
   raftbusd certs node --dir certs --id n1 --host 127.0.0.1,localhost
   raftbusd --node-id n1 ... --tls-ca certs/ca.pem --tls-cert certs/n1.pem --tls-key certs/n1-key.pem
 
-A node that listens on anything but a loopback address needs TLS, or
---insecure to run without it on a network you trust.
+A node that listens on anything but a loopback address needs TLS and
+--auth, or --insecure to run without them on a network you trust.
 
 Flags:
 `
@@ -154,6 +156,7 @@ func run(args []string, stderr io.Writer) error {
 		MaxClockOffset:    maxOffset,
 		Clock:             clock.NewSystem(offset),
 		TLS:               nodeTLS,
+		Auth:              opts.Auth,
 	})
 	if err != nil {
 		return err
@@ -216,7 +219,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&flagged.TLSCert, "tls-cert", "", "this node's certificate (PEM `file`), issued by the cluster CA for its node id")
 	fs.StringVar(&flagged.TLSKey, "tls-key", "", "the private key (PEM `file`) of --tls-cert")
 	fs.StringVar(&flagged.TLSCA, "tls-ca", "", "the cluster CA's certificate (PEM `file`): peers and clients must present certificates it signed")
-	fs.BoolVar(&flagged.Insecure, "insecure", false, "listen beyond loopback without TLS: anyone who reaches the port can do anything")
+	fs.BoolVar(&flagged.Auth, "auth", false, "every client call needs a SharedAccessSignature token of an access policy (needs TLS); the root policy's connection string is written to <data-dir>/root-access-key")
+	fs.BoolVar(&flagged.Insecure, "insecure", false, "listen beyond loopback without TLS and --auth: anyone who reaches the port can do anything")
 	if err := fs.Parse(args); err != nil {
 		return opts, err
 	}
@@ -266,6 +270,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 			opts.TLSKey = flagged.TLSKey
 		case "tls-ca":
 			opts.TLSCA = flagged.TLSCA
+		case "auth":
+			opts.Auth = flagged.Auth
 		case "insecure":
 			opts.Insecure = flagged.Insecure
 		}

@@ -52,7 +52,9 @@ func TestStartUpErrorsSayWhatIsWrong(t *testing.T) {
 		{"profiles off loopback", []string{"--http", "0.0.0.0:0", "--pprof", "--data-dir", t.TempDir()}, "loopback"},
 		{"profiles without a listener", []string{"--http", "", "--pprof", "--data-dir", t.TempDir()}, "--http"},
 		{"reachable without TLS", []string{"--listen", "0.0.0.0:0", "--data-dir", t.TempDir()}, "--insecure"},
-		{"insecure and TLS", []string{"--listen", "0.0.0.0:0", "--insecure", "--tls-ca", "ca.pem", "--tls-cert", "n1.pem", "--tls-key", "n1-key.pem", "--data-dir", t.TempDir()}, "give one of them"},
+		{"insecure and TLS", []string{"--listen", "0.0.0.0:0", "--insecure", "--tls-ca", "ca.pem", "--tls-cert", "n1.pem", "--tls-key", "n1-key.pem", "--data-dir", t.TempDir()}, "give one or the other"},
+		{"reachable with TLS but no auth", []string{"--listen", "0.0.0.0:0", "--tls-ca", "ca.pem", "--tls-cert", "n1.pem", "--tls-key", "n1-key.pem", "--data-dir", t.TempDir()}, "--auth"},
+		{"auth without TLS", []string{"--auth", "--data-dir", t.TempDir()}, "--auth needs TLS"},
 		{"half the TLS files", []string{"--tls-cert", "n1.pem", "--data-dir", t.TempDir()}, "TLS needs"},
 	}
 	for _, tc := range cases {

@@ -9,19 +9,23 @@ import (
 )
 
 // loadTLS loads the node's TLS configuration, or returns nil when TLS is
-// off, which only a node on loopback or one told --insecure may be: a
-// node reachable from the network without TLS lets anyone who reaches it
-// read and change everything, and lets any process pose as a peer.
+// off. A node reachable from the network needs TLS and access policies
+// (--auth), unless told --insecure: without TLS anyone who reaches it can
+// pose as a peer, and without policies any holder of a certificate can do
+// anything.
 func loadTLS(opts options) (*certs.NodeTLS, error) {
 	files := certs.Files{CA: opts.TLSCA, Cert: opts.TLSCert, Key: opts.TLSKey}
+	if opts.Insecure && (!files.Empty() || opts.Auth) {
+		return nil, errors.New("--insecure with TLS or --auth: give one or the other")
+	}
+	if !opts.Insecure && !loopbackOnly(opts.Listen) && (files.Empty() || !opts.Auth) {
+		return nil, fmt.Errorf("--listen %s is reachable beyond this machine: give the node a certificate (--tls-ca, --tls-cert, --tls-key; 'raftbusd certs' makes them) and --auth, or --insecure to run without either on a network you trust", opts.Listen)
+	}
 	if files.Empty() {
-		if !opts.Insecure && !loopbackOnly(opts.Listen) {
-			return nil, fmt.Errorf("--listen %s is reachable beyond this machine: give the node a certificate (--tls-ca, --tls-cert, --tls-key; 'raftbusd certs' makes them), or --insecure to run without TLS on a network you trust", opts.Listen)
+		if opts.Auth {
+			return nil, errors.New("--auth needs TLS (--tls-ca, --tls-cert, --tls-key): tokens must not travel in plaintext, and nodes must tell each other from clients")
 		}
 		return nil, nil
-	}
-	if opts.Insecure {
-		return nil, errors.New("--insecure and TLS: give one of them")
 	}
 	t, err := certs.LoadNode(files)
 	if err != nil {

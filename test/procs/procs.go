@@ -22,7 +22,9 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/raftbus/raftbus/cluster"
 	"github.com/raftbus/raftbus/internal/certs"
+	"github.com/raftbus/raftbus/internal/sas"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 	"github.com/raftbus/raftbus/test/netns"
 )
@@ -94,6 +96,7 @@ type Cluster struct {
 	// CertDir, set when the cluster runs with TLS, holds its CA and the
 	// certificates of its nodes and of the test's client ("test").
 	CertDir string
+	auth    bool
 }
 
 // Options change how a cluster is started.
@@ -101,6 +104,9 @@ type Options struct {
 	// TLS runs every node with a certificate of a CA made for the
 	// cluster (mutual TLS between nodes, client certificates required).
 	TLS bool
+	// Auth, with TLS, makes every client call need a token of an access
+	// policy (--auth); Conn then signs with the root policy's key.
+	Auth bool
 }
 
 // testClient names the client certificate Conn presents.
@@ -155,6 +161,7 @@ func start(t testing.TB, bin string, n int, hosts []*netns.Host, opts Options) *
 	if opts.TLS {
 		c.issueCerts()
 	}
+	c.auth = opts.Auth
 	for i := range c.Nodes {
 		c.Restart(i)
 	}
@@ -257,6 +264,9 @@ func (c *Cluster) Restart(i int) {
 	if c.CertDir != "" {
 		f := c.CertFiles(n.ID)
 		args = append(args, "--tls-ca", f.CA, "--tls-cert", f.Cert, "--tls-key", f.Key)
+		if c.auth {
+			args = append(args, "--auth")
+		}
 	} else if c.hosts != nil {
 		args = append(args, "--insecure") // the hosts' addresses are not loopback
 	}
@@ -396,6 +406,16 @@ func (c *Cluster) killAll() {
 	}
 }
 
+// Logged reports whether any node's log holds text.
+func (c *Cluster) Logged(text string) bool {
+	for _, n := range c.Nodes {
+		if b, err := os.ReadFile(n.LogPath); err == nil && bytes.Contains(b, []byte(text)) {
+			return true
+		}
+	}
+	return false
+}
+
 // raceReport starts what the race detector writes on a race.
 const raceReport = "WARNING: DATA RACE"
 
@@ -438,7 +458,11 @@ func (c *Cluster) Conn(i int) *grpc.ClientConn {
 	if cfg := c.ClientTLS(); cfg != nil {
 		creds = credentials.NewTLS(cfg)
 	}
-	conn, err := grpc.NewClient(c.Nodes[i].Addr, grpc.WithTransportCredentials(creds))
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if c.auth {
+		opts = append(opts, grpc.WithPerRPCCredentials(rootToken{c}))
+	}
+	conn, err := grpc.NewClient(c.Nodes[i].Addr, opts...)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -464,3 +488,39 @@ func (c *Cluster) IndexOf(addr string) int {
 	}
 	return -1
 }
+
+// RootConnectionString is the connection string of the cluster's root
+// policy, as the nodes write it into their data dirs, with every node's
+// address as the endpoint; "" until a node has written it.
+func (c *Cluster) RootConnectionString() string {
+	for _, n := range c.Nodes {
+		b, err := os.ReadFile(filepath.Join(n.DataDir, cluster.RootKeyFile))
+		if err != nil {
+			continue
+		}
+		cs, err := sas.ParseConnectionString(strings.TrimSpace(string(b)))
+		if err != nil {
+			c.t.Fatalf("%s: %v", cluster.RootKeyFile, err)
+		}
+		return sas.String("sb://"+strings.Join(c.Addrs(), ",")+"/", cs.KeyName, cs.Key)
+	}
+	return ""
+}
+
+// rootToken signs every call with the root policy's key, read from the
+// nodes' data dirs (grpc.PerRPCCredentials).
+type rootToken struct{ c *Cluster }
+
+func (r rootToken) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	s := r.c.RootConnectionString()
+	if s == "" {
+		return nil, fmt.Errorf("no node has written %s yet", cluster.RootKeyFile)
+	}
+	cs, err := sas.ParseConnectionString(s)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{sas.MetadataKey: sas.Sign(cs.Endpoint, cs.KeyName, cs.Key, time.Now().Add(time.Hour))}, nil
+}
+
+func (rootToken) RequireTransportSecurity() bool { return true }

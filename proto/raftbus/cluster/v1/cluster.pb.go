@@ -923,6 +923,8 @@ type MetaCommand struct {
 	//	*MetaCommand_DeleteSubscription
 	//	*MetaCommand_PutRule
 	//	*MetaCommand_DeleteRule
+	//	*MetaCommand_PutAccessPolicy
+	//	*MetaCommand_DeleteAccessPolicy
 	Body          isMetaCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1053,6 +1055,24 @@ func (x *MetaCommand) GetDeleteRule() *DeleteRule {
 	return nil
 }
 
+func (x *MetaCommand) GetPutAccessPolicy() *PutAccessPolicy {
+	if x != nil {
+		if x, ok := x.Body.(*MetaCommand_PutAccessPolicy); ok {
+			return x.PutAccessPolicy
+		}
+	}
+	return nil
+}
+
+func (x *MetaCommand) GetDeleteAccessPolicy() *DeleteAccessPolicy {
+	if x != nil {
+		if x, ok := x.Body.(*MetaCommand_DeleteAccessPolicy); ok {
+			return x.DeleteAccessPolicy
+		}
+	}
+	return nil
+}
+
 type isMetaCommand_Body interface {
 	isMetaCommand_Body()
 }
@@ -1093,6 +1113,14 @@ type MetaCommand_DeleteRule struct {
 	DeleteRule *DeleteRule `protobuf:"bytes,18,opt,name=delete_rule,json=deleteRule,proto3,oneof"`
 }
 
+type MetaCommand_PutAccessPolicy struct {
+	PutAccessPolicy *PutAccessPolicy `protobuf:"bytes,19,opt,name=put_access_policy,json=putAccessPolicy,proto3,oneof"`
+}
+
+type MetaCommand_DeleteAccessPolicy struct {
+	DeleteAccessPolicy *DeleteAccessPolicy `protobuf:"bytes,20,opt,name=delete_access_policy,json=deleteAccessPolicy,proto3,oneof"`
+}
+
 func (*MetaCommand_AddNode) isMetaCommand_Body() {}
 
 func (*MetaCommand_PutQueue) isMetaCommand_Body() {}
@@ -1111,6 +1139,118 @@ func (*MetaCommand_PutRule) isMetaCommand_Body() {}
 
 func (*MetaCommand_DeleteRule) isMetaCommand_Body() {}
 
+func (*MetaCommand_PutAccessPolicy) isMetaCommand_Body() {}
+
+func (*MetaCommand_DeleteAccessPolicy) isMetaCommand_Body() {}
+
+// PutAccessPolicy creates (create set) or replaces a shared access policy,
+// keys included: the proposer generates keys, so that applying the command
+// is deterministic.
+type PutAccessPolicy struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Policy        *v1.AccessPolicy       `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	Create        bool                   `protobuf:"varint,2,opt,name=create,proto3" json:"create,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutAccessPolicy) Reset() {
+	*x = PutAccessPolicy{}
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutAccessPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutAccessPolicy) ProtoMessage() {}
+
+func (x *PutAccessPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutAccessPolicy.ProtoReflect.Descriptor instead.
+func (*PutAccessPolicy) Descriptor() ([]byte, []int) {
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *PutAccessPolicy) GetPolicy() *v1.AccessPolicy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *PutAccessPolicy) GetCreate() bool {
+	if x != nil {
+		return x.Create
+	}
+	return false
+}
+
+// DeleteAccessPolicy deletes the policy of that name and scope.
+type DeleteAccessPolicy struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	EntityPath    string                 `protobuf:"bytes,2,opt,name=entity_path,json=entityPath,proto3" json:"entity_path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteAccessPolicy) Reset() {
+	*x = DeleteAccessPolicy{}
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteAccessPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteAccessPolicy) ProtoMessage() {}
+
+func (x *DeleteAccessPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteAccessPolicy.ProtoReflect.Descriptor instead.
+func (*DeleteAccessPolicy) Descriptor() ([]byte, []int) {
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *DeleteAccessPolicy) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeleteAccessPolicy) GetEntityPath() string {
+	if x != nil {
+		return x.EntityPath
+	}
+	return ""
+}
+
 // PutTopic creates (create set) or updates a topic, normalised and
 // validated by the proposer.
 type PutTopic struct {
@@ -1123,7 +1263,7 @@ type PutTopic struct {
 
 func (x *PutTopic) Reset() {
 	*x = PutTopic{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1135,7 +1275,7 @@ func (x *PutTopic) String() string {
 func (*PutTopic) ProtoMessage() {}
 
 func (x *PutTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1148,7 +1288,7 @@ func (x *PutTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutTopic.ProtoReflect.Descriptor instead.
 func (*PutTopic) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{15}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PutTopic) GetTopic() *v1.TopicProperties {
@@ -1180,7 +1320,7 @@ type PutSubscription struct {
 
 func (x *PutSubscription) Reset() {
 	*x = PutSubscription{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[16]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1192,7 +1332,7 @@ func (x *PutSubscription) String() string {
 func (*PutSubscription) ProtoMessage() {}
 
 func (x *PutSubscription) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[16]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1205,7 +1345,7 @@ func (x *PutSubscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutSubscription.ProtoReflect.Descriptor instead.
 func (*PutSubscription) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{16}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PutSubscription) GetSubscription() *v1.SubscriptionProperties {
@@ -1240,7 +1380,7 @@ type DeleteSubscription struct {
 
 func (x *DeleteSubscription) Reset() {
 	*x = DeleteSubscription{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1252,7 +1392,7 @@ func (x *DeleteSubscription) String() string {
 func (*DeleteSubscription) ProtoMessage() {}
 
 func (x *DeleteSubscription) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1265,7 +1405,7 @@ func (x *DeleteSubscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSubscription.ProtoReflect.Descriptor instead.
 func (*DeleteSubscription) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{17}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DeleteSubscription) GetTopicName() string {
@@ -1295,7 +1435,7 @@ type PutRule struct {
 
 func (x *PutRule) Reset() {
 	*x = PutRule{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +1447,7 @@ func (x *PutRule) String() string {
 func (*PutRule) ProtoMessage() {}
 
 func (x *PutRule) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +1460,7 @@ func (x *PutRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRule.ProtoReflect.Descriptor instead.
 func (*PutRule) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{18}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PutRule) GetTopicName() string {
@@ -1363,7 +1503,7 @@ type DeleteRule struct {
 
 func (x *DeleteRule) Reset() {
 	*x = DeleteRule{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1375,7 +1515,7 @@ func (x *DeleteRule) String() string {
 func (*DeleteRule) ProtoMessage() {}
 
 func (x *DeleteRule) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1388,7 +1528,7 @@ func (x *DeleteRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRule.ProtoReflect.Descriptor instead.
 func (*DeleteRule) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{19}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeleteRule) GetTopicName() string {
@@ -1423,7 +1563,7 @@ type AddNode struct {
 
 func (x *AddNode) Reset() {
 	*x = AddNode{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1435,7 +1575,7 @@ func (x *AddNode) String() string {
 func (*AddNode) ProtoMessage() {}
 
 func (x *AddNode) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1448,7 +1588,7 @@ func (x *AddNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNode.ProtoReflect.Descriptor instead.
 func (*AddNode) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{20}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AddNode) GetNode() *Node {
@@ -1471,7 +1611,7 @@ type PutQueue struct {
 
 func (x *PutQueue) Reset() {
 	*x = PutQueue{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1623,7 @@ func (x *PutQueue) String() string {
 func (*PutQueue) ProtoMessage() {}
 
 func (x *PutQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1636,7 @@ func (x *PutQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutQueue.ProtoReflect.Descriptor instead.
 func (*PutQueue) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{21}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PutQueue) GetQueue() *v1.QueueProperties {
@@ -1523,7 +1663,7 @@ type DeleteEntity struct {
 
 func (x *DeleteEntity) Reset() {
 	*x = DeleteEntity{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[22]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1535,7 +1675,7 @@ func (x *DeleteEntity) String() string {
 func (*DeleteEntity) ProtoMessage() {}
 
 func (x *DeleteEntity) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[22]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1548,7 +1688,7 @@ func (x *DeleteEntity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEntity.ProtoReflect.Descriptor instead.
 func (*DeleteEntity) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{22}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeleteEntity) GetName() string {
@@ -1568,7 +1708,7 @@ type SetClusterID struct {
 
 func (x *SetClusterID) Reset() {
 	*x = SetClusterID{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[23]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1580,7 +1720,7 @@ func (x *SetClusterID) String() string {
 func (*SetClusterID) ProtoMessage() {}
 
 func (x *SetClusterID) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[23]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1593,7 +1733,7 @@ func (x *SetClusterID) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterID.ProtoReflect.Descriptor instead.
 func (*SetClusterID) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{23}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SetClusterID) GetClusterId() string {
@@ -1618,7 +1758,7 @@ type MetaResult struct {
 
 func (x *MetaResult) Reset() {
 	*x = MetaResult{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[24]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1630,7 +1770,7 @@ func (x *MetaResult) String() string {
 func (*MetaResult) ProtoMessage() {}
 
 func (x *MetaResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[24]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1643,7 +1783,7 @@ func (x *MetaResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaResult.ProtoReflect.Descriptor instead.
 func (*MetaResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{24}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *MetaResult) GetErrorReason() v1.ErrorReason {
@@ -1696,7 +1836,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[25]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1708,7 +1848,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[25]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1721,7 +1861,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{25}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Node) GetNodeId() string {
@@ -1770,7 +1910,7 @@ type Entity struct {
 
 func (x *Entity) Reset() {
 	*x = Entity{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[26]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1782,7 +1922,7 @@ func (x *Entity) String() string {
 func (*Entity) ProtoMessage() {}
 
 func (x *Entity) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[26]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1795,7 +1935,7 @@ func (x *Entity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Entity.ProtoReflect.Descriptor instead.
 func (*Entity) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{26}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Entity) GetName() string {
@@ -1865,7 +2005,7 @@ type Subscription struct {
 
 func (x *Subscription) Reset() {
 	*x = Subscription{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[27]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1877,7 +2017,7 @@ func (x *Subscription) String() string {
 func (*Subscription) ProtoMessage() {}
 
 func (x *Subscription) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[27]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1890,7 +2030,7 @@ func (x *Subscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Subscription.ProtoReflect.Descriptor instead.
 func (*Subscription) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{27}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Subscription) GetProperties() *v1.SubscriptionProperties {
@@ -1917,7 +2057,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[28]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1929,7 +2069,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[28]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1942,7 +2082,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{28}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Placement) GetNodeIds() []string {
@@ -1954,17 +2094,19 @@ func (x *Placement) GetNodeIds() []string {
 
 // MetaSnapshot is the whole metadata state.
 type MetaSnapshot struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ClusterId     string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
-	Nodes         []*Node                `protobuf:"bytes,2,rep,name=nodes,proto3" json:"nodes,omitempty"`
-	Entities      []*Entity              `protobuf:"bytes,3,rep,name=entities,proto3" json:"entities,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	Nodes     []*Node                `protobuf:"bytes,2,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Entities  []*Entity              `protobuf:"bytes,3,rep,name=entities,proto3" json:"entities,omitempty"`
+	// The shared access policies, by entity path ("" first) then name.
+	AccessPolicies []*v1.AccessPolicy `protobuf:"bytes,4,rep,name=access_policies,json=accessPolicies,proto3" json:"access_policies,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *MetaSnapshot) Reset() {
 	*x = MetaSnapshot{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[29]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1976,7 +2118,7 @@ func (x *MetaSnapshot) String() string {
 func (*MetaSnapshot) ProtoMessage() {}
 
 func (x *MetaSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[29]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1989,7 +2131,7 @@ func (x *MetaSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaSnapshot.ProtoReflect.Descriptor instead.
 func (*MetaSnapshot) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{29}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *MetaSnapshot) GetClusterId() string {
@@ -2013,11 +2155,18 @@ func (x *MetaSnapshot) GetEntities() []*Entity {
 	return nil
 }
 
+func (x *MetaSnapshot) GetAccessPolicies() []*v1.AccessPolicy {
+	if x != nil {
+		return x.AccessPolicies
+	}
+	return nil
+}
+
 var File_raftbus_cluster_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	" raftbus/cluster/v1/cluster.proto\x12\x12raftbus.cluster.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x16raftbus/v1/admin.proto\x1a\x19raftbus/v1/entities.proto\x1a\x17raftbus/v1/errors.proto\x1a\x18raftbus/v1/message.proto\"\xa0\x01\n" +
+	" raftbus/cluster/v1/cluster.proto\x12\x12raftbus.cluster.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x17raftbus/v1/access.proto\x1a\x16raftbus/v1/admin.proto\x1a\x19raftbus/v1/entities.proto\x1a\x17raftbus/v1/errors.proto\x1a\x18raftbus/v1/message.proto\"\xa0\x01\n" +
 	"\x14AwaitMessagesRequest\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x121\n" +
@@ -2080,7 +2229,7 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\x06digest\x18\b \x01(\fR\x06digest\x121\n" +
 	"\x06health\x18\t \x01(\x0e2\x19.raftbus.v1.ReplicaHealthR\x06health\x12\x16\n" +
 	"\x06damage\x18\n" +
-	" \x01(\tR\x06damage\"\xa6\x05\n" +
+	" \x01(\tR\x06damage\"\xd5\x06\n" +
 	"\vMetaCommand\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x01 \x01(\x03R\tnowUnixMs\x128\n" +
 	"\badd_node\x18\n" +
@@ -2093,8 +2242,17 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\x13delete_subscription\x18\x10 \x01(\v2&.raftbus.cluster.v1.DeleteSubscriptionH\x00R\x12deleteSubscription\x128\n" +
 	"\bput_rule\x18\x11 \x01(\v2\x1b.raftbus.cluster.v1.PutRuleH\x00R\aputRule\x12A\n" +
 	"\vdelete_rule\x18\x12 \x01(\v2\x1e.raftbus.cluster.v1.DeleteRuleH\x00R\n" +
-	"deleteRuleB\x06\n" +
-	"\x04body\"U\n" +
+	"deleteRule\x12Q\n" +
+	"\x11put_access_policy\x18\x13 \x01(\v2#.raftbus.cluster.v1.PutAccessPolicyH\x00R\x0fputAccessPolicy\x12Z\n" +
+	"\x14delete_access_policy\x18\x14 \x01(\v2&.raftbus.cluster.v1.DeleteAccessPolicyH\x00R\x12deleteAccessPolicyB\x06\n" +
+	"\x04body\"[\n" +
+	"\x0fPutAccessPolicy\x120\n" +
+	"\x06policy\x18\x01 \x01(\v2\x18.raftbus.v1.AccessPolicyR\x06policy\x12\x16\n" +
+	"\x06create\x18\x02 \x01(\bR\x06create\"I\n" +
+	"\x12DeleteAccessPolicy\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
+	"\ventity_path\x18\x02 \x01(\tR\n" +
+	"entityPath\"U\n" +
 	"\bPutTopic\x121\n" +
 	"\x05topic\x18\x01 \x01(\v2\x1b.raftbus.v1.TopicPropertiesR\x05topic\x12\x16\n" +
 	"\x06create\x18\x02 \x01(\bR\x06create\"\xa3\x01\n" +
@@ -2158,12 +2316,13 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"properties\x120\n" +
 	"\x05rules\x18\x02 \x03(\v2\x1a.raftbus.v1.RulePropertiesR\x05rules\"&\n" +
 	"\tPlacement\x12\x19\n" +
-	"\bnode_ids\x18\x01 \x03(\tR\anodeIds\"\x95\x01\n" +
+	"\bnode_ids\x18\x01 \x03(\tR\anodeIds\"\xd8\x01\n" +
 	"\fMetaSnapshot\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12.\n" +
 	"\x05nodes\x18\x02 \x03(\v2\x18.raftbus.cluster.v1.NodeR\x05nodes\x126\n" +
-	"\bentities\x18\x03 \x03(\v2\x1a.raftbus.cluster.v1.EntityR\bentities*W\n" +
+	"\bentities\x18\x03 \x03(\v2\x1a.raftbus.cluster.v1.EntityR\bentities\x12A\n" +
+	"\x0faccess_policies\x18\x04 \x03(\v2\x18.raftbus.v1.AccessPolicyR\x0eaccessPolicies*W\n" +
 	"\n" +
 	"EntityKind\x12\x1b\n" +
 	"\x17ENTITY_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
@@ -2192,7 +2351,7 @@ func file_raftbus_cluster_v1_cluster_proto_rawDescGZIP() []byte {
 }
 
 var file_raftbus_cluster_v1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_raftbus_cluster_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_raftbus_cluster_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_raftbus_cluster_v1_cluster_proto_goTypes = []any{
 	(EntityKind)(0),                       // 0: raftbus.cluster.v1.EntityKind
 	(*AwaitMessagesRequest)(nil),          // 1: raftbus.cluster.v1.AwaitMessagesRequest
@@ -2210,91 +2369,98 @@ var file_raftbus_cluster_v1_cluster_proto_goTypes = []any{
 	(*PartitionStatusRequest)(nil),        // 13: raftbus.cluster.v1.PartitionStatusRequest
 	(*PartitionStatusResponse)(nil),       // 14: raftbus.cluster.v1.PartitionStatusResponse
 	(*MetaCommand)(nil),                   // 15: raftbus.cluster.v1.MetaCommand
-	(*PutTopic)(nil),                      // 16: raftbus.cluster.v1.PutTopic
-	(*PutSubscription)(nil),               // 17: raftbus.cluster.v1.PutSubscription
-	(*DeleteSubscription)(nil),            // 18: raftbus.cluster.v1.DeleteSubscription
-	(*PutRule)(nil),                       // 19: raftbus.cluster.v1.PutRule
-	(*DeleteRule)(nil),                    // 20: raftbus.cluster.v1.DeleteRule
-	(*AddNode)(nil),                       // 21: raftbus.cluster.v1.AddNode
-	(*PutQueue)(nil),                      // 22: raftbus.cluster.v1.PutQueue
-	(*DeleteEntity)(nil),                  // 23: raftbus.cluster.v1.DeleteEntity
-	(*SetClusterID)(nil),                  // 24: raftbus.cluster.v1.SetClusterID
-	(*MetaResult)(nil),                    // 25: raftbus.cluster.v1.MetaResult
-	(*Node)(nil),                          // 26: raftbus.cluster.v1.Node
-	(*Entity)(nil),                        // 27: raftbus.cluster.v1.Entity
-	(*Subscription)(nil),                  // 28: raftbus.cluster.v1.Subscription
-	(*Placement)(nil),                     // 29: raftbus.cluster.v1.Placement
-	(*MetaSnapshot)(nil),                  // 30: raftbus.cluster.v1.MetaSnapshot
-	(v1.SubQueue)(0),                      // 31: raftbus.v1.SubQueue
-	(*durationpb.Duration)(nil),           // 32: google.protobuf.Duration
-	(*v1.NodeLogStats)(nil),               // 33: raftbus.v1.NodeLogStats
-	(*v1.NodeMessageStats)(nil),           // 34: raftbus.v1.NodeMessageStats
-	(v1.ClockState)(0),                    // 35: raftbus.v1.ClockState
-	(*v1.PartitionRuntimeProperties)(nil), // 36: raftbus.v1.PartitionRuntimeProperties
-	(v1.ReplicaRole)(0),                   // 37: raftbus.v1.ReplicaRole
-	(v1.ReplicaHealth)(0),                 // 38: raftbus.v1.ReplicaHealth
-	(*v1.TopicProperties)(nil),            // 39: raftbus.v1.TopicProperties
-	(*v1.SubscriptionProperties)(nil),     // 40: raftbus.v1.SubscriptionProperties
-	(*v1.RuleProperties)(nil),             // 41: raftbus.v1.RuleProperties
-	(*v1.QueueProperties)(nil),            // 42: raftbus.v1.QueueProperties
-	(v1.ErrorReason)(0),                   // 43: raftbus.v1.ErrorReason
+	(*PutAccessPolicy)(nil),               // 16: raftbus.cluster.v1.PutAccessPolicy
+	(*DeleteAccessPolicy)(nil),            // 17: raftbus.cluster.v1.DeleteAccessPolicy
+	(*PutTopic)(nil),                      // 18: raftbus.cluster.v1.PutTopic
+	(*PutSubscription)(nil),               // 19: raftbus.cluster.v1.PutSubscription
+	(*DeleteSubscription)(nil),            // 20: raftbus.cluster.v1.DeleteSubscription
+	(*PutRule)(nil),                       // 21: raftbus.cluster.v1.PutRule
+	(*DeleteRule)(nil),                    // 22: raftbus.cluster.v1.DeleteRule
+	(*AddNode)(nil),                       // 23: raftbus.cluster.v1.AddNode
+	(*PutQueue)(nil),                      // 24: raftbus.cluster.v1.PutQueue
+	(*DeleteEntity)(nil),                  // 25: raftbus.cluster.v1.DeleteEntity
+	(*SetClusterID)(nil),                  // 26: raftbus.cluster.v1.SetClusterID
+	(*MetaResult)(nil),                    // 27: raftbus.cluster.v1.MetaResult
+	(*Node)(nil),                          // 28: raftbus.cluster.v1.Node
+	(*Entity)(nil),                        // 29: raftbus.cluster.v1.Entity
+	(*Subscription)(nil),                  // 30: raftbus.cluster.v1.Subscription
+	(*Placement)(nil),                     // 31: raftbus.cluster.v1.Placement
+	(*MetaSnapshot)(nil),                  // 32: raftbus.cluster.v1.MetaSnapshot
+	(v1.SubQueue)(0),                      // 33: raftbus.v1.SubQueue
+	(*durationpb.Duration)(nil),           // 34: google.protobuf.Duration
+	(*v1.NodeLogStats)(nil),               // 35: raftbus.v1.NodeLogStats
+	(*v1.NodeMessageStats)(nil),           // 36: raftbus.v1.NodeMessageStats
+	(v1.ClockState)(0),                    // 37: raftbus.v1.ClockState
+	(*v1.PartitionRuntimeProperties)(nil), // 38: raftbus.v1.PartitionRuntimeProperties
+	(v1.ReplicaRole)(0),                   // 39: raftbus.v1.ReplicaRole
+	(v1.ReplicaHealth)(0),                 // 40: raftbus.v1.ReplicaHealth
+	(*v1.AccessPolicy)(nil),               // 41: raftbus.v1.AccessPolicy
+	(*v1.TopicProperties)(nil),            // 42: raftbus.v1.TopicProperties
+	(*v1.SubscriptionProperties)(nil),     // 43: raftbus.v1.SubscriptionProperties
+	(*v1.RuleProperties)(nil),             // 44: raftbus.v1.RuleProperties
+	(*v1.QueueProperties)(nil),            // 45: raftbus.v1.QueueProperties
+	(v1.ErrorReason)(0),                   // 46: raftbus.v1.ErrorReason
 }
 var file_raftbus_cluster_v1_cluster_proto_depIdxs = []int32{
-	31, // 0: raftbus.cluster.v1.AwaitMessagesRequest.sub_queue:type_name -> raftbus.v1.SubQueue
-	32, // 1: raftbus.cluster.v1.AwaitMessagesRequest.max_wait:type_name -> google.protobuf.Duration
-	33, // 2: raftbus.cluster.v1.NodeStatusResponse.log:type_name -> raftbus.v1.NodeLogStats
-	34, // 3: raftbus.cluster.v1.NodeStatusResponse.messages:type_name -> raftbus.v1.NodeMessageStats
-	35, // 4: raftbus.cluster.v1.PingResponse.clock_state:type_name -> raftbus.v1.ClockState
-	36, // 5: raftbus.cluster.v1.PartitionRuntimeResponse.properties:type_name -> raftbus.v1.PartitionRuntimeProperties
-	37, // 6: raftbus.cluster.v1.PartitionStatusResponse.role:type_name -> raftbus.v1.ReplicaRole
-	38, // 7: raftbus.cluster.v1.PartitionStatusResponse.health:type_name -> raftbus.v1.ReplicaHealth
-	21, // 8: raftbus.cluster.v1.MetaCommand.add_node:type_name -> raftbus.cluster.v1.AddNode
-	22, // 9: raftbus.cluster.v1.MetaCommand.put_queue:type_name -> raftbus.cluster.v1.PutQueue
-	23, // 10: raftbus.cluster.v1.MetaCommand.delete_entity:type_name -> raftbus.cluster.v1.DeleteEntity
-	24, // 11: raftbus.cluster.v1.MetaCommand.set_cluster_id:type_name -> raftbus.cluster.v1.SetClusterID
-	16, // 12: raftbus.cluster.v1.MetaCommand.put_topic:type_name -> raftbus.cluster.v1.PutTopic
-	17, // 13: raftbus.cluster.v1.MetaCommand.put_subscription:type_name -> raftbus.cluster.v1.PutSubscription
-	18, // 14: raftbus.cluster.v1.MetaCommand.delete_subscription:type_name -> raftbus.cluster.v1.DeleteSubscription
-	19, // 15: raftbus.cluster.v1.MetaCommand.put_rule:type_name -> raftbus.cluster.v1.PutRule
-	20, // 16: raftbus.cluster.v1.MetaCommand.delete_rule:type_name -> raftbus.cluster.v1.DeleteRule
-	39, // 17: raftbus.cluster.v1.PutTopic.topic:type_name -> raftbus.v1.TopicProperties
-	40, // 18: raftbus.cluster.v1.PutSubscription.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	41, // 19: raftbus.cluster.v1.PutSubscription.rules:type_name -> raftbus.v1.RuleProperties
-	41, // 20: raftbus.cluster.v1.PutRule.rule:type_name -> raftbus.v1.RuleProperties
-	26, // 21: raftbus.cluster.v1.AddNode.node:type_name -> raftbus.cluster.v1.Node
-	42, // 22: raftbus.cluster.v1.PutQueue.queue:type_name -> raftbus.v1.QueueProperties
-	43, // 23: raftbus.cluster.v1.MetaResult.error_reason:type_name -> raftbus.v1.ErrorReason
-	27, // 24: raftbus.cluster.v1.MetaResult.entity:type_name -> raftbus.cluster.v1.Entity
-	28, // 25: raftbus.cluster.v1.MetaResult.subscription:type_name -> raftbus.cluster.v1.Subscription
-	41, // 26: raftbus.cluster.v1.MetaResult.rule:type_name -> raftbus.v1.RuleProperties
-	0,  // 27: raftbus.cluster.v1.Entity.kind:type_name -> raftbus.cluster.v1.EntityKind
-	42, // 28: raftbus.cluster.v1.Entity.queue:type_name -> raftbus.v1.QueueProperties
-	29, // 29: raftbus.cluster.v1.Entity.partitions:type_name -> raftbus.cluster.v1.Placement
-	39, // 30: raftbus.cluster.v1.Entity.topic:type_name -> raftbus.v1.TopicProperties
-	28, // 31: raftbus.cluster.v1.Entity.subscriptions:type_name -> raftbus.cluster.v1.Subscription
-	40, // 32: raftbus.cluster.v1.Subscription.properties:type_name -> raftbus.v1.SubscriptionProperties
-	41, // 33: raftbus.cluster.v1.Subscription.rules:type_name -> raftbus.v1.RuleProperties
-	26, // 34: raftbus.cluster.v1.MetaSnapshot.nodes:type_name -> raftbus.cluster.v1.Node
-	27, // 35: raftbus.cluster.v1.MetaSnapshot.entities:type_name -> raftbus.cluster.v1.Entity
-	9,  // 36: raftbus.cluster.v1.NodeService.Join:input_type -> raftbus.cluster.v1.JoinRequest
-	11, // 37: raftbus.cluster.v1.NodeService.PartitionRuntime:input_type -> raftbus.cluster.v1.PartitionRuntimeRequest
-	13, // 38: raftbus.cluster.v1.NodeService.PartitionStatus:input_type -> raftbus.cluster.v1.PartitionStatusRequest
-	7,  // 39: raftbus.cluster.v1.NodeService.Ping:input_type -> raftbus.cluster.v1.PingRequest
-	3,  // 40: raftbus.cluster.v1.NodeService.DemoteReplica:input_type -> raftbus.cluster.v1.DemoteReplicaRequest
-	5,  // 41: raftbus.cluster.v1.NodeService.NodeStatus:input_type -> raftbus.cluster.v1.NodeStatusRequest
-	1,  // 42: raftbus.cluster.v1.NodeService.AwaitMessages:input_type -> raftbus.cluster.v1.AwaitMessagesRequest
-	10, // 43: raftbus.cluster.v1.NodeService.Join:output_type -> raftbus.cluster.v1.JoinResponse
-	12, // 44: raftbus.cluster.v1.NodeService.PartitionRuntime:output_type -> raftbus.cluster.v1.PartitionRuntimeResponse
-	14, // 45: raftbus.cluster.v1.NodeService.PartitionStatus:output_type -> raftbus.cluster.v1.PartitionStatusResponse
-	8,  // 46: raftbus.cluster.v1.NodeService.Ping:output_type -> raftbus.cluster.v1.PingResponse
-	4,  // 47: raftbus.cluster.v1.NodeService.DemoteReplica:output_type -> raftbus.cluster.v1.DemoteReplicaResponse
-	6,  // 48: raftbus.cluster.v1.NodeService.NodeStatus:output_type -> raftbus.cluster.v1.NodeStatusResponse
-	2,  // 49: raftbus.cluster.v1.NodeService.AwaitMessages:output_type -> raftbus.cluster.v1.AwaitMessagesResponse
-	43, // [43:50] is the sub-list for method output_type
-	36, // [36:43] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	33, // 0: raftbus.cluster.v1.AwaitMessagesRequest.sub_queue:type_name -> raftbus.v1.SubQueue
+	34, // 1: raftbus.cluster.v1.AwaitMessagesRequest.max_wait:type_name -> google.protobuf.Duration
+	35, // 2: raftbus.cluster.v1.NodeStatusResponse.log:type_name -> raftbus.v1.NodeLogStats
+	36, // 3: raftbus.cluster.v1.NodeStatusResponse.messages:type_name -> raftbus.v1.NodeMessageStats
+	37, // 4: raftbus.cluster.v1.PingResponse.clock_state:type_name -> raftbus.v1.ClockState
+	38, // 5: raftbus.cluster.v1.PartitionRuntimeResponse.properties:type_name -> raftbus.v1.PartitionRuntimeProperties
+	39, // 6: raftbus.cluster.v1.PartitionStatusResponse.role:type_name -> raftbus.v1.ReplicaRole
+	40, // 7: raftbus.cluster.v1.PartitionStatusResponse.health:type_name -> raftbus.v1.ReplicaHealth
+	23, // 8: raftbus.cluster.v1.MetaCommand.add_node:type_name -> raftbus.cluster.v1.AddNode
+	24, // 9: raftbus.cluster.v1.MetaCommand.put_queue:type_name -> raftbus.cluster.v1.PutQueue
+	25, // 10: raftbus.cluster.v1.MetaCommand.delete_entity:type_name -> raftbus.cluster.v1.DeleteEntity
+	26, // 11: raftbus.cluster.v1.MetaCommand.set_cluster_id:type_name -> raftbus.cluster.v1.SetClusterID
+	18, // 12: raftbus.cluster.v1.MetaCommand.put_topic:type_name -> raftbus.cluster.v1.PutTopic
+	19, // 13: raftbus.cluster.v1.MetaCommand.put_subscription:type_name -> raftbus.cluster.v1.PutSubscription
+	20, // 14: raftbus.cluster.v1.MetaCommand.delete_subscription:type_name -> raftbus.cluster.v1.DeleteSubscription
+	21, // 15: raftbus.cluster.v1.MetaCommand.put_rule:type_name -> raftbus.cluster.v1.PutRule
+	22, // 16: raftbus.cluster.v1.MetaCommand.delete_rule:type_name -> raftbus.cluster.v1.DeleteRule
+	16, // 17: raftbus.cluster.v1.MetaCommand.put_access_policy:type_name -> raftbus.cluster.v1.PutAccessPolicy
+	17, // 18: raftbus.cluster.v1.MetaCommand.delete_access_policy:type_name -> raftbus.cluster.v1.DeleteAccessPolicy
+	41, // 19: raftbus.cluster.v1.PutAccessPolicy.policy:type_name -> raftbus.v1.AccessPolicy
+	42, // 20: raftbus.cluster.v1.PutTopic.topic:type_name -> raftbus.v1.TopicProperties
+	43, // 21: raftbus.cluster.v1.PutSubscription.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	44, // 22: raftbus.cluster.v1.PutSubscription.rules:type_name -> raftbus.v1.RuleProperties
+	44, // 23: raftbus.cluster.v1.PutRule.rule:type_name -> raftbus.v1.RuleProperties
+	28, // 24: raftbus.cluster.v1.AddNode.node:type_name -> raftbus.cluster.v1.Node
+	45, // 25: raftbus.cluster.v1.PutQueue.queue:type_name -> raftbus.v1.QueueProperties
+	46, // 26: raftbus.cluster.v1.MetaResult.error_reason:type_name -> raftbus.v1.ErrorReason
+	29, // 27: raftbus.cluster.v1.MetaResult.entity:type_name -> raftbus.cluster.v1.Entity
+	30, // 28: raftbus.cluster.v1.MetaResult.subscription:type_name -> raftbus.cluster.v1.Subscription
+	44, // 29: raftbus.cluster.v1.MetaResult.rule:type_name -> raftbus.v1.RuleProperties
+	0,  // 30: raftbus.cluster.v1.Entity.kind:type_name -> raftbus.cluster.v1.EntityKind
+	45, // 31: raftbus.cluster.v1.Entity.queue:type_name -> raftbus.v1.QueueProperties
+	31, // 32: raftbus.cluster.v1.Entity.partitions:type_name -> raftbus.cluster.v1.Placement
+	42, // 33: raftbus.cluster.v1.Entity.topic:type_name -> raftbus.v1.TopicProperties
+	30, // 34: raftbus.cluster.v1.Entity.subscriptions:type_name -> raftbus.cluster.v1.Subscription
+	43, // 35: raftbus.cluster.v1.Subscription.properties:type_name -> raftbus.v1.SubscriptionProperties
+	44, // 36: raftbus.cluster.v1.Subscription.rules:type_name -> raftbus.v1.RuleProperties
+	28, // 37: raftbus.cluster.v1.MetaSnapshot.nodes:type_name -> raftbus.cluster.v1.Node
+	29, // 38: raftbus.cluster.v1.MetaSnapshot.entities:type_name -> raftbus.cluster.v1.Entity
+	41, // 39: raftbus.cluster.v1.MetaSnapshot.access_policies:type_name -> raftbus.v1.AccessPolicy
+	9,  // 40: raftbus.cluster.v1.NodeService.Join:input_type -> raftbus.cluster.v1.JoinRequest
+	11, // 41: raftbus.cluster.v1.NodeService.PartitionRuntime:input_type -> raftbus.cluster.v1.PartitionRuntimeRequest
+	13, // 42: raftbus.cluster.v1.NodeService.PartitionStatus:input_type -> raftbus.cluster.v1.PartitionStatusRequest
+	7,  // 43: raftbus.cluster.v1.NodeService.Ping:input_type -> raftbus.cluster.v1.PingRequest
+	3,  // 44: raftbus.cluster.v1.NodeService.DemoteReplica:input_type -> raftbus.cluster.v1.DemoteReplicaRequest
+	5,  // 45: raftbus.cluster.v1.NodeService.NodeStatus:input_type -> raftbus.cluster.v1.NodeStatusRequest
+	1,  // 46: raftbus.cluster.v1.NodeService.AwaitMessages:input_type -> raftbus.cluster.v1.AwaitMessagesRequest
+	10, // 47: raftbus.cluster.v1.NodeService.Join:output_type -> raftbus.cluster.v1.JoinResponse
+	12, // 48: raftbus.cluster.v1.NodeService.PartitionRuntime:output_type -> raftbus.cluster.v1.PartitionRuntimeResponse
+	14, // 49: raftbus.cluster.v1.NodeService.PartitionStatus:output_type -> raftbus.cluster.v1.PartitionStatusResponse
+	8,  // 50: raftbus.cluster.v1.NodeService.Ping:output_type -> raftbus.cluster.v1.PingResponse
+	4,  // 51: raftbus.cluster.v1.NodeService.DemoteReplica:output_type -> raftbus.cluster.v1.DemoteReplicaResponse
+	6,  // 52: raftbus.cluster.v1.NodeService.NodeStatus:output_type -> raftbus.cluster.v1.NodeStatusResponse
+	2,  // 53: raftbus.cluster.v1.NodeService.AwaitMessages:output_type -> raftbus.cluster.v1.AwaitMessagesResponse
+	47, // [47:54] is the sub-list for method output_type
+	40, // [40:47] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_cluster_v1_cluster_proto_init() }
@@ -2312,6 +2478,8 @@ func file_raftbus_cluster_v1_cluster_proto_init() {
 		(*MetaCommand_DeleteSubscription)(nil),
 		(*MetaCommand_PutRule)(nil),
 		(*MetaCommand_DeleteRule)(nil),
+		(*MetaCommand_PutAccessPolicy)(nil),
+		(*MetaCommand_DeleteAccessPolicy)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2319,7 +2487,7 @@ func file_raftbus_cluster_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftbus_cluster_v1_cluster_proto_rawDesc), len(file_raftbus_cluster_v1_cluster_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   30,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
