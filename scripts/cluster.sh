@@ -2,10 +2,12 @@
 # Runs a local raftbus cluster of N raftbusd processes on loopback, so that
 # failover can be tried by killing one of them.
 #
-#   scripts/cluster.sh start [N] [--tls]
+#   scripts/cluster.sh start [N] [--tls [--auth]]
 #                                  build raftbusd, start N nodes (default 3);
 #                                  --tls: with a CA and certificates made in
-#                                  $RUN_DIR/certs (kept for later starts)
+#                                  $RUN_DIR/certs (kept for later starts);
+#                                  --auth: access policies too (clients sign
+#                                  with the root key the nodes write)
 #   scripts/cluster.sh status      show each node's pid, address and state
 #   scripts/cluster.sh stop        stop every node (SIGTERM, then SIGKILL)
 #
@@ -26,10 +28,11 @@ bin=$run_dir/raftbusd
 alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 start() {
-  local n=3 tls=
+  local n=3 tls= auth=
   for a in "$@"; do
     case $a in
       --tls) tls=1 ;;
+      --auth) auth=1 ;;
       *) n=$a ;;
     esac
   done
@@ -57,13 +60,16 @@ start() {
       [[ -f $certs/n$i.pem ]] || "$bin" certs node --dir "$certs" --id "n$i" --host 127.0.0.1,localhost
       extra+=(--tls-ca "$certs/ca.pem" --tls-cert "$certs/n$i.pem" --tls-key "$certs/n$i-key.pem")
     fi
+    [[ -n $auth ]] && extra+=(--auth)
     "$bin" --node-id "n$i" --listen "127.0.0.1:$((base_port + i))" \
       --data-dir "$run_dir/n$i" --peers "$peers" "${extra[@]}" >>"$run_dir/n$i.log" 2>&1 &
     echo $! >"$pidfile"
     echo "n$i started (pid $!) on 127.0.0.1:$((base_port + i)), metrics http://127.0.0.1:$((base_port + 2000 + i))/metrics, log $run_dir/n$i.log"
   done
   echo "clients: export RAFTBUS_ADDR=127.0.0.1:$((base_port + 1))"
-  if [[ -n $tls ]]; then
+  if [[ -n $auth ]]; then
+    echo "         export RAFTBUS_TLS_CA=$certs/ca.pem RAFTBUS_CONNECTION_STRING=\"\$(cat $run_dir/n1/root-access-key)\""
+  elif [[ -n $tls ]]; then
     echo "         export RAFTBUS_TLS_CA=$certs/ca.pem RAFTBUS_TLS_CERT=$certs/client.pem RAFTBUS_TLS_KEY=$certs/client-key.pem"
   fi
 }
@@ -104,5 +110,5 @@ case "${1:-}" in
   start) shift; start "$@" ;;
   status) status ;;
   stop) stop ;;
-  *) echo "usage: $0 start [N] [--tls] | status | stop" >&2; exit 2 ;;
+  *) echo "usage: $0 start [N] [--tls [--auth]] | status | stop" >&2; exit 2 ;;
 esac

@@ -6,9 +6,10 @@
 #   scripts/compose.sh ps      show the containers
 #   scripts/compose.sh down    stop and remove them (add -v to drop the data)
 #
-# The nodes talk mutual TLS and require client certificates: `up` makes a
-# CA and the certificates in .run/compose-certs (once) and prints the
-# settings a client on the host needs. Clients on the host reach n1 at
+# The nodes talk mutual TLS and check access policies: `up` makes a CA
+# and the certificates in .run/compose-certs (once), copies the root
+# policy's connection string out of n1 and prints the settings a client
+# on the host needs. Clients on the host reach n1 at
 # 127.0.0.1:7400; any node serves any request. Try failover with `docker kill raftbus_n2_1` (the name
 # docker-compose gives) and bring it back with `scripts/compose.sh up`.
 set -euo pipefail
@@ -34,8 +35,14 @@ case "${1:-}" in
     fi
     docker build -q -t raftbusd:local "$dir"
     compose up -d
-    echo "clients: export RAFTBUS_ADDR=127.0.0.1:7400 RAFTBUS_TLS_CA=$RAFTBUS_CERTS/ca.pem" \
-      "RAFTBUS_TLS_CERT=$RAFTBUS_CERTS/client.pem RAFTBUS_TLS_KEY=$RAFTBUS_CERTS/client-key.pem"
+    # The root key, as n1 wrote it, with the address the host reaches n1 at.
+    key=$RAFTBUS_CERTS/root-access-key
+    for _ in $(seq 1 60); do
+      docker cp "$(compose ps -q n1)":/data/root-access-key "$key.tmp" 2>/dev/null && break
+      sleep 1
+    done
+    sed 's|Endpoint=sb://[^/]*/|Endpoint=sb://127.0.0.1:7400/|' "$key.tmp" >"$key" && rm -f "$key.tmp" && chmod 600 "$key"
+    echo "clients: export RAFTBUS_TLS_CA=$RAFTBUS_CERTS/ca.pem RAFTBUS_CONNECTION_STRING=\"\$(cat $key)\""
     ;;
   ps) compose ps ;;
   down) shift; compose down "$@" ;;

@@ -40,6 +40,18 @@ func New(addrs []string, options *client.ClientOptions) (*Client, error) {
 	return a, nil
 }
 
+// NewFromConnectionString connects with a connection string, as
+// client.NewClientFromConnectionString does; its key needs Manage.
+func NewFromConnectionString(connectionString string, options *client.ClientOptions) (*Client, error) {
+	c, err := client.NewClientFromConnectionString(connectionString, options)
+	if err != nil {
+		return nil, err
+	}
+	a := NewFromClient(c)
+	a.owned = c
+	return a, nil
+}
+
 // NewFromClient shares the connections of c (Close leaves them open).
 func NewFromClient(c *client.Client) *Client {
 	return &Client{api: raftbusv1.NewAdminServiceClient(c.AdminConn())}

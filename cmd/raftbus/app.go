@@ -44,6 +44,7 @@ Messages:
 
 Cluster:
   status        nodes, partitions, leaders and message counts
+  auth          create|list|regenerate|delete shared access policies
   bench         measure throughput and latency against the cluster
 
 Flags every command takes:
@@ -61,6 +62,12 @@ Flags every command takes:
   --tls-cert file, --tls-key file this client's certificate and key, for
                                   a cluster with TLS (env RAFTBUS_TLS_CERT,
                                   RAFTBUS_TLS_KEY)
+  --connection-string s           sign calls with a policy's key, for a
+                                  cluster started with --auth:
+                                  Endpoint=sb://host:port/;SharedAccessKeyName=..;
+                                  SharedAccessKey=.. (env
+                                  RAFTBUS_CONNECTION_STRING); its endpoint
+                                  stands for --server
 
 Examples:
   raftbus queue create orders --partitions 3
@@ -80,6 +87,9 @@ type app struct {
 	output  string
 	timeout time.Duration
 	tls     certs.Files
+	// connectionString, when set, signs every call (and names the
+	// servers).
+	connectionString string
 }
 
 // command is one subcommand: its usage text and what it does.
@@ -100,6 +110,7 @@ func commands() map[string]command {
 		"schedule":     {scheduleUsage, runSchedule},
 		"cancel":       {cancelUsage, runCancel},
 		"status":       {statusUsage, runStatus},
+		"auth":         {authUsage, runAuth},
 		"bench":        {benchUsage, runBench},
 	}
 }
@@ -189,6 +200,7 @@ func (a *app) flags(name string) *flag.FlagSet {
 	fs.StringVar(&a.tls.CA, "tls-ca", os.Getenv("RAFTBUS_TLS_CA"), "")
 	fs.StringVar(&a.tls.Cert, "tls-cert", os.Getenv("RAFTBUS_TLS_CERT"), "")
 	fs.StringVar(&a.tls.Key, "tls-key", os.Getenv("RAFTBUS_TLS_KEY"), "")
+	fs.StringVar(&a.connectionString, "connection-string", os.Getenv("RAFTBUS_CONNECTION_STRING"), "")
 	return fs
 }
 
@@ -223,6 +235,16 @@ func (a *app) client() (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	if a.connectionString != "" {
+		if opts == nil {
+			opts = &client.ClientOptions{}
+		}
+		c, err := client.NewClientFromConnectionString(a.connectionString, opts)
+		if err != nil {
+			return nil, usagef("--connection-string: %v", err)
+		}
+		return c, nil
+	}
 	return client.New(strings.Split(a.server, ","), opts)
 }
 
@@ -230,6 +252,13 @@ func (a *app) admin() (*admin.Client, error) {
 	opts, err := a.clientOptions()
 	if err != nil {
 		return nil, err
+	}
+	if a.connectionString != "" {
+		ad, err := admin.NewFromConnectionString(a.connectionString, opts)
+		if err != nil {
+			return nil, usagef("--connection-string: %v", err)
+		}
+		return ad, nil
 	}
 	return admin.New(strings.Split(a.server, ","), opts)
 }

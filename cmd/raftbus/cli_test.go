@@ -18,7 +18,7 @@ func TestCommands(t *testing.T) {
 
 	t.Run("Help", func(t *testing.T) {
 		c := cli{t: t, server: c.server}
-		for _, cmd := range []string{"queue", "topic", "subscription", "rule", "send", "receive", "peek", "schedule", "cancel", "status"} {
+		for _, cmd := range []string{"queue", "topic", "subscription", "rule", "send", "receive", "peek", "schedule", "cancel", "status", "auth"} {
 			if out := c.ok(cmd, "--help"); !strings.Contains(out, "Examples:") {
 				t.Fatalf("%s --help has no examples:\n%s", cmd, out)
 			}

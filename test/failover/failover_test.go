@@ -16,6 +16,7 @@ import (
 	"github.com/raftbus/raftbus/client"
 	"github.com/raftbus/raftbus/client/admin"
 	"github.com/raftbus/raftbus/cluster"
+	"github.com/raftbus/raftbus/internal/await"
 	"github.com/raftbus/raftbus/test/checker"
 	"github.com/raftbus/raftbus/test/history"
 	"github.com/raftbus/raftbus/test/nemesis"
@@ -77,19 +78,20 @@ var soakMix = mix{
 // the faults; default 45s), RAFTBUS_FAILOVER_SEED (default: from the
 // clock, printed), RAFTBUS_FAILOVER_NODES (3 or 5, default 3),
 // RAFTBUS_FAILOVER_SOAK (set: the soak's mix of faults and features),
-// RAFTBUS_FAILOVER_TLS (0: plain TCP; default mutual TLS everywhere, as
-// in production),
+// RAFTBUS_FAILOVER_TLS (0: plain TCP; default mutual TLS between nodes
+// and access policies, the workload signing with the root key, as in
+// production),
 // RAFTBUS_FAILOVER_FAULTS and RAFTBUS_FAILOVER_FEATURES (comma-separated:
 // only these) and RAFTBUS_FAILOVER_HISTORY (where to keep the history;
 // default a temp dir).
 func settings(t *testing.T) (dur time.Duration, seed uint64, nodes int, m mix, opts procs.Options) {
-	dur, seed, nodes, m, opts = 45*time.Second, uint64(time.Now().UnixNano()), 3, ciMix, procs.Options{TLS: true}
+	dur, seed, nodes, m, opts = 45*time.Second, uint64(time.Now().UnixNano()), 3, ciMix, procs.Options{TLS: true, Auth: true}
 	if v := os.Getenv("RAFTBUS_FAILOVER_TLS"); v != "" {
 		on, err := strconv.ParseBool(v)
 		if err != nil {
 			t.Fatalf("RAFTBUS_FAILOVER_TLS: %v", err)
 		}
-		opts.TLS = on
+		opts.TLS, opts.Auth = on, on
 	}
 	if v := os.Getenv("RAFTBUS_FAILOVER_DURATION"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -156,7 +158,7 @@ var checkOptions = checker.Options{ScheduleTolerance: 50 * time.Millisecond,
 // the history (see package checker for the rules).
 func TestFailover(t *testing.T) {
 	dur, seed, nodes, m, opts := settings(t)
-	t.Logf("failover run (%s): %v of faults, seed %d, %d nodes, TLS %v (RAFTBUS_FAILOVER_SEED=%d repeats the faults' choices)", m.name, dur, seed, nodes, opts.TLS, seed)
+	t.Logf("failover run (%s): %v of faults, seed %d, %d nodes, TLS and auth %v (RAFTBUS_FAILOVER_SEED=%d repeats the faults' choices)", m.name, dur, seed, nodes, opts.TLS, seed)
 
 	kinds := m.processFaults
 	var cluster *procs.Cluster
@@ -184,10 +186,18 @@ func TestFailover(t *testing.T) {
 		cluster = procs.StartWith(t, raftbusd, nodes, opts)
 	}
 
-	c, err := client.New(cluster.Addrs(), &client.ClientOptions{
+	copts := &client.ClientOptions{
 		RetryOptions: client.RetryOptions{MaxRetries: 3, RetryDelay: 20 * time.Millisecond, MaxRetryDelay: 200 * time.Millisecond},
 		TLSConfig:    cluster.ClientTLS(),
-	})
+	}
+	var c *client.Client
+	var err error
+	if opts.Auth {
+		await.Until(t, 30*time.Second, "the root access key", func() bool { return cluster.RootConnectionString() != "" })
+		c, err = client.NewClientFromConnectionString(cluster.RootConnectionString(), copts)
+	} else {
+		c, err = client.New(cluster.Addrs(), copts)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
