@@ -49,11 +49,11 @@ func peerCredentials(t *certs.NodeTLS) credentials.TransportCredentials {
 type nodePolicies struct{ n *Node }
 
 func (p nodePolicies) AccessPolicy(entityPath, name string) (*raftbusv1.AccessPolicy, error) {
-	m := p.n.meta
-	if !p.n.serving.Load() || m == nil {
+	// serving is set after meta: reading it first orders the two.
+	if !p.n.serving.Load() {
 		return nil, apierror.Busy("node %s is starting; try again", p.n.cfg.NodeID)
 	}
 	var out *raftbusv1.AccessPolicy
-	m.fsm.View(func(s *clusterv1.MetaSnapshot) { out = meta.FindPolicy(s, entityPath, name) })
+	p.n.meta.fsm.View(func(s *clusterv1.MetaSnapshot) { out = meta.FindPolicy(s, entityPath, name) })
 	return out, nil
 }

@@ -311,5 +311,7 @@ func (s *Admin) partitionRuntime(ctx context.Context, e *clusterv1.Entity, path 
 }
 
 func (s *Admin) RemoveNode(context.Context, *raftbusv1.RemoveNodeRequest) (*raftbusv1.RemoveNodeResponse, error) {
-	return nil, unimplemented("removing nodes")
+	// INVALID_ARGUMENT with its reason, like every refusal: a client
+	// must not have to tell gRPC's own UNIMPLEMENTED from ours.
+	return nil, apierror.Invalid("removing nodes is not supported yet: a node gone for good stays a member, and its partitions go on with their other replicas")
 }

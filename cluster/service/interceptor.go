@@ -16,11 +16,6 @@ import (
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
-// unimplemented answers the RPCs of features the cluster does not serve yet.
-func unimplemented(what string) error {
-	return status.Error(codes.Unimplemented, what+" is not supported yet")
-}
-
 // StatusInterceptor turns every error into a status with ErrorInfo and any
 // panic into INTERNAL, logged with its stack, so no client ever sees a raw
 // panic or an opaque error and no request can take the node down. It
