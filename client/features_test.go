@@ -87,13 +87,18 @@ func (e *env) testSessions(t *testing.T) {
 	if sr.SessionID() != "cart-1" || !sr.LockedUntil().After(time.Now()) {
 		t.Fatalf("accepted %q until %v", sr.SessionID(), sr.LockedUntil())
 	}
-	// Retryable, so the client tries until its context ends.
-	short, cancel := context.WithTimeout(ctx, time.Second)
-	_, err = e.c.AcceptSessionForQueue(short, "carts", "cart-1", nil)
-	cancel()
+	// Retryable (the holder may let it go). Asked once, so that the
+	// caller's deadline cannot cut an attempt short, which would leave
+	// its outcome unknown.
+	once, err := client.New(e.cluster.Addrs(), &client.ClientOptions{RetryOptions: client.RetryOptions{MaxRetries: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer once.Close()
+	_, err = once.AcceptSessionForQueue(ctx, "carts", "cart-1", nil)
 	var ce *client.Error
-	if !errors.As(err, &ce) || ce.Code != client.CodeSessionCannotBeLocked {
-		t.Fatalf("second accept of a held session: %v", err)
+	if !errors.As(err, &ce) || ce.Code != client.CodeSessionCannotBeLocked || !ce.Retryable {
+		t.Fatalf("second accept of a held session: %v, want a retryable SESSION_CANNOT_BE_LOCKED", err)
 	}
 	msgs, err := sr.ReceiveMessages(ctx, 10, nil)
 	if err != nil {

@@ -16,19 +16,23 @@ import (
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
-// serverOptions are the options of the node's gRPC server: TLS and the
-// access guard (before anything else) when t is set, then the node's
-// interceptors, and the message size bounds.
+// serverOptions are the options of the node's gRPC server: the bound on
+// calls per connection, TLS and the access guard when t is set, then the
+// node's interceptors, and the message size bounds.
 func serverOptions(t *certs.NodeTLS, policies access.Policies, clock func() time.Time, log *slog.Logger, unary []grpc.UnaryServerInterceptor) []grpc.ServerOption {
-	var stream []grpc.StreamServerInterceptor
+	limit := access.NewConnLimit(access.DefaultMaxCallsPerConn)
+	unary = append([]grpc.UnaryServerInterceptor{limit.Unary}, unary...)
+	stream := []grpc.StreamServerInterceptor{limit.Stream}
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.MaxSendMsgSize(MaxMessageBytes),
+		grpc.StatsHandler(limit),
 	}
 	if t != nil {
-		// The guard goes first: a refused call reaches nothing else.
+		// The guard goes before the node's interceptors: a refused call
+		// reaches nothing else.
 		g := access.NewGuard(log, policies, clock)
-		unary = append([]grpc.UnaryServerInterceptor{g.Unary}, unary...)
+		unary = append([]grpc.UnaryServerInterceptor{unary[0], g.Unary}, unary[1:]...)
 		stream = append(stream, g.Stream)
 		opts = append(opts, grpc.Creds(credentials.NewTLS(t.Server)))
 	}
