@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -52,6 +53,9 @@ type Client struct {
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
 	closed bool
+	// unreachable are leaders this client could not reach, until when
+	// their calls go through other nodes (see noteReach).
+	unreachable map[string]time.Time
 }
 
 // New connects to the cluster whose nodes (some of them) are at addrs

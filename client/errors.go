@@ -75,6 +75,9 @@ type Error struct {
 	Status codes.Code
 
 	leaderAddr string
+	// unreached is set when the call never got to its node (see
+	// callError).
+	unreached bool
 }
 
 func (e *Error) Error() string {
@@ -155,7 +158,7 @@ func errorOfInfo(info *raftbusv1.ErrorInfo, code codes.Code) *Error {
 // (see package rpcreach) did nothing, and may be sent anywhere again.
 func callError(err error, conn *rpcreach.Conn) error {
 	if st, ok := status.FromError(err); ok && err != nil && st.Code() == codes.Unavailable && !conn.MaybeSent() && !hasErrorInfo(st) {
-		return &Error{Code: CodeServerBusy, Message: "node unreachable: " + st.Message(), Retryable: true, Status: codes.Unavailable}
+		return &Error{Code: CodeServerBusy, Message: "node unreachable: " + st.Message(), Retryable: true, Status: codes.Unavailable, unreached: true}
 	}
 	return asError(err)
 }

@@ -336,3 +336,30 @@ func TestEveryFailureAfterAnUnknownOutcomeIsReportedUnknown(t *testing.T) {
 		}
 	})
 }
+
+// A leader the cluster reaches but the client does not (its advertised
+// address does not resolve or connect from here) is served through
+// another node, which forwards.
+func TestUnreachableLeaderIsServedThroughAnotherNode(t *testing.T) {
+	gone, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unreachable := gone.Addr().String()
+	gone.Close()
+	f := &fakeNode{leader: func() string { return unreachable }}
+	startFake(t, f)
+	c := fastClient(t, f.addr)
+	s, _ := c.NewSender("q", nil)
+	for range 3 {
+		if err := s.SendMessage(context.Background(), &Message{Body: []byte("x")}, nil); err != nil {
+			t.Fatalf("send with an unreachable leader: %v", err)
+		}
+	}
+	if n := f.sends.Load(); n != 3 {
+		t.Fatalf("the reachable node served %d sends, want 3", n)
+	}
+	if !c.avoided(unreachable) {
+		t.Fatal("the unreachable leader is not remembered")
+	}
+}

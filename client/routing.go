@@ -170,6 +170,9 @@ func (c *Client) onPartitionAfter(ctx context.Context, first *Error, path string
 			addr = rt.leaders[id]
 		}
 		callCtx := ctx
+		if c.avoided(addr) {
+			addr = "" // a node that can reach it forwards the call
+		}
 		if addr == "" {
 			// No leader known: let any node forward the call.
 			addr = c.seed()
@@ -183,6 +186,7 @@ func (c *Client) onPartitionAfter(ctx context.Context, first *Error, path string
 		conn := rpcreach.Wrap(cc)
 		err = callError(call(callCtx, raftbusv1.NewMessagingServiceClient(conn)), conn)
 		c.noteRouting(key, id, err)
+		c.noteReach(addr, err)
 		return err
 	})
 }
@@ -219,6 +223,9 @@ func (c *Client) leaderOf(ctx context.Context, path string, id uint32) (string, 
 // it to any node, which forwards. No retries: a call carrying the work of
 // several callers leaves retrying to each of them (see coalescer).
 func (c *Client) onNode(ctx context.Context, addr string, call func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error) error {
+	if c.avoided(addr) {
+		addr = ""
+	}
 	if addr == "" {
 		addr = c.seed()
 	} else {
@@ -229,7 +236,9 @@ func (c *Client) onNode(ctx context.Context, addr string, call func(ctx context.
 		return err
 	}
 	conn := rpcreach.Wrap(cc)
-	return callError(call(ctx, raftbusv1.NewMessagingServiceClient(conn)), conn)
+	err = callError(call(ctx, raftbusv1.NewMessagingServiceClient(conn)), conn)
+	c.noteReach(addr, err)
+	return err
 }
 
 // onAnyNode runs a call that spans partitions (a receive or peek across
@@ -244,4 +253,41 @@ func (c *Client) onAnyNode(ctx context.Context, unknownIsSafe bool,
 		conn := rpcreach.Wrap(cc)
 		return callError(call(ctx, raftbusv1.NewMessagingServiceClient(conn)), conn)
 	})
+}
+
+// unreachableFor is how long the client sends a leader's calls through
+// another node after it could not reach that leader.
+const unreachableFor = 5 * time.Second
+
+// noteReach remembers addr as unreachable when err says a call never got
+// to it: a leader that the cluster reaches but this client does not (its
+// advertised address does not resolve here, as in a container network
+// seen from the host, or a network cut between the two) is then served
+// through another node, which forwards.
+func (c *Client) noteReach(addr string, err error) {
+	var e *Error
+	if addr == "" || !errors.As(err, &e) || !e.unreached {
+		return
+	}
+	c.mu.Lock()
+	if c.unreachable == nil {
+		c.unreachable = make(map[string]time.Time)
+	}
+	c.unreachable[addr] = time.Now().Add(unreachableFor)
+	c.mu.Unlock()
+}
+
+// avoided reports whether addr was found unreachable a moment ago.
+func (c *Client) avoided(addr string) bool {
+	if addr == "" {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	until, ok := c.unreachable[addr]
+	if ok && time.Now().After(until) {
+		delete(c.unreachable, addr)
+		return false
+	}
+	return ok
 }
