@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/raftbus/raftbus/internal/await"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 	"github.com/raftbus/raftbus/test/proxy"
 )
@@ -29,6 +30,13 @@ func newLossyForward(t *testing.T, q *raftbusv1.QueueProperties) *lossyForward {
 	t.Helper()
 	c := newTestCluster(t, 3)
 	createQueue(t, c.client(0), q)
+	// The partition's preferred node takes its leadership back soon after
+	// creation (on a loaded machine, after CreateQueue answered): wait
+	// for it, so that the leader the proxy stands before stays the leader.
+	preferred := c.nodes[0].meta.fsm.Entity(q.GetName()).GetPartitions()[0].GetNodeIds()[0]
+	await.Until(t, 30*time.Second, "the preferred node to lead", func() bool {
+		return c.nodes[c.leaderOf(q.GetName(), 0)].cfg.NodeID == preferred
+	})
 	lead := c.leaderOf(q.GetName(), 0)
 	fwd := (lead + 1) % 3
 	leaderAddr := c.nodes[lead].Addr()
