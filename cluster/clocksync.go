@@ -10,6 +10,7 @@ import (
 
 	"github.com/raftbus/raftbus/cluster/clock"
 	"github.com/raftbus/raftbus/cluster/identity"
+	"github.com/raftbus/raftbus/cluster/meta"
 	"github.com/raftbus/raftbus/partition"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -191,6 +192,9 @@ func (n *Node) measure(id, addr string) {
 			"member %s at %s answers as a node of cluster %s, not of this cluster %s: its clock is not counted and its Raft traffic is refused; check its data dir and address",
 			id, addr, resp.GetClusterId(), self.ClusterID)})
 		return
+	case resp.GetCallerRemoved():
+		n.fail(fmt.Errorf("cluster: %s (node %s says so)", meta.RemovedMessage(self.NodeID), id))
+		return
 	case resp.GetCallerIncarnation() != "" && resp.GetCallerIncarnation() != self.Incarnation:
 		n.fail(fmt.Errorf("cluster: %s (node %s says so)", identity.StaleMessage(self.NodeID, resp.GetCallerIncarnation(), self.Incarnation), id))
 		return
@@ -236,6 +240,7 @@ func (s *nodeService) Ping(ctx context.Context, _ *clusterv1.PingRequest) (*clus
 		ClusterId:         self.ClusterID,
 		Incarnation:       self.Incarnation,
 		CallerIncarnation: n.recordedIncarnation(caller.NodeID),
+		CallerRemoved:     n.removedMember(caller.NodeID),
 		ReceivedUnixNano:  received.UnixNano(),
 		ClockState:        n.clocks.state(),
 	}

@@ -109,23 +109,17 @@ func TestRestartedNodeCatchesUp(t *testing.T) {
 	}
 }
 
-func TestNodeJoiningLaterGetsReplicasOfNewEntities(t *testing.T) {
+func TestNodesJoiningLaterGetReplicasOfEveryEntity(t *testing.T) {
 	c := newTestCluster(t, 1)
 	createQueue(t, c.client(0), &raftbusv1.QueueProperties{Name: "early"})
+	sendOne(t, c.client(0), "early", "before")
 	c.start(1, "")
 	c.start(2, "")
 	createQueue(t, c.client(2), &raftbusv1.QueueProperties{Name: "late", PartitionCount: proto.Uint32(2)})
 
-	for _, name := range []string{"early", "late"} {
-		e := c.nodes[0].meta.fsm.Entity(name)
-		want := 3
-		if name == "early" {
-			want = 1
-		}
-		for id, pl := range e.GetPartitions() {
-			if len(pl.GetNodeIds()) != want {
-				t.Fatalf("%s partition %d placed on %v, want %d replicas", name, id, pl.GetNodeIds(), want)
-			}
+	for id, pl := range c.nodes[0].meta.fsm.Entity("late").GetPartitions() {
+		if len(pl.GetNodeIds()) != 3 {
+			t.Fatalf("late partition %d placed on %v, want 3 replicas", id, pl.GetNodeIds())
 		}
 	}
 	late := c.nodes[0].meta.fsm.Entity("late")
@@ -143,6 +137,15 @@ func TestNodeJoiningLaterGetsReplicasOfNewEntities(t *testing.T) {
 	})
 	if len(info.GetNodes()) != 3 || info.GetClusterId() == "" {
 		t.Fatalf("cluster info %v: want 3 nodes and a cluster id", info)
+	}
+
+	// The queue created on one node gains two replicas once there are
+	// nodes for them, and they hold what it held.
+	await.Until(t, moveTimeout, "early to have three replicas", func() bool { return c.settled(0, "early", 3, "n1", "n2", "n3") })
+	c.awaitGroups("early", 1, 0)
+	c.stop(0)
+	if got := drain(t, c.client(1), "early", 1, 30*time.Second); got["before"] != 1 {
+		t.Fatalf("got %v from early without its first node", got)
 	}
 }
 

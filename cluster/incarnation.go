@@ -13,6 +13,7 @@ import (
 
 	"github.com/raftbus/raftbus/cluster/apierror"
 	"github.com/raftbus/raftbus/cluster/identity"
+	"github.com/raftbus/raftbus/cluster/meta"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -55,6 +56,12 @@ func (n *Node) recordedIncarnation(id string) string {
 		return m.GetIncarnation()
 	}
 	return ""
+}
+
+// removedMember reports whether the committed membership removed node id.
+func (n *Node) removedMember(id string) bool {
+	m := (*n.members.Load())[id]
+	return m.GetMembership() == raftbusv1.NodeMembership_NODE_MEMBERSHIP_REMOVED
 }
 
 // outgoingIdentity is the metadata of a Raft RPC to server target.
@@ -238,6 +245,9 @@ func (n *Node) vetAgainstPeers() error {
 		if c := a.resp.GetClusterId(); c != "" && rec.ClusterID != "" && c != rec.ClusterID {
 			return fmt.Errorf("cluster: this data dir belongs to cluster %s, but node %s at %s belongs to cluster %s: a node takes part only in its own cluster; check --peers and --join, or start with an empty data dir to join that cluster under a new id",
 				rec.ClusterID, a.resp.GetNodeId(), a.addr, c)
+		}
+		if a.resp.GetCallerRemoved() {
+			return fmt.Errorf("cluster: %s (node %s at %s says so)", meta.RemovedMessage(rec.NodeID), a.resp.GetNodeId(), a.addr)
 		}
 		if known := a.resp.GetCallerIncarnation(); known != "" && known != rec.Incarnation {
 			return fmt.Errorf("cluster: %s (node %s at %s says so)", identity.StaleMessage(rec.NodeID, known, rec.Incarnation), a.resp.GetNodeId(), a.addr)

@@ -98,15 +98,34 @@ func (n *Node) clusterInfo(ctx context.Context) (*raftbusv1.GetClusterInfoRespon
 	}
 	_, leaderID := n.meta.raft.LeaderWithID()
 	resp.MaxClockOffset = durationpb.New(n.clocks.monitor.MaxOffset())
+	replicas, leads, moving := make(map[string]uint32), make(map[string]uint32), make(map[string]uint32)
+	for _, e := range entities {
+		for _, pl := range e.GetPartitions() {
+			for _, id := range pl.GetNodeIds() {
+				replicas[id]++
+			}
+			if len(pl.GetNodeIds()) > 0 {
+				leads[pl.GetNodeIds()[0]]++
+			}
+			if mv := pl.GetMove(); mv != nil {
+				moving[mv.GetFrom()]++
+				moving[mv.GetTo()]++
+			}
+		}
+	}
 	for _, m := range members {
 		ni := &raftbusv1.NodeInfo{
-			NodeId:         m.NodeId,
-			Address:        m.Address,
-			State:          n.nodeState(ctx, m),
-			MetadataVoter:  voters[m.NodeId],
-			MetadataLeader: string(leaderID) == m.NodeId,
-			Incarnation:    m.Incarnation,
-			ClockState:     n.clocks.peerState(m.NodeId),
+			Membership:           m.GetMembership(),
+			Replicas:             replicas[m.NodeId],
+			PreferredLeaderships: leads[m.NodeId],
+			ReplicasMoving:       moving[m.NodeId],
+			NodeId:               m.NodeId,
+			Address:              m.Address,
+			State:                n.nodeState(ctx, m),
+			MetadataVoter:        voters[m.NodeId],
+			MetadataLeader:       string(leaderID) == m.NodeId,
+			Incarnation:          m.Incarnation,
+			ClockState:           n.clocks.peerState(m.NodeId),
 		}
 		if m.NodeId == n.cfg.NodeID {
 			ni.ClockState = n.clocks.state()

@@ -361,8 +361,9 @@ func (g *metaGroup) ensureMembers(ctx context.Context) error {
 	return nil
 }
 
-// addMember makes a node a voter and a member, with its incarnation (Join
-// on the leader). A node id the membership knows by another incarnation
+// addMember makes a node a member of the metadata group (a voter while it
+// has fewer than metaVoterTarget), with its incarnation (Join on the
+// leader). A removed node is refused. A node id the membership knows by another incarnation
 // is refused before anything changes: that node's data dir was wiped, and
 // it must not vote under the old id. Joining again as the same voter at
 // the same address changes nothing but a missing incarnation.
@@ -383,6 +384,10 @@ func (g *metaGroup) addMember(ctx context.Context, req *clusterv1.JoinRequest) e
 		g.n.log.Error("refused a join: "+msg, "peer", id)
 		return apierror.Invalid("%s", msg)
 	}
+	if known.GetMembership() == raftbusv1.NodeMembership_NODE_MEMBERSHIP_REMOVED {
+		g.n.log.Error("refused a join: "+meta.RemovedMessage(id), "peer", id)
+		return apierror.Invalid("%s", meta.RemovedMessage(id))
+	}
 	if inc := known.GetIncarnation(); inc != "" && req.GetIncarnation() != "" && inc != req.GetIncarnation() {
 		g.n.log.Error("refused a join: "+identity.StaleMessage(id, inc, req.GetIncarnation()), "peer", id)
 		return apierror.Invalid("%s", identity.StaleMessage(id, inc, req.GetIncarnation()))
@@ -391,12 +396,24 @@ func (g *metaGroup) addMember(ctx context.Context, req *clusterv1.JoinRequest) e
 	if err := g.n.await(ctx, f); err != nil {
 		return apierror.Busy("metadata configuration: %v", err)
 	}
-	voter := false
+	in, voters, others := false, 0, 0
 	for _, s := range f.Configuration().Servers {
-		voter = voter || s.ID == raft.ServerID(id) && s.Address == raft.ServerAddress(addr) && s.Suffrage == raft.Voter
+		in = in || s.ID == raft.ServerID(id) && s.Address == raft.ServerAddress(addr)
+		if s.ID != raft.ServerID(id) {
+			others++
+			if s.Suffrage == raft.Voter {
+				voters++
+			}
+		}
 	}
-	if !voter {
-		if err := g.n.await(ctx, g.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 10*time.Second)); err != nil {
+	if !in {
+		// A voter while the group has fewer than it should, else a
+		// non-voter (reconcileVoters promotes it when a voter goes).
+		add := g.raft.AddNonvoter
+		if voters < metaVoterTarget(others+1) {
+			add = g.raft.AddVoter
+		}
+		if err := g.n.await(ctx, add(raft.ServerID(id), raft.ServerAddress(addr), 0, 10*time.Second)); err != nil {
 			if errors.Is(err, raft.ErrNotLeader) {
 				return g.notLeader()
 			}
@@ -414,8 +431,9 @@ func (g *metaGroup) addMember(ctx context.Context, req *clusterv1.JoinRequest) e
 	return g.ensureMembers(ctx)
 }
 
-// runMetaLeaderDuties keeps membership complete while this node leads the
-// metadata group.
+// runMetaLeaderDuties keeps membership complete, the metadata group's
+// voters at their number and the replicas where the membership wants them
+// while this node leads the metadata group.
 func (n *Node) runMetaLeaderDuties() {
 	defer n.wg.Done()
 	tick := time.NewTicker(500 * time.Millisecond)
@@ -432,6 +450,17 @@ func (n *Node) runMetaLeaderDuties() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := n.meta.ensureMembers(ctx); err != nil {
 			n.log.Debug("record metadata members", "err", err)
+		}
+		if err := n.meta.reconcileVoters(ctx); err != nil {
+			n.log.Debug("metadata voters", "err", err)
+		}
+		// Placement changes only once this leader has applied every
+		// change committed before it (a plan from a stale view would be
+		// refused, but would waste a round).
+		if err := n.meta.confirmLeadership(ctx); err == nil {
+			if err := n.placeReplicas(ctx); err != nil {
+				n.log.Debug("place replicas", "err", err)
+			}
 		}
 		cancel()
 	}

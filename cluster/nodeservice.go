@@ -116,3 +116,16 @@ func roleOf(s raft.RaftState) raftbusv1.ReplicaRole {
 func (s *nodeService) AwaitMessages(ctx context.Context, req *clusterv1.AwaitMessagesRequest) (*clusterv1.AwaitMessagesResponse, error) {
 	return s.msg.AwaitMessages(ctx, req)
 }
+
+// FinishMove records, on the metadata leader, that a partition's replica
+// move is done (see moves.go).
+func (s *nodeService) FinishMove(ctx context.Context, req *clusterv1.FinishMoveRequest) (*clusterv1.FinishMoveResponse, error) {
+	if !s.n.meta.isLeader() {
+		return nil, s.n.meta.notLeader()
+	}
+	_, err := s.n.meta.propose(ctx, &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_FinishMove{FinishMove: req.GetMove()}})
+	if err != nil {
+		return nil, err
+	}
+	return &clusterv1.FinishMoveResponse{}, nil
+}

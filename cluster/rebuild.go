@@ -258,12 +258,13 @@ func (n *Node) damagedOpen() []*replica {
 // openOrRebuild opens a replica placed here, or, when it is damaged,
 // moves its rebuild on: it asks to be demoted and then wipes it, on a
 // goroutine of its own; the next reconciliation opens it.
-func (n *Node) openOrRebuild(name string, e *clusterv1.Entity, id uint32, peers []raft.Server) error {
+func (n *Node) openOrRebuild(name string, w wantedReplica) error {
+	e, id := w.entity, w.id
 	n.mu.RLock()
 	st := n.rebuilds[name]
 	n.mu.RUnlock()
 	if st == nil || st.phase == phaseWiped {
-		err := n.openReplica(name, e, id, peers)
+		err := n.openReplica(name, w)
 		if errors.Is(err, partition.ErrDamaged) || raftlog.IsDamaged(err) {
 			n.markDamaged(name, err)
 			return nil
@@ -274,7 +275,7 @@ func (n *Node) openOrRebuild(name string, e *clusterv1.Entity, id uint32, peers 
 		return nil
 	}
 	var others []raft.Server
-	for _, s := range peers {
+	for _, s := range w.placed {
 		if string(s.ID) != n.cfg.NodeID {
 			others = append(others, s)
 		}

@@ -44,13 +44,26 @@ type replica struct {
 	hasEntity atomic.Bool
 	// preferred is the node that should lead the partition (the first of
 	// its placement), lastTransfer when this node last handed it over.
-	preferred    string
+	preferred    atomic.Pointer[string]
 	transferring atomic.Bool
 	lastTransfer time.Time // reconciler only
 	// promoting is set while this node, as leader, checks whether rebuilt
 	// replicas have caught up (promoteRebuilt).
 	promoting        atomic.Bool
 	lastPromoteCheck time.Time // reconciler only
+	// moving is set while this node, as leader, takes a step of the
+	// partition's replica move (advanceMove).
+	moving       atomic.Bool
+	lastMoveStep time.Time // reconciler only
+}
+
+func (r *replica) setPreferred(id string) { r.preferred.Store(&id) }
+
+func (r *replica) preferredNode() string {
+	if p := r.preferred.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // ready reports whether the partition's engine has the entity: this node
@@ -110,33 +123,7 @@ func (n *Node) runReconciler() {
 }
 
 func (n *Node) reconcile() {
-	type want struct {
-		entity *clusterv1.Entity
-		id     uint32
-		peers  []raft.Server
-	}
-	desired := make(map[string]want)
-	n.meta.fsm.View(func(s *clusterv1.MetaSnapshot) {
-		addrs := make(map[string]string, len(s.Nodes))
-		for _, m := range s.Nodes {
-			addrs[m.NodeId] = m.Address
-		}
-		for _, e := range s.Entities {
-			// A copy: the state machine changes entities in place.
-			e := proto.Clone(e).(*clusterv1.Entity)
-			for id, pl := range e.Partitions {
-				var peers []raft.Server
-				here := false
-				for _, nid := range pl.NodeIds {
-					here = here || nid == n.cfg.NodeID
-					peers = append(peers, raft.Server{ID: raft.ServerID(nid), Address: raft.ServerAddress(addrs[nid])})
-				}
-				if here {
-					desired[groupName(e, uint32(id))] = want{entity: e, id: uint32(id), peers: peers}
-				}
-			}
-		}
-	})
+	desired := n.desiredReplicas()
 
 	n.mu.RLock()
 	var toClose []*replica
@@ -173,7 +160,7 @@ func (n *Node) reconcile() {
 		if !ok {
 			continue
 		}
-		if err := n.openOrRebuild(name, w.entity, w.id, w.peers); err != nil {
+		if err := n.openOrRebuild(name, w); err != nil {
 			n.log.Error("open partition replica", "group", name, "err", err)
 		}
 	}
@@ -188,10 +175,12 @@ func (n *Node) reconcile() {
 	}
 	n.mu.RUnlock()
 	for _, r := range leading {
-		e := desired[r.group].entity
-		if e == nil {
+		w, ok := desired[r.group]
+		if !ok {
 			continue
 		}
+		e := w.entity
+		r.setPreferred(w.preferred)
 		if gen := e.GetGeneration(); r.configured.Load() < gen {
 			if applied := r.appliedGeneration(); applied > gen {
 				// An earlier leader configured the partition from a newer
@@ -206,7 +195,8 @@ func (n *Node) reconcile() {
 			}
 			continue
 		}
-		n.promoteRebuilt(r, e, desired[r.group].peers)
+		n.promoteRebuilt(r, e, w.placed)
+		n.advanceMove(r, w)
 		n.handOver(r)
 	}
 }
@@ -226,12 +216,13 @@ const (
 // that is out of touch or behind (see partition.HandOver): leadership
 // stays here until the node has caught up.
 func (n *Node) handOver(r *replica) {
-	if r.preferred == n.cfg.NodeID || r.transferring.Load() || time.Since(r.lastTransfer) < transferInterval {
+	preferred := r.preferredNode()
+	if preferred == n.cfg.NodeID || r.transferring.Load() || time.Since(r.lastTransfer) < transferInterval {
 		return
 	}
 	// Never to a node whose clock is known to be off (it would refuse to
 	// serve and hand the partition back), nor to a non-voter being rebuilt.
-	if !n.clocks.mayLead(r.preferred) || r.p.Suffrage(r.preferred) != raft.Voter {
+	if !n.clocks.mayLead(preferred) || r.p.Suffrage(preferred) != raft.Voter {
 		return
 	}
 	r.lastTransfer = time.Now()
@@ -242,11 +233,11 @@ func (n *Node) handOver(r *replica) {
 		defer r.transferring.Store(false)
 		ctx, cancel := context.WithTimeout(context.Background(), transferTimeout)
 		defer cancel()
-		if err := r.p.HandOver(ctx, r.preferred); err != nil {
-			n.log.Debug("leadership transfer", "group", r.group, "to", r.preferred, "err", err)
+		if err := r.p.HandOver(ctx, preferred); err != nil {
+			n.log.Debug("leadership transfer", "group", r.group, "to", preferred, "err", err)
 			return
 		}
-		n.log.Info("leadership handed to the preferred leader", "group", r.group, "to", r.preferred)
+		n.log.Info("leadership handed to the preferred leader", "group", r.group, "to", preferred)
 	}()
 }
 
@@ -272,7 +263,8 @@ func (n *Node) wedgedOpen() []*replica {
 	return wedged
 }
 
-func (n *Node) openReplica(name string, e *clusterv1.Entity, id uint32, peers []raft.Server) error {
+func (n *Node) openReplica(name string, w wantedReplica) error {
+	e, id := w.entity, w.id
 	transport, err := n.mux.Transport(name)
 	if err != nil {
 		return err
@@ -286,7 +278,7 @@ func (n *Node) openReplica(name string, e *clusterv1.Entity, id uint32, peers []
 		transport.Close()
 		return fmt.Errorf("create the replica's directory: %w", err)
 	}
-	bootstrap := peers
+	bootstrap := w.bootstrap
 	if phase, _ := n.rebuildPhaseOf(name); phase == phaseWiped {
 		// A rebuilt replica joins as the non-voter the leader made it.
 		bootstrap = nil
@@ -321,7 +313,9 @@ func (n *Node) openReplica(name string, e *clusterv1.Entity, id uint32, peers []
 		return nil
 	default:
 	}
-	n.replicas[name] = &replica{group: name, entity: e.GetName(), id: id, p: p, preferred: string(peers[0].ID)}
+	r := &replica{group: name, entity: e.GetName(), id: id, p: p}
+	r.setPreferred(w.preferred)
+	n.replicas[name] = r
 	n.log.Info("partition replica opened", "group", name)
 	return nil
 }

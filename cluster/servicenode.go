@@ -81,6 +81,10 @@ func (s serviceNode) Views(ctx context.Context, e *clusterv1.Entity) []service.P
 
 func (s serviceNode) Stopping() <-chan struct{} { return s.stop }
 
+func (s serviceNode) ChangeMembership(ctx context.Context, nodeID string, m raftbusv1.NodeMembership) error {
+	return s.changeMembership(ctx, nodeID, m)
+}
+
 func (s serviceNode) ClusterInfo(ctx context.Context) (*raftbusv1.GetClusterInfoResponse, error) {
 	return s.clusterInfo(ctx)
 }

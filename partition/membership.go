@@ -84,3 +84,32 @@ func (p *Partition) changeMembers(ctx context.Context, f raft.Future, what strin
 	}
 	return fmt.Errorf("partition %s: %s: %w", p.name, what, err)
 }
+
+// AddLearner adds id at addr as a non-voter, on the leader: a replica that
+// joins the group catches up by snapshot and log without counting towards
+// any quorum, and is made a voter (Promote) once it has. A node the group
+// knows already is left as it is.
+func (p *Partition) AddLearner(ctx context.Context, id, addr string) error {
+	if !p.IsLeader() {
+		return p.notLeader()
+	}
+	if p.Suffrage(id) != raft.Staging {
+		return nil
+	}
+	return p.changeMembers(ctx, p.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), 0, membershipTimeout), "add "+id)
+}
+
+// RemoveMember takes id out of the group, on the leader. The leader does
+// not remove itself: it hands leadership over first.
+func (p *Partition) RemoveMember(ctx context.Context, id string) error {
+	if !p.IsLeader() {
+		return p.notLeader()
+	}
+	if id == p.cfg.NodeID {
+		return fmt.Errorf("partition %s: the leader does not remove itself", p.name)
+	}
+	if p.Suffrage(id) == raft.Staging {
+		return nil
+	}
+	return p.changeMembers(ctx, p.raft.RemoveServer(raft.ServerID(id), 0, membershipTimeout), "remove "+id)
+}

@@ -251,6 +251,32 @@ func (a *Client) GetRoutingTable(ctx context.Context, path string) ([]*EntityRou
 	return resp.GetEntities(), err
 }
 
+// DrainNode moves every partition replica off a node onto the others,
+// leadership first, keeping three replicas of each partition; the node
+// stays a member without replicas. GetClusterInfo shows the progress
+// (NodeInfo.Replicas and ReplicasMoving).
+func (a *Client) DrainNode(ctx context.Context, nodeID string) error {
+	_, err := a.api.DrainNode(ctx, &raftbusv1.DrainNodeRequest{NodeId: nodeID})
+	return err
+}
+
+// UndrainNode makes a draining node active again: it gets its share of
+// replicas back as the cluster rebalances.
+func (a *Client) UndrainNode(ctx context.Context, nodeID string) error {
+	_, err := a.api.UndrainNode(ctx, &raftbusv1.UndrainNodeRequest{NodeId: nodeID})
+	return err
+}
+
+// RemoveNode takes a node that is gone for good out of the cluster: its
+// replicas are re-created on the others from their healthy copies, then
+// it leaves the metadata group. Refused for a node that is up with
+// replicas (drain it first) and when a partition could not reach a quorum
+// without it.
+func (a *Client) RemoveNode(ctx context.Context, nodeID string) error {
+	_, err := a.api.RemoveNode(ctx, &raftbusv1.RemoveNodeRequest{NodeId: nodeID})
+	return err
+}
+
 // listAll follows page tokens to the end.
 func listAll[T any](page func(token string) ([]T, string, error)) ([]T, error) {
 	var all []T

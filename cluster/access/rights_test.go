@@ -21,7 +21,7 @@ func TestEveryPublicMethodHasTheRightsItShould(t *testing.T) {
 		"AcceptSession": "listen", "RenewSessionLock": "listen", "GetSessionState": "listen", "SetSessionState": "listen", "CloseSession": "listen",
 
 		"CreateQueue": "manage namespace", "ListQueues": "manage namespace", "CreateTopic": "manage namespace", "ListTopics": "manage namespace",
-		"GetClusterInfo": "manage namespace", "RemoveNode": "manage namespace",
+		"GetClusterInfo": "manage namespace", "RemoveNode": "manage namespace", "DrainNode": "manage namespace", "UndrainNode": "manage namespace",
 		"GetQueue": "manage", "UpdateQueue": "manage", "DeleteQueue": "manage", "GetQueueRuntimeProperties": "manage",
 		"GetTopic": "manage", "UpdateTopic": "manage", "DeleteTopic": "manage", "GetTopicRuntimeProperties": "manage",
 		"CreateSubscription": "manage", "GetSubscription": "manage", "UpdateSubscription": "manage", "DeleteSubscription": "manage",

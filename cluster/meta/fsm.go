@@ -123,6 +123,9 @@ func apply(s *clusterv1.MetaSnapshot, cmd *clusterv1.MetaCommand, index uint64) 
 		i, found := slices.BinarySearchFunc(s.Nodes, n.GetNodeId(), func(x *clusterv1.Node, id string) int { return strings.Compare(x.NodeId, id) })
 		if found {
 			m := s.Nodes[i]
+			if m.Membership == raftbusv1.NodeMembership_NODE_MEMBERSHIP_REMOVED {
+				return failure(raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "%s", RemovedMessage(m.NodeId))
+			}
 			// An incarnation is recorded once: a member that comes back
 			// with another has a new data dir and must not be let in
 			// under its old id.
@@ -162,6 +165,14 @@ func apply(s *clusterv1.MetaSnapshot, cmd *clusterv1.MetaCommand, index uint64) 
 		return putAccessPolicy(s, b.PutAccessPolicy, now)
 	case *clusterv1.MetaCommand_DeleteAccessPolicy:
 		return deleteAccessPolicy(s, b.DeleteAccessPolicy)
+	case *clusterv1.MetaCommand_SetNodeMembership:
+		return setNodeMembership(s, b.SetNodeMembership)
+	case *clusterv1.MetaCommand_MoveReplica:
+		return moveReplica(s, b.MoveReplica)
+	case *clusterv1.MetaCommand_FinishMove:
+		return finishMove(s, b.FinishMove)
+	case *clusterv1.MetaCommand_SetPreferredLeader:
+		return setPreferredLeader(s, b.SetPreferredLeader)
 	default:
 		return failure(raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "unknown metadata command %T", b)
 	}
@@ -174,8 +185,8 @@ func putQueue(s *clusterv1.MetaSnapshot, put *clusterv1.PutQueue, now *timestamp
 		if found {
 			return failure(raftbusv1.ErrorReason_ERROR_REASON_ALREADY_EXISTS, "entity %q already exists", q.GetName())
 		}
-		if len(s.Nodes) == 0 {
-			return failure(raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY, "the cluster has no members yet")
+		if !slices.ContainsFunc(s.Nodes, Active) {
+			return failure(raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY, "the cluster has no active members yet")
 		}
 		q.CreatedAt, q.UpdatedAt = now, now
 		e := &clusterv1.Entity{
@@ -208,11 +219,13 @@ func putQueue(s *clusterv1.MetaSnapshot, put *clusterv1.PutQueue, now *timestamp
 	return &clusterv1.MetaResult{Entity: proto.Clone(e).(*clusterv1.Entity)}
 }
 
-// Place spreads the replicas of an entity's partitions over nodes (sorted
-// by id): partition i starts at a node chosen by the entity's name plus i
-// and takes the next ReplicationFactor nodes, so partitions of one entity,
-// and entities, land on different nodes first.
-func Place(nodes []*clusterv1.Node, name string, partitions uint32) []*clusterv1.Placement {
+// Place spreads the replicas of an entity's partitions over the active
+// members among nodes (sorted by id): partition i starts at a node chosen
+// by the entity's name plus i and takes the next ReplicationFactor nodes,
+// so partitions of one entity, and entities, land on different nodes
+// first.
+func Place(members []*clusterv1.Node, name string, partitions uint32) []*clusterv1.Placement {
+	nodes := slices.DeleteFunc(slices.Clone(members), func(m *clusterv1.Node) bool { return !Active(m) })
 	rf := min(ReplicationFactor, len(nodes))
 	h := fnv.New32a()
 	h.Write([]byte(name))

@@ -54,8 +54,8 @@ func putTopic(s *clusterv1.MetaSnapshot, put *clusterv1.PutTopic, now *timestamp
 		if found {
 			return failure(raftbusv1.ErrorReason_ERROR_REASON_ALREADY_EXISTS, "entity %q already exists", t.GetName())
 		}
-		if len(s.Nodes) == 0 {
-			return failure(raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY, "the cluster has no members yet")
+		if !slices.ContainsFunc(s.Nodes, Active) {
+			return failure(raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY, "the cluster has no active members yet")
 		}
 		t.CreatedAt, t.UpdatedAt = now, now
 		e := &clusterv1.Entity{

@@ -310,8 +310,44 @@ func (s *Admin) partitionRuntime(ctx context.Context, e *clusterv1.Entity, path 
 	})
 }
 
-func (s *Admin) RemoveNode(context.Context, *raftbusv1.RemoveNodeRequest) (*raftbusv1.RemoveNodeResponse, error) {
-	// INVALID_ARGUMENT with its reason, like every refusal: a client
-	// must not have to tell gRPC's own UNIMPLEMENTED from ours.
-	return nil, apierror.Invalid("removing nodes is not supported yet: a node gone for good stays a member, and its partitions go on with their other replicas")
+// RemoveNode takes a node that is gone for good out of the cluster: its
+// replicas are re-created on the others, then it leaves the metadata
+// group, and its id is never let in again.
+func (s *Admin) RemoveNode(ctx context.Context, req *raftbusv1.RemoveNodeRequest) (*raftbusv1.RemoveNodeResponse, error) {
+	return changeMembership(ctx, s, req.GetNodeId(), raftbusv1.NodeMembership_NODE_MEMBERSHIP_REMOVED, &raftbusv1.RemoveNodeResponse{},
+		func(ctx context.Context, c raftbusv1.AdminServiceClient) (*raftbusv1.RemoveNodeResponse, error) {
+			return c.RemoveNode(ctx, req)
+		})
+}
+
+// DrainNode moves every replica off a node, leadership first.
+func (s *Admin) DrainNode(ctx context.Context, req *raftbusv1.DrainNodeRequest) (*raftbusv1.DrainNodeResponse, error) {
+	return changeMembership(ctx, s, req.GetNodeId(), raftbusv1.NodeMembership_NODE_MEMBERSHIP_DRAINING, &raftbusv1.DrainNodeResponse{},
+		func(ctx context.Context, c raftbusv1.AdminServiceClient) (*raftbusv1.DrainNodeResponse, error) {
+			return c.DrainNode(ctx, req)
+		})
+}
+
+// UndrainNode makes a draining node active again.
+func (s *Admin) UndrainNode(ctx context.Context, req *raftbusv1.UndrainNodeRequest) (*raftbusv1.UndrainNodeResponse, error) {
+	return changeMembership(ctx, s, req.GetNodeId(), raftbusv1.NodeMembership_NODE_MEMBERSHIP_UNSPECIFIED, &raftbusv1.UndrainNodeResponse{},
+		func(ctx context.Context, c raftbusv1.AdminServiceClient) (*raftbusv1.UndrainNodeResponse, error) {
+			return c.UndrainNode(ctx, req)
+		})
+}
+
+func changeMembership[Resp any](ctx context.Context, s *Admin, id string, m raftbusv1.NodeMembership, ok Resp,
+	remote func(ctx context.Context, c raftbusv1.AdminServiceClient) (Resp, error),
+) (Resp, error) {
+	if id == "" {
+		var zero Resp
+		return zero, apierror.Invalid("a node id is required")
+	}
+	return atMetaLeader(ctx, s.node, func() (Resp, error) {
+		if err := s.node.ChangeMembership(ctx, id, m); err != nil {
+			var zero Resp
+			return zero, err
+		}
+		return ok, nil
+	}, remote)
 }

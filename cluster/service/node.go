@@ -21,6 +21,10 @@ type Node interface {
 	// ClusterInfo is what the node knows of the cluster: its members,
 	// their clocks and logs, and every partition's replicas.
 	ClusterInfo(ctx context.Context) (*raftbusv1.GetClusterInfoResponse, error)
+	// ChangeMembership drains a member, makes it active again or removes
+	// it, after checking the cluster can afford it; only at the metadata
+	// leader.
+	ChangeMembership(ctx context.Context, nodeID string, m raftbusv1.NodeMembership) error
 }
 
 // Metadata is the node's metadata group as the services read and change

@@ -110,6 +110,7 @@ func commands() map[string]command {
 		"schedule":     {scheduleUsage, runSchedule},
 		"cancel":       {cancelUsage, runCancel},
 		"status":       {statusUsage, runStatus},
+		"node":         {nodeUsage, runNode},
 		"auth":         {authUsage, runAuth},
 		"bench":        {benchUsage, runBench},
 	}

@@ -18,7 +18,7 @@ func TestCommands(t *testing.T) {
 
 	t.Run("Help", func(t *testing.T) {
 		c := cli{t: t, server: c.server}
-		for _, cmd := range []string{"queue", "topic", "subscription", "rule", "send", "receive", "peek", "schedule", "cancel", "status", "auth"} {
+		for _, cmd := range []string{"queue", "topic", "subscription", "rule", "send", "receive", "peek", "schedule", "cancel", "status", "auth", "node"} {
 			if out := c.ok(cmd, "--help"); !strings.Contains(out, "Examples:") {
 				t.Fatalf("%s --help has no examples:\n%s", cmd, out)
 			}
@@ -239,6 +239,26 @@ func TestCommands(t *testing.T) {
 		if st.Runtime["many"]["activeMessageCount"] != "300" {
 			t.Fatalf("status json counts: %v", st.Runtime["many"])
 		}
+	})
+
+	t.Run("Node", func(t *testing.T) {
+		c := cli{t: t, server: c.server}
+		c.ok("queue", "create", "placed", "--partitions", "2")
+		out := c.ok("node", "list")
+		if !regexp.MustCompile(`n1\s+\S+\s+UP\s+active\s+metadata leader\s+[1-9]\d*\s+[1-9]\d*\s+0\n`).MatchString(out) {
+			t.Fatalf("node list:\n%s", out)
+		}
+		var got struct {
+			Nodes []map[string]any `json:"nodes"`
+		}
+		c.json(&got, "node", "list")
+		if len(got.Nodes) != 1 || got.Nodes[0]["membership"] != "NODE_MEMBERSHIP_UNSPECIFIED" || got.Nodes[0]["replicas"] == float64(0) {
+			t.Fatalf("node list json: %v", got)
+		}
+		c.fails(1, "would leave 0 active nodes", "node", "drain", "n1")
+		c.fails(1, "leads the metadata group", "node", "remove", "n1")
+		c.fails(1, "not a member", "node", "remove", "n9")
+		c.fails(2, "want 1 argument", "node", "drain")
 	})
 }
 

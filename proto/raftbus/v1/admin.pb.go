@@ -255,6 +255,61 @@ func (ReplicaHealth) EnumDescriptor() ([]byte, []int) {
 	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{3}
 }
 
+// NodeMembership is what the cluster has decided about a node.
+type NodeMembership int32
+
+const (
+	// An active member: partitions are placed on it.
+	NodeMembership_NODE_MEMBERSHIP_UNSPECIFIED NodeMembership = 0
+	// Its replicas are being moved off (DrainNode); nothing new is placed
+	// on it.
+	NodeMembership_NODE_MEMBERSHIP_DRAINING NodeMembership = 1
+	// Removed for good (RemoveNode): its replicas are re-created elsewhere,
+	// it leaves the metadata group, and its id is never let in again.
+	NodeMembership_NODE_MEMBERSHIP_REMOVED NodeMembership = 2
+)
+
+// Enum value maps for NodeMembership.
+var (
+	NodeMembership_name = map[int32]string{
+		0: "NODE_MEMBERSHIP_UNSPECIFIED",
+		1: "NODE_MEMBERSHIP_DRAINING",
+		2: "NODE_MEMBERSHIP_REMOVED",
+	}
+	NodeMembership_value = map[string]int32{
+		"NODE_MEMBERSHIP_UNSPECIFIED": 0,
+		"NODE_MEMBERSHIP_DRAINING":    1,
+		"NODE_MEMBERSHIP_REMOVED":     2,
+	}
+)
+
+func (x NodeMembership) Enum() *NodeMembership {
+	p := new(NodeMembership)
+	*p = x
+	return p
+}
+
+func (x NodeMembership) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (NodeMembership) Descriptor() protoreflect.EnumDescriptor {
+	return file_raftbus_v1_admin_proto_enumTypes[4].Descriptor()
+}
+
+func (NodeMembership) Type() protoreflect.EnumType {
+	return &file_raftbus_v1_admin_proto_enumTypes[4]
+}
+
+func (x NodeMembership) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use NodeMembership.Descriptor instead.
+func (NodeMembership) EnumDescriptor() ([]byte, []int) {
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{4}
+}
+
 type CreateQueueRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Queue         *QueueProperties       `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
@@ -2569,9 +2624,15 @@ type NodeInfo struct {
 	Log *NodeLogStats `protobuf:"bytes,9,opt,name=log,proto3" json:"log,omitempty"`
 	// What the partitions the node leads did with messages; unset when the
 	// node did not answer.
-	Messages      *NodeMessageStats `protobuf:"bytes,10,opt,name=messages,proto3" json:"messages,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Messages   *NodeMessageStats `protobuf:"bytes,10,opt,name=messages,proto3" json:"messages,omitempty"`
+	Membership NodeMembership    `protobuf:"varint,11,opt,name=membership,proto3,enum=raftbus.v1.NodeMembership" json:"membership,omitempty"`
+	// The partition replicas placed on the node (moving in included), how
+	// many of them it should lead, and how many are moving in or out.
+	Replicas             uint32 `protobuf:"varint,12,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	PreferredLeaderships uint32 `protobuf:"varint,13,opt,name=preferred_leaderships,json=preferredLeaderships,proto3" json:"preferred_leaderships,omitempty"`
+	ReplicasMoving       uint32 `protobuf:"varint,14,opt,name=replicas_moving,json=replicasMoving,proto3" json:"replicas_moving,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *NodeInfo) Reset() {
@@ -2672,6 +2733,34 @@ func (x *NodeInfo) GetMessages() *NodeMessageStats {
 		return x.Messages
 	}
 	return nil
+}
+
+func (x *NodeInfo) GetMembership() NodeMembership {
+	if x != nil {
+		return x.Membership
+	}
+	return NodeMembership_NODE_MEMBERSHIP_UNSPECIFIED
+}
+
+func (x *NodeInfo) GetReplicas() uint32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+func (x *NodeInfo) GetPreferredLeaderships() uint32 {
+	if x != nil {
+		return x.PreferredLeaderships
+	}
+	return 0
+}
+
+func (x *NodeInfo) GetReplicasMoving() uint32 {
+	if x != nil {
+		return x.ReplicasMoving
+	}
+	return 0
 }
 
 // NodeMessageStats adds up the message counters of the partitions a node
@@ -3374,6 +3463,166 @@ func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
 	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{58}
 }
 
+type DrainNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainNodeRequest) Reset() {
+	*x = DrainNodeRequest{}
+	mi := &file_raftbus_v1_admin_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainNodeRequest) ProtoMessage() {}
+
+func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_v1_admin_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
+func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *DrainNodeRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+type DrainNodeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainNodeResponse) Reset() {
+	*x = DrainNodeResponse{}
+	mi := &file_raftbus_v1_admin_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainNodeResponse) ProtoMessage() {}
+
+func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_v1_admin_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainNodeResponse.ProtoReflect.Descriptor instead.
+func (*DrainNodeResponse) Descriptor() ([]byte, []int) {
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{60}
+}
+
+type UndrainNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UndrainNodeRequest) Reset() {
+	*x = UndrainNodeRequest{}
+	mi := &file_raftbus_v1_admin_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UndrainNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UndrainNodeRequest) ProtoMessage() {}
+
+func (x *UndrainNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_v1_admin_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UndrainNodeRequest.ProtoReflect.Descriptor instead.
+func (*UndrainNodeRequest) Descriptor() ([]byte, []int) {
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *UndrainNodeRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+type UndrainNodeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UndrainNodeResponse) Reset() {
+	*x = UndrainNodeResponse{}
+	mi := &file_raftbus_v1_admin_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UndrainNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UndrainNodeResponse) ProtoMessage() {}
+
+func (x *UndrainNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_v1_admin_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UndrainNodeResponse.ProtoReflect.Descriptor instead.
+func (*UndrainNodeResponse) Descriptor() ([]byte, []int) {
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{62}
+}
+
 var File_raftbus_v1_admin_proto protoreflect.FileDescriptor
 
 const file_raftbus_v1_admin_proto_rawDesc = "" +
@@ -3518,7 +3767,7 @@ const file_raftbus_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2\x19.raftbus.v1.PartitionInfoR\n" +
 	"partitions\x12C\n" +
-	"\x10max_clock_offset\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x0emaxClockOffset\"\xb9\x03\n" +
+	"\x10max_clock_offset\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x0emaxClockOffset\"\xef\x04\n" +
 	"\bNodeInfo\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12+\n" +
@@ -3531,7 +3780,13 @@ const file_raftbus_v1_admin_proto_rawDesc = "" +
 	"\fclock_offset\x18\b \x01(\v2\x19.google.protobuf.DurationR\vclockOffset\x12*\n" +
 	"\x03log\x18\t \x01(\v2\x18.raftbus.v1.NodeLogStatsR\x03log\x128\n" +
 	"\bmessages\x18\n" +
-	" \x01(\v2\x1c.raftbus.v1.NodeMessageStatsR\bmessages\"\xa0\x02\n" +
+	" \x01(\v2\x1c.raftbus.v1.NodeMessageStatsR\bmessages\x12:\n" +
+	"\n" +
+	"membership\x18\v \x01(\x0e2\x1a.raftbus.v1.NodeMembershipR\n" +
+	"membership\x12\x1a\n" +
+	"\breplicas\x18\f \x01(\rR\breplicas\x123\n" +
+	"\x15preferred_leaderships\x18\r \x01(\rR\x14preferredLeaderships\x12'\n" +
+	"\x0freplicas_moving\x18\x0e \x01(\rR\x0ereplicasMoving\"\xa0\x02\n" +
 	"\x10NodeMessageStats\x12\x12\n" +
 	"\x04sent\x18\x01 \x01(\x04R\x04sent\x12\x1a\n" +
 	"\breceived\x18\x02 \x01(\x04R\breceived\x12\x1c\n" +
@@ -3588,7 +3843,13 @@ const file_raftbus_v1_admin_proto_rawDesc = "" +
 	"\x11replica_addresses\x18\x04 \x03(\tR\x10replicaAddresses\",\n" +
 	"\x11RemoveNodeRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\x14\n" +
-	"\x12RemoveNodeResponse*w\n" +
+	"\x12RemoveNodeResponse\"+\n" +
+	"\x10DrainNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\x13\n" +
+	"\x11DrainNodeResponse\"-\n" +
+	"\x12UndrainNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\x15\n" +
+	"\x13UndrainNodeResponse*w\n" +
 	"\n" +
 	"ClockState\x12\x1b\n" +
 	"\x17CLOCK_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
@@ -3610,7 +3871,11 @@ const file_raftbus_v1_admin_proto_rawDesc = "" +
 	"\x1aREPLICA_HEALTH_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16REPLICA_HEALTH_HEALTHY\x10\x01\x12\x1a\n" +
 	"\x16REPLICA_HEALTH_DAMAGED\x10\x02\x12\x1d\n" +
-	"\x19REPLICA_HEALTH_REBUILDING\x10\x032\xfe\x11\n" +
+	"\x19REPLICA_HEALTH_REBUILDING\x10\x03*l\n" +
+	"\x0eNodeMembership\x12\x1f\n" +
+	"\x1bNODE_MEMBERSHIP_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18NODE_MEMBERSHIP_DRAINING\x10\x01\x12\x1b\n" +
+	"\x17NODE_MEMBERSHIP_REMOVED\x10\x022\x98\x13\n" +
 	"\fAdminService\x12N\n" +
 	"\vCreateQueue\x12\x1e.raftbus.v1.CreateQueueRequest\x1a\x1f.raftbus.v1.CreateQueueResponse\x12E\n" +
 	"\bGetQueue\x12\x1b.raftbus.v1.GetQueueRequest\x1a\x1c.raftbus.v1.GetQueueResponse\x12N\n" +
@@ -3643,7 +3908,9 @@ const file_raftbus_v1_admin_proto_rawDesc = "" +
 	"\x0eGetClusterInfo\x12!.raftbus.v1.GetClusterInfoRequest\x1a\".raftbus.v1.GetClusterInfoResponse\x12Z\n" +
 	"\x0fGetRoutingTable\x12\".raftbus.v1.GetRoutingTableRequest\x1a#.raftbus.v1.GetRoutingTableResponse\x12K\n" +
 	"\n" +
-	"RemoveNode\x12\x1d.raftbus.v1.RemoveNodeRequest\x1a\x1e.raftbus.v1.RemoveNodeResponseB7Z5github.com/raftbus/raftbus/proto/raftbus/v1;raftbusv1b\x06proto3"
+	"RemoveNode\x12\x1d.raftbus.v1.RemoveNodeRequest\x1a\x1e.raftbus.v1.RemoveNodeResponse\x12H\n" +
+	"\tDrainNode\x12\x1c.raftbus.v1.DrainNodeRequest\x1a\x1d.raftbus.v1.DrainNodeResponse\x12N\n" +
+	"\vUndrainNode\x12\x1e.raftbus.v1.UndrainNodeRequest\x1a\x1f.raftbus.v1.UndrainNodeResponseB7Z5github.com/raftbus/raftbus/proto/raftbus/v1;raftbusv1b\x06proto3"
 
 var (
 	file_raftbus_v1_admin_proto_rawDescOnce sync.Once
@@ -3657,178 +3924,188 @@ func file_raftbus_v1_admin_proto_rawDescGZIP() []byte {
 	return file_raftbus_v1_admin_proto_rawDescData
 }
 
-var file_raftbus_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_raftbus_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_raftbus_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_raftbus_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_raftbus_v1_admin_proto_goTypes = []any{
 	(ClockState)(0),                                  // 0: raftbus.v1.ClockState
 	(NodeState)(0),                                   // 1: raftbus.v1.NodeState
 	(ReplicaRole)(0),                                 // 2: raftbus.v1.ReplicaRole
 	(ReplicaHealth)(0),                               // 3: raftbus.v1.ReplicaHealth
-	(*CreateQueueRequest)(nil),                       // 4: raftbus.v1.CreateQueueRequest
-	(*CreateQueueResponse)(nil),                      // 5: raftbus.v1.CreateQueueResponse
-	(*GetQueueRequest)(nil),                          // 6: raftbus.v1.GetQueueRequest
-	(*GetQueueResponse)(nil),                         // 7: raftbus.v1.GetQueueResponse
-	(*UpdateQueueRequest)(nil),                       // 8: raftbus.v1.UpdateQueueRequest
-	(*UpdateQueueResponse)(nil),                      // 9: raftbus.v1.UpdateQueueResponse
-	(*DeleteQueueRequest)(nil),                       // 10: raftbus.v1.DeleteQueueRequest
-	(*DeleteQueueResponse)(nil),                      // 11: raftbus.v1.DeleteQueueResponse
-	(*ListQueuesRequest)(nil),                        // 12: raftbus.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),                       // 13: raftbus.v1.ListQueuesResponse
-	(*GetQueueRuntimePropertiesRequest)(nil),         // 14: raftbus.v1.GetQueueRuntimePropertiesRequest
-	(*GetQueueRuntimePropertiesResponse)(nil),        // 15: raftbus.v1.GetQueueRuntimePropertiesResponse
-	(*CreateTopicRequest)(nil),                       // 16: raftbus.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),                      // 17: raftbus.v1.CreateTopicResponse
-	(*GetTopicRequest)(nil),                          // 18: raftbus.v1.GetTopicRequest
-	(*GetTopicResponse)(nil),                         // 19: raftbus.v1.GetTopicResponse
-	(*UpdateTopicRequest)(nil),                       // 20: raftbus.v1.UpdateTopicRequest
-	(*UpdateTopicResponse)(nil),                      // 21: raftbus.v1.UpdateTopicResponse
-	(*DeleteTopicRequest)(nil),                       // 22: raftbus.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),                      // 23: raftbus.v1.DeleteTopicResponse
-	(*ListTopicsRequest)(nil),                        // 24: raftbus.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),                       // 25: raftbus.v1.ListTopicsResponse
-	(*GetTopicRuntimePropertiesRequest)(nil),         // 26: raftbus.v1.GetTopicRuntimePropertiesRequest
-	(*GetTopicRuntimePropertiesResponse)(nil),        // 27: raftbus.v1.GetTopicRuntimePropertiesResponse
-	(*CreateSubscriptionRequest)(nil),                // 28: raftbus.v1.CreateSubscriptionRequest
-	(*CreateSubscriptionResponse)(nil),               // 29: raftbus.v1.CreateSubscriptionResponse
-	(*GetSubscriptionRequest)(nil),                   // 30: raftbus.v1.GetSubscriptionRequest
-	(*GetSubscriptionResponse)(nil),                  // 31: raftbus.v1.GetSubscriptionResponse
-	(*UpdateSubscriptionRequest)(nil),                // 32: raftbus.v1.UpdateSubscriptionRequest
-	(*UpdateSubscriptionResponse)(nil),               // 33: raftbus.v1.UpdateSubscriptionResponse
-	(*DeleteSubscriptionRequest)(nil),                // 34: raftbus.v1.DeleteSubscriptionRequest
-	(*DeleteSubscriptionResponse)(nil),               // 35: raftbus.v1.DeleteSubscriptionResponse
-	(*ListSubscriptionsRequest)(nil),                 // 36: raftbus.v1.ListSubscriptionsRequest
-	(*ListSubscriptionsResponse)(nil),                // 37: raftbus.v1.ListSubscriptionsResponse
-	(*GetSubscriptionRuntimePropertiesRequest)(nil),  // 38: raftbus.v1.GetSubscriptionRuntimePropertiesRequest
-	(*GetSubscriptionRuntimePropertiesResponse)(nil), // 39: raftbus.v1.GetSubscriptionRuntimePropertiesResponse
-	(*CreateRuleRequest)(nil),                        // 40: raftbus.v1.CreateRuleRequest
-	(*CreateRuleResponse)(nil),                       // 41: raftbus.v1.CreateRuleResponse
-	(*GetRuleRequest)(nil),                           // 42: raftbus.v1.GetRuleRequest
-	(*GetRuleResponse)(nil),                          // 43: raftbus.v1.GetRuleResponse
-	(*UpdateRuleRequest)(nil),                        // 44: raftbus.v1.UpdateRuleRequest
-	(*UpdateRuleResponse)(nil),                       // 45: raftbus.v1.UpdateRuleResponse
-	(*DeleteRuleRequest)(nil),                        // 46: raftbus.v1.DeleteRuleRequest
-	(*DeleteRuleResponse)(nil),                       // 47: raftbus.v1.DeleteRuleResponse
-	(*ListRulesRequest)(nil),                         // 48: raftbus.v1.ListRulesRequest
-	(*ListRulesResponse)(nil),                        // 49: raftbus.v1.ListRulesResponse
-	(*GetClusterInfoRequest)(nil),                    // 50: raftbus.v1.GetClusterInfoRequest
-	(*GetClusterInfoResponse)(nil),                   // 51: raftbus.v1.GetClusterInfoResponse
-	(*NodeInfo)(nil),                                 // 52: raftbus.v1.NodeInfo
-	(*NodeMessageStats)(nil),                         // 53: raftbus.v1.NodeMessageStats
-	(*NodeLogStats)(nil),                             // 54: raftbus.v1.NodeLogStats
-	(*ReplicaInfo)(nil),                              // 55: raftbus.v1.ReplicaInfo
-	(*PartitionInfo)(nil),                            // 56: raftbus.v1.PartitionInfo
-	(*GetRoutingTableRequest)(nil),                   // 57: raftbus.v1.GetRoutingTableRequest
-	(*GetRoutingTableResponse)(nil),                  // 58: raftbus.v1.GetRoutingTableResponse
-	(*EntityRoute)(nil),                              // 59: raftbus.v1.EntityRoute
-	(*PartitionRoute)(nil),                           // 60: raftbus.v1.PartitionRoute
-	(*RemoveNodeRequest)(nil),                        // 61: raftbus.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),                       // 62: raftbus.v1.RemoveNodeResponse
-	(*QueueProperties)(nil),                          // 63: raftbus.v1.QueueProperties
-	(*RuntimeProperties)(nil),                        // 64: raftbus.v1.RuntimeProperties
-	(*TopicProperties)(nil),                          // 65: raftbus.v1.TopicProperties
-	(*SubscriptionProperties)(nil),                   // 66: raftbus.v1.SubscriptionProperties
-	(*RuleProperties)(nil),                           // 67: raftbus.v1.RuleProperties
-	(*durationpb.Duration)(nil),                      // 68: google.protobuf.Duration
+	(NodeMembership)(0),                              // 4: raftbus.v1.NodeMembership
+	(*CreateQueueRequest)(nil),                       // 5: raftbus.v1.CreateQueueRequest
+	(*CreateQueueResponse)(nil),                      // 6: raftbus.v1.CreateQueueResponse
+	(*GetQueueRequest)(nil),                          // 7: raftbus.v1.GetQueueRequest
+	(*GetQueueResponse)(nil),                         // 8: raftbus.v1.GetQueueResponse
+	(*UpdateQueueRequest)(nil),                       // 9: raftbus.v1.UpdateQueueRequest
+	(*UpdateQueueResponse)(nil),                      // 10: raftbus.v1.UpdateQueueResponse
+	(*DeleteQueueRequest)(nil),                       // 11: raftbus.v1.DeleteQueueRequest
+	(*DeleteQueueResponse)(nil),                      // 12: raftbus.v1.DeleteQueueResponse
+	(*ListQueuesRequest)(nil),                        // 13: raftbus.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),                       // 14: raftbus.v1.ListQueuesResponse
+	(*GetQueueRuntimePropertiesRequest)(nil),         // 15: raftbus.v1.GetQueueRuntimePropertiesRequest
+	(*GetQueueRuntimePropertiesResponse)(nil),        // 16: raftbus.v1.GetQueueRuntimePropertiesResponse
+	(*CreateTopicRequest)(nil),                       // 17: raftbus.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),                      // 18: raftbus.v1.CreateTopicResponse
+	(*GetTopicRequest)(nil),                          // 19: raftbus.v1.GetTopicRequest
+	(*GetTopicResponse)(nil),                         // 20: raftbus.v1.GetTopicResponse
+	(*UpdateTopicRequest)(nil),                       // 21: raftbus.v1.UpdateTopicRequest
+	(*UpdateTopicResponse)(nil),                      // 22: raftbus.v1.UpdateTopicResponse
+	(*DeleteTopicRequest)(nil),                       // 23: raftbus.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),                      // 24: raftbus.v1.DeleteTopicResponse
+	(*ListTopicsRequest)(nil),                        // 25: raftbus.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),                       // 26: raftbus.v1.ListTopicsResponse
+	(*GetTopicRuntimePropertiesRequest)(nil),         // 27: raftbus.v1.GetTopicRuntimePropertiesRequest
+	(*GetTopicRuntimePropertiesResponse)(nil),        // 28: raftbus.v1.GetTopicRuntimePropertiesResponse
+	(*CreateSubscriptionRequest)(nil),                // 29: raftbus.v1.CreateSubscriptionRequest
+	(*CreateSubscriptionResponse)(nil),               // 30: raftbus.v1.CreateSubscriptionResponse
+	(*GetSubscriptionRequest)(nil),                   // 31: raftbus.v1.GetSubscriptionRequest
+	(*GetSubscriptionResponse)(nil),                  // 32: raftbus.v1.GetSubscriptionResponse
+	(*UpdateSubscriptionRequest)(nil),                // 33: raftbus.v1.UpdateSubscriptionRequest
+	(*UpdateSubscriptionResponse)(nil),               // 34: raftbus.v1.UpdateSubscriptionResponse
+	(*DeleteSubscriptionRequest)(nil),                // 35: raftbus.v1.DeleteSubscriptionRequest
+	(*DeleteSubscriptionResponse)(nil),               // 36: raftbus.v1.DeleteSubscriptionResponse
+	(*ListSubscriptionsRequest)(nil),                 // 37: raftbus.v1.ListSubscriptionsRequest
+	(*ListSubscriptionsResponse)(nil),                // 38: raftbus.v1.ListSubscriptionsResponse
+	(*GetSubscriptionRuntimePropertiesRequest)(nil),  // 39: raftbus.v1.GetSubscriptionRuntimePropertiesRequest
+	(*GetSubscriptionRuntimePropertiesResponse)(nil), // 40: raftbus.v1.GetSubscriptionRuntimePropertiesResponse
+	(*CreateRuleRequest)(nil),                        // 41: raftbus.v1.CreateRuleRequest
+	(*CreateRuleResponse)(nil),                       // 42: raftbus.v1.CreateRuleResponse
+	(*GetRuleRequest)(nil),                           // 43: raftbus.v1.GetRuleRequest
+	(*GetRuleResponse)(nil),                          // 44: raftbus.v1.GetRuleResponse
+	(*UpdateRuleRequest)(nil),                        // 45: raftbus.v1.UpdateRuleRequest
+	(*UpdateRuleResponse)(nil),                       // 46: raftbus.v1.UpdateRuleResponse
+	(*DeleteRuleRequest)(nil),                        // 47: raftbus.v1.DeleteRuleRequest
+	(*DeleteRuleResponse)(nil),                       // 48: raftbus.v1.DeleteRuleResponse
+	(*ListRulesRequest)(nil),                         // 49: raftbus.v1.ListRulesRequest
+	(*ListRulesResponse)(nil),                        // 50: raftbus.v1.ListRulesResponse
+	(*GetClusterInfoRequest)(nil),                    // 51: raftbus.v1.GetClusterInfoRequest
+	(*GetClusterInfoResponse)(nil),                   // 52: raftbus.v1.GetClusterInfoResponse
+	(*NodeInfo)(nil),                                 // 53: raftbus.v1.NodeInfo
+	(*NodeMessageStats)(nil),                         // 54: raftbus.v1.NodeMessageStats
+	(*NodeLogStats)(nil),                             // 55: raftbus.v1.NodeLogStats
+	(*ReplicaInfo)(nil),                              // 56: raftbus.v1.ReplicaInfo
+	(*PartitionInfo)(nil),                            // 57: raftbus.v1.PartitionInfo
+	(*GetRoutingTableRequest)(nil),                   // 58: raftbus.v1.GetRoutingTableRequest
+	(*GetRoutingTableResponse)(nil),                  // 59: raftbus.v1.GetRoutingTableResponse
+	(*EntityRoute)(nil),                              // 60: raftbus.v1.EntityRoute
+	(*PartitionRoute)(nil),                           // 61: raftbus.v1.PartitionRoute
+	(*RemoveNodeRequest)(nil),                        // 62: raftbus.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),                       // 63: raftbus.v1.RemoveNodeResponse
+	(*DrainNodeRequest)(nil),                         // 64: raftbus.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),                        // 65: raftbus.v1.DrainNodeResponse
+	(*UndrainNodeRequest)(nil),                       // 66: raftbus.v1.UndrainNodeRequest
+	(*UndrainNodeResponse)(nil),                      // 67: raftbus.v1.UndrainNodeResponse
+	(*QueueProperties)(nil),                          // 68: raftbus.v1.QueueProperties
+	(*RuntimeProperties)(nil),                        // 69: raftbus.v1.RuntimeProperties
+	(*TopicProperties)(nil),                          // 70: raftbus.v1.TopicProperties
+	(*SubscriptionProperties)(nil),                   // 71: raftbus.v1.SubscriptionProperties
+	(*RuleProperties)(nil),                           // 72: raftbus.v1.RuleProperties
+	(*durationpb.Duration)(nil),                      // 73: google.protobuf.Duration
 }
 var file_raftbus_v1_admin_proto_depIdxs = []int32{
-	63, // 0: raftbus.v1.CreateQueueRequest.queue:type_name -> raftbus.v1.QueueProperties
-	63, // 1: raftbus.v1.CreateQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
-	63, // 2: raftbus.v1.GetQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
-	63, // 3: raftbus.v1.UpdateQueueRequest.queue:type_name -> raftbus.v1.QueueProperties
-	63, // 4: raftbus.v1.UpdateQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
-	63, // 5: raftbus.v1.ListQueuesResponse.queues:type_name -> raftbus.v1.QueueProperties
-	64, // 6: raftbus.v1.GetQueueRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
-	65, // 7: raftbus.v1.CreateTopicRequest.topic:type_name -> raftbus.v1.TopicProperties
-	65, // 8: raftbus.v1.CreateTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
-	65, // 9: raftbus.v1.GetTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
-	65, // 10: raftbus.v1.UpdateTopicRequest.topic:type_name -> raftbus.v1.TopicProperties
-	65, // 11: raftbus.v1.UpdateTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
-	65, // 12: raftbus.v1.ListTopicsResponse.topics:type_name -> raftbus.v1.TopicProperties
-	64, // 13: raftbus.v1.GetTopicRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
-	66, // 14: raftbus.v1.CreateSubscriptionRequest.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	67, // 15: raftbus.v1.CreateSubscriptionRequest.default_rule:type_name -> raftbus.v1.RuleProperties
-	66, // 16: raftbus.v1.CreateSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	66, // 17: raftbus.v1.GetSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	66, // 18: raftbus.v1.UpdateSubscriptionRequest.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	66, // 19: raftbus.v1.UpdateSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	66, // 20: raftbus.v1.ListSubscriptionsResponse.subscriptions:type_name -> raftbus.v1.SubscriptionProperties
-	64, // 21: raftbus.v1.GetSubscriptionRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
-	67, // 22: raftbus.v1.CreateRuleRequest.rule:type_name -> raftbus.v1.RuleProperties
-	67, // 23: raftbus.v1.CreateRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
-	67, // 24: raftbus.v1.GetRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
-	67, // 25: raftbus.v1.UpdateRuleRequest.rule:type_name -> raftbus.v1.RuleProperties
-	67, // 26: raftbus.v1.UpdateRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
-	67, // 27: raftbus.v1.ListRulesResponse.rules:type_name -> raftbus.v1.RuleProperties
-	52, // 28: raftbus.v1.GetClusterInfoResponse.nodes:type_name -> raftbus.v1.NodeInfo
-	56, // 29: raftbus.v1.GetClusterInfoResponse.partitions:type_name -> raftbus.v1.PartitionInfo
-	68, // 30: raftbus.v1.GetClusterInfoResponse.max_clock_offset:type_name -> google.protobuf.Duration
+	68, // 0: raftbus.v1.CreateQueueRequest.queue:type_name -> raftbus.v1.QueueProperties
+	68, // 1: raftbus.v1.CreateQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
+	68, // 2: raftbus.v1.GetQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
+	68, // 3: raftbus.v1.UpdateQueueRequest.queue:type_name -> raftbus.v1.QueueProperties
+	68, // 4: raftbus.v1.UpdateQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
+	68, // 5: raftbus.v1.ListQueuesResponse.queues:type_name -> raftbus.v1.QueueProperties
+	69, // 6: raftbus.v1.GetQueueRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
+	70, // 7: raftbus.v1.CreateTopicRequest.topic:type_name -> raftbus.v1.TopicProperties
+	70, // 8: raftbus.v1.CreateTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
+	70, // 9: raftbus.v1.GetTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
+	70, // 10: raftbus.v1.UpdateTopicRequest.topic:type_name -> raftbus.v1.TopicProperties
+	70, // 11: raftbus.v1.UpdateTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
+	70, // 12: raftbus.v1.ListTopicsResponse.topics:type_name -> raftbus.v1.TopicProperties
+	69, // 13: raftbus.v1.GetTopicRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
+	71, // 14: raftbus.v1.CreateSubscriptionRequest.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	72, // 15: raftbus.v1.CreateSubscriptionRequest.default_rule:type_name -> raftbus.v1.RuleProperties
+	71, // 16: raftbus.v1.CreateSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	71, // 17: raftbus.v1.GetSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	71, // 18: raftbus.v1.UpdateSubscriptionRequest.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	71, // 19: raftbus.v1.UpdateSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	71, // 20: raftbus.v1.ListSubscriptionsResponse.subscriptions:type_name -> raftbus.v1.SubscriptionProperties
+	69, // 21: raftbus.v1.GetSubscriptionRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
+	72, // 22: raftbus.v1.CreateRuleRequest.rule:type_name -> raftbus.v1.RuleProperties
+	72, // 23: raftbus.v1.CreateRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
+	72, // 24: raftbus.v1.GetRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
+	72, // 25: raftbus.v1.UpdateRuleRequest.rule:type_name -> raftbus.v1.RuleProperties
+	72, // 26: raftbus.v1.UpdateRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
+	72, // 27: raftbus.v1.ListRulesResponse.rules:type_name -> raftbus.v1.RuleProperties
+	53, // 28: raftbus.v1.GetClusterInfoResponse.nodes:type_name -> raftbus.v1.NodeInfo
+	57, // 29: raftbus.v1.GetClusterInfoResponse.partitions:type_name -> raftbus.v1.PartitionInfo
+	73, // 30: raftbus.v1.GetClusterInfoResponse.max_clock_offset:type_name -> google.protobuf.Duration
 	1,  // 31: raftbus.v1.NodeInfo.state:type_name -> raftbus.v1.NodeState
 	0,  // 32: raftbus.v1.NodeInfo.clock_state:type_name -> raftbus.v1.ClockState
-	68, // 33: raftbus.v1.NodeInfo.clock_offset:type_name -> google.protobuf.Duration
-	54, // 34: raftbus.v1.NodeInfo.log:type_name -> raftbus.v1.NodeLogStats
-	53, // 35: raftbus.v1.NodeInfo.messages:type_name -> raftbus.v1.NodeMessageStats
-	2,  // 36: raftbus.v1.ReplicaInfo.role:type_name -> raftbus.v1.ReplicaRole
-	3,  // 37: raftbus.v1.ReplicaInfo.health:type_name -> raftbus.v1.ReplicaHealth
-	55, // 38: raftbus.v1.PartitionInfo.replicas:type_name -> raftbus.v1.ReplicaInfo
-	59, // 39: raftbus.v1.GetRoutingTableResponse.entities:type_name -> raftbus.v1.EntityRoute
-	60, // 40: raftbus.v1.EntityRoute.partitions:type_name -> raftbus.v1.PartitionRoute
-	4,  // 41: raftbus.v1.AdminService.CreateQueue:input_type -> raftbus.v1.CreateQueueRequest
-	6,  // 42: raftbus.v1.AdminService.GetQueue:input_type -> raftbus.v1.GetQueueRequest
-	8,  // 43: raftbus.v1.AdminService.UpdateQueue:input_type -> raftbus.v1.UpdateQueueRequest
-	10, // 44: raftbus.v1.AdminService.DeleteQueue:input_type -> raftbus.v1.DeleteQueueRequest
-	12, // 45: raftbus.v1.AdminService.ListQueues:input_type -> raftbus.v1.ListQueuesRequest
-	14, // 46: raftbus.v1.AdminService.GetQueueRuntimeProperties:input_type -> raftbus.v1.GetQueueRuntimePropertiesRequest
-	16, // 47: raftbus.v1.AdminService.CreateTopic:input_type -> raftbus.v1.CreateTopicRequest
-	18, // 48: raftbus.v1.AdminService.GetTopic:input_type -> raftbus.v1.GetTopicRequest
-	20, // 49: raftbus.v1.AdminService.UpdateTopic:input_type -> raftbus.v1.UpdateTopicRequest
-	22, // 50: raftbus.v1.AdminService.DeleteTopic:input_type -> raftbus.v1.DeleteTopicRequest
-	24, // 51: raftbus.v1.AdminService.ListTopics:input_type -> raftbus.v1.ListTopicsRequest
-	26, // 52: raftbus.v1.AdminService.GetTopicRuntimeProperties:input_type -> raftbus.v1.GetTopicRuntimePropertiesRequest
-	28, // 53: raftbus.v1.AdminService.CreateSubscription:input_type -> raftbus.v1.CreateSubscriptionRequest
-	30, // 54: raftbus.v1.AdminService.GetSubscription:input_type -> raftbus.v1.GetSubscriptionRequest
-	32, // 55: raftbus.v1.AdminService.UpdateSubscription:input_type -> raftbus.v1.UpdateSubscriptionRequest
-	34, // 56: raftbus.v1.AdminService.DeleteSubscription:input_type -> raftbus.v1.DeleteSubscriptionRequest
-	36, // 57: raftbus.v1.AdminService.ListSubscriptions:input_type -> raftbus.v1.ListSubscriptionsRequest
-	38, // 58: raftbus.v1.AdminService.GetSubscriptionRuntimeProperties:input_type -> raftbus.v1.GetSubscriptionRuntimePropertiesRequest
-	40, // 59: raftbus.v1.AdminService.CreateRule:input_type -> raftbus.v1.CreateRuleRequest
-	42, // 60: raftbus.v1.AdminService.GetRule:input_type -> raftbus.v1.GetRuleRequest
-	44, // 61: raftbus.v1.AdminService.UpdateRule:input_type -> raftbus.v1.UpdateRuleRequest
-	46, // 62: raftbus.v1.AdminService.DeleteRule:input_type -> raftbus.v1.DeleteRuleRequest
-	48, // 63: raftbus.v1.AdminService.ListRules:input_type -> raftbus.v1.ListRulesRequest
-	50, // 64: raftbus.v1.AdminService.GetClusterInfo:input_type -> raftbus.v1.GetClusterInfoRequest
-	57, // 65: raftbus.v1.AdminService.GetRoutingTable:input_type -> raftbus.v1.GetRoutingTableRequest
-	61, // 66: raftbus.v1.AdminService.RemoveNode:input_type -> raftbus.v1.RemoveNodeRequest
-	5,  // 67: raftbus.v1.AdminService.CreateQueue:output_type -> raftbus.v1.CreateQueueResponse
-	7,  // 68: raftbus.v1.AdminService.GetQueue:output_type -> raftbus.v1.GetQueueResponse
-	9,  // 69: raftbus.v1.AdminService.UpdateQueue:output_type -> raftbus.v1.UpdateQueueResponse
-	11, // 70: raftbus.v1.AdminService.DeleteQueue:output_type -> raftbus.v1.DeleteQueueResponse
-	13, // 71: raftbus.v1.AdminService.ListQueues:output_type -> raftbus.v1.ListQueuesResponse
-	15, // 72: raftbus.v1.AdminService.GetQueueRuntimeProperties:output_type -> raftbus.v1.GetQueueRuntimePropertiesResponse
-	17, // 73: raftbus.v1.AdminService.CreateTopic:output_type -> raftbus.v1.CreateTopicResponse
-	19, // 74: raftbus.v1.AdminService.GetTopic:output_type -> raftbus.v1.GetTopicResponse
-	21, // 75: raftbus.v1.AdminService.UpdateTopic:output_type -> raftbus.v1.UpdateTopicResponse
-	23, // 76: raftbus.v1.AdminService.DeleteTopic:output_type -> raftbus.v1.DeleteTopicResponse
-	25, // 77: raftbus.v1.AdminService.ListTopics:output_type -> raftbus.v1.ListTopicsResponse
-	27, // 78: raftbus.v1.AdminService.GetTopicRuntimeProperties:output_type -> raftbus.v1.GetTopicRuntimePropertiesResponse
-	29, // 79: raftbus.v1.AdminService.CreateSubscription:output_type -> raftbus.v1.CreateSubscriptionResponse
-	31, // 80: raftbus.v1.AdminService.GetSubscription:output_type -> raftbus.v1.GetSubscriptionResponse
-	33, // 81: raftbus.v1.AdminService.UpdateSubscription:output_type -> raftbus.v1.UpdateSubscriptionResponse
-	35, // 82: raftbus.v1.AdminService.DeleteSubscription:output_type -> raftbus.v1.DeleteSubscriptionResponse
-	37, // 83: raftbus.v1.AdminService.ListSubscriptions:output_type -> raftbus.v1.ListSubscriptionsResponse
-	39, // 84: raftbus.v1.AdminService.GetSubscriptionRuntimeProperties:output_type -> raftbus.v1.GetSubscriptionRuntimePropertiesResponse
-	41, // 85: raftbus.v1.AdminService.CreateRule:output_type -> raftbus.v1.CreateRuleResponse
-	43, // 86: raftbus.v1.AdminService.GetRule:output_type -> raftbus.v1.GetRuleResponse
-	45, // 87: raftbus.v1.AdminService.UpdateRule:output_type -> raftbus.v1.UpdateRuleResponse
-	47, // 88: raftbus.v1.AdminService.DeleteRule:output_type -> raftbus.v1.DeleteRuleResponse
-	49, // 89: raftbus.v1.AdminService.ListRules:output_type -> raftbus.v1.ListRulesResponse
-	51, // 90: raftbus.v1.AdminService.GetClusterInfo:output_type -> raftbus.v1.GetClusterInfoResponse
-	58, // 91: raftbus.v1.AdminService.GetRoutingTable:output_type -> raftbus.v1.GetRoutingTableResponse
-	62, // 92: raftbus.v1.AdminService.RemoveNode:output_type -> raftbus.v1.RemoveNodeResponse
-	67, // [67:93] is the sub-list for method output_type
-	41, // [41:67] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	73, // 33: raftbus.v1.NodeInfo.clock_offset:type_name -> google.protobuf.Duration
+	55, // 34: raftbus.v1.NodeInfo.log:type_name -> raftbus.v1.NodeLogStats
+	54, // 35: raftbus.v1.NodeInfo.messages:type_name -> raftbus.v1.NodeMessageStats
+	4,  // 36: raftbus.v1.NodeInfo.membership:type_name -> raftbus.v1.NodeMembership
+	2,  // 37: raftbus.v1.ReplicaInfo.role:type_name -> raftbus.v1.ReplicaRole
+	3,  // 38: raftbus.v1.ReplicaInfo.health:type_name -> raftbus.v1.ReplicaHealth
+	56, // 39: raftbus.v1.PartitionInfo.replicas:type_name -> raftbus.v1.ReplicaInfo
+	60, // 40: raftbus.v1.GetRoutingTableResponse.entities:type_name -> raftbus.v1.EntityRoute
+	61, // 41: raftbus.v1.EntityRoute.partitions:type_name -> raftbus.v1.PartitionRoute
+	5,  // 42: raftbus.v1.AdminService.CreateQueue:input_type -> raftbus.v1.CreateQueueRequest
+	7,  // 43: raftbus.v1.AdminService.GetQueue:input_type -> raftbus.v1.GetQueueRequest
+	9,  // 44: raftbus.v1.AdminService.UpdateQueue:input_type -> raftbus.v1.UpdateQueueRequest
+	11, // 45: raftbus.v1.AdminService.DeleteQueue:input_type -> raftbus.v1.DeleteQueueRequest
+	13, // 46: raftbus.v1.AdminService.ListQueues:input_type -> raftbus.v1.ListQueuesRequest
+	15, // 47: raftbus.v1.AdminService.GetQueueRuntimeProperties:input_type -> raftbus.v1.GetQueueRuntimePropertiesRequest
+	17, // 48: raftbus.v1.AdminService.CreateTopic:input_type -> raftbus.v1.CreateTopicRequest
+	19, // 49: raftbus.v1.AdminService.GetTopic:input_type -> raftbus.v1.GetTopicRequest
+	21, // 50: raftbus.v1.AdminService.UpdateTopic:input_type -> raftbus.v1.UpdateTopicRequest
+	23, // 51: raftbus.v1.AdminService.DeleteTopic:input_type -> raftbus.v1.DeleteTopicRequest
+	25, // 52: raftbus.v1.AdminService.ListTopics:input_type -> raftbus.v1.ListTopicsRequest
+	27, // 53: raftbus.v1.AdminService.GetTopicRuntimeProperties:input_type -> raftbus.v1.GetTopicRuntimePropertiesRequest
+	29, // 54: raftbus.v1.AdminService.CreateSubscription:input_type -> raftbus.v1.CreateSubscriptionRequest
+	31, // 55: raftbus.v1.AdminService.GetSubscription:input_type -> raftbus.v1.GetSubscriptionRequest
+	33, // 56: raftbus.v1.AdminService.UpdateSubscription:input_type -> raftbus.v1.UpdateSubscriptionRequest
+	35, // 57: raftbus.v1.AdminService.DeleteSubscription:input_type -> raftbus.v1.DeleteSubscriptionRequest
+	37, // 58: raftbus.v1.AdminService.ListSubscriptions:input_type -> raftbus.v1.ListSubscriptionsRequest
+	39, // 59: raftbus.v1.AdminService.GetSubscriptionRuntimeProperties:input_type -> raftbus.v1.GetSubscriptionRuntimePropertiesRequest
+	41, // 60: raftbus.v1.AdminService.CreateRule:input_type -> raftbus.v1.CreateRuleRequest
+	43, // 61: raftbus.v1.AdminService.GetRule:input_type -> raftbus.v1.GetRuleRequest
+	45, // 62: raftbus.v1.AdminService.UpdateRule:input_type -> raftbus.v1.UpdateRuleRequest
+	47, // 63: raftbus.v1.AdminService.DeleteRule:input_type -> raftbus.v1.DeleteRuleRequest
+	49, // 64: raftbus.v1.AdminService.ListRules:input_type -> raftbus.v1.ListRulesRequest
+	51, // 65: raftbus.v1.AdminService.GetClusterInfo:input_type -> raftbus.v1.GetClusterInfoRequest
+	58, // 66: raftbus.v1.AdminService.GetRoutingTable:input_type -> raftbus.v1.GetRoutingTableRequest
+	62, // 67: raftbus.v1.AdminService.RemoveNode:input_type -> raftbus.v1.RemoveNodeRequest
+	64, // 68: raftbus.v1.AdminService.DrainNode:input_type -> raftbus.v1.DrainNodeRequest
+	66, // 69: raftbus.v1.AdminService.UndrainNode:input_type -> raftbus.v1.UndrainNodeRequest
+	6,  // 70: raftbus.v1.AdminService.CreateQueue:output_type -> raftbus.v1.CreateQueueResponse
+	8,  // 71: raftbus.v1.AdminService.GetQueue:output_type -> raftbus.v1.GetQueueResponse
+	10, // 72: raftbus.v1.AdminService.UpdateQueue:output_type -> raftbus.v1.UpdateQueueResponse
+	12, // 73: raftbus.v1.AdminService.DeleteQueue:output_type -> raftbus.v1.DeleteQueueResponse
+	14, // 74: raftbus.v1.AdminService.ListQueues:output_type -> raftbus.v1.ListQueuesResponse
+	16, // 75: raftbus.v1.AdminService.GetQueueRuntimeProperties:output_type -> raftbus.v1.GetQueueRuntimePropertiesResponse
+	18, // 76: raftbus.v1.AdminService.CreateTopic:output_type -> raftbus.v1.CreateTopicResponse
+	20, // 77: raftbus.v1.AdminService.GetTopic:output_type -> raftbus.v1.GetTopicResponse
+	22, // 78: raftbus.v1.AdminService.UpdateTopic:output_type -> raftbus.v1.UpdateTopicResponse
+	24, // 79: raftbus.v1.AdminService.DeleteTopic:output_type -> raftbus.v1.DeleteTopicResponse
+	26, // 80: raftbus.v1.AdminService.ListTopics:output_type -> raftbus.v1.ListTopicsResponse
+	28, // 81: raftbus.v1.AdminService.GetTopicRuntimeProperties:output_type -> raftbus.v1.GetTopicRuntimePropertiesResponse
+	30, // 82: raftbus.v1.AdminService.CreateSubscription:output_type -> raftbus.v1.CreateSubscriptionResponse
+	32, // 83: raftbus.v1.AdminService.GetSubscription:output_type -> raftbus.v1.GetSubscriptionResponse
+	34, // 84: raftbus.v1.AdminService.UpdateSubscription:output_type -> raftbus.v1.UpdateSubscriptionResponse
+	36, // 85: raftbus.v1.AdminService.DeleteSubscription:output_type -> raftbus.v1.DeleteSubscriptionResponse
+	38, // 86: raftbus.v1.AdminService.ListSubscriptions:output_type -> raftbus.v1.ListSubscriptionsResponse
+	40, // 87: raftbus.v1.AdminService.GetSubscriptionRuntimeProperties:output_type -> raftbus.v1.GetSubscriptionRuntimePropertiesResponse
+	42, // 88: raftbus.v1.AdminService.CreateRule:output_type -> raftbus.v1.CreateRuleResponse
+	44, // 89: raftbus.v1.AdminService.GetRule:output_type -> raftbus.v1.GetRuleResponse
+	46, // 90: raftbus.v1.AdminService.UpdateRule:output_type -> raftbus.v1.UpdateRuleResponse
+	48, // 91: raftbus.v1.AdminService.DeleteRule:output_type -> raftbus.v1.DeleteRuleResponse
+	50, // 92: raftbus.v1.AdminService.ListRules:output_type -> raftbus.v1.ListRulesResponse
+	52, // 93: raftbus.v1.AdminService.GetClusterInfo:output_type -> raftbus.v1.GetClusterInfoResponse
+	59, // 94: raftbus.v1.AdminService.GetRoutingTable:output_type -> raftbus.v1.GetRoutingTableResponse
+	63, // 95: raftbus.v1.AdminService.RemoveNode:output_type -> raftbus.v1.RemoveNodeResponse
+	65, // 96: raftbus.v1.AdminService.DrainNode:output_type -> raftbus.v1.DrainNodeResponse
+	67, // 97: raftbus.v1.AdminService.UndrainNode:output_type -> raftbus.v1.UndrainNodeResponse
+	70, // [70:98] is the sub-list for method output_type
+	42, // [42:70] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_v1_admin_proto_init() }
@@ -3842,8 +4119,8 @@ func file_raftbus_v1_admin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftbus_v1_admin_proto_rawDesc), len(file_raftbus_v1_admin_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   59,
+			NumEnums:      5,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

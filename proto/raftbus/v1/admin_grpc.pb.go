@@ -45,6 +45,8 @@ const (
 	AdminService_GetClusterInfo_FullMethodName                   = "/raftbus.v1.AdminService/GetClusterInfo"
 	AdminService_GetRoutingTable_FullMethodName                  = "/raftbus.v1.AdminService/GetRoutingTable"
 	AdminService_RemoveNode_FullMethodName                       = "/raftbus.v1.AdminService/RemoveNode"
+	AdminService_DrainNode_FullMethodName                        = "/raftbus.v1.AdminService/DrainNode"
+	AdminService_UndrainNode_FullMethodName                      = "/raftbus.v1.AdminService/UndrainNode"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -127,9 +129,23 @@ type AdminServiceClient interface {
 	// GetRoutingTable tells, for each partition of an entity, which node
 	// leads it, so clients can call leaders directly.
 	GetRoutingTable(ctx context.Context, in *GetRoutingTableRequest, opts ...grpc.CallOption) (*GetRoutingTableResponse, error)
-	// RemoveNode takes a node out of the cluster for good; its replicas are
-	// placed on other nodes. Fails with NOT_FOUND for an unknown node.
+	// RemoveNode takes a node that is gone for good out of the cluster: its
+	// replicas are re-created on the others from the healthy copies, then it
+	// leaves the metadata group, and its id is never let in again. NOT_FOUND
+	// for an unknown node; INVALID_ARGUMENT while the node is up with
+	// replicas (drain it first) or when a partition it holds could not
+	// reach a quorum without it. Returns once recorded; the replicas move in
+	// the background (GetClusterInfo shows them).
 	RemoveNode(ctx context.Context, in *RemoveNodeRequest, opts ...grpc.CallOption) (*RemoveNodeResponse, error)
+	// DrainNode moves every replica off a node onto the others, leadership
+	// first, keeping each partition's replication factor; the node stays a
+	// member without replicas (then it can be stopped and removed).
+	// INVALID_ARGUMENT when the other active nodes could not hold every
+	// partition's replicas.
+	DrainNode(ctx context.Context, in *DrainNodeRequest, opts ...grpc.CallOption) (*DrainNodeResponse, error)
+	// UndrainNode makes a draining node active again: it gets replicas back
+	// as the cluster rebalances.
+	UndrainNode(ctx context.Context, in *UndrainNodeRequest, opts ...grpc.CallOption) (*UndrainNodeResponse, error)
 }
 
 type adminServiceClient struct {
@@ -400,6 +416,26 @@ func (c *adminServiceClient) RemoveNode(ctx context.Context, in *RemoveNodeReque
 	return out, nil
 }
 
+func (c *adminServiceClient) DrainNode(ctx context.Context, in *DrainNodeRequest, opts ...grpc.CallOption) (*DrainNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DrainNodeResponse)
+	err := c.cc.Invoke(ctx, AdminService_DrainNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) UndrainNode(ctx context.Context, in *UndrainNodeRequest, opts ...grpc.CallOption) (*UndrainNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UndrainNodeResponse)
+	err := c.cc.Invoke(ctx, AdminService_UndrainNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -480,9 +516,23 @@ type AdminServiceServer interface {
 	// GetRoutingTable tells, for each partition of an entity, which node
 	// leads it, so clients can call leaders directly.
 	GetRoutingTable(context.Context, *GetRoutingTableRequest) (*GetRoutingTableResponse, error)
-	// RemoveNode takes a node out of the cluster for good; its replicas are
-	// placed on other nodes. Fails with NOT_FOUND for an unknown node.
+	// RemoveNode takes a node that is gone for good out of the cluster: its
+	// replicas are re-created on the others from the healthy copies, then it
+	// leaves the metadata group, and its id is never let in again. NOT_FOUND
+	// for an unknown node; INVALID_ARGUMENT while the node is up with
+	// replicas (drain it first) or when a partition it holds could not
+	// reach a quorum without it. Returns once recorded; the replicas move in
+	// the background (GetClusterInfo shows them).
 	RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error)
+	// DrainNode moves every replica off a node onto the others, leadership
+	// first, keeping each partition's replication factor; the node stays a
+	// member without replicas (then it can be stopped and removed).
+	// INVALID_ARGUMENT when the other active nodes could not hold every
+	// partition's replicas.
+	DrainNode(context.Context, *DrainNodeRequest) (*DrainNodeResponse, error)
+	// UndrainNode makes a draining node active again: it gets replicas back
+	// as the cluster rebalances.
+	UndrainNode(context.Context, *UndrainNodeRequest) (*UndrainNodeResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -570,6 +620,12 @@ func (UnimplementedAdminServiceServer) GetRoutingTable(context.Context, *GetRout
 }
 func (UnimplementedAdminServiceServer) RemoveNode(context.Context, *RemoveNodeRequest) (*RemoveNodeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RemoveNode not implemented")
+}
+func (UnimplementedAdminServiceServer) DrainNode(context.Context, *DrainNodeRequest) (*DrainNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DrainNode not implemented")
+}
+func (UnimplementedAdminServiceServer) UndrainNode(context.Context, *UndrainNodeRequest) (*UndrainNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UndrainNode not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -1060,6 +1116,42 @@ func _AdminService_RemoveNode_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_DrainNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DrainNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).DrainNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_DrainNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).DrainNode(ctx, req.(*DrainNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_UndrainNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UndrainNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).UndrainNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_UndrainNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).UndrainNode(ctx, req.(*UndrainNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1170,6 +1262,14 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveNode",
 			Handler:    _AdminService_RemoveNode_Handler,
+		},
+		{
+			MethodName: "DrainNode",
+			Handler:    _AdminService_DrainNode_Handler,
+		},
+		{
+			MethodName: "UndrainNode",
+			Handler:    _AdminService_UndrainNode_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

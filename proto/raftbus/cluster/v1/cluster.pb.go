@@ -73,6 +73,86 @@ func (EntityKind) EnumDescriptor() ([]byte, []int) {
 	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{0}
 }
 
+type FinishMoveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Move          *FinishMove            `protobuf:"bytes,1,opt,name=move,proto3" json:"move,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FinishMoveRequest) Reset() {
+	*x = FinishMoveRequest{}
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FinishMoveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FinishMoveRequest) ProtoMessage() {}
+
+func (x *FinishMoveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FinishMoveRequest.ProtoReflect.Descriptor instead.
+func (*FinishMoveRequest) Descriptor() ([]byte, []int) {
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *FinishMoveRequest) GetMove() *FinishMove {
+	if x != nil {
+		return x.Move
+	}
+	return nil
+}
+
+type FinishMoveResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FinishMoveResponse) Reset() {
+	*x = FinishMoveResponse{}
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FinishMoveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FinishMoveResponse) ProtoMessage() {}
+
+func (x *FinishMoveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FinishMoveResponse.ProtoReflect.Descriptor instead.
+func (*FinishMoveResponse) Descriptor() ([]byte, []int) {
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{1}
+}
+
 type AwaitMessagesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A queue or subscription path.
@@ -85,7 +165,7 @@ type AwaitMessagesRequest struct {
 
 func (x *AwaitMessagesRequest) Reset() {
 	*x = AwaitMessagesRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[0]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -97,7 +177,7 @@ func (x *AwaitMessagesRequest) String() string {
 func (*AwaitMessagesRequest) ProtoMessage() {}
 
 func (x *AwaitMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[0]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -110,7 +190,7 @@ func (x *AwaitMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitMessagesRequest.ProtoReflect.Descriptor instead.
 func (*AwaitMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{0}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *AwaitMessagesRequest) GetEntityPath() string {
@@ -144,7 +224,7 @@ type AwaitMessagesResponse struct {
 
 func (x *AwaitMessagesResponse) Reset() {
 	*x = AwaitMessagesResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[1]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -156,7 +236,7 @@ func (x *AwaitMessagesResponse) String() string {
 func (*AwaitMessagesResponse) ProtoMessage() {}
 
 func (x *AwaitMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[1]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -169,7 +249,7 @@ func (x *AwaitMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitMessagesResponse.ProtoReflect.Descriptor instead.
 func (*AwaitMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{1}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AwaitMessagesResponse) GetAvailable() bool {
@@ -193,7 +273,7 @@ type DemoteReplicaRequest struct {
 
 func (x *DemoteReplicaRequest) Reset() {
 	*x = DemoteReplicaRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[2]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -205,7 +285,7 @@ func (x *DemoteReplicaRequest) String() string {
 func (*DemoteReplicaRequest) ProtoMessage() {}
 
 func (x *DemoteReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[2]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -218,7 +298,7 @@ func (x *DemoteReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DemoteReplicaRequest.ProtoReflect.Descriptor instead.
 func (*DemoteReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{2}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DemoteReplicaRequest) GetEntityPath() string {
@@ -257,7 +337,7 @@ type DemoteReplicaResponse struct {
 
 func (x *DemoteReplicaResponse) Reset() {
 	*x = DemoteReplicaResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[3]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -269,7 +349,7 @@ func (x *DemoteReplicaResponse) String() string {
 func (*DemoteReplicaResponse) ProtoMessage() {}
 
 func (x *DemoteReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[3]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -282,7 +362,7 @@ func (x *DemoteReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DemoteReplicaResponse.ProtoReflect.Descriptor instead.
 func (*DemoteReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{3}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{5}
 }
 
 type NodeStatusRequest struct {
@@ -293,7 +373,7 @@ type NodeStatusRequest struct {
 
 func (x *NodeStatusRequest) Reset() {
 	*x = NodeStatusRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[4]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -305,7 +385,7 @@ func (x *NodeStatusRequest) String() string {
 func (*NodeStatusRequest) ProtoMessage() {}
 
 func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[4]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -318,7 +398,7 @@ func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*NodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{4}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 type NodeStatusResponse struct {
@@ -331,7 +411,7 @@ type NodeStatusResponse struct {
 
 func (x *NodeStatusResponse) Reset() {
 	*x = NodeStatusResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[5]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -343,7 +423,7 @@ func (x *NodeStatusResponse) String() string {
 func (*NodeStatusResponse) ProtoMessage() {}
 
 func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[5]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -356,7 +436,7 @@ func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusResponse.ProtoReflect.Descriptor instead.
 func (*NodeStatusResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{5}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *NodeStatusResponse) GetLog() *v1.NodeLogStats {
@@ -381,7 +461,7 @@ type PingRequest struct {
 
 func (x *PingRequest) Reset() {
 	*x = PingRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[6]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -393,7 +473,7 @@ func (x *PingRequest) String() string {
 func (*PingRequest) ProtoMessage() {}
 
 func (x *PingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[6]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -406,7 +486,7 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{6}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 type PingResponse struct {
@@ -424,14 +504,17 @@ type PingResponse struct {
 	ReceivedUnixNano int64 `protobuf:"varint,5,opt,name=received_unix_nano,json=receivedUnixNano,proto3" json:"received_unix_nano,omitempty"`
 	RepliedUnixNano  int64 `protobuf:"varint,6,opt,name=replied_unix_nano,json=repliedUnixNano,proto3" json:"replied_unix_nano,omitempty"`
 	// The answering node's judgement of its own clock.
-	ClockState    v1.ClockState `protobuf:"varint,7,opt,name=clock_state,json=clockState,proto3,enum=raftbus.v1.ClockState" json:"clock_state,omitempty"`
+	ClockState v1.ClockState `protobuf:"varint,7,opt,name=clock_state,json=clockState,proto3,enum=raftbus.v1.ClockState" json:"clock_state,omitempty"`
+	// The caller's node id was removed from the cluster for good: the
+	// caller must stop, and may come back only under a new id.
+	CallerRemoved bool `protobuf:"varint,8,opt,name=caller_removed,json=callerRemoved,proto3" json:"caller_removed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PingResponse) Reset() {
 	*x = PingResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[7]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -443,7 +526,7 @@ func (x *PingResponse) String() string {
 func (*PingResponse) ProtoMessage() {}
 
 func (x *PingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[7]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -456,7 +539,7 @@ func (x *PingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
 func (*PingResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{7}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PingResponse) GetNodeId() string {
@@ -508,6 +591,13 @@ func (x *PingResponse) GetClockState() v1.ClockState {
 	return v1.ClockState(0)
 }
 
+func (x *PingResponse) GetCallerRemoved() bool {
+	if x != nil {
+		return x.CallerRemoved
+	}
+	return false
+}
+
 type JoinRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -525,7 +615,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[8]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -537,7 +627,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[8]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -550,7 +640,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{8}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *JoinRequest) GetNodeId() string {
@@ -590,7 +680,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[9]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -602,7 +692,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[9]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -615,7 +705,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{9}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *JoinResponse) GetClusterId() string {
@@ -635,7 +725,7 @@ type PartitionRuntimeRequest struct {
 
 func (x *PartitionRuntimeRequest) Reset() {
 	*x = PartitionRuntimeRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[10]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -647,7 +737,7 @@ func (x *PartitionRuntimeRequest) String() string {
 func (*PartitionRuntimeRequest) ProtoMessage() {}
 
 func (x *PartitionRuntimeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[10]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -660,7 +750,7 @@ func (x *PartitionRuntimeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRuntimeRequest.ProtoReflect.Descriptor instead.
 func (*PartitionRuntimeRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{10}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PartitionRuntimeRequest) GetEntityPath() string {
@@ -686,7 +776,7 @@ type PartitionRuntimeResponse struct {
 
 func (x *PartitionRuntimeResponse) Reset() {
 	*x = PartitionRuntimeResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[11]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -698,7 +788,7 @@ func (x *PartitionRuntimeResponse) String() string {
 func (*PartitionRuntimeResponse) ProtoMessage() {}
 
 func (x *PartitionRuntimeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[11]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -711,7 +801,7 @@ func (x *PartitionRuntimeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRuntimeResponse.ProtoReflect.Descriptor instead.
 func (*PartitionRuntimeResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{11}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PartitionRuntimeResponse) GetProperties() *v1.PartitionRuntimeProperties {
@@ -735,7 +825,7 @@ type PartitionStatusRequest struct {
 
 func (x *PartitionStatusRequest) Reset() {
 	*x = PartitionStatusRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[12]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -747,7 +837,7 @@ func (x *PartitionStatusRequest) String() string {
 func (*PartitionStatusRequest) ProtoMessage() {}
 
 func (x *PartitionStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[12]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -760,7 +850,7 @@ func (x *PartitionStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatusRequest.ProtoReflect.Descriptor instead.
 func (*PartitionStatusRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{12}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PartitionStatusRequest) GetEntityPath() string {
@@ -809,7 +899,7 @@ type PartitionStatusResponse struct {
 
 func (x *PartitionStatusResponse) Reset() {
 	*x = PartitionStatusResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[13]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -821,7 +911,7 @@ func (x *PartitionStatusResponse) String() string {
 func (*PartitionStatusResponse) ProtoMessage() {}
 
 func (x *PartitionStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[13]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -834,7 +924,7 @@ func (x *PartitionStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatusResponse.ProtoReflect.Descriptor instead.
 func (*PartitionStatusResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{13}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PartitionStatusResponse) GetRole() v1.ReplicaRole {
@@ -925,6 +1015,10 @@ type MetaCommand struct {
 	//	*MetaCommand_DeleteRule
 	//	*MetaCommand_PutAccessPolicy
 	//	*MetaCommand_DeleteAccessPolicy
+	//	*MetaCommand_SetNodeMembership
+	//	*MetaCommand_MoveReplica
+	//	*MetaCommand_FinishMove
+	//	*MetaCommand_SetPreferredLeader
 	Body          isMetaCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -932,7 +1026,7 @@ type MetaCommand struct {
 
 func (x *MetaCommand) Reset() {
 	*x = MetaCommand{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[14]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -944,7 +1038,7 @@ func (x *MetaCommand) String() string {
 func (*MetaCommand) ProtoMessage() {}
 
 func (x *MetaCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[14]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -957,7 +1051,7 @@ func (x *MetaCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommand.ProtoReflect.Descriptor instead.
 func (*MetaCommand) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{14}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *MetaCommand) GetNowUnixMs() int64 {
@@ -1073,6 +1167,42 @@ func (x *MetaCommand) GetDeleteAccessPolicy() *DeleteAccessPolicy {
 	return nil
 }
 
+func (x *MetaCommand) GetSetNodeMembership() *SetNodeMembership {
+	if x != nil {
+		if x, ok := x.Body.(*MetaCommand_SetNodeMembership); ok {
+			return x.SetNodeMembership
+		}
+	}
+	return nil
+}
+
+func (x *MetaCommand) GetMoveReplica() *MoveReplica {
+	if x != nil {
+		if x, ok := x.Body.(*MetaCommand_MoveReplica); ok {
+			return x.MoveReplica
+		}
+	}
+	return nil
+}
+
+func (x *MetaCommand) GetFinishMove() *FinishMove {
+	if x != nil {
+		if x, ok := x.Body.(*MetaCommand_FinishMove); ok {
+			return x.FinishMove
+		}
+	}
+	return nil
+}
+
+func (x *MetaCommand) GetSetPreferredLeader() *SetPreferredLeader {
+	if x != nil {
+		if x, ok := x.Body.(*MetaCommand_SetPreferredLeader); ok {
+			return x.SetPreferredLeader
+		}
+	}
+	return nil
+}
+
 type isMetaCommand_Body interface {
 	isMetaCommand_Body()
 }
@@ -1121,6 +1251,22 @@ type MetaCommand_DeleteAccessPolicy struct {
 	DeleteAccessPolicy *DeleteAccessPolicy `protobuf:"bytes,20,opt,name=delete_access_policy,json=deleteAccessPolicy,proto3,oneof"`
 }
 
+type MetaCommand_SetNodeMembership struct {
+	SetNodeMembership *SetNodeMembership `protobuf:"bytes,21,opt,name=set_node_membership,json=setNodeMembership,proto3,oneof"`
+}
+
+type MetaCommand_MoveReplica struct {
+	MoveReplica *MoveReplica `protobuf:"bytes,22,opt,name=move_replica,json=moveReplica,proto3,oneof"`
+}
+
+type MetaCommand_FinishMove struct {
+	FinishMove *FinishMove `protobuf:"bytes,23,opt,name=finish_move,json=finishMove,proto3,oneof"`
+}
+
+type MetaCommand_SetPreferredLeader struct {
+	SetPreferredLeader *SetPreferredLeader `protobuf:"bytes,24,opt,name=set_preferred_leader,json=setPreferredLeader,proto3,oneof"`
+}
+
 func (*MetaCommand_AddNode) isMetaCommand_Body() {}
 
 func (*MetaCommand_PutQueue) isMetaCommand_Body() {}
@@ -1143,6 +1289,299 @@ func (*MetaCommand_PutAccessPolicy) isMetaCommand_Body() {}
 
 func (*MetaCommand_DeleteAccessPolicy) isMetaCommand_Body() {}
 
+func (*MetaCommand_SetNodeMembership) isMetaCommand_Body() {}
+
+func (*MetaCommand_MoveReplica) isMetaCommand_Body() {}
+
+func (*MetaCommand_FinishMove) isMetaCommand_Body() {}
+
+func (*MetaCommand_SetPreferredLeader) isMetaCommand_Body() {}
+
+// SetNodeMembership drains a member, takes it back (active), or removes it
+// for good. A removed member never comes back under its id.
+type SetNodeMembership struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Membership    v1.NodeMembership      `protobuf:"varint,2,opt,name=membership,proto3,enum=raftbus.v1.NodeMembership" json:"membership,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetNodeMembership) Reset() {
+	*x = SetNodeMembership{}
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetNodeMembership) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetNodeMembership) ProtoMessage() {}
+
+func (x *SetNodeMembership) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetNodeMembership.ProtoReflect.Descriptor instead.
+func (*SetNodeMembership) Descriptor() ([]byte, []int) {
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *SetNodeMembership) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *SetNodeMembership) GetMembership() v1.NodeMembership {
+	if x != nil {
+		return x.Membership
+	}
+	return v1.NodeMembership(0)
+}
+
+// MoveReplica starts moving one replica of a partition from one node to
+// another (from empty: a replica added). The placement names the new node
+// at once, in the old one's place; the old one stays a member of the
+// partition's group until the partition's leader has the new one caught
+// up and voting, then takes it out and reports FinishMove. A partition
+// moves one replica at a time.
+type MoveReplica struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entity        string                 `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
+	Incarnation   uint64                 `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	PartitionId   uint32                 `protobuf:"varint,3,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	From          string                 `protobuf:"bytes,4,opt,name=from,proto3" json:"from,omitempty"`
+	To            string                 `protobuf:"bytes,5,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveReplica) Reset() {
+	*x = MoveReplica{}
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveReplica) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveReplica) ProtoMessage() {}
+
+func (x *MoveReplica) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveReplica.ProtoReflect.Descriptor instead.
+func (*MoveReplica) Descriptor() ([]byte, []int) {
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *MoveReplica) GetEntity() string {
+	if x != nil {
+		return x.Entity
+	}
+	return ""
+}
+
+func (x *MoveReplica) GetIncarnation() uint64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
+}
+
+func (x *MoveReplica) GetPartitionId() uint32 {
+	if x != nil {
+		return x.PartitionId
+	}
+	return 0
+}
+
+func (x *MoveReplica) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *MoveReplica) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+// FinishMove ends the move of a partition's replica that MoveReplica
+// started, once the partition's group has the new replica voting and the
+// old one out.
+type FinishMove struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entity        string                 `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
+	Incarnation   uint64                 `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	PartitionId   uint32                 `protobuf:"varint,3,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	From          string                 `protobuf:"bytes,4,opt,name=from,proto3" json:"from,omitempty"`
+	To            string                 `protobuf:"bytes,5,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FinishMove) Reset() {
+	*x = FinishMove{}
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FinishMove) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FinishMove) ProtoMessage() {}
+
+func (x *FinishMove) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FinishMove.ProtoReflect.Descriptor instead.
+func (*FinishMove) Descriptor() ([]byte, []int) {
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *FinishMove) GetEntity() string {
+	if x != nil {
+		return x.Entity
+	}
+	return ""
+}
+
+func (x *FinishMove) GetIncarnation() uint64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
+}
+
+func (x *FinishMove) GetPartitionId() uint32 {
+	if x != nil {
+		return x.PartitionId
+	}
+	return 0
+}
+
+func (x *FinishMove) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *FinishMove) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+// SetPreferredLeader puts node_id first in a partition's placement: the
+// node that should lead it.
+type SetPreferredLeader struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entity        string                 `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
+	Incarnation   uint64                 `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	PartitionId   uint32                 `protobuf:"varint,3,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	NodeId        string                 `protobuf:"bytes,4,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetPreferredLeader) Reset() {
+	*x = SetPreferredLeader{}
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPreferredLeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPreferredLeader) ProtoMessage() {}
+
+func (x *SetPreferredLeader) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPreferredLeader.ProtoReflect.Descriptor instead.
+func (*SetPreferredLeader) Descriptor() ([]byte, []int) {
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *SetPreferredLeader) GetEntity() string {
+	if x != nil {
+		return x.Entity
+	}
+	return ""
+}
+
+func (x *SetPreferredLeader) GetIncarnation() uint64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
+}
+
+func (x *SetPreferredLeader) GetPartitionId() uint32 {
+	if x != nil {
+		return x.PartitionId
+	}
+	return 0
+}
+
+func (x *SetPreferredLeader) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
 // PutAccessPolicy creates (create set) or replaces a shared access policy,
 // keys included: the proposer generates keys, so that applying the command
 // is deterministic.
@@ -1156,7 +1595,7 @@ type PutAccessPolicy struct {
 
 func (x *PutAccessPolicy) Reset() {
 	*x = PutAccessPolicy{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1607,7 @@ func (x *PutAccessPolicy) String() string {
 func (*PutAccessPolicy) ProtoMessage() {}
 
 func (x *PutAccessPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1620,7 @@ func (x *PutAccessPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutAccessPolicy.ProtoReflect.Descriptor instead.
 func (*PutAccessPolicy) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{15}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PutAccessPolicy) GetPolicy() *v1.AccessPolicy {
@@ -1209,7 +1648,7 @@ type DeleteAccessPolicy struct {
 
 func (x *DeleteAccessPolicy) Reset() {
 	*x = DeleteAccessPolicy{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[16]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1221,7 +1660,7 @@ func (x *DeleteAccessPolicy) String() string {
 func (*DeleteAccessPolicy) ProtoMessage() {}
 
 func (x *DeleteAccessPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[16]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1234,7 +1673,7 @@ func (x *DeleteAccessPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAccessPolicy.ProtoReflect.Descriptor instead.
 func (*DeleteAccessPolicy) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{16}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeleteAccessPolicy) GetName() string {
@@ -1263,7 +1702,7 @@ type PutTopic struct {
 
 func (x *PutTopic) Reset() {
 	*x = PutTopic{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1714,7 @@ func (x *PutTopic) String() string {
 func (*PutTopic) ProtoMessage() {}
 
 func (x *PutTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1727,7 @@ func (x *PutTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutTopic.ProtoReflect.Descriptor instead.
 func (*PutTopic) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{17}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PutTopic) GetTopic() *v1.TopicProperties {
@@ -1320,7 +1759,7 @@ type PutSubscription struct {
 
 func (x *PutSubscription) Reset() {
 	*x = PutSubscription{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1771,7 @@ func (x *PutSubscription) String() string {
 func (*PutSubscription) ProtoMessage() {}
 
 func (x *PutSubscription) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1784,7 @@ func (x *PutSubscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutSubscription.ProtoReflect.Descriptor instead.
 func (*PutSubscription) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{18}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PutSubscription) GetSubscription() *v1.SubscriptionProperties {
@@ -1380,7 +1819,7 @@ type DeleteSubscription struct {
 
 func (x *DeleteSubscription) Reset() {
 	*x = DeleteSubscription{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1392,7 +1831,7 @@ func (x *DeleteSubscription) String() string {
 func (*DeleteSubscription) ProtoMessage() {}
 
 func (x *DeleteSubscription) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1405,7 +1844,7 @@ func (x *DeleteSubscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSubscription.ProtoReflect.Descriptor instead.
 func (*DeleteSubscription) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{19}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeleteSubscription) GetTopicName() string {
@@ -1435,7 +1874,7 @@ type PutRule struct {
 
 func (x *PutRule) Reset() {
 	*x = PutRule{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1447,7 +1886,7 @@ func (x *PutRule) String() string {
 func (*PutRule) ProtoMessage() {}
 
 func (x *PutRule) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1460,7 +1899,7 @@ func (x *PutRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRule.ProtoReflect.Descriptor instead.
 func (*PutRule) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{20}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PutRule) GetTopicName() string {
@@ -1503,7 +1942,7 @@ type DeleteRule struct {
 
 func (x *DeleteRule) Reset() {
 	*x = DeleteRule{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1515,7 +1954,7 @@ func (x *DeleteRule) String() string {
 func (*DeleteRule) ProtoMessage() {}
 
 func (x *DeleteRule) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1528,7 +1967,7 @@ func (x *DeleteRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRule.ProtoReflect.Descriptor instead.
 func (*DeleteRule) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{21}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteRule) GetTopicName() string {
@@ -1563,7 +2002,7 @@ type AddNode struct {
 
 func (x *AddNode) Reset() {
 	*x = AddNode{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[22]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1575,7 +2014,7 @@ func (x *AddNode) String() string {
 func (*AddNode) ProtoMessage() {}
 
 func (x *AddNode) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[22]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1588,7 +2027,7 @@ func (x *AddNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNode.ProtoReflect.Descriptor instead.
 func (*AddNode) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{22}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AddNode) GetNode() *Node {
@@ -1611,7 +2050,7 @@ type PutQueue struct {
 
 func (x *PutQueue) Reset() {
 	*x = PutQueue{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[23]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1623,7 +2062,7 @@ func (x *PutQueue) String() string {
 func (*PutQueue) ProtoMessage() {}
 
 func (x *PutQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[23]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1636,7 +2075,7 @@ func (x *PutQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutQueue.ProtoReflect.Descriptor instead.
 func (*PutQueue) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{23}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PutQueue) GetQueue() *v1.QueueProperties {
@@ -1663,7 +2102,7 @@ type DeleteEntity struct {
 
 func (x *DeleteEntity) Reset() {
 	*x = DeleteEntity{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[24]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1675,7 +2114,7 @@ func (x *DeleteEntity) String() string {
 func (*DeleteEntity) ProtoMessage() {}
 
 func (x *DeleteEntity) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[24]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1688,7 +2127,7 @@ func (x *DeleteEntity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEntity.ProtoReflect.Descriptor instead.
 func (*DeleteEntity) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{24}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeleteEntity) GetName() string {
@@ -1708,7 +2147,7 @@ type SetClusterID struct {
 
 func (x *SetClusterID) Reset() {
 	*x = SetClusterID{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[25]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1720,7 +2159,7 @@ func (x *SetClusterID) String() string {
 func (*SetClusterID) ProtoMessage() {}
 
 func (x *SetClusterID) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[25]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1733,7 +2172,7 @@ func (x *SetClusterID) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterID.ProtoReflect.Descriptor instead.
 func (*SetClusterID) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{25}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SetClusterID) GetClusterId() string {
@@ -1758,7 +2197,7 @@ type MetaResult struct {
 
 func (x *MetaResult) Reset() {
 	*x = MetaResult{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[26]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1770,7 +2209,7 @@ func (x *MetaResult) String() string {
 func (*MetaResult) ProtoMessage() {}
 
 func (x *MetaResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[26]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1783,7 +2222,7 @@ func (x *MetaResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaResult.ProtoReflect.Descriptor instead.
 func (*MetaResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{26}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *MetaResult) GetErrorReason() v1.ErrorReason {
@@ -1829,14 +2268,16 @@ type Node struct {
 	// The incarnation of the member's data dir (a UUID drawn when the data
 	// dir was created), recorded the first time the member presents it and
 	// fixed from then on. Empty until then.
-	Incarnation   string `protobuf:"bytes,3,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	Incarnation string `protobuf:"bytes,3,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	// Active (unspecified), draining or removed.
+	Membership    v1.NodeMembership `protobuf:"varint,4,opt,name=membership,proto3,enum=raftbus.v1.NodeMembership" json:"membership,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[27]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1848,7 +2289,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[27]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1861,7 +2302,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{27}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Node) GetNodeId() string {
@@ -1883,6 +2324,13 @@ func (x *Node) GetIncarnation() string {
 		return x.Incarnation
 	}
 	return ""
+}
+
+func (x *Node) GetMembership() v1.NodeMembership {
+	if x != nil {
+		return x.Membership
+	}
+	return v1.NodeMembership(0)
 }
 
 // Entity is one entity's definition and placement.
@@ -1910,7 +2358,7 @@ type Entity struct {
 
 func (x *Entity) Reset() {
 	*x = Entity{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[28]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1922,7 +2370,7 @@ func (x *Entity) String() string {
 func (*Entity) ProtoMessage() {}
 
 func (x *Entity) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[28]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1935,7 +2383,7 @@ func (x *Entity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Entity.ProtoReflect.Descriptor instead.
 func (*Entity) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{28}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Entity) GetName() string {
@@ -2005,7 +2453,7 @@ type Subscription struct {
 
 func (x *Subscription) Reset() {
 	*x = Subscription{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[29]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2017,7 +2465,7 @@ func (x *Subscription) String() string {
 func (*Subscription) ProtoMessage() {}
 
 func (x *Subscription) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[29]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2030,7 +2478,7 @@ func (x *Subscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Subscription.ProtoReflect.Descriptor instead.
 func (*Subscription) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{29}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Subscription) GetProperties() *v1.SubscriptionProperties {
@@ -2049,15 +2497,28 @@ func (x *Subscription) GetRules() []*v1.RuleProperties {
 
 // Placement is the replica set of one partition.
 type Placement struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeIds       []string               `protobuf:"bytes,1,rep,name=node_ids,json=nodeIds,proto3" json:"node_ids,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The nodes that hold (or are getting) a replica; the first should lead.
+	NodeIds []string `protobuf:"bytes,1,rep,name=node_ids,json=nodeIds,proto3" json:"node_ids,omitempty"`
+	// Those of node_ids whose replica was added after the partition was
+	// created: they join its group when its leader adds them and never
+	// bootstrap it (an empty replica that bootstrapped would start a group
+	// of its own).
+	AddedNodeIds []string `protobuf:"bytes,2,rep,name=added_node_ids,json=addedNodeIds,proto3" json:"added_node_ids,omitempty"`
+	// The replica move under way, if any.
+	Move *ReplicaMove `protobuf:"bytes,3,opt,name=move,proto3" json:"move,omitempty"`
+	// The nodes the partition was created on: the configuration its founding
+	// replicas bootstrap with, the same on each of them however the
+	// placement has changed since. Empty until the first move (node_ids
+	// then).
+	FounderNodeIds []string `protobuf:"bytes,4,rep,name=founder_node_ids,json=founderNodeIds,proto3" json:"founder_node_ids,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[30]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2069,7 +2530,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[30]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2082,7 +2543,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{30}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Placement) GetNodeIds() []string {
@@ -2090,6 +2551,80 @@ func (x *Placement) GetNodeIds() []string {
 		return x.NodeIds
 	}
 	return nil
+}
+
+func (x *Placement) GetAddedNodeIds() []string {
+	if x != nil {
+		return x.AddedNodeIds
+	}
+	return nil
+}
+
+func (x *Placement) GetMove() *ReplicaMove {
+	if x != nil {
+		return x.Move
+	}
+	return nil
+}
+
+func (x *Placement) GetFounderNodeIds() []string {
+	if x != nil {
+		return x.FounderNodeIds
+	}
+	return nil
+}
+
+// ReplicaMove is a replica moving from one node (empty: none) to another.
+type ReplicaMove struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	To            string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaMove) Reset() {
+	*x = ReplicaMove{}
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaMove) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaMove) ProtoMessage() {}
+
+func (x *ReplicaMove) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaMove.ProtoReflect.Descriptor instead.
+func (*ReplicaMove) Descriptor() ([]byte, []int) {
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ReplicaMove) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *ReplicaMove) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
 }
 
 // MetaSnapshot is the whole metadata state.
@@ -2106,7 +2641,7 @@ type MetaSnapshot struct {
 
 func (x *MetaSnapshot) Reset() {
 	*x = MetaSnapshot{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[31]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2118,7 +2653,7 @@ func (x *MetaSnapshot) String() string {
 func (*MetaSnapshot) ProtoMessage() {}
 
 func (x *MetaSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[31]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2131,7 +2666,7 @@ func (x *MetaSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaSnapshot.ProtoReflect.Descriptor instead.
 func (*MetaSnapshot) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{31}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *MetaSnapshot) GetClusterId() string {
@@ -2166,7 +2701,10 @@ var File_raftbus_cluster_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	" raftbus/cluster/v1/cluster.proto\x12\x12raftbus.cluster.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x17raftbus/v1/access.proto\x1a\x16raftbus/v1/admin.proto\x1a\x19raftbus/v1/entities.proto\x1a\x17raftbus/v1/errors.proto\x1a\x18raftbus/v1/message.proto\"\xa0\x01\n" +
+	" raftbus/cluster/v1/cluster.proto\x12\x12raftbus.cluster.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x17raftbus/v1/access.proto\x1a\x16raftbus/v1/admin.proto\x1a\x19raftbus/v1/entities.proto\x1a\x17raftbus/v1/errors.proto\x1a\x18raftbus/v1/message.proto\"G\n" +
+	"\x11FinishMoveRequest\x122\n" +
+	"\x04move\x18\x01 \x01(\v2\x1e.raftbus.cluster.v1.FinishMoveR\x04move\"\x14\n" +
+	"\x12FinishMoveResponse\"\xa0\x01\n" +
 	"\x14AwaitMessagesRequest\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x121\n" +
@@ -2185,7 +2723,7 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\x12NodeStatusResponse\x12*\n" +
 	"\x03log\x18\x01 \x01(\v2\x18.raftbus.v1.NodeLogStatsR\x03log\x128\n" +
 	"\bmessages\x18\x02 \x01(\v2\x1c.raftbus.v1.NodeMessageStatsR\bmessages\"\r\n" +
-	"\vPingRequest\"\xaa\x02\n" +
+	"\vPingRequest\"\xd1\x02\n" +
 	"\fPingResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1d\n" +
 	"\n" +
@@ -2195,7 +2733,8 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\x12received_unix_nano\x18\x05 \x01(\x03R\x10receivedUnixNano\x12*\n" +
 	"\x11replied_unix_nano\x18\x06 \x01(\x03R\x0frepliedUnixNano\x127\n" +
 	"\vclock_state\x18\a \x01(\x0e2\x16.raftbus.v1.ClockStateR\n" +
-	"clockState\"\x81\x01\n" +
+	"clockState\x12%\n" +
+	"\x0ecaller_removed\x18\b \x01(\bR\rcallerRemoved\"\x81\x01\n" +
 	"\vJoinRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12 \n" +
@@ -2229,7 +2768,7 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\x06digest\x18\b \x01(\fR\x06digest\x121\n" +
 	"\x06health\x18\t \x01(\x0e2\x19.raftbus.v1.ReplicaHealthR\x06health\x12\x16\n" +
 	"\x06damage\x18\n" +
-	" \x01(\tR\x06damage\"\xd5\x06\n" +
+	" \x01(\tR\x06damage\"\x93\t\n" +
 	"\vMetaCommand\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x01 \x01(\x03R\tnowUnixMs\x128\n" +
 	"\badd_node\x18\n" +
@@ -2244,8 +2783,36 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\vdelete_rule\x18\x12 \x01(\v2\x1e.raftbus.cluster.v1.DeleteRuleH\x00R\n" +
 	"deleteRule\x12Q\n" +
 	"\x11put_access_policy\x18\x13 \x01(\v2#.raftbus.cluster.v1.PutAccessPolicyH\x00R\x0fputAccessPolicy\x12Z\n" +
-	"\x14delete_access_policy\x18\x14 \x01(\v2&.raftbus.cluster.v1.DeleteAccessPolicyH\x00R\x12deleteAccessPolicyB\x06\n" +
-	"\x04body\"[\n" +
+	"\x14delete_access_policy\x18\x14 \x01(\v2&.raftbus.cluster.v1.DeleteAccessPolicyH\x00R\x12deleteAccessPolicy\x12W\n" +
+	"\x13set_node_membership\x18\x15 \x01(\v2%.raftbus.cluster.v1.SetNodeMembershipH\x00R\x11setNodeMembership\x12D\n" +
+	"\fmove_replica\x18\x16 \x01(\v2\x1f.raftbus.cluster.v1.MoveReplicaH\x00R\vmoveReplica\x12A\n" +
+	"\vfinish_move\x18\x17 \x01(\v2\x1e.raftbus.cluster.v1.FinishMoveH\x00R\n" +
+	"finishMove\x12Z\n" +
+	"\x14set_preferred_leader\x18\x18 \x01(\v2&.raftbus.cluster.v1.SetPreferredLeaderH\x00R\x12setPreferredLeaderB\x06\n" +
+	"\x04body\"h\n" +
+	"\x11SetNodeMembership\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12:\n" +
+	"\n" +
+	"membership\x18\x02 \x01(\x0e2\x1a.raftbus.v1.NodeMembershipR\n" +
+	"membership\"\x8e\x01\n" +
+	"\vMoveReplica\x12\x16\n" +
+	"\x06entity\x18\x01 \x01(\tR\x06entity\x12 \n" +
+	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12!\n" +
+	"\fpartition_id\x18\x03 \x01(\rR\vpartitionId\x12\x12\n" +
+	"\x04from\x18\x04 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x05 \x01(\tR\x02to\"\x8d\x01\n" +
+	"\n" +
+	"FinishMove\x12\x16\n" +
+	"\x06entity\x18\x01 \x01(\tR\x06entity\x12 \n" +
+	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12!\n" +
+	"\fpartition_id\x18\x03 \x01(\rR\vpartitionId\x12\x12\n" +
+	"\x04from\x18\x04 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x05 \x01(\tR\x02to\"\x8a\x01\n" +
+	"\x12SetPreferredLeader\x12\x16\n" +
+	"\x06entity\x18\x01 \x01(\tR\x06entity\x12 \n" +
+	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12!\n" +
+	"\fpartition_id\x18\x03 \x01(\rR\vpartitionId\x12\x17\n" +
+	"\anode_id\x18\x04 \x01(\tR\x06nodeId\"[\n" +
 	"\x0fPutAccessPolicy\x120\n" +
 	"\x06policy\x18\x01 \x01(\v2\x18.raftbus.v1.AccessPolicyR\x06policy\x12\x16\n" +
 	"\x06create\x18\x02 \x01(\bR\x06create\"I\n" +
@@ -2292,11 +2859,14 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x122\n" +
 	"\x06entity\x18\x03 \x01(\v2\x1a.raftbus.cluster.v1.EntityR\x06entity\x12D\n" +
 	"\fsubscription\x18\x04 \x01(\v2 .raftbus.cluster.v1.SubscriptionR\fsubscription\x12.\n" +
-	"\x04rule\x18\x05 \x01(\v2\x1a.raftbus.v1.RulePropertiesR\x04rule\"[\n" +
+	"\x04rule\x18\x05 \x01(\v2\x1a.raftbus.v1.RulePropertiesR\x04rule\"\x97\x01\n" +
 	"\x04Node\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12 \n" +
-	"\vincarnation\x18\x03 \x01(\tR\vincarnation\"\xff\x02\n" +
+	"\vincarnation\x18\x03 \x01(\tR\vincarnation\x12:\n" +
+	"\n" +
+	"membership\x18\x04 \x01(\x0e2\x1a.raftbus.v1.NodeMembershipR\n" +
+	"membership\"\xff\x02\n" +
 	"\x06Entity\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x122\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1e.raftbus.cluster.v1.EntityKindR\x04kind\x121\n" +
@@ -2314,9 +2884,15 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\n" +
 	"properties\x18\x01 \x01(\v2\".raftbus.v1.SubscriptionPropertiesR\n" +
 	"properties\x120\n" +
-	"\x05rules\x18\x02 \x03(\v2\x1a.raftbus.v1.RulePropertiesR\x05rules\"&\n" +
+	"\x05rules\x18\x02 \x03(\v2\x1a.raftbus.v1.RulePropertiesR\x05rules\"\xab\x01\n" +
 	"\tPlacement\x12\x19\n" +
-	"\bnode_ids\x18\x01 \x03(\tR\anodeIds\"\xd8\x01\n" +
+	"\bnode_ids\x18\x01 \x03(\tR\anodeIds\x12$\n" +
+	"\x0eadded_node_ids\x18\x02 \x03(\tR\faddedNodeIds\x123\n" +
+	"\x04move\x18\x03 \x01(\v2\x1f.raftbus.cluster.v1.ReplicaMoveR\x04move\x12(\n" +
+	"\x10founder_node_ids\x18\x04 \x03(\tR\x0efounderNodeIds\"1\n" +
+	"\vReplicaMove\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\"\xd8\x01\n" +
 	"\fMetaSnapshot\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12.\n" +
@@ -2327,7 +2903,7 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"EntityKind\x12\x1b\n" +
 	"\x17ENTITY_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11ENTITY_KIND_QUEUE\x10\x01\x12\x15\n" +
-	"\x11ENTITY_KIND_TOPIC\x10\x022\xa7\x05\n" +
+	"\x11ENTITY_KIND_TOPIC\x10\x022\x84\x06\n" +
 	"\vNodeService\x12I\n" +
 	"\x04Join\x12\x1f.raftbus.cluster.v1.JoinRequest\x1a .raftbus.cluster.v1.JoinResponse\x12m\n" +
 	"\x10PartitionRuntime\x12+.raftbus.cluster.v1.PartitionRuntimeRequest\x1a,.raftbus.cluster.v1.PartitionRuntimeResponse\x12j\n" +
@@ -2336,7 +2912,9 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\rDemoteReplica\x12(.raftbus.cluster.v1.DemoteReplicaRequest\x1a).raftbus.cluster.v1.DemoteReplicaResponse\x12[\n" +
 	"\n" +
 	"NodeStatus\x12%.raftbus.cluster.v1.NodeStatusRequest\x1a&.raftbus.cluster.v1.NodeStatusResponse\x12d\n" +
-	"\rAwaitMessages\x12(.raftbus.cluster.v1.AwaitMessagesRequest\x1a).raftbus.cluster.v1.AwaitMessagesResponseB?Z=github.com/raftbus/raftbus/proto/raftbus/cluster/v1;clusterv1b\x06proto3"
+	"\rAwaitMessages\x12(.raftbus.cluster.v1.AwaitMessagesRequest\x1a).raftbus.cluster.v1.AwaitMessagesResponse\x12[\n" +
+	"\n" +
+	"FinishMove\x12%.raftbus.cluster.v1.FinishMoveRequest\x1a&.raftbus.cluster.v1.FinishMoveResponseB?Z=github.com/raftbus/raftbus/proto/raftbus/cluster/v1;clusterv1b\x06proto3"
 
 var (
 	file_raftbus_cluster_v1_cluster_proto_rawDescOnce sync.Once
@@ -2351,116 +2929,134 @@ func file_raftbus_cluster_v1_cluster_proto_rawDescGZIP() []byte {
 }
 
 var file_raftbus_cluster_v1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_raftbus_cluster_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_raftbus_cluster_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_raftbus_cluster_v1_cluster_proto_goTypes = []any{
 	(EntityKind)(0),                       // 0: raftbus.cluster.v1.EntityKind
-	(*AwaitMessagesRequest)(nil),          // 1: raftbus.cluster.v1.AwaitMessagesRequest
-	(*AwaitMessagesResponse)(nil),         // 2: raftbus.cluster.v1.AwaitMessagesResponse
-	(*DemoteReplicaRequest)(nil),          // 3: raftbus.cluster.v1.DemoteReplicaRequest
-	(*DemoteReplicaResponse)(nil),         // 4: raftbus.cluster.v1.DemoteReplicaResponse
-	(*NodeStatusRequest)(nil),             // 5: raftbus.cluster.v1.NodeStatusRequest
-	(*NodeStatusResponse)(nil),            // 6: raftbus.cluster.v1.NodeStatusResponse
-	(*PingRequest)(nil),                   // 7: raftbus.cluster.v1.PingRequest
-	(*PingResponse)(nil),                  // 8: raftbus.cluster.v1.PingResponse
-	(*JoinRequest)(nil),                   // 9: raftbus.cluster.v1.JoinRequest
-	(*JoinResponse)(nil),                  // 10: raftbus.cluster.v1.JoinResponse
-	(*PartitionRuntimeRequest)(nil),       // 11: raftbus.cluster.v1.PartitionRuntimeRequest
-	(*PartitionRuntimeResponse)(nil),      // 12: raftbus.cluster.v1.PartitionRuntimeResponse
-	(*PartitionStatusRequest)(nil),        // 13: raftbus.cluster.v1.PartitionStatusRequest
-	(*PartitionStatusResponse)(nil),       // 14: raftbus.cluster.v1.PartitionStatusResponse
-	(*MetaCommand)(nil),                   // 15: raftbus.cluster.v1.MetaCommand
-	(*PutAccessPolicy)(nil),               // 16: raftbus.cluster.v1.PutAccessPolicy
-	(*DeleteAccessPolicy)(nil),            // 17: raftbus.cluster.v1.DeleteAccessPolicy
-	(*PutTopic)(nil),                      // 18: raftbus.cluster.v1.PutTopic
-	(*PutSubscription)(nil),               // 19: raftbus.cluster.v1.PutSubscription
-	(*DeleteSubscription)(nil),            // 20: raftbus.cluster.v1.DeleteSubscription
-	(*PutRule)(nil),                       // 21: raftbus.cluster.v1.PutRule
-	(*DeleteRule)(nil),                    // 22: raftbus.cluster.v1.DeleteRule
-	(*AddNode)(nil),                       // 23: raftbus.cluster.v1.AddNode
-	(*PutQueue)(nil),                      // 24: raftbus.cluster.v1.PutQueue
-	(*DeleteEntity)(nil),                  // 25: raftbus.cluster.v1.DeleteEntity
-	(*SetClusterID)(nil),                  // 26: raftbus.cluster.v1.SetClusterID
-	(*MetaResult)(nil),                    // 27: raftbus.cluster.v1.MetaResult
-	(*Node)(nil),                          // 28: raftbus.cluster.v1.Node
-	(*Entity)(nil),                        // 29: raftbus.cluster.v1.Entity
-	(*Subscription)(nil),                  // 30: raftbus.cluster.v1.Subscription
-	(*Placement)(nil),                     // 31: raftbus.cluster.v1.Placement
-	(*MetaSnapshot)(nil),                  // 32: raftbus.cluster.v1.MetaSnapshot
-	(v1.SubQueue)(0),                      // 33: raftbus.v1.SubQueue
-	(*durationpb.Duration)(nil),           // 34: google.protobuf.Duration
-	(*v1.NodeLogStats)(nil),               // 35: raftbus.v1.NodeLogStats
-	(*v1.NodeMessageStats)(nil),           // 36: raftbus.v1.NodeMessageStats
-	(v1.ClockState)(0),                    // 37: raftbus.v1.ClockState
-	(*v1.PartitionRuntimeProperties)(nil), // 38: raftbus.v1.PartitionRuntimeProperties
-	(v1.ReplicaRole)(0),                   // 39: raftbus.v1.ReplicaRole
-	(v1.ReplicaHealth)(0),                 // 40: raftbus.v1.ReplicaHealth
-	(*v1.AccessPolicy)(nil),               // 41: raftbus.v1.AccessPolicy
-	(*v1.TopicProperties)(nil),            // 42: raftbus.v1.TopicProperties
-	(*v1.SubscriptionProperties)(nil),     // 43: raftbus.v1.SubscriptionProperties
-	(*v1.RuleProperties)(nil),             // 44: raftbus.v1.RuleProperties
-	(*v1.QueueProperties)(nil),            // 45: raftbus.v1.QueueProperties
-	(v1.ErrorReason)(0),                   // 46: raftbus.v1.ErrorReason
+	(*FinishMoveRequest)(nil),             // 1: raftbus.cluster.v1.FinishMoveRequest
+	(*FinishMoveResponse)(nil),            // 2: raftbus.cluster.v1.FinishMoveResponse
+	(*AwaitMessagesRequest)(nil),          // 3: raftbus.cluster.v1.AwaitMessagesRequest
+	(*AwaitMessagesResponse)(nil),         // 4: raftbus.cluster.v1.AwaitMessagesResponse
+	(*DemoteReplicaRequest)(nil),          // 5: raftbus.cluster.v1.DemoteReplicaRequest
+	(*DemoteReplicaResponse)(nil),         // 6: raftbus.cluster.v1.DemoteReplicaResponse
+	(*NodeStatusRequest)(nil),             // 7: raftbus.cluster.v1.NodeStatusRequest
+	(*NodeStatusResponse)(nil),            // 8: raftbus.cluster.v1.NodeStatusResponse
+	(*PingRequest)(nil),                   // 9: raftbus.cluster.v1.PingRequest
+	(*PingResponse)(nil),                  // 10: raftbus.cluster.v1.PingResponse
+	(*JoinRequest)(nil),                   // 11: raftbus.cluster.v1.JoinRequest
+	(*JoinResponse)(nil),                  // 12: raftbus.cluster.v1.JoinResponse
+	(*PartitionRuntimeRequest)(nil),       // 13: raftbus.cluster.v1.PartitionRuntimeRequest
+	(*PartitionRuntimeResponse)(nil),      // 14: raftbus.cluster.v1.PartitionRuntimeResponse
+	(*PartitionStatusRequest)(nil),        // 15: raftbus.cluster.v1.PartitionStatusRequest
+	(*PartitionStatusResponse)(nil),       // 16: raftbus.cluster.v1.PartitionStatusResponse
+	(*MetaCommand)(nil),                   // 17: raftbus.cluster.v1.MetaCommand
+	(*SetNodeMembership)(nil),             // 18: raftbus.cluster.v1.SetNodeMembership
+	(*MoveReplica)(nil),                   // 19: raftbus.cluster.v1.MoveReplica
+	(*FinishMove)(nil),                    // 20: raftbus.cluster.v1.FinishMove
+	(*SetPreferredLeader)(nil),            // 21: raftbus.cluster.v1.SetPreferredLeader
+	(*PutAccessPolicy)(nil),               // 22: raftbus.cluster.v1.PutAccessPolicy
+	(*DeleteAccessPolicy)(nil),            // 23: raftbus.cluster.v1.DeleteAccessPolicy
+	(*PutTopic)(nil),                      // 24: raftbus.cluster.v1.PutTopic
+	(*PutSubscription)(nil),               // 25: raftbus.cluster.v1.PutSubscription
+	(*DeleteSubscription)(nil),            // 26: raftbus.cluster.v1.DeleteSubscription
+	(*PutRule)(nil),                       // 27: raftbus.cluster.v1.PutRule
+	(*DeleteRule)(nil),                    // 28: raftbus.cluster.v1.DeleteRule
+	(*AddNode)(nil),                       // 29: raftbus.cluster.v1.AddNode
+	(*PutQueue)(nil),                      // 30: raftbus.cluster.v1.PutQueue
+	(*DeleteEntity)(nil),                  // 31: raftbus.cluster.v1.DeleteEntity
+	(*SetClusterID)(nil),                  // 32: raftbus.cluster.v1.SetClusterID
+	(*MetaResult)(nil),                    // 33: raftbus.cluster.v1.MetaResult
+	(*Node)(nil),                          // 34: raftbus.cluster.v1.Node
+	(*Entity)(nil),                        // 35: raftbus.cluster.v1.Entity
+	(*Subscription)(nil),                  // 36: raftbus.cluster.v1.Subscription
+	(*Placement)(nil),                     // 37: raftbus.cluster.v1.Placement
+	(*ReplicaMove)(nil),                   // 38: raftbus.cluster.v1.ReplicaMove
+	(*MetaSnapshot)(nil),                  // 39: raftbus.cluster.v1.MetaSnapshot
+	(v1.SubQueue)(0),                      // 40: raftbus.v1.SubQueue
+	(*durationpb.Duration)(nil),           // 41: google.protobuf.Duration
+	(*v1.NodeLogStats)(nil),               // 42: raftbus.v1.NodeLogStats
+	(*v1.NodeMessageStats)(nil),           // 43: raftbus.v1.NodeMessageStats
+	(v1.ClockState)(0),                    // 44: raftbus.v1.ClockState
+	(*v1.PartitionRuntimeProperties)(nil), // 45: raftbus.v1.PartitionRuntimeProperties
+	(v1.ReplicaRole)(0),                   // 46: raftbus.v1.ReplicaRole
+	(v1.ReplicaHealth)(0),                 // 47: raftbus.v1.ReplicaHealth
+	(v1.NodeMembership)(0),                // 48: raftbus.v1.NodeMembership
+	(*v1.AccessPolicy)(nil),               // 49: raftbus.v1.AccessPolicy
+	(*v1.TopicProperties)(nil),            // 50: raftbus.v1.TopicProperties
+	(*v1.SubscriptionProperties)(nil),     // 51: raftbus.v1.SubscriptionProperties
+	(*v1.RuleProperties)(nil),             // 52: raftbus.v1.RuleProperties
+	(*v1.QueueProperties)(nil),            // 53: raftbus.v1.QueueProperties
+	(v1.ErrorReason)(0),                   // 54: raftbus.v1.ErrorReason
 }
 var file_raftbus_cluster_v1_cluster_proto_depIdxs = []int32{
-	33, // 0: raftbus.cluster.v1.AwaitMessagesRequest.sub_queue:type_name -> raftbus.v1.SubQueue
-	34, // 1: raftbus.cluster.v1.AwaitMessagesRequest.max_wait:type_name -> google.protobuf.Duration
-	35, // 2: raftbus.cluster.v1.NodeStatusResponse.log:type_name -> raftbus.v1.NodeLogStats
-	36, // 3: raftbus.cluster.v1.NodeStatusResponse.messages:type_name -> raftbus.v1.NodeMessageStats
-	37, // 4: raftbus.cluster.v1.PingResponse.clock_state:type_name -> raftbus.v1.ClockState
-	38, // 5: raftbus.cluster.v1.PartitionRuntimeResponse.properties:type_name -> raftbus.v1.PartitionRuntimeProperties
-	39, // 6: raftbus.cluster.v1.PartitionStatusResponse.role:type_name -> raftbus.v1.ReplicaRole
-	40, // 7: raftbus.cluster.v1.PartitionStatusResponse.health:type_name -> raftbus.v1.ReplicaHealth
-	23, // 8: raftbus.cluster.v1.MetaCommand.add_node:type_name -> raftbus.cluster.v1.AddNode
-	24, // 9: raftbus.cluster.v1.MetaCommand.put_queue:type_name -> raftbus.cluster.v1.PutQueue
-	25, // 10: raftbus.cluster.v1.MetaCommand.delete_entity:type_name -> raftbus.cluster.v1.DeleteEntity
-	26, // 11: raftbus.cluster.v1.MetaCommand.set_cluster_id:type_name -> raftbus.cluster.v1.SetClusterID
-	18, // 12: raftbus.cluster.v1.MetaCommand.put_topic:type_name -> raftbus.cluster.v1.PutTopic
-	19, // 13: raftbus.cluster.v1.MetaCommand.put_subscription:type_name -> raftbus.cluster.v1.PutSubscription
-	20, // 14: raftbus.cluster.v1.MetaCommand.delete_subscription:type_name -> raftbus.cluster.v1.DeleteSubscription
-	21, // 15: raftbus.cluster.v1.MetaCommand.put_rule:type_name -> raftbus.cluster.v1.PutRule
-	22, // 16: raftbus.cluster.v1.MetaCommand.delete_rule:type_name -> raftbus.cluster.v1.DeleteRule
-	16, // 17: raftbus.cluster.v1.MetaCommand.put_access_policy:type_name -> raftbus.cluster.v1.PutAccessPolicy
-	17, // 18: raftbus.cluster.v1.MetaCommand.delete_access_policy:type_name -> raftbus.cluster.v1.DeleteAccessPolicy
-	41, // 19: raftbus.cluster.v1.PutAccessPolicy.policy:type_name -> raftbus.v1.AccessPolicy
-	42, // 20: raftbus.cluster.v1.PutTopic.topic:type_name -> raftbus.v1.TopicProperties
-	43, // 21: raftbus.cluster.v1.PutSubscription.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	44, // 22: raftbus.cluster.v1.PutSubscription.rules:type_name -> raftbus.v1.RuleProperties
-	44, // 23: raftbus.cluster.v1.PutRule.rule:type_name -> raftbus.v1.RuleProperties
-	28, // 24: raftbus.cluster.v1.AddNode.node:type_name -> raftbus.cluster.v1.Node
-	45, // 25: raftbus.cluster.v1.PutQueue.queue:type_name -> raftbus.v1.QueueProperties
-	46, // 26: raftbus.cluster.v1.MetaResult.error_reason:type_name -> raftbus.v1.ErrorReason
-	29, // 27: raftbus.cluster.v1.MetaResult.entity:type_name -> raftbus.cluster.v1.Entity
-	30, // 28: raftbus.cluster.v1.MetaResult.subscription:type_name -> raftbus.cluster.v1.Subscription
-	44, // 29: raftbus.cluster.v1.MetaResult.rule:type_name -> raftbus.v1.RuleProperties
-	0,  // 30: raftbus.cluster.v1.Entity.kind:type_name -> raftbus.cluster.v1.EntityKind
-	45, // 31: raftbus.cluster.v1.Entity.queue:type_name -> raftbus.v1.QueueProperties
-	31, // 32: raftbus.cluster.v1.Entity.partitions:type_name -> raftbus.cluster.v1.Placement
-	42, // 33: raftbus.cluster.v1.Entity.topic:type_name -> raftbus.v1.TopicProperties
-	30, // 34: raftbus.cluster.v1.Entity.subscriptions:type_name -> raftbus.cluster.v1.Subscription
-	43, // 35: raftbus.cluster.v1.Subscription.properties:type_name -> raftbus.v1.SubscriptionProperties
-	44, // 36: raftbus.cluster.v1.Subscription.rules:type_name -> raftbus.v1.RuleProperties
-	28, // 37: raftbus.cluster.v1.MetaSnapshot.nodes:type_name -> raftbus.cluster.v1.Node
-	29, // 38: raftbus.cluster.v1.MetaSnapshot.entities:type_name -> raftbus.cluster.v1.Entity
-	41, // 39: raftbus.cluster.v1.MetaSnapshot.access_policies:type_name -> raftbus.v1.AccessPolicy
-	9,  // 40: raftbus.cluster.v1.NodeService.Join:input_type -> raftbus.cluster.v1.JoinRequest
-	11, // 41: raftbus.cluster.v1.NodeService.PartitionRuntime:input_type -> raftbus.cluster.v1.PartitionRuntimeRequest
-	13, // 42: raftbus.cluster.v1.NodeService.PartitionStatus:input_type -> raftbus.cluster.v1.PartitionStatusRequest
-	7,  // 43: raftbus.cluster.v1.NodeService.Ping:input_type -> raftbus.cluster.v1.PingRequest
-	3,  // 44: raftbus.cluster.v1.NodeService.DemoteReplica:input_type -> raftbus.cluster.v1.DemoteReplicaRequest
-	5,  // 45: raftbus.cluster.v1.NodeService.NodeStatus:input_type -> raftbus.cluster.v1.NodeStatusRequest
-	1,  // 46: raftbus.cluster.v1.NodeService.AwaitMessages:input_type -> raftbus.cluster.v1.AwaitMessagesRequest
-	10, // 47: raftbus.cluster.v1.NodeService.Join:output_type -> raftbus.cluster.v1.JoinResponse
-	12, // 48: raftbus.cluster.v1.NodeService.PartitionRuntime:output_type -> raftbus.cluster.v1.PartitionRuntimeResponse
-	14, // 49: raftbus.cluster.v1.NodeService.PartitionStatus:output_type -> raftbus.cluster.v1.PartitionStatusResponse
-	8,  // 50: raftbus.cluster.v1.NodeService.Ping:output_type -> raftbus.cluster.v1.PingResponse
-	4,  // 51: raftbus.cluster.v1.NodeService.DemoteReplica:output_type -> raftbus.cluster.v1.DemoteReplicaResponse
-	6,  // 52: raftbus.cluster.v1.NodeService.NodeStatus:output_type -> raftbus.cluster.v1.NodeStatusResponse
-	2,  // 53: raftbus.cluster.v1.NodeService.AwaitMessages:output_type -> raftbus.cluster.v1.AwaitMessagesResponse
-	47, // [47:54] is the sub-list for method output_type
-	40, // [40:47] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	20, // 0: raftbus.cluster.v1.FinishMoveRequest.move:type_name -> raftbus.cluster.v1.FinishMove
+	40, // 1: raftbus.cluster.v1.AwaitMessagesRequest.sub_queue:type_name -> raftbus.v1.SubQueue
+	41, // 2: raftbus.cluster.v1.AwaitMessagesRequest.max_wait:type_name -> google.protobuf.Duration
+	42, // 3: raftbus.cluster.v1.NodeStatusResponse.log:type_name -> raftbus.v1.NodeLogStats
+	43, // 4: raftbus.cluster.v1.NodeStatusResponse.messages:type_name -> raftbus.v1.NodeMessageStats
+	44, // 5: raftbus.cluster.v1.PingResponse.clock_state:type_name -> raftbus.v1.ClockState
+	45, // 6: raftbus.cluster.v1.PartitionRuntimeResponse.properties:type_name -> raftbus.v1.PartitionRuntimeProperties
+	46, // 7: raftbus.cluster.v1.PartitionStatusResponse.role:type_name -> raftbus.v1.ReplicaRole
+	47, // 8: raftbus.cluster.v1.PartitionStatusResponse.health:type_name -> raftbus.v1.ReplicaHealth
+	29, // 9: raftbus.cluster.v1.MetaCommand.add_node:type_name -> raftbus.cluster.v1.AddNode
+	30, // 10: raftbus.cluster.v1.MetaCommand.put_queue:type_name -> raftbus.cluster.v1.PutQueue
+	31, // 11: raftbus.cluster.v1.MetaCommand.delete_entity:type_name -> raftbus.cluster.v1.DeleteEntity
+	32, // 12: raftbus.cluster.v1.MetaCommand.set_cluster_id:type_name -> raftbus.cluster.v1.SetClusterID
+	24, // 13: raftbus.cluster.v1.MetaCommand.put_topic:type_name -> raftbus.cluster.v1.PutTopic
+	25, // 14: raftbus.cluster.v1.MetaCommand.put_subscription:type_name -> raftbus.cluster.v1.PutSubscription
+	26, // 15: raftbus.cluster.v1.MetaCommand.delete_subscription:type_name -> raftbus.cluster.v1.DeleteSubscription
+	27, // 16: raftbus.cluster.v1.MetaCommand.put_rule:type_name -> raftbus.cluster.v1.PutRule
+	28, // 17: raftbus.cluster.v1.MetaCommand.delete_rule:type_name -> raftbus.cluster.v1.DeleteRule
+	22, // 18: raftbus.cluster.v1.MetaCommand.put_access_policy:type_name -> raftbus.cluster.v1.PutAccessPolicy
+	23, // 19: raftbus.cluster.v1.MetaCommand.delete_access_policy:type_name -> raftbus.cluster.v1.DeleteAccessPolicy
+	18, // 20: raftbus.cluster.v1.MetaCommand.set_node_membership:type_name -> raftbus.cluster.v1.SetNodeMembership
+	19, // 21: raftbus.cluster.v1.MetaCommand.move_replica:type_name -> raftbus.cluster.v1.MoveReplica
+	20, // 22: raftbus.cluster.v1.MetaCommand.finish_move:type_name -> raftbus.cluster.v1.FinishMove
+	21, // 23: raftbus.cluster.v1.MetaCommand.set_preferred_leader:type_name -> raftbus.cluster.v1.SetPreferredLeader
+	48, // 24: raftbus.cluster.v1.SetNodeMembership.membership:type_name -> raftbus.v1.NodeMembership
+	49, // 25: raftbus.cluster.v1.PutAccessPolicy.policy:type_name -> raftbus.v1.AccessPolicy
+	50, // 26: raftbus.cluster.v1.PutTopic.topic:type_name -> raftbus.v1.TopicProperties
+	51, // 27: raftbus.cluster.v1.PutSubscription.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	52, // 28: raftbus.cluster.v1.PutSubscription.rules:type_name -> raftbus.v1.RuleProperties
+	52, // 29: raftbus.cluster.v1.PutRule.rule:type_name -> raftbus.v1.RuleProperties
+	34, // 30: raftbus.cluster.v1.AddNode.node:type_name -> raftbus.cluster.v1.Node
+	53, // 31: raftbus.cluster.v1.PutQueue.queue:type_name -> raftbus.v1.QueueProperties
+	54, // 32: raftbus.cluster.v1.MetaResult.error_reason:type_name -> raftbus.v1.ErrorReason
+	35, // 33: raftbus.cluster.v1.MetaResult.entity:type_name -> raftbus.cluster.v1.Entity
+	36, // 34: raftbus.cluster.v1.MetaResult.subscription:type_name -> raftbus.cluster.v1.Subscription
+	52, // 35: raftbus.cluster.v1.MetaResult.rule:type_name -> raftbus.v1.RuleProperties
+	48, // 36: raftbus.cluster.v1.Node.membership:type_name -> raftbus.v1.NodeMembership
+	0,  // 37: raftbus.cluster.v1.Entity.kind:type_name -> raftbus.cluster.v1.EntityKind
+	53, // 38: raftbus.cluster.v1.Entity.queue:type_name -> raftbus.v1.QueueProperties
+	37, // 39: raftbus.cluster.v1.Entity.partitions:type_name -> raftbus.cluster.v1.Placement
+	50, // 40: raftbus.cluster.v1.Entity.topic:type_name -> raftbus.v1.TopicProperties
+	36, // 41: raftbus.cluster.v1.Entity.subscriptions:type_name -> raftbus.cluster.v1.Subscription
+	51, // 42: raftbus.cluster.v1.Subscription.properties:type_name -> raftbus.v1.SubscriptionProperties
+	52, // 43: raftbus.cluster.v1.Subscription.rules:type_name -> raftbus.v1.RuleProperties
+	38, // 44: raftbus.cluster.v1.Placement.move:type_name -> raftbus.cluster.v1.ReplicaMove
+	34, // 45: raftbus.cluster.v1.MetaSnapshot.nodes:type_name -> raftbus.cluster.v1.Node
+	35, // 46: raftbus.cluster.v1.MetaSnapshot.entities:type_name -> raftbus.cluster.v1.Entity
+	49, // 47: raftbus.cluster.v1.MetaSnapshot.access_policies:type_name -> raftbus.v1.AccessPolicy
+	11, // 48: raftbus.cluster.v1.NodeService.Join:input_type -> raftbus.cluster.v1.JoinRequest
+	13, // 49: raftbus.cluster.v1.NodeService.PartitionRuntime:input_type -> raftbus.cluster.v1.PartitionRuntimeRequest
+	15, // 50: raftbus.cluster.v1.NodeService.PartitionStatus:input_type -> raftbus.cluster.v1.PartitionStatusRequest
+	9,  // 51: raftbus.cluster.v1.NodeService.Ping:input_type -> raftbus.cluster.v1.PingRequest
+	5,  // 52: raftbus.cluster.v1.NodeService.DemoteReplica:input_type -> raftbus.cluster.v1.DemoteReplicaRequest
+	7,  // 53: raftbus.cluster.v1.NodeService.NodeStatus:input_type -> raftbus.cluster.v1.NodeStatusRequest
+	3,  // 54: raftbus.cluster.v1.NodeService.AwaitMessages:input_type -> raftbus.cluster.v1.AwaitMessagesRequest
+	1,  // 55: raftbus.cluster.v1.NodeService.FinishMove:input_type -> raftbus.cluster.v1.FinishMoveRequest
+	12, // 56: raftbus.cluster.v1.NodeService.Join:output_type -> raftbus.cluster.v1.JoinResponse
+	14, // 57: raftbus.cluster.v1.NodeService.PartitionRuntime:output_type -> raftbus.cluster.v1.PartitionRuntimeResponse
+	16, // 58: raftbus.cluster.v1.NodeService.PartitionStatus:output_type -> raftbus.cluster.v1.PartitionStatusResponse
+	10, // 59: raftbus.cluster.v1.NodeService.Ping:output_type -> raftbus.cluster.v1.PingResponse
+	6,  // 60: raftbus.cluster.v1.NodeService.DemoteReplica:output_type -> raftbus.cluster.v1.DemoteReplicaResponse
+	8,  // 61: raftbus.cluster.v1.NodeService.NodeStatus:output_type -> raftbus.cluster.v1.NodeStatusResponse
+	4,  // 62: raftbus.cluster.v1.NodeService.AwaitMessages:output_type -> raftbus.cluster.v1.AwaitMessagesResponse
+	2,  // 63: raftbus.cluster.v1.NodeService.FinishMove:output_type -> raftbus.cluster.v1.FinishMoveResponse
+	56, // [56:64] is the sub-list for method output_type
+	48, // [48:56] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_cluster_v1_cluster_proto_init() }
@@ -2468,7 +3064,7 @@ func file_raftbus_cluster_v1_cluster_proto_init() {
 	if File_raftbus_cluster_v1_cluster_proto != nil {
 		return
 	}
-	file_raftbus_cluster_v1_cluster_proto_msgTypes[14].OneofWrappers = []any{
+	file_raftbus_cluster_v1_cluster_proto_msgTypes[16].OneofWrappers = []any{
 		(*MetaCommand_AddNode)(nil),
 		(*MetaCommand_PutQueue)(nil),
 		(*MetaCommand_DeleteEntity)(nil),
@@ -2480,6 +3076,10 @@ func file_raftbus_cluster_v1_cluster_proto_init() {
 		(*MetaCommand_DeleteRule)(nil),
 		(*MetaCommand_PutAccessPolicy)(nil),
 		(*MetaCommand_DeleteAccessPolicy)(nil),
+		(*MetaCommand_SetNodeMembership)(nil),
+		(*MetaCommand_MoveReplica)(nil),
+		(*MetaCommand_FinishMove)(nil),
+		(*MetaCommand_SetPreferredLeader)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2487,7 +3087,7 @@ func file_raftbus_cluster_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftbus_cluster_v1_cluster_proto_rawDesc), len(file_raftbus_cluster_v1_cluster_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   32,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,6 +26,7 @@ const (
 	NodeService_DemoteReplica_FullMethodName    = "/raftbus.cluster.v1.NodeService/DemoteReplica"
 	NodeService_NodeStatus_FullMethodName       = "/raftbus.cluster.v1.NodeService/NodeStatus"
 	NodeService_AwaitMessages_FullMethodName    = "/raftbus.cluster.v1.NodeService/AwaitMessages"
+	NodeService_FinishMove_FullMethodName       = "/raftbus.cluster.v1.NodeService/FinishMove"
 )
 
 // NodeServiceClient is the client API for NodeService service.
@@ -64,6 +65,10 @@ type NodeServiceClient interface {
 	// waits on every leader at once this way, then receives where a message
 	// is. Answers NOT_LEADER when the node leads no partition of it.
 	AwaitMessages(ctx context.Context, in *AwaitMessagesRequest, opts ...grpc.CallOption) (*AwaitMessagesResponse, error)
+	// FinishMove reports that a partition's replica move is done (the new
+	// replica votes, the old one is out of the group), from the partition's
+	// leader to the metadata leader (others forward it).
+	FinishMove(ctx context.Context, in *FinishMoveRequest, opts ...grpc.CallOption) (*FinishMoveResponse, error)
 }
 
 type nodeServiceClient struct {
@@ -144,6 +149,16 @@ func (c *nodeServiceClient) AwaitMessages(ctx context.Context, in *AwaitMessages
 	return out, nil
 }
 
+func (c *nodeServiceClient) FinishMove(ctx context.Context, in *FinishMoveRequest, opts ...grpc.CallOption) (*FinishMoveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FinishMoveResponse)
+	err := c.cc.Invoke(ctx, NodeService_FinishMove_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServiceServer is the server API for NodeService service.
 // All implementations must embed UnimplementedNodeServiceServer
 // for forward compatibility.
@@ -180,6 +195,10 @@ type NodeServiceServer interface {
 	// waits on every leader at once this way, then receives where a message
 	// is. Answers NOT_LEADER when the node leads no partition of it.
 	AwaitMessages(context.Context, *AwaitMessagesRequest) (*AwaitMessagesResponse, error)
+	// FinishMove reports that a partition's replica move is done (the new
+	// replica votes, the old one is out of the group), from the partition's
+	// leader to the metadata leader (others forward it).
+	FinishMove(context.Context, *FinishMoveRequest) (*FinishMoveResponse, error)
 	mustEmbedUnimplementedNodeServiceServer()
 }
 
@@ -210,6 +229,9 @@ func (UnimplementedNodeServiceServer) NodeStatus(context.Context, *NodeStatusReq
 }
 func (UnimplementedNodeServiceServer) AwaitMessages(context.Context, *AwaitMessagesRequest) (*AwaitMessagesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AwaitMessages not implemented")
+}
+func (UnimplementedNodeServiceServer) FinishMove(context.Context, *FinishMoveRequest) (*FinishMoveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method FinishMove not implemented")
 }
 func (UnimplementedNodeServiceServer) mustEmbedUnimplementedNodeServiceServer() {}
 func (UnimplementedNodeServiceServer) testEmbeddedByValue()                     {}
@@ -358,6 +380,24 @@ func _NodeService_AwaitMessages_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeService_FinishMove_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FinishMoveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).FinishMove(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_FinishMove_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).FinishMove(ctx, req.(*FinishMoveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // NodeService_ServiceDesc is the grpc.ServiceDesc for NodeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -392,6 +432,10 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AwaitMessages",
 			Handler:    _NodeService_AwaitMessages_Handler,
+		},
+		{
+			MethodName: "FinishMove",
+			Handler:    _NodeService_FinishMove_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

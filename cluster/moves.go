@@ -1,0 +1,175 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/raftbus/raftbus/cluster/meta"
+	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
+)
+
+// Moving a replica, as the metadata leader decides it (meta.Plan) and a
+// partition's leader carries it out, one step per look:
+//
+//  1. MoveReplica names the new node in the placement in the old one's
+//     place; the new node opens an empty replica that does not bootstrap.
+//  2. The leader adds the new replica to the group as a non-voter; it
+//     catches up by snapshot and log without counting towards a quorum.
+//  3. Once it has caught up the leader makes it a voter (promoteRebuilt).
+//  4. The leader takes the old replica out of the group; when the leader
+//     is the old replica, it first hands leadership to the preferred
+//     replica, which is never the old one (handOver).
+//  5. The leader reports FinishMove; the old node then closes its replica
+//     and deletes its data.
+//
+// The group never has fewer voters than before the move, and each step is
+// one Raft configuration change, so a move survives any leader change: a
+// new leader looks at the group's configuration and takes the next step.
+
+// moveRetry spaces a leader's steps of a move that is waiting on
+// something (a replica catching up, a node that does not answer).
+const moveRetry = 500 * time.Millisecond
+
+// moveStepTimeout bounds one step.
+const moveStepTimeout = 15 * time.Second
+
+// wantedReplica is a partition replica the metadata places on this node.
+type wantedReplica struct {
+	entity *clusterv1.Entity
+	id     uint32
+	// bootstrap is the configuration the replica starts its group with
+	// when it has no state: set only on the partition's founders.
+	bootstrap []raft.Server
+	// placed are the replicas the placement names, preferred the one that
+	// should lead.
+	placed    []raft.Server
+	preferred string
+	move      *clusterv1.ReplicaMove
+}
+
+// desiredReplicas are the replicas the metadata places on this node, by
+// group name: those of its placements, and those moving off it.
+func (n *Node) desiredReplicas() map[string]wantedReplica {
+	desired := make(map[string]wantedReplica)
+	me := n.cfg.NodeID
+	n.meta.fsm.View(func(s *clusterv1.MetaSnapshot) {
+		addrs := make(map[string]string, len(s.Nodes))
+		for _, m := range s.Nodes {
+			addrs[m.NodeId] = m.Address
+		}
+		servers := func(ids []string) []raft.Server {
+			out := make([]raft.Server, 0, len(ids))
+			for _, id := range ids {
+				out = append(out, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(addrs[id])})
+			}
+			return out
+		}
+		for _, e := range s.Entities {
+			placed := false
+			for _, pl := range e.Partitions {
+				placed = placed || meta.Holds(pl, me)
+			}
+			if !placed {
+				continue
+			}
+			// A copy: the state machine changes entities in place.
+			e := proto.Clone(e).(*clusterv1.Entity)
+			for id, pl := range e.Partitions {
+				if !meta.Holds(pl, me) {
+					continue
+				}
+				w := wantedReplica{entity: e, id: uint32(id), placed: servers(pl.NodeIds), move: pl.Move}
+				if len(pl.NodeIds) > 0 {
+					w.preferred = pl.NodeIds[0]
+				}
+				if slices.Contains(pl.NodeIds, me) {
+					w.bootstrap = servers(meta.Bootstrap(pl, me))
+				}
+				desired[groupName(e, uint32(id))] = w
+			}
+		}
+	})
+	return desired
+}
+
+// advanceMove takes the next step of the replica move w's placement asks
+// for, on r's leader, in the background.
+func (n *Node) advanceMove(r *replica, w wantedReplica) {
+	if w.move == nil || r.moving.Load() || time.Since(r.lastMoveStep) < moveRetry {
+		return
+	}
+	r.lastMoveStep = time.Now()
+	r.moving.Store(true)
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer r.moving.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), moveStepTimeout)
+		defer cancel()
+		if err := n.moveStep(ctx, r, w); err != nil {
+			n.log.Debug("replica move: not yet", "group", r.group, "from", w.move.GetFrom(), "to", w.move.GetTo(), "err", err)
+		}
+	}()
+}
+
+func (n *Node) moveStep(ctx context.Context, r *replica, w wantedReplica) error {
+	from, to := w.move.GetFrom(), w.move.GetTo()
+	members, err := r.p.Members()
+	if err != nil {
+		return err
+	}
+	member := func(id string) (raft.Server, bool) {
+		i := slices.IndexFunc(members, func(s raft.Server) bool { return string(s.ID) == id })
+		if i < 0 {
+			return raft.Server{}, false
+		}
+		return members[i], true
+	}
+	if to != "" {
+		s, ok := member(to)
+		if !ok {
+			addr := n.nodeAddrs()[to]
+			if addr == "" {
+				return fmt.Errorf("no address for node %s", to)
+			}
+			if err := r.p.AddLearner(ctx, to, addr); err != nil {
+				return err
+			}
+			n.log.Info("replica move: new replica added; it catches up before it votes", "group", r.group, "to", to)
+			return nil
+		}
+		if s.Suffrage != raft.Voter {
+			// promoteRebuilt makes it a voter once it has caught up.
+			return fmt.Errorf("the new replica on %s has not caught up yet", to)
+		}
+	}
+	if _, ok := member(from); from != "" && ok {
+		if from == n.cfg.NodeID {
+			// handOver gives leadership to the preferred replica first.
+			return fmt.Errorf("this node leads the partition it is moving off")
+		}
+		if err := r.p.RemoveMember(ctx, from); err != nil {
+			return err
+		}
+		n.log.Info("replica move: old replica out of the group", "group", r.group, "from", from)
+	}
+	done := &clusterv1.FinishMove{Entity: w.entity.GetName(), Incarnation: w.entity.GetIncarnation(), PartitionId: w.id, From: from, To: to}
+	err = n.atMetaLeader(ctx, false, func() error {
+		_, err := n.meta.propose(ctx, &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_FinishMove{FinishMove: done}})
+		return err
+	}, func(ctx context.Context, conn grpc.ClientConnInterface) error {
+		_, err := clusterv1.NewNodeServiceClient(conn).FinishMove(ctx, &clusterv1.FinishMoveRequest{Move: done})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("report the move done: %w", err)
+	}
+	n.log.Info("replica move done", "group", r.group, "from", from, "to", to)
+	return nil
+}
