@@ -52,11 +52,11 @@ const (
 var allFeatures = []string{featureQueue, featureSessions, featureSchedule, featureAnonymous, featureTopic, featureChanges}
 
 // ciMix is the 45 s run of `go test ./test/failover` on three nodes:
-// every feature, and every fault but those that need five nodes (two down
-// at once, the majorities ring).
+// every feature, and every fault but those that need more nodes (two
+// down at once, the majorities ring, a drain).
 var ciMix = mix{
 	name:          "ci",
-	processFaults: []nemesis.Kind{nemesis.Kill, nemesis.KillLeader, nemesis.Pause, nemesis.KillAll, nemesis.Term, nemesis.ClockSkew},
+	processFaults: []nemesis.Kind{nemesis.Kill, nemesis.KillLeader, nemesis.Pause, nemesis.KillAll, nemesis.Term, nemesis.ClockSkew, nemesis.RollingRestart},
 	networkFaults: []nemesis.Kind{nemesis.Isolate, nemesis.IsolateLeader, nemesis.Bridge, nemesis.Loss, nemesis.Slow},
 	interval:      3 * time.Second, hold: 2 * time.Second,
 	features: allFeatures,

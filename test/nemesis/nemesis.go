@@ -1,7 +1,8 @@
 // Package nemesis injects faults into a cluster of raftbusd processes while
 // a workload runs: it kills, stops (SIGTERM) and pauses nodes (often a
 // partition leader, sometimes two of five at once), crashes the whole
-// cluster, restarts a node with a skewed clock, and, when the nodes run in
+// cluster, restarts every node in turn, drains a node and takes it back,
+// restarts a node with a skewed clock, and, when the nodes run in
 // network namespaces, cuts nodes and leaders off, splits the cluster
 // around a bridge node or into a ring of overlapping majorities, and makes
 // links lossy or congested. Each fault is held for a while and then
