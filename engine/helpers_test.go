@@ -134,6 +134,18 @@ func (h *harness) settle(m *raftbusv1.ReceivedMessage, d enginev1.Disposition) {
 	h.ok(settleCmd(raftbusv1.SubQueue_SUB_QUEUE_UNSPECIFIED, m.GetLockToken(), d))
 }
 
+func scheduleCmd(msgs ...*raftbusv1.Message) *enginev1.Command {
+	return &enginev1.Command{Body: &enginev1.Command_Schedule{Schedule: &enginev1.Schedule{EntityPath: testQueue, Messages: msgs}}}
+}
+
+func cancelCmd(seqs ...int64) *enginev1.Command {
+	return &enginev1.Command{Body: &enginev1.Command_CancelScheduled{CancelScheduled: &enginev1.CancelScheduled{EntityPath: testQueue, SequenceNumbers: seqs}}}
+}
+
+func tickCmd() *enginev1.Command {
+	return &enginev1.Command{Body: &enginev1.Command_Tick{Tick: &enginev1.Tick{}}}
+}
+
 func (h *harness) counts() *raftbusv1.PartitionRuntimeProperties {
 	h.t.Helper()
 	p, err := h.e.RuntimeProperties(testQueue)

@@ -3,6 +3,8 @@ package raftlog
 import (
 	"testing"
 	"time"
+
+	"github.com/raftbus/raftbus/internal/await"
 )
 
 func TestIdleGroupDoesNotPinSegments(t *testing.T) {
@@ -70,13 +72,9 @@ func TestDroppedGroupFreesItsSegments(t *testing.T) {
 	}
 	// The collector carries the small group forward on its own, a batch
 	// at a time while no caller waits, and deletes what is freed.
-	deadline := time.Now().Add(10 * time.Second)
-	for l.Stats().Segments > 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d segments left after dropping the group that filled them", l.Stats().Segments)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	await.Until(t, 10*time.Second, "at most 2 segments left after dropping the group that filled them", func() bool {
+		return l.Stats().Segments <= 2
+	})
 	store(t, small, 3, 3, 1, 50)
 	l.Close()
 	l = openLog(t, dir, opts)

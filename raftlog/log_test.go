@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/raftbus/raftbus/internal/await"
 )
 
 func openLog(t testing.TB, dir string, opts Options) *Log {
@@ -290,13 +292,7 @@ func TestGroupCommitCoalescesAndWaitsForTheSync(t *testing.T) {
 		}()
 	}
 	// Wait until all fifteen are queued behind the writer.
-	deadline := time.Now().Add(10 * time.Second)
-	for l.queued.Load() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d appends queued", l.queued.Load(), n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	await.Until(t, 10*time.Second, fmt.Sprintf("all %d appends queued", n), func() bool { return l.queued.Load() >= n })
 	select {
 	case name := <-returned:
 		t.Fatalf("%s returned before its records were synced", name)

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/raftbus/raftbus/internal/await"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 	"github.com/raftbus/raftbus/test/procs"
 )
@@ -342,31 +343,21 @@ func (w *corruptionWorkload) awaitRebuilt(v int) {
 
 func (w *corruptionWorkload) await(what string, timeout time.Duration, cond func(*raftbusv1.GetClusterInfoResponse) bool) {
 	w.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	await.Until(w.t, timeout, what, func() bool {
 		for i := range w.c.Nodes {
 			if info := w.clusterInfo(i); info != nil && cond(info) {
-				return
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			w.t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return false
+	})
 }
 
 // awaitLog waits until a node's log file holds text.
 func awaitLog(t *testing.T, path, text string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		if b, _ := os.ReadFile(path); bytes.Contains(b, []byte(text)) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never logged %q", path, text)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	await.Until(t, timeout, fmt.Sprintf("%s to log %q", path, text), func() bool {
+		b, _ := os.ReadFile(path)
+		return bytes.Contains(b, []byte(text))
+	})
 }

@@ -100,10 +100,10 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"queue":        {queueUsage, runQueue},
-		"topic":        {topicUsage, runTopic},
-		"subscription": {subscriptionUsage, runSubscription},
-		"rule":         {ruleUsage, runRule},
+		"queue":        {queueUsage, queueKind.run},
+		"topic":        {topicUsage, topicKind.run},
+		"subscription": {subscriptionUsage, subscriptionKind.run},
+		"rule":         {ruleUsage, ruleKind.run},
 		"send":         {sendUsage, runSend},
 		"receive":      {receiveUsage, runReceive},
 		"peek":         {peekUsage, runPeek},

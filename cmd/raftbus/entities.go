@@ -186,58 +186,132 @@ func verb(args []string) (string, []string, error) {
 	return args[0], args[1:], nil
 }
 
-func runQueue(ctx context.Context, a *app, args []string) error {
-	var settings *entitySettings
-	c, err := a.adminCommand(ctx, "queue", args, nil, func(fs *flag.FlagSet) { settings = newEntitySettings(fs) })
+// queueKind is the queue command. Its get also prints the queue's
+// message counts.
+var queueKind = adminKind{
+	name:  "queue",
+	label: func(pos []string) string { return pos[0] },
+	flags: func(fs *flag.FlagSet) adminActions {
+		settings := newEntitySettings(fs)
+		return adminActions{
+			create:   func(c *adminCall) (proto.Message, error) { return c.ad.CreateQueue(c.ctx, c.pos[0], settings.queue()) },
+			update:   func(c *adminCall) (proto.Message, error) { return c.ad.UpdateQueue(c.ctx, c.pos[0], settings.queue()) },
+			describe: describeQueue,
+			delete:   func(c *adminCall) error { return c.ad.DeleteQueue(c.ctx, c.pos[0]) },
+			header:   []string{"NAME", "PARTITIONS", "LOCK", "MAX DELIVERIES", "SESSIONS", "DEDUP"},
+			list: func(c *adminCall) ([]proto.Message, [][]string, error) {
+				qs, err := c.ad.ListQueues(c.ctx)
+				return listed(qs, err, func(q *admin.QueueProperties) []string {
+					return []string{q.GetName(), fmt.Sprint(q.GetPartitionCount()), q.GetLockDuration().AsDuration().String(),
+						fmt.Sprint(q.GetMaxDeliveryCount()), yesNo(q.GetRequiresSession()), yesNo(q.GetRequiresDuplicateDetection())}
+				})
+			},
+		}
+	},
+}
+
+// describeQueue prints a queue's settings and its message counts.
+func describeQueue(a *app, c *adminCall) error {
+	q, err := c.ad.GetQueue(c.ctx, c.pos[0])
 	if err != nil {
 		return err
 	}
-	defer c.done()
-	v, pos, ad, ctx := c.verb, c.pos, c.ad, c.ctx
-	switch v {
-	case "create":
-		q, err := ad.CreateQueue(ctx, pos[0], settings.queue())
-		return a.show(q, err, "created queue "+pos[0])
-	case "update":
-		q, err := ad.UpdateQueue(ctx, pos[0], settings.queue())
-		return a.show(q, err, "updated queue "+pos[0])
-	case "get":
-		q, err := ad.GetQueue(ctx, pos[0])
-		if err != nil {
-			return err
-		}
-		rt, err := ad.GetQueueRuntimeProperties(ctx, pos[0])
-		if err != nil {
-			return err
-		}
-		if a.output == "json" {
-			return a.printJSON(map[string]any{"queue": rawProto(q), "runtime": rawProto(rt)})
-		}
-		if err := a.printFields(q); err != nil {
-			return err
-		}
-		fmt.Fprintf(a.stdout, "messages: active %d, scheduled %d, deferred %d, dead-lettered %d, locked %d\n",
-			rt.GetActiveMessageCount(), rt.GetScheduledMessageCount(), rt.GetDeferredMessageCount(), rt.GetDeadLetterMessageCount(), rt.GetLockedMessageCount())
-		return nil
-	case "delete":
-		if err := ad.DeleteQueue(ctx, pos[0]); err != nil {
-			return err
-		}
-		return a.done("deleted queue "+pos[0], map[string]string{"deleted": pos[0]})
-	}
-	qs, err := ad.ListQueues(ctx)
+	rt, err := c.ad.GetQueueRuntimeProperties(c.ctx, c.pos[0])
 	if err != nil {
 		return err
 	}
 	if a.output == "json" {
-		return printProtoList(a, qs)
+		return a.printJSON(map[string]any{"queue": rawProto(q), "runtime": rawProto(rt)})
 	}
+	if err := a.printFields(q); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "messages: active %d, scheduled %d, deferred %d, dead-lettered %d, locked %d\n",
+		rt.GetActiveMessageCount(), rt.GetScheduledMessageCount(), rt.GetDeferredMessageCount(), rt.GetDeadLetterMessageCount(), rt.GetLockedMessageCount())
+	return nil
+}
+
+// adminKind is one kind of entity the admin commands manage (queue,
+// topic, subscription, rule): how its entities are named on the command
+// line and in what the commands print, and what each action calls. Every
+// kind runs the same path (run), so the actions behave and print alike.
+type adminKind struct {
+	name string
+	// parents name the positional arguments before the entity's own name
+	// (a subscription's topic).
+	parents []string
+	// label is how the output names the entity of pos.
+	label func(pos []string) string
+	// flags sets up the kind's flags on fs and returns its actions, which
+	// read them once parsed.
+	flags func(fs *flag.FlagSet) adminActions
+}
+
+// adminActions are the calls behind a kind's actions, made with the
+// command's admin client and context; its pos holds the parents' names,
+// then the entity's (for list, the parents' only).
+type adminActions struct {
+	create, update func(c *adminCall) (proto.Message, error)
+	get            func(c *adminCall) (proto.Message, error)
+	// describe, when set, prints what get shows in its own way.
+	describe func(a *app, c *adminCall) error
+	delete   func(c *adminCall) error
+	// list returns the entities, and the rows of the table that shows
+	// them under header.
+	list   func(c *adminCall) ([]proto.Message, [][]string, error)
+	header []string
+}
+
+// listed turns what a list call returned into list's results.
+func listed[T proto.Message](items []T, err error, row func(T) []string) ([]proto.Message, [][]string, error) {
+	if err != nil {
+		return nil, nil, err
+	}
+	ms := make([]proto.Message, 0, len(items))
 	var rows [][]string
-	for _, q := range qs {
-		rows = append(rows, []string{q.GetName(), fmt.Sprint(q.GetPartitionCount()), q.GetLockDuration().AsDuration().String(),
-			fmt.Sprint(q.GetMaxDeliveryCount()), yesNo(q.GetRequiresSession()), yesNo(q.GetRequiresDuplicateDetection())})
+	for _, m := range items {
+		ms = append(ms, m)
+		rows = append(rows, row(m))
 	}
-	a.table([]string{"NAME", "PARTITIONS", "LOCK", "MAX DELIVERIES", "SESSIONS", "DEDUP"}, rows)
+	return ms, rows, nil
+}
+
+// run runs a create, update, get, delete or list command of the kind.
+func (k adminKind) run(ctx context.Context, a *app, args []string) error {
+	var do adminActions
+	c, err := a.adminCommand(ctx, k.name, args, k.parents, func(fs *flag.FlagSet) { do = k.flags(fs) })
+	if err != nil {
+		return err
+	}
+	defer c.done()
+	switch c.verb {
+	case "create":
+		m, err := do.create(c)
+		return a.show(m, err, "created "+k.name+" "+k.label(c.pos))
+	case "update":
+		m, err := do.update(c)
+		return a.show(m, err, "updated "+k.name+" "+k.label(c.pos))
+	case "get":
+		if do.describe != nil {
+			return do.describe(a, c)
+		}
+		m, err := do.get(c)
+		return a.show(m, err, k.name+" "+k.label(c.pos))
+	case "delete":
+		if err := do.delete(c); err != nil {
+			return err
+		}
+		label := k.label(c.pos)
+		return a.done("deleted "+k.name+" "+label, map[string]string{"deleted": label})
+	}
+	items, rows, err := do.list(c)
+	if err != nil {
+		return err
+	}
+	if a.output == "json" {
+		return printProtoList(a, items)
+	}
+	a.table(do.header, rows)
 	return nil
 }
 

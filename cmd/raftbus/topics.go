@@ -1,9 +1,10 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/raftbus/raftbus/client/admin"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -51,160 +52,113 @@ Examples:
   raftbus rule delete events eu '$Default'
 `
 
-func runTopic(ctx context.Context, a *app, args []string) error {
-	var settings *entitySettings
-	c, err := a.adminCommand(ctx, "topic", args, nil, func(fs *flag.FlagSet) { settings = newEntitySettings(fs) })
-	if err != nil {
-		return err
-	}
-	defer c.done()
-	v, pos, ad, ctx := c.verb, c.pos, c.ad, c.ctx
-	switch v {
-	case "create":
-		t, err := ad.CreateTopic(ctx, pos[0], settings.topic())
-		return a.show(t, err, "created topic "+pos[0])
-	case "update":
-		t, err := ad.UpdateTopic(ctx, pos[0], settings.topic())
-		return a.show(t, err, "updated topic "+pos[0])
-	case "get":
-		t, err := ad.GetTopic(ctx, pos[0])
-		return a.show(t, err, "topic "+pos[0])
-	case "delete":
-		if err := ad.DeleteTopic(ctx, pos[0]); err != nil {
-			return err
+var topicKind = adminKind{
+	name:  "topic",
+	label: func(pos []string) string { return pos[0] },
+	flags: func(fs *flag.FlagSet) adminActions {
+		settings := newEntitySettings(fs)
+		return adminActions{
+			create: func(c *adminCall) (proto.Message, error) { return c.ad.CreateTopic(c.ctx, c.pos[0], settings.topic()) },
+			update: func(c *adminCall) (proto.Message, error) { return c.ad.UpdateTopic(c.ctx, c.pos[0], settings.topic()) },
+			get:    func(c *adminCall) (proto.Message, error) { return c.ad.GetTopic(c.ctx, c.pos[0]) },
+			delete: func(c *adminCall) error { return c.ad.DeleteTopic(c.ctx, c.pos[0]) },
+			header: []string{"NAME", "PARTITIONS", "DEDUP"},
+			list: func(c *adminCall) ([]proto.Message, [][]string, error) {
+				ts, err := c.ad.ListTopics(c.ctx)
+				return listed(ts, err, func(t *admin.TopicProperties) []string {
+					return []string{t.GetName(), fmt.Sprint(t.GetPartitionCount()), yesNo(t.GetRequiresDuplicateDetection())}
+				})
+			},
 		}
-		return a.done("deleted topic "+pos[0], map[string]string{"deleted": pos[0]})
-	}
-	ts, err := ad.ListTopics(ctx)
-	if err != nil {
-		return err
-	}
-	if a.output == "json" {
-		return printProtoList(a, ts)
-	}
-	var rows [][]string
-	for _, t := range ts {
-		rows = append(rows, []string{t.GetName(), fmt.Sprint(t.GetPartitionCount()), yesNo(t.GetRequiresDuplicateDetection())})
-	}
-	a.table([]string{"NAME", "PARTITIONS", "DEDUP"}, rows)
-	return nil
+	},
 }
 
-func runSubscription(ctx context.Context, a *app, args []string) error {
-	var settings *entitySettings
-	var sql *string
-	c, err := a.adminCommand(ctx, "subscription", args, []string{"topic"}, func(fs *flag.FlagSet) {
-		settings = newEntitySettings(fs)
-		sql = fs.String("sql", "", "")
-	})
-	if err != nil {
-		return err
-	}
-	defer c.done()
-	v, pos, ad, ctx := c.verb, c.pos, c.ad, c.ctx
-	switch v {
-	case "create":
-		var rule *admin.RuleProperties
-		if *sql != "" {
-			rule = &admin.RuleProperties{Name: "$Default", Filter: &raftbusv1.RuleFilter{Filter: &raftbusv1.RuleFilter_SqlFilter{SqlFilter: &raftbusv1.SqlFilter{SqlExpression: *sql}}}}
+var subscriptionKind = adminKind{
+	name:    "subscription",
+	parents: []string{"topic"},
+	label:   func(pos []string) string { return pos[0] + "/" + pos[1] },
+	flags: func(fs *flag.FlagSet) adminActions {
+		settings := newEntitySettings(fs)
+		sql := fs.String("sql", "", "")
+		return adminActions{
+			create: func(c *adminCall) (proto.Message, error) {
+				var rule *admin.RuleProperties
+				if *sql != "" {
+					rule = &admin.RuleProperties{Name: "$Default", Filter: &raftbusv1.RuleFilter{Filter: &raftbusv1.RuleFilter_SqlFilter{SqlFilter: &raftbusv1.SqlFilter{SqlExpression: *sql}}}}
+				}
+				return c.ad.CreateSubscription(c.ctx, c.pos[0], c.pos[1], settings.subscription(), rule)
+			},
+			update: func(c *adminCall) (proto.Message, error) {
+				return c.ad.UpdateSubscription(c.ctx, c.pos[0], c.pos[1], settings.subscription())
+			},
+			get:    func(c *adminCall) (proto.Message, error) { return c.ad.GetSubscription(c.ctx, c.pos[0], c.pos[1]) },
+			delete: func(c *adminCall) error { return c.ad.DeleteSubscription(c.ctx, c.pos[0], c.pos[1]) },
+			header: []string{"NAME", "LOCK", "MAX DELIVERIES", "SESSIONS"},
+			list: func(c *adminCall) ([]proto.Message, [][]string, error) {
+				subs, err := c.ad.ListSubscriptions(c.ctx, c.pos[0])
+				return listed(subs, err, func(s *admin.SubscriptionProperties) []string {
+					return []string{s.GetSubscriptionName(), s.GetLockDuration().AsDuration().String(), fmt.Sprint(s.GetMaxDeliveryCount()), yesNo(s.GetRequiresSession())}
+				})
+			},
 		}
-		s, err := ad.CreateSubscription(ctx, pos[0], pos[1], settings.subscription(), rule)
-		return a.show(s, err, "created subscription "+pos[0]+"/"+pos[1])
-	case "update":
-		s, err := ad.UpdateSubscription(ctx, pos[0], pos[1], settings.subscription())
-		return a.show(s, err, "updated subscription "+pos[0]+"/"+pos[1])
-	case "get":
-		s, err := ad.GetSubscription(ctx, pos[0], pos[1])
-		return a.show(s, err, "subscription "+pos[0]+"/"+pos[1])
-	case "delete":
-		if err := ad.DeleteSubscription(ctx, pos[0], pos[1]); err != nil {
-			return err
-		}
-		return a.done("deleted subscription "+pos[0]+"/"+pos[1], map[string]string{"deleted": pos[0] + "/" + pos[1]})
-	}
-	subs, err := ad.ListSubscriptions(ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	if a.output == "json" {
-		return printProtoList(a, subs)
-	}
-	var rows [][]string
-	for _, s := range subs {
-		rows = append(rows, []string{s.GetSubscriptionName(), s.GetLockDuration().AsDuration().String(), fmt.Sprint(s.GetMaxDeliveryCount()), yesNo(s.GetRequiresSession())})
-	}
-	a.table([]string{"NAME", "LOCK", "MAX DELIVERIES", "SESSIONS"}, rows)
-	return nil
+	},
 }
 
-func runRule(ctx context.Context, a *app, args []string) error {
-	var sql, correlation, action *string
-	var always, never *bool
-	c, err := a.adminCommand(ctx, "rule", args, []string{"topic", "subscription"}, func(fs *flag.FlagSet) {
-		sql = fs.String("sql", "", "")
-		correlation = fs.String("correlation-id", "", "")
-		always = fs.Bool("true", false, "")
-		never = fs.Bool("false", false, "")
-		action = fs.String("action", "", "")
-	})
-	if err != nil {
-		return err
-	}
-	defer c.done()
-	v, pos, ad, ctx := c.verb, c.pos, c.ad, c.ctx
-	rule := func() (*admin.RuleProperties, error) {
-		r := &admin.RuleProperties{Name: pos[2], Filter: &raftbusv1.RuleFilter{}}
-		switch {
-		case *sql != "":
-			r.Filter.Filter = &raftbusv1.RuleFilter_SqlFilter{SqlFilter: &raftbusv1.SqlFilter{SqlExpression: *sql}}
-		case *correlation != "":
-			r.Filter.Filter = &raftbusv1.RuleFilter_CorrelationFilter{CorrelationFilter: &raftbusv1.CorrelationFilter{CorrelationId: *correlation}}
-		case *always:
-			r.Filter.Filter = &raftbusv1.RuleFilter_TrueFilter{TrueFilter: &raftbusv1.TrueFilter{}}
-		case *never:
-			r.Filter.Filter = &raftbusv1.RuleFilter_FalseFilter{FalseFilter: &raftbusv1.FalseFilter{}}
-		default:
-			return nil, usagef("give a filter: --sql, --correlation-id, --true or --false")
+var ruleKind = adminKind{
+	name:    "rule",
+	parents: []string{"topic", "subscription"},
+	label:   func(pos []string) string { return pos[2] },
+	flags: func(fs *flag.FlagSet) adminActions {
+		sql := fs.String("sql", "", "")
+		correlation := fs.String("correlation-id", "", "")
+		always := fs.Bool("true", false, "")
+		never := fs.Bool("false", false, "")
+		action := fs.String("action", "", "")
+		rule := func(name string) (*admin.RuleProperties, error) {
+			r := &admin.RuleProperties{Name: name, Filter: &raftbusv1.RuleFilter{}}
+			switch {
+			case *sql != "":
+				r.Filter.Filter = &raftbusv1.RuleFilter_SqlFilter{SqlFilter: &raftbusv1.SqlFilter{SqlExpression: *sql}}
+			case *correlation != "":
+				r.Filter.Filter = &raftbusv1.RuleFilter_CorrelationFilter{CorrelationFilter: &raftbusv1.CorrelationFilter{CorrelationId: *correlation}}
+			case *always:
+				r.Filter.Filter = &raftbusv1.RuleFilter_TrueFilter{TrueFilter: &raftbusv1.TrueFilter{}}
+			case *never:
+				r.Filter.Filter = &raftbusv1.RuleFilter_FalseFilter{FalseFilter: &raftbusv1.FalseFilter{}}
+			default:
+				return nil, usagef("give a filter: --sql, --correlation-id, --true or --false")
+			}
+			if *action != "" {
+				r.Action = &raftbusv1.SqlRuleAction{SqlExpression: *action}
+			}
+			return r, nil
 		}
-		if *action != "" {
-			r.Action = &raftbusv1.SqlRuleAction{SqlExpression: *action}
+		return adminActions{
+			create: func(c *adminCall) (proto.Message, error) {
+				r, err := rule(c.pos[2])
+				if err != nil {
+					return nil, err
+				}
+				return c.ad.CreateRule(c.ctx, c.pos[0], c.pos[1], r)
+			},
+			update: func(c *adminCall) (proto.Message, error) {
+				r, err := rule(c.pos[2])
+				if err != nil {
+					return nil, err
+				}
+				return c.ad.UpdateRule(c.ctx, c.pos[0], c.pos[1], r)
+			},
+			get:    func(c *adminCall) (proto.Message, error) { return c.ad.GetRule(c.ctx, c.pos[0], c.pos[1], c.pos[2]) },
+			delete: func(c *adminCall) error { return c.ad.DeleteRule(c.ctx, c.pos[0], c.pos[1], c.pos[2]) },
+			header: []string{"NAME", "FILTER", "ACTION"},
+			list: func(c *adminCall) ([]proto.Message, [][]string, error) {
+				rules, err := c.ad.ListRules(c.ctx, c.pos[0], c.pos[1])
+				return listed(rules, err, func(r *admin.RuleProperties) []string {
+					return []string{r.GetName(), describeFilter(r.GetFilter()), r.GetAction().GetSqlExpression()}
+				})
+			},
 		}
-		return r, nil
-	}
-	switch v {
-	case "create", "update":
-		r, err := rule()
-		if err != nil {
-			return err
-		}
-		if v == "create" {
-			r, err = ad.CreateRule(ctx, pos[0], pos[1], r)
-		} else {
-			r, err = ad.UpdateRule(ctx, pos[0], pos[1], r)
-		}
-		return a.show(r, err, v+"d rule "+pos[2])
-	case "get":
-		r, err := ad.GetRule(ctx, pos[0], pos[1], pos[2])
-		return a.show(r, err, "rule "+pos[2])
-	case "delete":
-		if err := ad.DeleteRule(ctx, pos[0], pos[1], pos[2]); err != nil {
-			return err
-		}
-		return a.done("deleted rule "+pos[2], map[string]string{"deleted": pos[2]})
-	}
-	rules, err := ad.ListRules(ctx, pos[0], pos[1])
-	if err != nil {
-		return err
-	}
-	if a.output == "json" {
-		return printProtoList(a, rules)
-	}
-	var rows [][]string
-	for _, r := range rules {
-		rows = append(rows, []string{r.GetName(), describeFilter(r.GetFilter()), r.GetAction().GetSqlExpression()})
-	}
-	a.table([]string{"NAME", "FILTER", "ACTION"}, rows)
-	return nil
+	},
 }
 
 func describeFilter(f *raftbusv1.RuleFilter) string {
