@@ -175,7 +175,7 @@ func (n *Node) measure(id, addr string) {
 	cs := n.clocks
 	ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
 	defer cancel()
-	resp, meas, err := n.ping(ctx, addr, n.recordedIncarnation(id))
+	resp, meas, err := n.ping(ctx, addr, identity.Identity{NodeID: id, Incarnation: n.recordedIncarnation(id)})
 	if err != nil {
 		n.log.Debug("ping", "peer", id, "err", err)
 		return
@@ -207,7 +207,7 @@ func (n *Node) measure(id, addr string) {
 
 // ping calls NodeService.Ping at addr as this node, meant for the
 // incarnation target, and measures the peer's clock from the answer.
-func (n *Node) ping(ctx context.Context, addr, target string) (*clusterv1.PingResponse, clock.Measurement, error) {
+func (n *Node) ping(ctx context.Context, addr string, target identity.Identity) (*clusterv1.PingResponse, clock.Measurement, error) {
 	conn, err := n.peers.Get(addr)
 	if err != nil {
 		return nil, clock.Measurement{}, err

@@ -66,7 +66,7 @@ func (n *Node) removedMember(id string) bool {
 
 // outgoingIdentity is the metadata of a Raft RPC to server target.
 func (n *Node) outgoingIdentity(target raft.ServerID) metadata.MD {
-	return identity.Outgoing(n.self(), n.recordedIncarnation(string(target)))
+	return identity.Outgoing(n.self(), identity.Identity{NodeID: string(target), Incarnation: n.recordedIncarnation(string(target))})
 }
 
 // admit vets an incoming Raft RPC by the identity of its caller.
@@ -82,7 +82,7 @@ func (n *Node) admit(ctx context.Context) error {
 // vet checks a call from caller meant for the incarnation target. A
 // refusal is logged (the operator must act on it); one that says this
 // node's own data dir is not the one its cluster knows stops the node.
-func (n *Node) vet(caller identity.Identity, target string) *identity.Refusal {
+func (n *Node) vet(caller, target identity.Identity) *identity.Refusal {
 	r := identity.Check(n.self(), caller, n.recordedIncarnation(caller.NodeID), target)
 	if r == nil {
 		return nil
@@ -207,10 +207,14 @@ func (n *Node) register() {
 // vetAgainstPeers asks the nodes named by the peer list or the join
 // address who they are before this node takes part in anything. It
 // refuses to start a node whose id they know by another incarnation (its
-// data dir was wiped: it must not bootstrap, vote or join under that id)
-// or that belongs to another cluster. Nodes that do not answer say
-// nothing; a cluster being formed answers with no cluster id yet.
-func (n *Node) vetAgainstPeers() error {
+// data dir was wiped: it must not bootstrap, vote or join under that id),
+// that was removed, or that belongs to another cluster. Nodes that do not
+// answer say nothing; a cluster being formed answers with no cluster id
+// yet. It returns the address of a peer that answered as a member of a
+// formed cluster: a node with a new data dir joins through it rather than
+// bootstrapping from the peer list (it replaces a machine, or was added
+// to the list later).
+func (n *Node) vetAgainstPeers() (formed string, err error) {
 	var addrs []string
 	for id, addr := range n.cfg.Peers {
 		if id != n.cfg.NodeID && addr != n.addr {
@@ -232,7 +236,7 @@ func (n *Node) vetAgainstPeers() error {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
 			defer cancel()
-			resp, _, err := n.ping(ctx, addr, "")
+			resp, _, err := n.ping(ctx, addr, identity.Identity{})
 			if err == nil {
 				answers <- answer{addr, resp}
 			}
@@ -243,15 +247,18 @@ func (n *Node) vetAgainstPeers() error {
 	rec := n.ident.record()
 	for a := range answers {
 		if c := a.resp.GetClusterId(); c != "" && rec.ClusterID != "" && c != rec.ClusterID {
-			return fmt.Errorf("cluster: this data dir belongs to cluster %s, but node %s at %s belongs to cluster %s: a node takes part only in its own cluster; check --peers and --join, or start with an empty data dir to join that cluster under a new id",
+			return "", fmt.Errorf("cluster: this data dir belongs to cluster %s, but node %s at %s belongs to cluster %s: a node takes part only in its own cluster; check --peers and --join, or start with an empty data dir to join that cluster under a new id",
 				rec.ClusterID, a.resp.GetNodeId(), a.addr, c)
 		}
 		if a.resp.GetCallerRemoved() {
-			return fmt.Errorf("cluster: %s (node %s at %s says so)", meta.RemovedMessage(rec.NodeID), a.resp.GetNodeId(), a.addr)
+			return "", fmt.Errorf("cluster: %s (node %s at %s says so)", meta.RemovedMessage(rec.NodeID), a.resp.GetNodeId(), a.addr)
 		}
 		if known := a.resp.GetCallerIncarnation(); known != "" && known != rec.Incarnation {
-			return fmt.Errorf("cluster: %s (node %s at %s says so)", identity.StaleMessage(rec.NodeID, known, rec.Incarnation), a.resp.GetNodeId(), a.addr)
+			return "", fmt.Errorf("cluster: %s (node %s at %s says so)", identity.StaleMessage(rec.NodeID, known, rec.Incarnation), a.resp.GetNodeId(), a.addr)
+		}
+		if a.resp.GetClusterId() != "" && formed == "" {
+			formed = a.addr
 		}
 	}
-	return nil
+	return formed, nil
 }

@@ -141,7 +141,7 @@ func TestRaftTrafficFromAWipedOrForeignNodeIsRefused(t *testing.T) {
 	vote := func(id identity.Identity) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		ctx = metadata.NewOutgoingContext(ctx, identity.Outgoing(id, known["n1"]))
+		ctx = metadata.NewOutgoingContext(ctx, identity.Outgoing(id, identity.Identity{NodeID: "n1", Incarnation: known["n1"]}))
 		_, err := raft.RequestVote(ctx, &raftv1.RequestVoteRequest{Group: "meta", Term: 1,
 			Header: &raftv1.RPCHeader{ProtocolVersion: 3, Id: []byte(id.NodeID), Addr: []byte(c.nodes[2].Addr())}})
 		return err

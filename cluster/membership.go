@@ -98,18 +98,25 @@ func (g *metaGroup) reconcileVoters(ctx context.Context) error {
 		n.log.Info("this node is leaving: it hands the metadata group over")
 		return n.await(ctx, g.raft.LeadershipTransfer())
 	}
-	target := metaVoterTarget(len(voters) + len(learners))
-	// Draining voters count as missing while an active node could vote
-	// instead.
+	// The target counts active members only: a drained node may be
+	// stopped next, and must not hold a vote the group needs. Draining
+	// voters count as missing while an active node could vote instead.
 	active := func(s raft.Server) bool {
 		return membership(s.ID) == raftbusv1.NodeMembership_NODE_MEMBERSHIP_UNSPECIFIED
 	}
-	activeVoters := 0
+	activeVoters, activeMembers := 0, 0
 	for _, s := range voters {
 		if active(s) {
 			activeVoters++
+			activeMembers++
 		}
 	}
+	for _, s := range learners {
+		if active(s) {
+			activeMembers++
+		}
+	}
+	target := max(metaVoterTarget(activeMembers), 1)
 	if activeVoters < target {
 		for _, s := range learners {
 			if active(s) && n.heard(string(s.ID)) {

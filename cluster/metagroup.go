@@ -143,8 +143,9 @@ func (n *Node) await(ctx context.Context, f raft.Future) error {
 
 // joinOrBootstrap makes a node with no metadata state a member: it forms a
 // cluster from the configured peers (or alone), or asks a running node to
-// let it join. A node with state just resumes.
-func (g *metaGroup) joinOrBootstrap() error {
+// let it join: the join address, or formed, a peer that answered as a
+// member of a cluster formed already. A node with state just resumes.
+func (g *metaGroup) joinOrBootstrap(formed string) error {
 	cfg := g.n.cfg
 	has, err := raft.HasExistingState(g.store, g.store, g.snaps)
 	if err != nil {
@@ -155,6 +156,10 @@ func (g *metaGroup) joinOrBootstrap() error {
 	}
 	if cfg.Join != "" {
 		return g.join(cfg.Join)
+	}
+	if formed != "" {
+		g.n.log.Info("the peers have formed a cluster already: joining it", "via", formed)
+		return g.join(formed)
 	}
 	peers := cfg.Peers
 	if len(peers) == 0 {
@@ -398,6 +403,18 @@ func (g *metaGroup) addMember(ctx context.Context, req *clusterv1.JoinRequest) e
 	}
 	in, voters, others := false, 0, 0
 	for _, s := range f.Configuration().Servers {
+		if s.ID != raft.ServerID(id) && s.Address == raft.ServerAddress(addr) {
+			// Raft takes an address once. The node that had it may have
+			// been removed (a machine replaced under a new id): it leaves
+			// the group at once (reconcileVoters would, in a moment).
+			if !g.n.removedMember(string(s.ID)) {
+				return apierror.Invalid("address %s is node %s's, a member of the cluster: if %s is gone for good, remove it first (raftbus node remove %s), then start %s again", addr, s.ID, s.ID, s.ID, id)
+			}
+			if err := g.n.await(ctx, g.raft.RemoveServer(s.ID, 0, membershipChangeTimeout)); err != nil {
+				return apierror.Busy("remove %s from the metadata group: %v", s.ID, err)
+			}
+			return apierror.Busy("removed node %s left the address %s to %s: join again", s.ID, addr, id)
+		}
 		in = in || s.ID == raft.ServerID(id) && s.Address == raft.ServerAddress(addr)
 		if s.ID != raft.ServerID(id) {
 			others++

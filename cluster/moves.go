@@ -131,6 +131,30 @@ func (n *Node) moveStep(ctx context.Context, r *replica, w wantedReplica) error 
 		}
 		return members[i], true
 	}
+	// A node removed from the cluster that is still in the group (a move
+	// to it was redirected) leaves it first. Only removed nodes: they
+	// never come back, so this holds however far behind this node's view
+	// of the metadata is.
+	for _, s := range members {
+		id := string(s.ID)
+		if id != from && !slices.ContainsFunc(w.placed, func(p raft.Server) bool { return string(p.ID) == id }) && n.removedMember(id) {
+			if err := r.p.RemoveMember(ctx, id); err != nil {
+				return err
+			}
+			n.log.Info("replica move: removed node out of the group", "group", r.group, "node", id)
+			return nil
+		}
+	}
+	// A replica moving off a node removed for good leaves the group
+	// first: it votes no more, and its address may be the new node's (a
+	// machine replaced under a new id), which Raft takes only once.
+	if _, ok := member(from); from != "" && ok && from != n.cfg.NodeID && n.removedMember(from) {
+		if err := r.p.RemoveMember(ctx, from); err != nil {
+			return err
+		}
+		n.log.Info("replica move: replica of a removed node out of the group", "group", r.group, "from", from)
+		return nil
+	}
 	if to != "" {
 		s, ok := member(to)
 		if !ok {

@@ -253,7 +253,8 @@ func Start(cfg Config) (*Node, error) {
 	}
 	// A node whose data dir was wiped, or belongs to another cluster, must
 	// not bootstrap, vote or join: ask the nodes it was told of first.
-	if err := n.vetAgainstPeers(); err != nil {
+	formed, err := n.vetAgainstPeers()
+	if err != nil {
 		return abort(err)
 	}
 	if err := openStorage(n); err != nil {
@@ -263,7 +264,7 @@ func Start(cfg Config) (*Node, error) {
 	if err != nil {
 		return abort(err)
 	}
-	if err := n.meta.joinOrBootstrap(); err != nil {
+	if err := n.meta.joinOrBootstrap(formed); err != nil {
 		return abort(err)
 	}
 	if err := n.refuseIfAlone(); err != nil {

@@ -56,23 +56,26 @@ func TestClaimGivesAnOlderRecordAnIncarnationAndKeepsIt(t *testing.T) {
 func TestCheckRefusesForeignAndStaleNodes(t *testing.T) {
 	self := Identity{ClusterID: "c1", NodeID: "n1", Incarnation: "i1"}
 	cases := []struct {
-		name     string
-		caller   Identity
-		recorded string
-		target   string
-		want     Kind
+		name       string
+		caller     Identity
+		recorded   string
+		target     string
+		targetNode string
+		want       Kind
 	}{
-		{"a known member", Identity{"c1", "n2", "i2"}, "i2", "i1", 0},
-		{"a member still forming its cluster", Identity{"", "n2", "i2"}, "", "", 0},
-		{"a node that predates identities", Identity{}, "i2", "", 0},
-		{"a member whose incarnation is not recorded yet", Identity{"c1", "n2", "i2"}, "", "i1", 0},
-		{"another cluster", Identity{"c2", "n2", "i2"}, "i2", "i1", ForeignCluster},
-		{"a wiped caller", Identity{"", "n2", "i9"}, "i2", "", StaleCaller},
-		{"a call meant for the incarnation before this one", Identity{"c1", "n2", "i2"}, "i2", "i0", StaleSelf},
+		{"a known member", Identity{"c1", "n2", "i2"}, "i2", "i1", "", 0},
+		{"a member still forming its cluster", Identity{"", "n2", "i2"}, "", "", "", 0},
+		{"a node that predates identities", Identity{}, "i2", "", "", 0},
+		{"a member whose incarnation is not recorded yet", Identity{"c1", "n2", "i2"}, "", "i1", "", 0},
+		{"another cluster", Identity{"c2", "n2", "i2"}, "i2", "i1", "", ForeignCluster},
+		{"a wiped caller", Identity{"", "n2", "i9"}, "i2", "", "", StaleCaller},
+		{"a call meant for the incarnation before this one", Identity{"c1", "n2", "i2"}, "i2", "i0", "", StaleSelf},
+		{"a call meant for this node", Identity{"c1", "n2", "i2"}, "i2", "i1", "n1", 0},
+		{"a call meant for the node this address had before", Identity{"c1", "n2", "i2"}, "i2", "i7", "n7", WrongNode},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := Check(self, tc.caller, tc.recorded, tc.target)
+			r := Check(self, tc.caller, tc.recorded, Identity{NodeID: tc.targetNode, Incarnation: tc.target})
 			switch {
 			case tc.want == 0 && r != nil:
 				t.Fatalf("refused: %v", r)
@@ -81,7 +84,7 @@ func TestCheckRefusesForeignAndStaleNodes(t *testing.T) {
 			}
 		})
 	}
-	r := Check(self, Identity{"c1", "n2", "i9"}, "i2", "")
+	r := Check(self, Identity{"c1", "n2", "i9"}, "i2", Identity{})
 	for _, want := range []string{"n2", "wiped", "remove node n2 and join under a new id, or restore its data dir"} {
 		if !strings.Contains(r.Error(), want) {
 			t.Fatalf("%q does not say %q", r.Error(), want)
@@ -91,11 +94,11 @@ func TestCheckRefusesForeignAndStaleNodes(t *testing.T) {
 
 func TestMetadataCarriesTheIdentity(t *testing.T) {
 	self := Identity{ClusterID: "c1", NodeID: "n1", Incarnation: "i1"}
-	caller, target := Caller(Outgoing(self, "i2"))
-	if caller != self || target != "i2" {
+	caller, target := Caller(Outgoing(self, Identity{NodeID: "n2", Incarnation: "i2"}))
+	if caller != self || target != (Identity{NodeID: "n2", Incarnation: "i2"}) {
 		t.Fatalf("round trip: %+v %q", caller, target)
 	}
-	if caller, target := Caller(Outgoing(Identity{NodeID: "n1"}, "")); caller != (Identity{NodeID: "n1"}) || target != "" {
+	if caller, target := Caller(Outgoing(Identity{NodeID: "n1"}, Identity{})); caller != (Identity{NodeID: "n1"}) || target != (Identity{}) {
 		t.Fatalf("partial identity: %+v %q", caller, target)
 	}
 }

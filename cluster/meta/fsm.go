@@ -173,6 +173,8 @@ func apply(s *clusterv1.MetaSnapshot, cmd *clusterv1.MetaCommand, index uint64) 
 		return finishMove(s, b.FinishMove)
 	case *clusterv1.MetaCommand_SetPreferredLeader:
 		return setPreferredLeader(s, b.SetPreferredLeader)
+	case *clusterv1.MetaCommand_RedirectMove:
+		return redirectMove(s, b.RedirectMove)
 	default:
 		return failure(raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "unknown metadata command %T", b)
 	}

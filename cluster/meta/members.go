@@ -100,6 +100,33 @@ func moveReplica(s *clusterv1.MetaSnapshot, c *clusterv1.MoveReplica) *clusterv1
 	return &clusterv1.MetaResult{}
 }
 
+func redirectMove(s *clusterv1.MetaSnapshot, c *clusterv1.RedirectMove) *clusterv1.MetaResult {
+	pl, fail := placementOf(s, c.GetEntity(), c.GetIncarnation(), c.GetPartitionId())
+	if fail != nil {
+		return fail
+	}
+	mv, to := pl.GetMove(), c.GetTo()
+	switch {
+	case mv == nil || mv.GetTo() == "":
+		return failure(raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "partition %d of %q is not moving a replica to a node", c.GetPartitionId(), c.GetEntity())
+	case to != "" && (slices.Contains(pl.NodeIds, to) || to == mv.GetFrom()):
+		return failure(raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "node %s holds a replica of partition %d of %q already", to, c.GetPartitionId(), c.GetEntity())
+	case to != "" && (FindNode(s, to) == nil || !Active(FindNode(s, to))):
+		return failure(raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "node %s is not an active member", to)
+	}
+	old := mv.GetTo()
+	i := slices.Index(pl.NodeIds, old)
+	if to == "" {
+		pl.NodeIds = slices.Delete(pl.NodeIds, i, i+1)
+	} else {
+		pl.NodeIds[i] = to
+		pl.AddedNodeIds = append(pl.AddedNodeIds, to)
+	}
+	pl.AddedNodeIds = slices.DeleteFunc(pl.AddedNodeIds, func(id string) bool { return id == old })
+	mv.To = to
+	return &clusterv1.MetaResult{}
+}
+
 func finishMove(s *clusterv1.MetaSnapshot, c *clusterv1.FinishMove) *clusterv1.MetaResult {
 	pl, fail := placementOf(s, c.GetEntity(), c.GetIncarnation(), c.GetPartitionId())
 	if fail != nil {

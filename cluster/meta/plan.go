@@ -12,12 +12,13 @@ import (
 //
 //  1. a partition's preferred leader is never a node being drained or
 //     removed (leadership moves before replicas do);
-//  2. every replica on a node being drained or removed moves to the
-//     active, reachable node holding the fewest replicas (a removed
-//     node's replica that has nowhere to go is dropped: the partition
-//     goes on with fewer);
+//  2. every replica on a removed node moves to the active, reachable
+//     node holding the fewest replicas (one with nowhere to go is
+//     dropped: the partition goes on with fewer) — first, as the
+//     partition runs a replica short until then;
 //  3. a partition with fewer than ReplicationFactor replicas gains one
-//     when there are nodes for it;
+//     when there are nodes for it, and then every replica on a draining
+//     node moves as a removed node's does;
 //  4. only when none of that is left and no move is under way: one
 //     replica moves from the most loaded node to the least loaded when
 //     they differ by more than one (a node that joined gets its share),
@@ -54,39 +55,51 @@ func Plan(s *clusterv1.MetaSnapshot, up func(id string) bool, maxMoves int) []*c
 	}
 	rf := min(ReplicationFactor, active)
 	settled := true
-	for _, e := range s.Entities {
-		for i, pl := range e.Partitions {
-			id := uint32(i)
-			if len(pl.NodeIds) > 0 && !p.active(pl.NodeIds[0]) {
-				if j := slices.IndexFunc(pl.NodeIds, p.active); j > 0 {
-					p.prefer(e, id, pl, pl.NodeIds[j])
+	// Three passes, most urgent first: replicas on removed nodes (the
+	// partition runs a replica short), then partitions with too few
+	// replicas, then replicas on draining nodes.
+	for pass := range 3 {
+		for _, e := range s.Entities {
+			for i, pl := range e.Partitions {
+				id := uint32(i)
+				if pass == 0 {
+					if len(pl.NodeIds) > 0 && !p.active(pl.NodeIds[0]) {
+						if j := slices.IndexFunc(pl.NodeIds, p.active); j > 0 {
+							p.prefer(e, id, pl, pl.NodeIds[j])
+						}
+					}
+					// A move to a node removed since cannot finish: it
+					// goes to another node, or to none.
+					if mv := pl.Move; mv != nil && mv.To != "" && p.removed(mv.To) {
+						settled = false
+						p.redirect(e, id, mv.To, p.target(pl))
+					}
 				}
-			}
-			if pl.Move != nil {
-				continue
-			}
-			leaving := ""
-			if j := slices.IndexFunc(pl.NodeIds, func(n string) bool { return !p.active(n) }); j >= 0 {
-				leaving = pl.NodeIds[j]
-			}
-			switch {
-			case leaving != "":
+				if pl.Move != nil {
+					continue
+				}
+				removed := slices.IndexFunc(pl.NodeIds, p.removed)
+				draining := slices.IndexFunc(pl.NodeIds, func(n string) bool { return !p.active(n) })
+				var from string
+				switch {
+				case pass == 0 && removed >= 0:
+					from = pl.NodeIds[removed]
+				case pass == 1 && removed < 0 && len(pl.NodeIds) < rf:
+				case pass == 2 && removed < 0 && len(pl.NodeIds) >= rf && draining >= 0:
+					from = pl.NodeIds[draining]
+				default:
+					continue
+				}
 				settled = false
 				if p.inflight >= maxMoves {
 					continue
 				}
-				if to := p.target(pl); to != "" {
-					p.move(e, id, leaving, to)
-				} else if p.removed(leaving) && len(pl.NodeIds) > 1 {
-					p.move(e, id, leaving, "")
-				}
-			case len(pl.NodeIds) < rf:
-				settled = false
-				if p.inflight >= maxMoves {
-					continue
-				}
-				if to := p.target(pl); to != "" {
-					p.move(e, id, "", to)
+				switch to := p.target(pl); {
+				case to != "":
+					p.move(e, id, from, to)
+				case from != "" && p.removed(from) && len(pl.NodeIds) > 1:
+					// Nowhere to go: the partition goes on without it.
+					p.move(e, id, from, "")
 				}
 			}
 		}
@@ -118,12 +131,12 @@ func (p *planner) removed(id string) bool {
 	return m == nil || m.GetMembership() == raftbusv1.NodeMembership_NODE_MEMBERSHIP_REMOVED
 }
 
-// target is the reachable active node without a replica of pl that holds
-// the fewest replicas.
+// target is the reachable active node without a replica of pl (nor one
+// moving off it) that holds the fewest replicas.
 func (p *planner) target(pl *clusterv1.Placement) string {
 	best := ""
 	for _, id := range p.targets {
-		if slices.Contains(pl.NodeIds, id) {
+		if slices.Contains(pl.NodeIds, id) || id == pl.GetMove().GetFrom() {
 			continue
 		}
 		if best == "" || p.load[id] < p.load[best] {
@@ -141,6 +154,16 @@ func (p *planner) move(e *clusterv1.Entity, partition uint32, from, to string) {
 	if from != "" {
 		p.load[from]--
 	}
+	if to != "" {
+		p.load[to]++
+	}
+}
+
+func (p *planner) redirect(e *clusterv1.Entity, partition uint32, from, to string) {
+	p.out = append(p.out, &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_RedirectMove{RedirectMove: &clusterv1.RedirectMove{
+		Entity: e.Name, Incarnation: e.Incarnation, PartitionId: partition, To: to,
+	}}})
+	p.load[from]--
 	if to != "" {
 		p.load[to]++
 	}

@@ -281,3 +281,63 @@ func TestMoveCommandsCheckTheState(t *testing.T) {
 		t.Errorf("a removed node made active again: %v", res)
 	}
 }
+
+func TestPlanRedirectsAMoveToANodeRemovedMidway(t *testing.T) {
+	c := newCluster(t, 5)
+	c.must(putQueueCmd("q", 1, true))
+	pl := c.s.Entities[0].Partitions[0]
+	var outside []string
+	for _, id := range []string{"n1", "n2", "n3", "n4", "n5"} {
+		if !slices.Contains(pl.NodeIds, id) {
+			outside = append(outside, id)
+		}
+	}
+	from, to := pl.NodeIds[1], outside[0]
+	c.must(&clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_MoveReplica{MoveReplica: &clusterv1.MoveReplica{
+		Entity: "q", Incarnation: c.s.Entities[0].Incarnation, From: from, To: to}}})
+	c.down[to] = true
+	c.setMembership(to, raftbusv1.NodeMembership_NODE_MEMBERSHIP_REMOVED)
+
+	cmds := Plan(c.s, c.up, 2)
+	if len(cmds) != 1 || cmds[0].GetRedirectMove().GetTo() != outside[1] {
+		t.Fatalf("plan %v, want the move redirected to %s", cmds, outside[1])
+	}
+	c.converge(2)
+	c.checkReplicas(3, "n1", "n2", "n3", "n4", "n5")
+	if slices.Contains(pl.NodeIds, to) || slices.Contains(pl.NodeIds, from) || Bootstrap(pl, outside[1]) != nil {
+		t.Errorf("after the redirect: %v", pl)
+	}
+}
+
+func TestPlanRecreatesAReplicaOfARemovedNodeBeforeDraining(t *testing.T) {
+	c := newCluster(t, 5)
+	c.must(putQueueCmd("q", 5, true))
+	c.setMembership("n1", raftbusv1.NodeMembership_NODE_MEMBERSHIP_DRAINING)
+	c.down["n2"] = true
+	c.setMembership("n2", raftbusv1.NodeMembership_NODE_MEMBERSHIP_REMOVED)
+	for round := 0; ; round++ {
+		var froms []string
+		for _, cmd := range Plan(c.s, c.up, 1) {
+			if mv := cmd.GetMoveReplica(); mv != nil {
+				froms = append(froms, mv.GetFrom())
+			}
+			c.must(cmd)
+		}
+		replicas, _ := c.counts()
+		if replicas["n2"] > 0 && (len(froms) != 1 || froms[0] != "n2") {
+			t.Fatalf("round %d moved %v while n2, removed, still holds %d replicas", round, froms, replicas["n2"])
+		}
+		if replicas["n2"] == 0 {
+			break
+		}
+		for _, e := range c.s.Entities {
+			for i, pl := range e.Partitions {
+				if mv := pl.GetMove(); mv != nil {
+					c.must(&clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_FinishMove{FinishMove: &clusterv1.FinishMove{Entity: e.Name, Incarnation: e.Incarnation, PartitionId: uint32(i), From: mv.From, To: mv.To}}})
+				}
+			}
+		}
+	}
+	c.converge(1)
+	c.checkReplicas(3, "n3", "n4", "n5")
+}

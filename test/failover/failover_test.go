@@ -33,7 +33,9 @@ type mix struct {
 	name string
 	// faults without and with network namespaces.
 	processFaults, networkFaults []nemesis.Kind
-	interval, hold               time.Duration
+	// inTurn takes the faults in turn rather than at random.
+	inTurn         bool
+	interval, hold time.Duration
 	// features of the workload (see start).
 	features []string
 	changes  []string
@@ -158,6 +160,33 @@ var checkOptions = checker.Options{ScheduleTolerance: 50 * time.Millisecond,
 // the history (see package checker for the rules).
 func TestFailover(t *testing.T) {
 	dur, seed, nodes, m, opts := settings(t)
+	runFailover(t, dur, seed, nodes, m, opts)
+}
+
+// plannedMix is what operators do to a healthy cluster: drain a node and
+// take it back, restart every node in turn, replace a dead node by a new
+// one (and remove the old id). Four nodes, so that a drained node's
+// replicas have somewhere to go.
+var plannedMix = mix{
+	name:          "planned operations",
+	processFaults: []nemesis.Kind{nemesis.Replace, nemesis.Drain, nemesis.RollingRestart},
+	inTurn:        true,
+	interval:      2 * time.Second, hold: 6 * time.Second,
+	features: allFeatures,
+	changes:  []string{ChangeSubscriptions, ChangeRules, ChangeSettings, ChangeQueues},
+}
+
+// TestPlannedOperations runs the workload on four nodes while nodes are
+// drained and taken back, restarted in turn and replaced: the history
+// must be as clean as under faults, and the report says how long each
+// operation left partitions unavailable. RAFTBUS_FAILOVER_DURATION,
+// _SEED and _TLS apply as to TestFailover.
+func TestPlannedOperations(t *testing.T) {
+	dur, seed, _, _, opts := settings(t)
+	runFailover(t, dur, seed, 4, plannedMix, opts)
+}
+
+func runFailover(t *testing.T, dur time.Duration, seed uint64, nodes int, m mix, opts procs.Options) {
 	t.Logf("failover run (%s): %v of faults, seed %d, %d nodes, TLS and auth %v (RAFTBUS_FAILOVER_SEED=%d repeats the faults' choices)", m.name, dur, seed, nodes, opts.TLS, seed)
 
 	kinds := m.processFaults
@@ -228,7 +257,7 @@ func TestFailover(t *testing.T) {
 			f(run)
 		}()
 	}
-	n := &nemesis.Nemesis{Cluster: cluster, Network: network, Entity: WorkQueue, Kinds: kinds,
+	n := &nemesis.Nemesis{Cluster: cluster, Network: network, Entity: WorkQueue, Kinds: kinds, InTurn: m.inTurn,
 		Rand: rand.New(rand.NewPCG(seed, seed>>1)), History: rec, Log: t.Logf}
 	faults, err := n.Run(run, m.interval, m.hold)
 	stop()

@@ -24,11 +24,17 @@ const (
 	// leaderships over first), starts it again and waits for it to answer
 	// before the next.
 	RollingRestart Kind = "rolling-restart"
+	// Replace kills a node for good; healing starts a new one under a new
+	// id with an empty data dir in its place, which joins the cluster, and
+	// removes the old id (raftbus node remove): its replicas are
+	// re-created on the live nodes.
+	Replace Kind = "replace"
 )
 
 func init() {
 	injectors[Drain] = drain
 	injectors[RollingRestart] = rollingRestart
+	injectors[Replace] = replace
 }
 
 // adminCallTimeout bounds the nemesis' admin calls, retried while the
@@ -84,10 +90,14 @@ func rollingRestart(n *Nemesis) func() {
 	if len(n.running()) != len(c.Nodes) {
 		return nil
 	}
-	for i := range c.Nodes {
-		id := c.Nodes[i].ID
-		n.record("term "+id+" (rolling restart)", false, func() error { return c.Terminate(i, TermTimeout) })
-		n.record("restart "+id+" (rolling restart)", true, func() error {
+	// One fault from the first SIGTERM to the last node answering again,
+	// so that any unavailability on the way counts against it.
+	n.record("rolling-restart", false, func() error {
+		for i := range c.Nodes {
+			id := c.Nodes[i].ID
+			if err := c.Terminate(i, TermTimeout); err != nil {
+				return fmt.Errorf("%s: %w", id, err)
+			}
 			c.Restart(i)
 			err := n.admin(i, func(ctx context.Context, a raftbusv1.AdminServiceClient) error {
 				_, err := a.GetClusterInfo(ctx, &raftbusv1.GetClusterInfoRequest{})
@@ -96,11 +106,82 @@ func rollingRestart(n *Nemesis) func() {
 			if err != nil {
 				return fmt.Errorf("%s not answering after its restart: %w", id, err)
 			}
-			return nil
+		}
+		return nil
+	})
+	return func() { n.record("rolling restart done", true, func() error { return nil }) }
+}
+
+// removeTimeout bounds how long the removal of a dead node may be
+// refused: the cluster must first stop hearing from it (a few seconds).
+const removeTimeout = 60 * time.Second
+
+func replace(n *Nemesis) func() {
+	c := n.Cluster
+	running := n.running()
+	// Removing a node needs a quorum of the others in each of its
+	// partitions: every other node up.
+	if len(running) != len(c.Nodes) {
+		return nil
+	}
+	// An operator replaces one machine at a time: the cluster must be
+	// whole again (every replica in place, no move under way) first.
+	if !n.whole(running[0]) {
+		return nil
+	}
+	i := running[n.Rand.IntN(len(running))]
+	old := c.Nodes[i].ID
+	n.record("replace "+old+": kill it for good", false, func() error { c.Kill(i); return nil })
+	return func() {
+		// As an operator replaces a dead machine: the old id out of the
+		// cluster, then a new node under a new id (on the same address).
+		n.record("replace "+old+": the old id removed, a new node started", true, func() error {
+			via := (i + 1) % len(c.Nodes)
+			deadline := time.Now().Add(removeTimeout)
+			for {
+				err := n.admin(via, func(ctx context.Context, a raftbusv1.AdminServiceClient) error {
+					_, err := a.RemoveNode(ctx, &raftbusv1.RemoveNodeRequest{NodeId: old})
+					return err
+				})
+				// Refused while the cluster still hears from the old node.
+				if err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					return err
+				}
+				time.Sleep(500 * time.Millisecond)
+			}
+			id := c.Replace(i)
+			if n.Log != nil {
+				n.Log("nemesis: %s replaced by %s", old, id)
+			}
+			return n.admin(i, func(ctx context.Context, a raftbusv1.AdminServiceClient) error {
+				_, err := a.GetClusterInfo(ctx, &raftbusv1.GetClusterInfoRequest{})
+				return err
+			})
 		})
 	}
-	// Nothing is left to heal.
-	return func() {}
+}
+
+// whole reports whether, as node i sees it, every replica is in place:
+// no replica moving and none left on a removed node.
+func (n *Nemesis) whole(i int) bool {
+	var info *raftbusv1.GetClusterInfoResponse
+	err := n.admin(i, func(ctx context.Context, a raftbusv1.AdminServiceClient) error {
+		var err error
+		info, err = a.GetClusterInfo(ctx, &raftbusv1.GetClusterInfoRequest{})
+		return err
+	})
+	if err != nil {
+		return false
+	}
+	for _, node := range info.GetNodes() {
+		if node.GetReplicasMoving() > 0 || node.GetMembership() == raftbusv1.NodeMembership_NODE_MEMBERSHIP_REMOVED && node.GetReplicas() > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // retryable reports whether err says the call may succeed if repeated;

@@ -60,6 +60,9 @@ type Nemesis struct {
 	// Entity is the entity whose partition leaders the leader faults aim at.
 	Entity string
 	Kinds  []Kind
+	// InTurn takes the kinds in turn rather than at random, so that a
+	// short run meets each of them.
+	InTurn bool
 	Rand   *rand.Rand
 	// History receives a Fault op for each fault and each healing.
 	History *history.Recorder
@@ -88,6 +91,9 @@ func (n *Nemesis) Run(ctx context.Context, interval, hold time.Duration) (int, e
 		case <-time.After(interval):
 		}
 		k := n.Kinds[n.Rand.IntN(len(n.Kinds))]
+		if n.InTurn {
+			k = n.Kinds[count%len(n.Kinds)]
+		}
 		applied, err := n.Once(ctx, k, hold/2+time.Duration(n.Rand.Int64N(int64(hold)+1)))
 		if err != nil {
 			return count, err

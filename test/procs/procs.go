@@ -97,6 +97,9 @@ type Cluster struct {
 	// certificates of its nodes and of the test's client ("test").
 	CertDir string
 	auth    bool
+	// replaced counts the nodes Replace put in place of others, for the
+	// ids of the next.
+	replaced int
 }
 
 // Options change how a cluster is started.
@@ -287,6 +290,33 @@ func (c *Cluster) Restart(i int) {
 		cmd.Wait()
 		close(exited)
 	}(n.exited)
+}
+
+// Replace puts a new node in place i, where the process must have been
+// stopped: under the next unused id, with an empty data dir, on the same
+// address. Its peer list names the cluster's nodes, which have formed the
+// cluster, so it joins it as a new member (as a machine that replaces a
+// dead one does). It returns the new id; removing the old one from the
+// cluster is the caller's part.
+func (c *Cluster) Replace(i int) string {
+	c.t.Helper()
+	n := c.Nodes[i]
+	if n.cmd != nil {
+		c.t.Fatalf("replace %s: still running as pid %d", n.ID, n.PID())
+	}
+	c.replaced++
+	id := fmt.Sprintf("n%d", len(c.Nodes)+c.replaced)
+	n.ID, n.Env = id, nil
+	n.DataDir = filepath.Join(c.Dir, id)
+	n.LogPath = filepath.Join(c.Dir, id+".log")
+	if c.CertDir != "" {
+		host, _, _ := net.SplitHostPort(n.Addr)
+		if err := certs.Issue(c.CertDir, certs.Node, id, []string{host}); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	c.Restart(i)
+	return id
 }
 
 // Running reports whether node i's process is running.

@@ -1019,6 +1019,7 @@ type MetaCommand struct {
 	//	*MetaCommand_MoveReplica
 	//	*MetaCommand_FinishMove
 	//	*MetaCommand_SetPreferredLeader
+	//	*MetaCommand_RedirectMove
 	Body          isMetaCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1203,6 +1204,15 @@ func (x *MetaCommand) GetSetPreferredLeader() *SetPreferredLeader {
 	return nil
 }
 
+func (x *MetaCommand) GetRedirectMove() *RedirectMove {
+	if x != nil {
+		if x, ok := x.Body.(*MetaCommand_RedirectMove); ok {
+			return x.RedirectMove
+		}
+	}
+	return nil
+}
+
 type isMetaCommand_Body interface {
 	isMetaCommand_Body()
 }
@@ -1267,6 +1277,10 @@ type MetaCommand_SetPreferredLeader struct {
 	SetPreferredLeader *SetPreferredLeader `protobuf:"bytes,24,opt,name=set_preferred_leader,json=setPreferredLeader,proto3,oneof"`
 }
 
+type MetaCommand_RedirectMove struct {
+	RedirectMove *RedirectMove `protobuf:"bytes,25,opt,name=redirect_move,json=redirectMove,proto3,oneof"`
+}
+
 func (*MetaCommand_AddNode) isMetaCommand_Body() {}
 
 func (*MetaCommand_PutQueue) isMetaCommand_Body() {}
@@ -1297,6 +1311,80 @@ func (*MetaCommand_FinishMove) isMetaCommand_Body() {}
 
 func (*MetaCommand_SetPreferredLeader) isMetaCommand_Body() {}
 
+func (*MetaCommand_RedirectMove) isMetaCommand_Body() {}
+
+// RedirectMove sends the replica move under way in a partition to another
+// node (to empty: to none) because the node it was going to was removed.
+// The partition's leader takes the removed node out of the group if it
+// joined it.
+type RedirectMove struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entity        string                 `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
+	Incarnation   uint64                 `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	PartitionId   uint32                 `protobuf:"varint,3,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	To            string                 `protobuf:"bytes,4,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RedirectMove) Reset() {
+	*x = RedirectMove{}
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedirectMove) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedirectMove) ProtoMessage() {}
+
+func (x *RedirectMove) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedirectMove.ProtoReflect.Descriptor instead.
+func (*RedirectMove) Descriptor() ([]byte, []int) {
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *RedirectMove) GetEntity() string {
+	if x != nil {
+		return x.Entity
+	}
+	return ""
+}
+
+func (x *RedirectMove) GetIncarnation() uint64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
+}
+
+func (x *RedirectMove) GetPartitionId() uint32 {
+	if x != nil {
+		return x.PartitionId
+	}
+	return 0
+}
+
+func (x *RedirectMove) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
 // SetNodeMembership drains a member, takes it back (active), or removes it
 // for good. A removed member never comes back under its id.
 type SetNodeMembership struct {
@@ -1309,7 +1397,7 @@ type SetNodeMembership struct {
 
 func (x *SetNodeMembership) Reset() {
 	*x = SetNodeMembership{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1321,7 +1409,7 @@ func (x *SetNodeMembership) String() string {
 func (*SetNodeMembership) ProtoMessage() {}
 
 func (x *SetNodeMembership) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1334,7 +1422,7 @@ func (x *SetNodeMembership) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeMembership.ProtoReflect.Descriptor instead.
 func (*SetNodeMembership) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{17}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SetNodeMembership) GetNodeId() string {
@@ -1370,7 +1458,7 @@ type MoveReplica struct {
 
 func (x *MoveReplica) Reset() {
 	*x = MoveReplica{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1470,7 @@ func (x *MoveReplica) String() string {
 func (*MoveReplica) ProtoMessage() {}
 
 func (x *MoveReplica) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1483,7 @@ func (x *MoveReplica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveReplica.ProtoReflect.Descriptor instead.
 func (*MoveReplica) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{18}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *MoveReplica) GetEntity() string {
@@ -1449,7 +1537,7 @@ type FinishMove struct {
 
 func (x *FinishMove) Reset() {
 	*x = FinishMove{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1461,7 +1549,7 @@ func (x *FinishMove) String() string {
 func (*FinishMove) ProtoMessage() {}
 
 func (x *FinishMove) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1474,7 +1562,7 @@ func (x *FinishMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishMove.ProtoReflect.Descriptor instead.
 func (*FinishMove) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{19}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *FinishMove) GetEntity() string {
@@ -1526,7 +1614,7 @@ type SetPreferredLeader struct {
 
 func (x *SetPreferredLeader) Reset() {
 	*x = SetPreferredLeader{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1538,7 +1626,7 @@ func (x *SetPreferredLeader) String() string {
 func (*SetPreferredLeader) ProtoMessage() {}
 
 func (x *SetPreferredLeader) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1551,7 +1639,7 @@ func (x *SetPreferredLeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPreferredLeader.ProtoReflect.Descriptor instead.
 func (*SetPreferredLeader) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{20}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SetPreferredLeader) GetEntity() string {
@@ -1595,7 +1683,7 @@ type PutAccessPolicy struct {
 
 func (x *PutAccessPolicy) Reset() {
 	*x = PutAccessPolicy{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1607,7 +1695,7 @@ func (x *PutAccessPolicy) String() string {
 func (*PutAccessPolicy) ProtoMessage() {}
 
 func (x *PutAccessPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1620,7 +1708,7 @@ func (x *PutAccessPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutAccessPolicy.ProtoReflect.Descriptor instead.
 func (*PutAccessPolicy) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{21}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PutAccessPolicy) GetPolicy() *v1.AccessPolicy {
@@ -1648,7 +1736,7 @@ type DeleteAccessPolicy struct {
 
 func (x *DeleteAccessPolicy) Reset() {
 	*x = DeleteAccessPolicy{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[22]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1660,7 +1748,7 @@ func (x *DeleteAccessPolicy) String() string {
 func (*DeleteAccessPolicy) ProtoMessage() {}
 
 func (x *DeleteAccessPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[22]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1673,7 +1761,7 @@ func (x *DeleteAccessPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAccessPolicy.ProtoReflect.Descriptor instead.
 func (*DeleteAccessPolicy) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{22}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeleteAccessPolicy) GetName() string {
@@ -1702,7 +1790,7 @@ type PutTopic struct {
 
 func (x *PutTopic) Reset() {
 	*x = PutTopic{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[23]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1714,7 +1802,7 @@ func (x *PutTopic) String() string {
 func (*PutTopic) ProtoMessage() {}
 
 func (x *PutTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[23]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1727,7 +1815,7 @@ func (x *PutTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutTopic.ProtoReflect.Descriptor instead.
 func (*PutTopic) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{23}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PutTopic) GetTopic() *v1.TopicProperties {
@@ -1759,7 +1847,7 @@ type PutSubscription struct {
 
 func (x *PutSubscription) Reset() {
 	*x = PutSubscription{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[24]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1771,7 +1859,7 @@ func (x *PutSubscription) String() string {
 func (*PutSubscription) ProtoMessage() {}
 
 func (x *PutSubscription) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[24]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1784,7 +1872,7 @@ func (x *PutSubscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutSubscription.ProtoReflect.Descriptor instead.
 func (*PutSubscription) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{24}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PutSubscription) GetSubscription() *v1.SubscriptionProperties {
@@ -1819,7 +1907,7 @@ type DeleteSubscription struct {
 
 func (x *DeleteSubscription) Reset() {
 	*x = DeleteSubscription{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[25]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1831,7 +1919,7 @@ func (x *DeleteSubscription) String() string {
 func (*DeleteSubscription) ProtoMessage() {}
 
 func (x *DeleteSubscription) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[25]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1844,7 +1932,7 @@ func (x *DeleteSubscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSubscription.ProtoReflect.Descriptor instead.
 func (*DeleteSubscription) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{25}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeleteSubscription) GetTopicName() string {
@@ -1874,7 +1962,7 @@ type PutRule struct {
 
 func (x *PutRule) Reset() {
 	*x = PutRule{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[26]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1886,7 +1974,7 @@ func (x *PutRule) String() string {
 func (*PutRule) ProtoMessage() {}
 
 func (x *PutRule) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[26]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1899,7 +1987,7 @@ func (x *PutRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRule.ProtoReflect.Descriptor instead.
 func (*PutRule) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{26}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PutRule) GetTopicName() string {
@@ -1942,7 +2030,7 @@ type DeleteRule struct {
 
 func (x *DeleteRule) Reset() {
 	*x = DeleteRule{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[27]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1954,7 +2042,7 @@ func (x *DeleteRule) String() string {
 func (*DeleteRule) ProtoMessage() {}
 
 func (x *DeleteRule) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[27]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1967,7 +2055,7 @@ func (x *DeleteRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRule.ProtoReflect.Descriptor instead.
 func (*DeleteRule) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{27}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeleteRule) GetTopicName() string {
@@ -2002,7 +2090,7 @@ type AddNode struct {
 
 func (x *AddNode) Reset() {
 	*x = AddNode{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[28]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2014,7 +2102,7 @@ func (x *AddNode) String() string {
 func (*AddNode) ProtoMessage() {}
 
 func (x *AddNode) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[28]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2027,7 +2115,7 @@ func (x *AddNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNode.ProtoReflect.Descriptor instead.
 func (*AddNode) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{28}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AddNode) GetNode() *Node {
@@ -2050,7 +2138,7 @@ type PutQueue struct {
 
 func (x *PutQueue) Reset() {
 	*x = PutQueue{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[29]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2062,7 +2150,7 @@ func (x *PutQueue) String() string {
 func (*PutQueue) ProtoMessage() {}
 
 func (x *PutQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[29]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2075,7 +2163,7 @@ func (x *PutQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutQueue.ProtoReflect.Descriptor instead.
 func (*PutQueue) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{29}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PutQueue) GetQueue() *v1.QueueProperties {
@@ -2102,7 +2190,7 @@ type DeleteEntity struct {
 
 func (x *DeleteEntity) Reset() {
 	*x = DeleteEntity{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[30]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2114,7 +2202,7 @@ func (x *DeleteEntity) String() string {
 func (*DeleteEntity) ProtoMessage() {}
 
 func (x *DeleteEntity) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[30]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2127,7 +2215,7 @@ func (x *DeleteEntity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEntity.ProtoReflect.Descriptor instead.
 func (*DeleteEntity) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{30}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DeleteEntity) GetName() string {
@@ -2147,7 +2235,7 @@ type SetClusterID struct {
 
 func (x *SetClusterID) Reset() {
 	*x = SetClusterID{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[31]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2159,7 +2247,7 @@ func (x *SetClusterID) String() string {
 func (*SetClusterID) ProtoMessage() {}
 
 func (x *SetClusterID) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[31]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2172,7 +2260,7 @@ func (x *SetClusterID) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterID.ProtoReflect.Descriptor instead.
 func (*SetClusterID) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{31}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SetClusterID) GetClusterId() string {
@@ -2197,7 +2285,7 @@ type MetaResult struct {
 
 func (x *MetaResult) Reset() {
 	*x = MetaResult{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[32]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2209,7 +2297,7 @@ func (x *MetaResult) String() string {
 func (*MetaResult) ProtoMessage() {}
 
 func (x *MetaResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[32]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2222,7 +2310,7 @@ func (x *MetaResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaResult.ProtoReflect.Descriptor instead.
 func (*MetaResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{32}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *MetaResult) GetErrorReason() v1.ErrorReason {
@@ -2277,7 +2365,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[33]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2289,7 +2377,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[33]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2302,7 +2390,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{33}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Node) GetNodeId() string {
@@ -2358,7 +2446,7 @@ type Entity struct {
 
 func (x *Entity) Reset() {
 	*x = Entity{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[34]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2370,7 +2458,7 @@ func (x *Entity) String() string {
 func (*Entity) ProtoMessage() {}
 
 func (x *Entity) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[34]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2383,7 +2471,7 @@ func (x *Entity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Entity.ProtoReflect.Descriptor instead.
 func (*Entity) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{34}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Entity) GetName() string {
@@ -2453,7 +2541,7 @@ type Subscription struct {
 
 func (x *Subscription) Reset() {
 	*x = Subscription{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[35]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2465,7 +2553,7 @@ func (x *Subscription) String() string {
 func (*Subscription) ProtoMessage() {}
 
 func (x *Subscription) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[35]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2478,7 +2566,7 @@ func (x *Subscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Subscription.ProtoReflect.Descriptor instead.
 func (*Subscription) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{35}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Subscription) GetProperties() *v1.SubscriptionProperties {
@@ -2518,7 +2606,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[36]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2530,7 +2618,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[36]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2543,7 +2631,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{36}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Placement) GetNodeIds() []string {
@@ -2585,7 +2673,7 @@ type ReplicaMove struct {
 
 func (x *ReplicaMove) Reset() {
 	*x = ReplicaMove{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[37]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2597,7 +2685,7 @@ func (x *ReplicaMove) String() string {
 func (*ReplicaMove) ProtoMessage() {}
 
 func (x *ReplicaMove) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[37]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2610,7 +2698,7 @@ func (x *ReplicaMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaMove.ProtoReflect.Descriptor instead.
 func (*ReplicaMove) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{37}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ReplicaMove) GetFrom() string {
@@ -2641,7 +2729,7 @@ type MetaSnapshot struct {
 
 func (x *MetaSnapshot) Reset() {
 	*x = MetaSnapshot{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[38]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2653,7 +2741,7 @@ func (x *MetaSnapshot) String() string {
 func (*MetaSnapshot) ProtoMessage() {}
 
 func (x *MetaSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[38]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2666,7 +2754,7 @@ func (x *MetaSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaSnapshot.ProtoReflect.Descriptor instead.
 func (*MetaSnapshot) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{38}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *MetaSnapshot) GetClusterId() string {
@@ -2768,7 +2856,7 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\x06digest\x18\b \x01(\fR\x06digest\x121\n" +
 	"\x06health\x18\t \x01(\x0e2\x19.raftbus.v1.ReplicaHealthR\x06health\x12\x16\n" +
 	"\x06damage\x18\n" +
-	" \x01(\tR\x06damage\"\x93\t\n" +
+	" \x01(\tR\x06damage\"\xdc\t\n" +
 	"\vMetaCommand\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x01 \x01(\x03R\tnowUnixMs\x128\n" +
 	"\badd_node\x18\n" +
@@ -2788,8 +2876,14 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\fmove_replica\x18\x16 \x01(\v2\x1f.raftbus.cluster.v1.MoveReplicaH\x00R\vmoveReplica\x12A\n" +
 	"\vfinish_move\x18\x17 \x01(\v2\x1e.raftbus.cluster.v1.FinishMoveH\x00R\n" +
 	"finishMove\x12Z\n" +
-	"\x14set_preferred_leader\x18\x18 \x01(\v2&.raftbus.cluster.v1.SetPreferredLeaderH\x00R\x12setPreferredLeaderB\x06\n" +
-	"\x04body\"h\n" +
+	"\x14set_preferred_leader\x18\x18 \x01(\v2&.raftbus.cluster.v1.SetPreferredLeaderH\x00R\x12setPreferredLeader\x12G\n" +
+	"\rredirect_move\x18\x19 \x01(\v2 .raftbus.cluster.v1.RedirectMoveH\x00R\fredirectMoveB\x06\n" +
+	"\x04body\"{\n" +
+	"\fRedirectMove\x12\x16\n" +
+	"\x06entity\x18\x01 \x01(\tR\x06entity\x12 \n" +
+	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12!\n" +
+	"\fpartition_id\x18\x03 \x01(\rR\vpartitionId\x12\x0e\n" +
+	"\x02to\x18\x04 \x01(\tR\x02to\"h\n" +
 	"\x11SetNodeMembership\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12:\n" +
 	"\n" +
@@ -2929,7 +3023,7 @@ func file_raftbus_cluster_v1_cluster_proto_rawDescGZIP() []byte {
 }
 
 var file_raftbus_cluster_v1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_raftbus_cluster_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_raftbus_cluster_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_raftbus_cluster_v1_cluster_proto_goTypes = []any{
 	(EntityKind)(0),                       // 0: raftbus.cluster.v1.EntityKind
 	(*FinishMoveRequest)(nil),             // 1: raftbus.cluster.v1.FinishMoveRequest
@@ -2949,114 +3043,116 @@ var file_raftbus_cluster_v1_cluster_proto_goTypes = []any{
 	(*PartitionStatusRequest)(nil),        // 15: raftbus.cluster.v1.PartitionStatusRequest
 	(*PartitionStatusResponse)(nil),       // 16: raftbus.cluster.v1.PartitionStatusResponse
 	(*MetaCommand)(nil),                   // 17: raftbus.cluster.v1.MetaCommand
-	(*SetNodeMembership)(nil),             // 18: raftbus.cluster.v1.SetNodeMembership
-	(*MoveReplica)(nil),                   // 19: raftbus.cluster.v1.MoveReplica
-	(*FinishMove)(nil),                    // 20: raftbus.cluster.v1.FinishMove
-	(*SetPreferredLeader)(nil),            // 21: raftbus.cluster.v1.SetPreferredLeader
-	(*PutAccessPolicy)(nil),               // 22: raftbus.cluster.v1.PutAccessPolicy
-	(*DeleteAccessPolicy)(nil),            // 23: raftbus.cluster.v1.DeleteAccessPolicy
-	(*PutTopic)(nil),                      // 24: raftbus.cluster.v1.PutTopic
-	(*PutSubscription)(nil),               // 25: raftbus.cluster.v1.PutSubscription
-	(*DeleteSubscription)(nil),            // 26: raftbus.cluster.v1.DeleteSubscription
-	(*PutRule)(nil),                       // 27: raftbus.cluster.v1.PutRule
-	(*DeleteRule)(nil),                    // 28: raftbus.cluster.v1.DeleteRule
-	(*AddNode)(nil),                       // 29: raftbus.cluster.v1.AddNode
-	(*PutQueue)(nil),                      // 30: raftbus.cluster.v1.PutQueue
-	(*DeleteEntity)(nil),                  // 31: raftbus.cluster.v1.DeleteEntity
-	(*SetClusterID)(nil),                  // 32: raftbus.cluster.v1.SetClusterID
-	(*MetaResult)(nil),                    // 33: raftbus.cluster.v1.MetaResult
-	(*Node)(nil),                          // 34: raftbus.cluster.v1.Node
-	(*Entity)(nil),                        // 35: raftbus.cluster.v1.Entity
-	(*Subscription)(nil),                  // 36: raftbus.cluster.v1.Subscription
-	(*Placement)(nil),                     // 37: raftbus.cluster.v1.Placement
-	(*ReplicaMove)(nil),                   // 38: raftbus.cluster.v1.ReplicaMove
-	(*MetaSnapshot)(nil),                  // 39: raftbus.cluster.v1.MetaSnapshot
-	(v1.SubQueue)(0),                      // 40: raftbus.v1.SubQueue
-	(*durationpb.Duration)(nil),           // 41: google.protobuf.Duration
-	(*v1.NodeLogStats)(nil),               // 42: raftbus.v1.NodeLogStats
-	(*v1.NodeMessageStats)(nil),           // 43: raftbus.v1.NodeMessageStats
-	(v1.ClockState)(0),                    // 44: raftbus.v1.ClockState
-	(*v1.PartitionRuntimeProperties)(nil), // 45: raftbus.v1.PartitionRuntimeProperties
-	(v1.ReplicaRole)(0),                   // 46: raftbus.v1.ReplicaRole
-	(v1.ReplicaHealth)(0),                 // 47: raftbus.v1.ReplicaHealth
-	(v1.NodeMembership)(0),                // 48: raftbus.v1.NodeMembership
-	(*v1.AccessPolicy)(nil),               // 49: raftbus.v1.AccessPolicy
-	(*v1.TopicProperties)(nil),            // 50: raftbus.v1.TopicProperties
-	(*v1.SubscriptionProperties)(nil),     // 51: raftbus.v1.SubscriptionProperties
-	(*v1.RuleProperties)(nil),             // 52: raftbus.v1.RuleProperties
-	(*v1.QueueProperties)(nil),            // 53: raftbus.v1.QueueProperties
-	(v1.ErrorReason)(0),                   // 54: raftbus.v1.ErrorReason
+	(*RedirectMove)(nil),                  // 18: raftbus.cluster.v1.RedirectMove
+	(*SetNodeMembership)(nil),             // 19: raftbus.cluster.v1.SetNodeMembership
+	(*MoveReplica)(nil),                   // 20: raftbus.cluster.v1.MoveReplica
+	(*FinishMove)(nil),                    // 21: raftbus.cluster.v1.FinishMove
+	(*SetPreferredLeader)(nil),            // 22: raftbus.cluster.v1.SetPreferredLeader
+	(*PutAccessPolicy)(nil),               // 23: raftbus.cluster.v1.PutAccessPolicy
+	(*DeleteAccessPolicy)(nil),            // 24: raftbus.cluster.v1.DeleteAccessPolicy
+	(*PutTopic)(nil),                      // 25: raftbus.cluster.v1.PutTopic
+	(*PutSubscription)(nil),               // 26: raftbus.cluster.v1.PutSubscription
+	(*DeleteSubscription)(nil),            // 27: raftbus.cluster.v1.DeleteSubscription
+	(*PutRule)(nil),                       // 28: raftbus.cluster.v1.PutRule
+	(*DeleteRule)(nil),                    // 29: raftbus.cluster.v1.DeleteRule
+	(*AddNode)(nil),                       // 30: raftbus.cluster.v1.AddNode
+	(*PutQueue)(nil),                      // 31: raftbus.cluster.v1.PutQueue
+	(*DeleteEntity)(nil),                  // 32: raftbus.cluster.v1.DeleteEntity
+	(*SetClusterID)(nil),                  // 33: raftbus.cluster.v1.SetClusterID
+	(*MetaResult)(nil),                    // 34: raftbus.cluster.v1.MetaResult
+	(*Node)(nil),                          // 35: raftbus.cluster.v1.Node
+	(*Entity)(nil),                        // 36: raftbus.cluster.v1.Entity
+	(*Subscription)(nil),                  // 37: raftbus.cluster.v1.Subscription
+	(*Placement)(nil),                     // 38: raftbus.cluster.v1.Placement
+	(*ReplicaMove)(nil),                   // 39: raftbus.cluster.v1.ReplicaMove
+	(*MetaSnapshot)(nil),                  // 40: raftbus.cluster.v1.MetaSnapshot
+	(v1.SubQueue)(0),                      // 41: raftbus.v1.SubQueue
+	(*durationpb.Duration)(nil),           // 42: google.protobuf.Duration
+	(*v1.NodeLogStats)(nil),               // 43: raftbus.v1.NodeLogStats
+	(*v1.NodeMessageStats)(nil),           // 44: raftbus.v1.NodeMessageStats
+	(v1.ClockState)(0),                    // 45: raftbus.v1.ClockState
+	(*v1.PartitionRuntimeProperties)(nil), // 46: raftbus.v1.PartitionRuntimeProperties
+	(v1.ReplicaRole)(0),                   // 47: raftbus.v1.ReplicaRole
+	(v1.ReplicaHealth)(0),                 // 48: raftbus.v1.ReplicaHealth
+	(v1.NodeMembership)(0),                // 49: raftbus.v1.NodeMembership
+	(*v1.AccessPolicy)(nil),               // 50: raftbus.v1.AccessPolicy
+	(*v1.TopicProperties)(nil),            // 51: raftbus.v1.TopicProperties
+	(*v1.SubscriptionProperties)(nil),     // 52: raftbus.v1.SubscriptionProperties
+	(*v1.RuleProperties)(nil),             // 53: raftbus.v1.RuleProperties
+	(*v1.QueueProperties)(nil),            // 54: raftbus.v1.QueueProperties
+	(v1.ErrorReason)(0),                   // 55: raftbus.v1.ErrorReason
 }
 var file_raftbus_cluster_v1_cluster_proto_depIdxs = []int32{
-	20, // 0: raftbus.cluster.v1.FinishMoveRequest.move:type_name -> raftbus.cluster.v1.FinishMove
-	40, // 1: raftbus.cluster.v1.AwaitMessagesRequest.sub_queue:type_name -> raftbus.v1.SubQueue
-	41, // 2: raftbus.cluster.v1.AwaitMessagesRequest.max_wait:type_name -> google.protobuf.Duration
-	42, // 3: raftbus.cluster.v1.NodeStatusResponse.log:type_name -> raftbus.v1.NodeLogStats
-	43, // 4: raftbus.cluster.v1.NodeStatusResponse.messages:type_name -> raftbus.v1.NodeMessageStats
-	44, // 5: raftbus.cluster.v1.PingResponse.clock_state:type_name -> raftbus.v1.ClockState
-	45, // 6: raftbus.cluster.v1.PartitionRuntimeResponse.properties:type_name -> raftbus.v1.PartitionRuntimeProperties
-	46, // 7: raftbus.cluster.v1.PartitionStatusResponse.role:type_name -> raftbus.v1.ReplicaRole
-	47, // 8: raftbus.cluster.v1.PartitionStatusResponse.health:type_name -> raftbus.v1.ReplicaHealth
-	29, // 9: raftbus.cluster.v1.MetaCommand.add_node:type_name -> raftbus.cluster.v1.AddNode
-	30, // 10: raftbus.cluster.v1.MetaCommand.put_queue:type_name -> raftbus.cluster.v1.PutQueue
-	31, // 11: raftbus.cluster.v1.MetaCommand.delete_entity:type_name -> raftbus.cluster.v1.DeleteEntity
-	32, // 12: raftbus.cluster.v1.MetaCommand.set_cluster_id:type_name -> raftbus.cluster.v1.SetClusterID
-	24, // 13: raftbus.cluster.v1.MetaCommand.put_topic:type_name -> raftbus.cluster.v1.PutTopic
-	25, // 14: raftbus.cluster.v1.MetaCommand.put_subscription:type_name -> raftbus.cluster.v1.PutSubscription
-	26, // 15: raftbus.cluster.v1.MetaCommand.delete_subscription:type_name -> raftbus.cluster.v1.DeleteSubscription
-	27, // 16: raftbus.cluster.v1.MetaCommand.put_rule:type_name -> raftbus.cluster.v1.PutRule
-	28, // 17: raftbus.cluster.v1.MetaCommand.delete_rule:type_name -> raftbus.cluster.v1.DeleteRule
-	22, // 18: raftbus.cluster.v1.MetaCommand.put_access_policy:type_name -> raftbus.cluster.v1.PutAccessPolicy
-	23, // 19: raftbus.cluster.v1.MetaCommand.delete_access_policy:type_name -> raftbus.cluster.v1.DeleteAccessPolicy
-	18, // 20: raftbus.cluster.v1.MetaCommand.set_node_membership:type_name -> raftbus.cluster.v1.SetNodeMembership
-	19, // 21: raftbus.cluster.v1.MetaCommand.move_replica:type_name -> raftbus.cluster.v1.MoveReplica
-	20, // 22: raftbus.cluster.v1.MetaCommand.finish_move:type_name -> raftbus.cluster.v1.FinishMove
-	21, // 23: raftbus.cluster.v1.MetaCommand.set_preferred_leader:type_name -> raftbus.cluster.v1.SetPreferredLeader
-	48, // 24: raftbus.cluster.v1.SetNodeMembership.membership:type_name -> raftbus.v1.NodeMembership
-	49, // 25: raftbus.cluster.v1.PutAccessPolicy.policy:type_name -> raftbus.v1.AccessPolicy
-	50, // 26: raftbus.cluster.v1.PutTopic.topic:type_name -> raftbus.v1.TopicProperties
-	51, // 27: raftbus.cluster.v1.PutSubscription.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	52, // 28: raftbus.cluster.v1.PutSubscription.rules:type_name -> raftbus.v1.RuleProperties
-	52, // 29: raftbus.cluster.v1.PutRule.rule:type_name -> raftbus.v1.RuleProperties
-	34, // 30: raftbus.cluster.v1.AddNode.node:type_name -> raftbus.cluster.v1.Node
-	53, // 31: raftbus.cluster.v1.PutQueue.queue:type_name -> raftbus.v1.QueueProperties
-	54, // 32: raftbus.cluster.v1.MetaResult.error_reason:type_name -> raftbus.v1.ErrorReason
-	35, // 33: raftbus.cluster.v1.MetaResult.entity:type_name -> raftbus.cluster.v1.Entity
-	36, // 34: raftbus.cluster.v1.MetaResult.subscription:type_name -> raftbus.cluster.v1.Subscription
-	52, // 35: raftbus.cluster.v1.MetaResult.rule:type_name -> raftbus.v1.RuleProperties
-	48, // 36: raftbus.cluster.v1.Node.membership:type_name -> raftbus.v1.NodeMembership
-	0,  // 37: raftbus.cluster.v1.Entity.kind:type_name -> raftbus.cluster.v1.EntityKind
-	53, // 38: raftbus.cluster.v1.Entity.queue:type_name -> raftbus.v1.QueueProperties
-	37, // 39: raftbus.cluster.v1.Entity.partitions:type_name -> raftbus.cluster.v1.Placement
-	50, // 40: raftbus.cluster.v1.Entity.topic:type_name -> raftbus.v1.TopicProperties
-	36, // 41: raftbus.cluster.v1.Entity.subscriptions:type_name -> raftbus.cluster.v1.Subscription
-	51, // 42: raftbus.cluster.v1.Subscription.properties:type_name -> raftbus.v1.SubscriptionProperties
-	52, // 43: raftbus.cluster.v1.Subscription.rules:type_name -> raftbus.v1.RuleProperties
-	38, // 44: raftbus.cluster.v1.Placement.move:type_name -> raftbus.cluster.v1.ReplicaMove
-	34, // 45: raftbus.cluster.v1.MetaSnapshot.nodes:type_name -> raftbus.cluster.v1.Node
-	35, // 46: raftbus.cluster.v1.MetaSnapshot.entities:type_name -> raftbus.cluster.v1.Entity
-	49, // 47: raftbus.cluster.v1.MetaSnapshot.access_policies:type_name -> raftbus.v1.AccessPolicy
-	11, // 48: raftbus.cluster.v1.NodeService.Join:input_type -> raftbus.cluster.v1.JoinRequest
-	13, // 49: raftbus.cluster.v1.NodeService.PartitionRuntime:input_type -> raftbus.cluster.v1.PartitionRuntimeRequest
-	15, // 50: raftbus.cluster.v1.NodeService.PartitionStatus:input_type -> raftbus.cluster.v1.PartitionStatusRequest
-	9,  // 51: raftbus.cluster.v1.NodeService.Ping:input_type -> raftbus.cluster.v1.PingRequest
-	5,  // 52: raftbus.cluster.v1.NodeService.DemoteReplica:input_type -> raftbus.cluster.v1.DemoteReplicaRequest
-	7,  // 53: raftbus.cluster.v1.NodeService.NodeStatus:input_type -> raftbus.cluster.v1.NodeStatusRequest
-	3,  // 54: raftbus.cluster.v1.NodeService.AwaitMessages:input_type -> raftbus.cluster.v1.AwaitMessagesRequest
-	1,  // 55: raftbus.cluster.v1.NodeService.FinishMove:input_type -> raftbus.cluster.v1.FinishMoveRequest
-	12, // 56: raftbus.cluster.v1.NodeService.Join:output_type -> raftbus.cluster.v1.JoinResponse
-	14, // 57: raftbus.cluster.v1.NodeService.PartitionRuntime:output_type -> raftbus.cluster.v1.PartitionRuntimeResponse
-	16, // 58: raftbus.cluster.v1.NodeService.PartitionStatus:output_type -> raftbus.cluster.v1.PartitionStatusResponse
-	10, // 59: raftbus.cluster.v1.NodeService.Ping:output_type -> raftbus.cluster.v1.PingResponse
-	6,  // 60: raftbus.cluster.v1.NodeService.DemoteReplica:output_type -> raftbus.cluster.v1.DemoteReplicaResponse
-	8,  // 61: raftbus.cluster.v1.NodeService.NodeStatus:output_type -> raftbus.cluster.v1.NodeStatusResponse
-	4,  // 62: raftbus.cluster.v1.NodeService.AwaitMessages:output_type -> raftbus.cluster.v1.AwaitMessagesResponse
-	2,  // 63: raftbus.cluster.v1.NodeService.FinishMove:output_type -> raftbus.cluster.v1.FinishMoveResponse
-	56, // [56:64] is the sub-list for method output_type
-	48, // [48:56] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	21, // 0: raftbus.cluster.v1.FinishMoveRequest.move:type_name -> raftbus.cluster.v1.FinishMove
+	41, // 1: raftbus.cluster.v1.AwaitMessagesRequest.sub_queue:type_name -> raftbus.v1.SubQueue
+	42, // 2: raftbus.cluster.v1.AwaitMessagesRequest.max_wait:type_name -> google.protobuf.Duration
+	43, // 3: raftbus.cluster.v1.NodeStatusResponse.log:type_name -> raftbus.v1.NodeLogStats
+	44, // 4: raftbus.cluster.v1.NodeStatusResponse.messages:type_name -> raftbus.v1.NodeMessageStats
+	45, // 5: raftbus.cluster.v1.PingResponse.clock_state:type_name -> raftbus.v1.ClockState
+	46, // 6: raftbus.cluster.v1.PartitionRuntimeResponse.properties:type_name -> raftbus.v1.PartitionRuntimeProperties
+	47, // 7: raftbus.cluster.v1.PartitionStatusResponse.role:type_name -> raftbus.v1.ReplicaRole
+	48, // 8: raftbus.cluster.v1.PartitionStatusResponse.health:type_name -> raftbus.v1.ReplicaHealth
+	30, // 9: raftbus.cluster.v1.MetaCommand.add_node:type_name -> raftbus.cluster.v1.AddNode
+	31, // 10: raftbus.cluster.v1.MetaCommand.put_queue:type_name -> raftbus.cluster.v1.PutQueue
+	32, // 11: raftbus.cluster.v1.MetaCommand.delete_entity:type_name -> raftbus.cluster.v1.DeleteEntity
+	33, // 12: raftbus.cluster.v1.MetaCommand.set_cluster_id:type_name -> raftbus.cluster.v1.SetClusterID
+	25, // 13: raftbus.cluster.v1.MetaCommand.put_topic:type_name -> raftbus.cluster.v1.PutTopic
+	26, // 14: raftbus.cluster.v1.MetaCommand.put_subscription:type_name -> raftbus.cluster.v1.PutSubscription
+	27, // 15: raftbus.cluster.v1.MetaCommand.delete_subscription:type_name -> raftbus.cluster.v1.DeleteSubscription
+	28, // 16: raftbus.cluster.v1.MetaCommand.put_rule:type_name -> raftbus.cluster.v1.PutRule
+	29, // 17: raftbus.cluster.v1.MetaCommand.delete_rule:type_name -> raftbus.cluster.v1.DeleteRule
+	23, // 18: raftbus.cluster.v1.MetaCommand.put_access_policy:type_name -> raftbus.cluster.v1.PutAccessPolicy
+	24, // 19: raftbus.cluster.v1.MetaCommand.delete_access_policy:type_name -> raftbus.cluster.v1.DeleteAccessPolicy
+	19, // 20: raftbus.cluster.v1.MetaCommand.set_node_membership:type_name -> raftbus.cluster.v1.SetNodeMembership
+	20, // 21: raftbus.cluster.v1.MetaCommand.move_replica:type_name -> raftbus.cluster.v1.MoveReplica
+	21, // 22: raftbus.cluster.v1.MetaCommand.finish_move:type_name -> raftbus.cluster.v1.FinishMove
+	22, // 23: raftbus.cluster.v1.MetaCommand.set_preferred_leader:type_name -> raftbus.cluster.v1.SetPreferredLeader
+	18, // 24: raftbus.cluster.v1.MetaCommand.redirect_move:type_name -> raftbus.cluster.v1.RedirectMove
+	49, // 25: raftbus.cluster.v1.SetNodeMembership.membership:type_name -> raftbus.v1.NodeMembership
+	50, // 26: raftbus.cluster.v1.PutAccessPolicy.policy:type_name -> raftbus.v1.AccessPolicy
+	51, // 27: raftbus.cluster.v1.PutTopic.topic:type_name -> raftbus.v1.TopicProperties
+	52, // 28: raftbus.cluster.v1.PutSubscription.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	53, // 29: raftbus.cluster.v1.PutSubscription.rules:type_name -> raftbus.v1.RuleProperties
+	53, // 30: raftbus.cluster.v1.PutRule.rule:type_name -> raftbus.v1.RuleProperties
+	35, // 31: raftbus.cluster.v1.AddNode.node:type_name -> raftbus.cluster.v1.Node
+	54, // 32: raftbus.cluster.v1.PutQueue.queue:type_name -> raftbus.v1.QueueProperties
+	55, // 33: raftbus.cluster.v1.MetaResult.error_reason:type_name -> raftbus.v1.ErrorReason
+	36, // 34: raftbus.cluster.v1.MetaResult.entity:type_name -> raftbus.cluster.v1.Entity
+	37, // 35: raftbus.cluster.v1.MetaResult.subscription:type_name -> raftbus.cluster.v1.Subscription
+	53, // 36: raftbus.cluster.v1.MetaResult.rule:type_name -> raftbus.v1.RuleProperties
+	49, // 37: raftbus.cluster.v1.Node.membership:type_name -> raftbus.v1.NodeMembership
+	0,  // 38: raftbus.cluster.v1.Entity.kind:type_name -> raftbus.cluster.v1.EntityKind
+	54, // 39: raftbus.cluster.v1.Entity.queue:type_name -> raftbus.v1.QueueProperties
+	38, // 40: raftbus.cluster.v1.Entity.partitions:type_name -> raftbus.cluster.v1.Placement
+	51, // 41: raftbus.cluster.v1.Entity.topic:type_name -> raftbus.v1.TopicProperties
+	37, // 42: raftbus.cluster.v1.Entity.subscriptions:type_name -> raftbus.cluster.v1.Subscription
+	52, // 43: raftbus.cluster.v1.Subscription.properties:type_name -> raftbus.v1.SubscriptionProperties
+	53, // 44: raftbus.cluster.v1.Subscription.rules:type_name -> raftbus.v1.RuleProperties
+	39, // 45: raftbus.cluster.v1.Placement.move:type_name -> raftbus.cluster.v1.ReplicaMove
+	35, // 46: raftbus.cluster.v1.MetaSnapshot.nodes:type_name -> raftbus.cluster.v1.Node
+	36, // 47: raftbus.cluster.v1.MetaSnapshot.entities:type_name -> raftbus.cluster.v1.Entity
+	50, // 48: raftbus.cluster.v1.MetaSnapshot.access_policies:type_name -> raftbus.v1.AccessPolicy
+	11, // 49: raftbus.cluster.v1.NodeService.Join:input_type -> raftbus.cluster.v1.JoinRequest
+	13, // 50: raftbus.cluster.v1.NodeService.PartitionRuntime:input_type -> raftbus.cluster.v1.PartitionRuntimeRequest
+	15, // 51: raftbus.cluster.v1.NodeService.PartitionStatus:input_type -> raftbus.cluster.v1.PartitionStatusRequest
+	9,  // 52: raftbus.cluster.v1.NodeService.Ping:input_type -> raftbus.cluster.v1.PingRequest
+	5,  // 53: raftbus.cluster.v1.NodeService.DemoteReplica:input_type -> raftbus.cluster.v1.DemoteReplicaRequest
+	7,  // 54: raftbus.cluster.v1.NodeService.NodeStatus:input_type -> raftbus.cluster.v1.NodeStatusRequest
+	3,  // 55: raftbus.cluster.v1.NodeService.AwaitMessages:input_type -> raftbus.cluster.v1.AwaitMessagesRequest
+	1,  // 56: raftbus.cluster.v1.NodeService.FinishMove:input_type -> raftbus.cluster.v1.FinishMoveRequest
+	12, // 57: raftbus.cluster.v1.NodeService.Join:output_type -> raftbus.cluster.v1.JoinResponse
+	14, // 58: raftbus.cluster.v1.NodeService.PartitionRuntime:output_type -> raftbus.cluster.v1.PartitionRuntimeResponse
+	16, // 59: raftbus.cluster.v1.NodeService.PartitionStatus:output_type -> raftbus.cluster.v1.PartitionStatusResponse
+	10, // 60: raftbus.cluster.v1.NodeService.Ping:output_type -> raftbus.cluster.v1.PingResponse
+	6,  // 61: raftbus.cluster.v1.NodeService.DemoteReplica:output_type -> raftbus.cluster.v1.DemoteReplicaResponse
+	8,  // 62: raftbus.cluster.v1.NodeService.NodeStatus:output_type -> raftbus.cluster.v1.NodeStatusResponse
+	4,  // 63: raftbus.cluster.v1.NodeService.AwaitMessages:output_type -> raftbus.cluster.v1.AwaitMessagesResponse
+	2,  // 64: raftbus.cluster.v1.NodeService.FinishMove:output_type -> raftbus.cluster.v1.FinishMoveResponse
+	57, // [57:65] is the sub-list for method output_type
+	49, // [49:57] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_cluster_v1_cluster_proto_init() }
@@ -3080,6 +3176,7 @@ func file_raftbus_cluster_v1_cluster_proto_init() {
 		(*MetaCommand_MoveReplica)(nil),
 		(*MetaCommand_FinishMove)(nil),
 		(*MetaCommand_SetPreferredLeader)(nil),
+		(*MetaCommand_RedirectMove)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3087,7 +3184,7 @@ func file_raftbus_cluster_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftbus_cluster_v1_cluster_proto_rawDesc), len(file_raftbus_cluster_v1_cluster_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   39,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
