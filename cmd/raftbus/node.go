@@ -88,17 +88,11 @@ func runNode(ctx context.Context, a *app, args []string) error {
 	}
 	var rows [][]string
 	for _, n := range info.GetNodes() {
-		role := ""
-		if n.GetMetadataLeader() {
-			role = "metadata leader"
-		} else if n.GetMetadataVoter() {
-			role = "metadata voter"
-		}
 		membership := "active"
 		if m := n.GetMembership(); m != raftbusv1.NodeMembership_NODE_MEMBERSHIP_UNSPECIFIED {
 			membership = strings.ToLower(strings.TrimPrefix(m.String(), "NODE_MEMBERSHIP_"))
 		}
-		rows = append(rows, []string{n.GetNodeId(), n.GetAddress(), strings.TrimPrefix(n.GetState().String(), "NODE_STATE_"), membership, role,
+		rows = append(rows, []string{n.GetNodeId(), n.GetAddress(), strings.TrimPrefix(n.GetState().String(), "NODE_STATE_"), membership, metadataRole(n),
 			strconv.Itoa(int(n.GetReplicas())), strconv.Itoa(int(n.GetPreferredLeaderships())), strconv.Itoa(int(n.GetReplicasMoving()))})
 	}
 	a.table([]string{"NODE", "ADDRESS", "STATE", "MEMBERSHIP", "ROLE", "REPLICAS", "LEADS", "MOVING"}, rows)

@@ -93,13 +93,7 @@ func runStatus(ctx context.Context, a *app, args []string) error {
 	fmt.Fprintf(a.stdout, "cluster %s\n\n", info.GetClusterId())
 	var rows [][]string
 	for _, n := range info.GetNodes() {
-		role := ""
-		if n.GetMetadataLeader() {
-			role = "metadata leader"
-		} else if n.GetMetadataVoter() {
-			role = "metadata voter"
-		}
-		row := []string{n.GetNodeId(), n.GetAddress(), strings.TrimPrefix(n.GetState().String(), "NODE_STATE_"), role, clockCell(n)}
+		row := []string{n.GetNodeId(), n.GetAddress(), strings.TrimPrefix(n.GetState().String(), "NODE_STATE_"), metadataRole(n), clockCell(n)}
 		if rates != nil {
 			row = append(row, rates[n.GetNodeId()].cells()...)
 		}
@@ -170,6 +164,17 @@ const runtimeTimeout = 3 * time.Second
 
 // clockCell is a node's clock as the answering node sees it: the node's
 // own judgement, and its offset from the answering node's clock.
+// metadataRole is a node's part in the metadata group.
+func metadataRole(n *raftbusv1.NodeInfo) string {
+	switch {
+	case n.GetMetadataLeader():
+		return "metadata leader"
+	case n.GetMetadataVoter():
+		return "metadata voter"
+	}
+	return ""
+}
+
 func clockCell(n *raftbusv1.NodeInfo) string {
 	state := strings.ToLower(strings.TrimPrefix(n.GetClockState().String(), "CLOCK_STATE_"))
 	switch n.GetClockState() {

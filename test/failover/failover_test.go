@@ -193,7 +193,13 @@ func runFailover(t *testing.T, dur time.Duration, seed uint64, nodes int, m mix,
 	var cluster *procs.Cluster
 	var network *netns.Network
 	if err := netns.Available(); err == nil {
-		nw, err := netns.New(fmt.Sprintf("f%d", os.Getpid()%10000), 150+os.Getpid()%50, nodes)
+		// Each test its own names and subnet: the kernel removes the
+		// links of a closed network in the background.
+		tag, third := "f", 150
+		if m.name == plannedMix.name {
+			tag, third = "p", 200
+		}
+		nw, err := netns.New(fmt.Sprintf("%s%d", tag, os.Getpid()%10000), third+os.Getpid()%50, nodes)
 		if err != nil {
 			t.Fatal(err)
 		}
