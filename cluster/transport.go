@@ -58,6 +58,26 @@ func (p nodePolicies) AccessPolicy(entityPath, name string) (*raftbusv1.AccessPo
 		return nil, apierror.Busy("node %s is starting; try again", p.n.cfg.NodeID)
 	}
 	var out *raftbusv1.AccessPolicy
-	p.n.meta.fsm.View(func(s *clusterv1.MetaSnapshot) { out = meta.FindPolicy(s, entityPath, name) })
+	var formed bool
+	p.n.meta.fsm.View(func(s *clusterv1.MetaSnapshot) {
+		out = meta.FindPolicy(s, entityPath, name)
+		formed = meta.FindPolicy(s, "", meta.RootPolicyName) != nil
+	})
+	// A node that has not applied its metadata yet (just started, or
+	// joined) must not refuse a key for good that it will know in a
+	// moment: every formed cluster has the root policy.
+	if out == nil && (!formed || p.n.metaBehind()) {
+		return nil, apierror.Busy("node %s is catching up with the cluster's access policies; try again", p.n.cfg.NodeID)
+	}
 	return out, nil
+}
+
+// metaBehind reports whether this node's copy of the metadata may lack
+// committed changes: no leader known, or entries committed and not yet
+// applied.
+func (n *Node) metaBehind() bool {
+	if _, id := n.meta.raft.LeaderWithID(); id == "" {
+		return true
+	}
+	return n.meta.raft.AppliedIndex() < n.meta.raft.CommitIndex()
 }
