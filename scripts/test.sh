@@ -47,6 +47,13 @@ fi
 step go build
 go build ./...
 
+# The console's tests drive a real browser: Debian's chromium.
+if ! command -v chromium >/dev/null; then
+  step installing chromium for the console tests
+  if [[ $(id -u) -eq 0 ]]; then sudo=""; else sudo="sudo"; fi
+  $sudo apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q chromium >/dev/null
+fi
+
 step go test -race
 if [[ $# -eq 0 ]]; then
   set -- ./...

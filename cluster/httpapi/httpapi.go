@@ -27,10 +27,12 @@ type Config struct {
 	// the node is doing and a CPU profile costs while it runs: Serve
 	// refuses them on an address other than loopback.
 	Pprof bool
+	// Console, when set, is served under /console/ (and / leads there).
+	Console http.Handler
 }
 
-// Handler serves /metrics, /healthz (the process answers: 200), /readyz
-// and, with cfg.Pprof, /debug/pprof/.
+// Handler serves /metrics, /healthz (the process answers: 200), /readyz,
+// the console when given and, with cfg.Pprof, /debug/pprof/.
 func Handler(cfg Config) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Metrics, promhttp.HandlerOpts{}))
@@ -44,6 +46,10 @@ func Handler(cfg Config) http.Handler {
 		}
 		fmt.Fprintln(w, "ready")
 	})
+	if cfg.Console != nil {
+		mux.Handle("/console/", cfg.Console)
+		mux.Handle("GET /{$}", http.RedirectHandler("/console/", http.StatusSeeOther))
+	}
 	if cfg.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -44,6 +44,7 @@ Messages:
 
 Cluster:
   status        nodes, partitions, leaders and message counts
+  node          list, drain, undrain or remove nodes
   auth          create|list|regenerate|delete shared access policies
   bench         measure throughput and latency against the cluster
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,8 +12,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/raftbus/raftbus/client"
 	"github.com/raftbus/raftbus/cluster"
 	"github.com/raftbus/raftbus/cluster/httpapi"
+	"github.com/raftbus/raftbus/console"
+	"github.com/raftbus/raftbus/internal/certs"
+	"github.com/raftbus/raftbus/internal/sas"
 )
 
 // serveHTTP starts the node's HTTP listener, or none when --http is
@@ -20,7 +25,7 @@ import (
 // /readyz says it is starting and /metrics is empty. A listener at the
 // default address that cannot listen (its port is taken) is given up with
 // a warning: the node serves all the same; one asked for fails the start.
-func serveHTTP(opts options, started *atomic.Pointer[cluster.Node], log *slog.Logger) (*httpapi.Server, error) {
+func serveHTTP(opts options, started *atomic.Pointer[cluster.Node], nodeTLS *certs.NodeTLS, log *slog.Logger) (*httpapi.Server, error) {
 	addr, explicit := "", opts.HTTP != nil
 	if explicit {
 		addr = *opts.HTTP
@@ -33,7 +38,12 @@ func serveHTTP(opts options, started *atomic.Pointer[cluster.Node], log *slog.Lo
 		}
 		return nil, nil
 	}
+	con, err := console.Handler(console.Config{Connect: consoleClient(started, nodeTLS), Auth: opts.Auth, Log: log})
+	if err != nil {
+		return nil, err
+	}
 	srv, err := httpapi.Serve(addr, httpapi.Config{
+		Console: con,
 		Metrics: prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
 			if n := started.Load(); n != nil {
 				return n.Metrics().Gather()
@@ -55,8 +65,47 @@ func serveHTTP(opts options, started *atomic.Pointer[cluster.Node], log *slog.Lo
 		}
 		return nil, fmt.Errorf("--http: %w", err)
 	}
-	log.Info("serving metrics and probes", "address", "http://"+srv.Addr()+"/metrics", "pprof", opts.Pprof)
+	log.Info("serving metrics, probes and the console", "address", "http://"+srv.Addr()+"/metrics", "console", "http://"+srv.Addr()+"/console/", "pprof", opts.Pprof)
 	return srv, nil
+}
+
+// consoleClient makes the console's clients of this node: as the node
+// itself when the cluster checks no access policies, else with the
+// connection string a browser session signed in with, its endpoint
+// replaced by this node (tokens name a path, not a host) and without the
+// node's certificate, so that every call is checked against that key.
+func consoleClient(started *atomic.Pointer[cluster.Node], nodeTLS *certs.NodeTLS) func(string) (*client.Client, error) {
+	return func(connectionString string) (*client.Client, error) {
+		n := started.Load()
+		if n == nil {
+			return nil, errors.New("the node is starting")
+		}
+		var tlsConfig *tls.Config
+		if nodeTLS != nil {
+			tlsConfig = nodeTLS.Peer
+		}
+		if connectionString == "" {
+			return client.New([]string{n.Addr()}, &client.ClientOptions{TLSConfig: tlsConfig})
+		}
+		cs, err := sas.ParseConnectionString(connectionString)
+		if err != nil {
+			return nil, err
+		}
+		local := "Endpoint=sb://" + n.Addr() + "/"
+		if cs.Signature != "" {
+			local += ";SharedAccessSignature=" + cs.Signature
+		} else {
+			local += ";SharedAccessKeyName=" + cs.KeyName + ";SharedAccessKey=" + cs.Key
+		}
+		if cs.EntityPath != "" {
+			local += ";EntityPath=" + cs.EntityPath
+		}
+		if tlsConfig != nil {
+			tlsConfig = tlsConfig.Clone()
+			tlsConfig.Certificates, tlsConfig.GetClientCertificate = nil, nil
+		}
+		return client.NewClientFromConnectionString(local, &client.ClientOptions{TLSConfig: tlsConfig})
+	}
 }
 
 // defaultHTTPAddr is loopback at the gRPC port plus httpPortOffset (port

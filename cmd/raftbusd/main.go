@@ -132,17 +132,17 @@ func run(args []string, stderr io.Writer) error {
 	}
 	// The HTTP listener comes up before the node, so that probes see it
 	// start: /healthz answers at once, /readyz once the node is ready.
+	nodeTLS, err := loadTLS(opts)
+	if err != nil {
+		return err
+	}
 	var started atomic.Pointer[cluster.Node]
-	httpSrv, err := serveHTTP(opts, &started, log)
+	httpSrv, err := serveHTTP(opts, &started, nodeTLS, log)
 	if err != nil {
 		return err
 	}
 	if httpSrv != nil {
 		defer httpSrv.Close()
-	}
-	nodeTLS, err := loadTLS(opts)
-	if err != nil {
-		return err
 	}
 	node, err := cluster.Start(cluster.Config{
 		NodeID:            opts.NodeID,
@@ -214,7 +214,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&flagged.LogLevel, "log-level", opts.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&flagged.LogFormat, "log-format", opts.LogFormat, "text or json")
 	var httpAddr string
-	fs.StringVar(&httpAddr, "http", "", "`host:port` of the HTTP listener for /metrics, /healthz, /readyz (and /debug/pprof/ with --pprof); empty: none (default: 127.0.0.1 at the --listen port + 2000, e.g. 127.0.0.1:9400)")
+	fs.StringVar(&httpAddr, "http", "", "`host:port` of the HTTP listener for the web console (/console/), /metrics, /healthz, /readyz (and /debug/pprof/ with --pprof); empty: none (default: 127.0.0.1 at the --listen port + 2000, e.g. 127.0.0.1:9400)")
 	fs.BoolVar(&flagged.Pprof, "pprof", false, "serve Go's profiles at /debug/pprof/ on the HTTP listener, which must be on loopback")
 	fs.StringVar(&flagged.TLSCert, "tls-cert", "", "this node's certificate (PEM `file`), issued by the cluster CA for its node id")
 	fs.StringVar(&flagged.TLSKey, "tls-key", "", "the private key (PEM `file`) of --tls-cert")

@@ -70,7 +70,7 @@ func TestStartUpErrorsSayWhatIsWrong(t *testing.T) {
 func TestHTTPListenerServesProbesAndProfilesWhileTheNodeStarts(t *testing.T) {
 	addr := "127.0.0.1:0"
 	var started atomic.Pointer[cluster.Node]
-	srv, err := serveHTTP(options{HTTP: &addr, Pprof: true}, &started, slog.New(slog.DiscardHandler))
+	srv, err := serveHTTP(options{HTTP: &addr, Pprof: true}, &started, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

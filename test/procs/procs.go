@@ -64,10 +64,13 @@ func RunTests(m *testing.M, bin *string) int {
 
 // Node is one raftbusd process (or the place of one that is not running).
 type Node struct {
-	ID      string
-	Addr    string
-	DataDir string
-	LogPath string
+	ID   string
+	Addr string
+	// HTTPAddr is the node's HTTP listener (metrics, probes, console), on
+	// loopback; empty for nodes in network namespaces.
+	HTTPAddr string
+	DataDir  string
+	LogPath  string
 	// Env is added to the environment of the node's process from its next
 	// (re)start, e.g. "RAFTBUS_FAULT_CLOCK_OFFSET=11m" to skew its clock;
 	// set it to nil to heal.
@@ -154,11 +157,16 @@ func start(t testing.TB, bin string, n int, hosts []*netns.Host, opts Options) *
 		} else {
 			addr = freeAddr(t)
 		}
+		httpAddr := ""
+		if hosts == nil {
+			httpAddr = freeAddr(t)
+		}
 		c.Nodes = append(c.Nodes, &Node{
-			ID:      fmt.Sprintf("n%d", i+1),
-			Addr:    addr,
-			DataDir: filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
-			LogPath: filepath.Join(dir, fmt.Sprintf("n%d.log", i+1)),
+			ID:       fmt.Sprintf("n%d", i+1),
+			Addr:     addr,
+			HTTPAddr: httpAddr,
+			DataDir:  filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
+			LogPath:  filepath.Join(dir, fmt.Sprintf("n%d.log", i+1)),
 		})
 	}
 	if opts.TLS {
@@ -264,6 +272,9 @@ func (c *Cluster) Restart(i int) {
 	}
 	defer log.Close()
 	args := []string{"--node-id", n.ID, "--listen", n.Addr, "--data-dir", n.DataDir, "--peers", c.peers(), "--log-level", "info"}
+	if n.HTTPAddr != "" {
+		args = append(args, "--http", n.HTTPAddr)
+	}
 	if c.CertDir != "" {
 		f := c.CertFiles(n.ID)
 		args = append(args, "--tls-ca", f.CA, "--tls-cert", f.Cert, "--tls-key", f.Key)
