@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -91,6 +92,26 @@ func value(t *testing.T, ctx context.Context, sel string) string {
 	return s
 }
 
+// shot saves a screenshot of the current page as name.png in the folder
+// RAFTBUS_CONSOLE_SCREENSHOTS names, when set: the README's pictures are
+// made with RAFTBUS_CONSOLE_SCREENSHOTS=docs/console go test ./console.
+func shot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv("RAFTBUS_CONSOLE_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, pageTimeout)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func mustContain(t *testing.T, what, got string, want ...string) {
 	t.Helper()
 	for _, w := range want {
@@ -154,6 +175,7 @@ func TestConsoleShowsAndFixesWhatIsInTheBroker(t *testing.T) {
 	open(t, b, base+"/", "#nodes")
 	mustContain(t, "nodes table", text(t, b, "#nodes"), "n1", "up", "active", "leader")
 	mustContain(t, "partitions table", text(t, b, "#partitions"), "orders")
+	shot(t, b, "cluster")
 
 	// Entities: counts.
 	open(t, b, base+"/console/entities", "#entities")
@@ -161,6 +183,7 @@ func TestConsoleShowsAndFixesWhatIsInTheBroker(t *testing.T) {
 	if !strings.Contains(text(t, b, `tr[data-entity="orders"] td.active`), "2") || !strings.Contains(text(t, b, `tr[data-entity="orders"] td.deadletter`), "1") {
 		t.Fatalf("orders row: %q, want 2 active and 1 dead-lettered", row)
 	}
+	shot(t, b, "entities")
 
 	// Messages: JSON bodies pretty-printed.
 	run(t, b, chromedp.Click(chromedp.CSS(`tr[data-entity="orders"] a`)), chromedp.WaitVisible(chromedp.CSS("#messages")))
@@ -180,6 +203,7 @@ func TestConsoleShowsAndFixesWhatIsInTheBroker(t *testing.T) {
 	// The dead-letter sub-queue: reason and description; resubmit.
 	open(t, b, base+"/console/messages?entity=orders&dlq=1", "#messages")
 	mustContain(t, "dead-letter sub-queue", text(t, b, "#messages"), "no such item", "item 7 is unknown", "\"order\": \"b\"")
+	shot(t, b, "dead-letters")
 	csrf, token := value(t, b, `#actions input[name=csrf]`), value(t, b, `#actions input[name=action]`)
 	run(t, b,
 		chromedp.Click(chromedp.CSS(`#messages input[name=seq]`)),
