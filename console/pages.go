@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/raftbus/raftbus/client"
 	"github.com/raftbus/raftbus/internal/sas"
@@ -133,22 +135,42 @@ func (c *console) entitiesPage(rq *request) error {
 	return nil
 }
 
-// settingsOf is an entity's settings in one line, as JSON without the
-// name and times.
+// settingsOf is an entity's main settings in one line.
 func settingsOf(m proto.Message) string {
-	b, err := json.Marshal(m)
-	if err != nil {
-		return ""
+	var parts []string
+	add := func(ok bool, format string, args ...any) {
+		if ok {
+			parts = append(parts, fmt.Sprintf(format, args...))
+		}
 	}
-	var fields map[string]any
-	if json.Unmarshal(b, &fields) != nil {
-		return ""
+	switch p := m.(type) {
+	case *raftbusv1.QueueProperties:
+		add(true, "partitions %d", p.GetPartitionCount())
+		add(true, "lock %v", p.GetLockDuration().AsDuration())
+		add(true, "max deliveries %d", p.GetMaxDeliveryCount())
+		add(true, "time to live %s", lifetime(p.GetDefaultMessageTimeToLive()))
+		add(p.GetRequiresSession(), "sessions")
+		add(p.GetRequiresDuplicateDetection(), "duplicate detection")
+	case *raftbusv1.TopicProperties:
+		add(true, "partitions %d", p.GetPartitionCount())
+		add(true, "time to live %s", lifetime(p.GetDefaultMessageTimeToLive()))
+		add(p.GetRequiresDuplicateDetection(), "duplicate detection")
+	case *raftbusv1.SubscriptionProperties:
+		add(true, "lock %v", p.GetLockDuration().AsDuration())
+		add(true, "max deliveries %d", p.GetMaxDeliveryCount())
+		add(true, "time to live %s", lifetime(p.GetDefaultMessageTimeToLive()))
+		add(p.GetRequiresSession(), "sessions")
 	}
-	for _, k := range []string{"name", "subscription_name", "topic_name", "created_at", "updated_at"} {
-		delete(fields, k)
+	return strings.Join(parts, " · ")
+}
+
+// lifetime is a time to live, "unlimited" for the longest duration (the
+// default).
+func lifetime(d *durationpb.Duration) string {
+	if d == nil || d.GetSeconds() >= math.MaxInt64/int64(time.Second) {
+		return "unlimited"
 	}
-	out, _ := json.Marshal(fields)
-	return string(out)
+	return d.AsDuration().String()
 }
 
 func (c *console) createQueue(rq *request) error {
