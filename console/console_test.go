@@ -248,6 +248,38 @@ func TestConsoleShowsAndFixesWhatIsInTheBroker(t *testing.T) {
 	if _, err := ad.GetQueue(ctx, "scratch"); err == nil {
 		t.Fatal("the queue deleted in the console still exists")
 	}
+
+	// A topic and a subscription, created and deleted.
+	sub := `tr[data-entity="events/subscriptions/audit"]`
+	run(t, b,
+		chromedp.SetValue(chromedp.CSS(`#create-topic input[name=name]`), "events"),
+		chromedp.Click(chromedp.CSS(`#create-topic button`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-entity="events"]`)),
+		chromedp.SetValue(chromedp.CSS(`#create-subscription input[name=name]`), "audit"),
+		chromedp.Click(chromedp.CSS(`#create-subscription button`)),
+		chromedp.WaitVisible(chromedp.CSS(sub)))
+	if _, err := ad.GetSubscription(ctx, "events", "audit"); err != nil {
+		t.Fatalf("the subscription created in the console: %v", err)
+	}
+	run(t, b, acceptConfirms(),
+		chromedp.Click(chromedp.CSS(sub+` button.danger`)),
+		chromedp.WaitNotPresent(chromedp.CSS(sub)),
+		acceptConfirms(),
+		chromedp.Click(chromedp.CSS(`tr[data-entity="events"] button.danger`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`tr[data-entity="events"]`)))
+	if _, err := ad.GetTopic(ctx, "events"); err == nil {
+		t.Fatal("the topic deleted in the console still exists")
+	}
+
+	// A queue's settings, updated.
+	open(t, b, base+"/console/messages?entity=orders", "#settings")
+	run(t, b,
+		chromedp.SetValue(chromedp.CSS(`#settings input[name=max_delivery_count]`), "5"),
+		chromedp.Click(chromedp.CSS(`#settings button`)),
+		chromedp.WaitVisible(chromedp.CSS("#done")))
+	if q, err := ad.GetQueue(ctx, "orders"); err != nil || q.GetMaxDeliveryCount() != 5 || q.GetPartitionCount() != 2 {
+		t.Fatalf("after the settings were saved: %v, %v; want 5 deliveries and the 2 partitions kept", q, err)
+	}
 }
 
 func TestConsoleSignsInWithAKeyAndIsHeldToItsRights(t *testing.T) {

@@ -192,6 +192,87 @@ func (c *console) createQueue(rq *request) error {
 	return nil
 }
 
+func (c *console) createTopic(rq *request) error {
+	props := &raftbusv1.TopicProperties{}
+	if p := rq.r.PostForm.Get("partitions"); p != "" {
+		n, err := strconv.ParseUint(p, 10, 32)
+		if err != nil {
+			return badRequest("partitions: %v", err)
+		}
+		props.PartitionCount = proto.Uint32(uint32(n))
+	}
+	if _, err := rq.admin.CreateTopic(rq.ctx, strings.TrimSpace(rq.r.PostForm.Get("name")), props); err != nil {
+		return err
+	}
+	http.Redirect(rq.w, rq.r, Prefix+"entities", http.StatusSeeOther)
+	return nil
+}
+
+func (c *console) deleteTopic(rq *request) error {
+	if err := rq.admin.DeleteTopic(rq.ctx, rq.r.PathValue("name")); err != nil {
+		return err
+	}
+	http.Redirect(rq.w, rq.r, Prefix+"entities", http.StatusSeeOther)
+	return nil
+}
+
+func (c *console) createSubscription(rq *request) error {
+	f := rq.r.PostForm
+	if _, err := rq.admin.CreateSubscription(rq.ctx, f.Get("topic"), strings.TrimSpace(f.Get("name")), &raftbusv1.SubscriptionProperties{
+		RequiresSession: proto.Bool(f.Get("sessions") == "on"),
+	}, nil); err != nil {
+		return err
+	}
+	http.Redirect(rq.w, rq.r, Prefix+"entities", http.StatusSeeOther)
+	return nil
+}
+
+func (c *console) deleteSubscription(rq *request) error {
+	topic, sub, ok := strings.Cut(rq.r.PostForm.Get("path"), "/subscriptions/")
+	if !ok {
+		return badRequest("not a subscription path: %q", rq.r.PostForm.Get("path"))
+	}
+	if err := rq.admin.DeleteSubscription(rq.ctx, topic, sub); err != nil {
+		return err
+	}
+	http.Redirect(rq.w, rq.r, Prefix+"entities", http.StatusSeeOther)
+	return nil
+}
+
+// updateQueue changes the settings a queue's form carries; the others
+// stay as they are.
+func (c *console) updateQueue(rq *request) error {
+	f := rq.r.PostForm
+	props := &raftbusv1.QueueProperties{}
+	if v := f.Get("lock_duration"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return badRequest("lock duration: %v", err)
+		}
+		props.LockDuration = durationpb.New(d)
+	}
+	if v := f.Get("max_delivery_count"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil {
+			return badRequest("max delivery count: %v", err)
+		}
+		props.MaxDeliveryCount = proto.Int32(int32(n))
+	}
+	if v := f.Get("time_to_live"); v != "" && v != "unlimited" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return badRequest("time to live: %v", err)
+		}
+		props.DefaultMessageTimeToLive = durationpb.New(d)
+	}
+	name := rq.r.PathValue("name")
+	if _, err := rq.admin.UpdateQueue(rq.ctx, name, props); err != nil {
+		return err
+	}
+	http.Redirect(rq.w, rq.r, Prefix+"messages?"+queryOf("entity", name, "done", "updated queue "+name), http.StatusSeeOther)
+	return nil
+}
+
 func (c *console) deleteQueue(rq *request) error {
 	if err := rq.admin.DeleteQueue(rq.ctx, rq.r.PathValue("name")); err != nil {
 		return err
@@ -278,6 +359,12 @@ func (c *console) messagesPage(rq *request) error {
 		shown = append(shown, show(m))
 	}
 	data := map[string]any{"Page": "messages", "Target": t, "Messages": shown, "From": from, "Done": q.Get("done")}
+	if !t.DLQ && !strings.Contains(t.Path, "/subscriptions/") {
+		if props, err := rq.admin.GetQueue(rq.ctx, t.Path); err == nil {
+			data["Queue"] = props
+			data["QueueTTL"] = lifetime(props.GetDefaultMessageTimeToLive())
+		}
+	}
 	if len(msgs) == pageSize {
 		dlq := ""
 		if t.DLQ {
