@@ -144,12 +144,13 @@ var _ grpc.ClientConnInterface = onceConn{}
 func (a anyNodeConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
 	safe := isReadMethod(method)
 	return a.c.retry(ctx, safe, func(ctx context.Context, attempt int) error {
-		cc, err := a.c.conn(a.c.seed())
+		addr := a.c.seed()
+		cc, err := a.c.conn(addr)
 		if err != nil {
 			return err
 		}
 		conn := rpcreach.Wrap(cc)
-		return callError(conn.Invoke(ctx, method, args, reply, opts...), conn)
+		return callError(conn.Invoke(ctx, method, args, reply, opts...), conn, addr)
 	})
 }
 
@@ -183,10 +184,11 @@ func (c *Client) adminOnce() raftbusv1.AdminServiceClient {
 type onceConn struct{ anyNodeConn }
 
 func (o onceConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
-	cc, err := o.c.conn(o.c.seed())
+	addr := o.c.seed()
+	cc, err := o.c.conn(addr)
 	if err != nil {
 		return err
 	}
 	conn := rpcreach.Wrap(cc)
-	return callError(conn.Invoke(ctx, method, args, reply, opts...), conn)
+	return callError(conn.Invoke(ctx, method, args, reply, opts...), conn, addr)
 }

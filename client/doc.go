@@ -44,5 +44,8 @@
 // Message, a TrackingID to find it in the server's logs, and whether it is
 // Retryable. errors.Is(err, ErrLockLost) and the other Err values compare
 // by Code. When the caller's context ends during retries, the error is
-// both the context's error and the last *Error.
+// both the context's error and the last *Error. An error names the node
+// the failed call went to, and an operation tried more than once fails
+// with its trail (Error.Attempts, also in the error's text): each
+// attempt's node, failure, and whether it may have taken effect.
 package client

@@ -78,9 +78,62 @@ type Error struct {
 	// unreached is set when the call never got to its node (see
 	// callError).
 	unreached bool
+	// node is the address of the node the call went to, when one was
+	// called.
+	node string
+	// attempts is the trail of an operation the client tried more than
+	// once, or after a request shared with other callers (see
+	// Client.retryAfter).
+	attempts []Attempt
 }
 
+// Attempt is one try the client made at an operation: where it went, what
+// it met, and whether it may have taken effect there.
+type Attempt struct {
+	// Node is the address called, "" when the attempt failed before it
+	// called a node (the routing table could not be had).
+	Node string
+	// Err is what the attempt failed with.
+	Err string
+	// MayHaveTakenEffect is set when the attempt may have reached a node
+	// that could apply it (its outcome is unknown): the operation as a
+	// whole then has an unknown outcome.
+	MayHaveTakenEffect bool
+}
+
+func (a Attempt) String() string {
+	node, verdict := a.Node, "did nothing"
+	if node == "" {
+		node = "no node"
+	}
+	if a.MayHaveTakenEffect {
+		verdict = "may have taken effect"
+	}
+	return fmt.Sprintf("%s, %s: %s", node, verdict, a.Err)
+}
+
+// Attempts is the trail of the operation that failed with e, first
+// attempt first: empty unless the client tried it more than once (or
+// first as part of a request shared with other callers).
+func (e *Error) Attempts() []Attempt { return append([]Attempt(nil), e.attempts...) }
+
 func (e *Error) Error() string {
+	s := e.text()
+	if e.node != "" {
+		s += " (node " + e.node + ")"
+	}
+	if len(e.attempts) > 0 {
+		s += " [attempts:"
+		for i, a := range e.attempts {
+			s += fmt.Sprintf(" %d) %s;", i+1, a)
+		}
+		s = s[:len(s)-1] + "]"
+	}
+	return s
+}
+
+// text is the error without the node and the trail.
+func (e *Error) text() string {
 	s := fmt.Sprintf("raftbus: %s: %s", e.Code, e.Message)
 	if e.Code == CodeUnspecified && e.Status != codes.OK && e.Status != codes.Unknown {
 		s = fmt.Sprintf("raftbus: %s: %s", e.Status, e.Message)
@@ -89,6 +142,33 @@ func (e *Error) Error() string {
 		s += " (tracking id " + e.TrackingID + ")"
 	}
 	return s
+}
+
+// maxAttemptText bounds what the trail keeps of one attempt's failure.
+const maxAttemptText = 300
+
+// attemptOf is what err says of one attempt.
+func attemptOf(err error) Attempt {
+	var e *Error
+	if !errors.As(err, &e) {
+		return Attempt{Err: truncate(err.Error()), MayHaveTakenEffect: errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)}
+	}
+	return Attempt{Node: e.node, Err: truncate(e.text()), MayHaveTakenEffect: e.Code == CodeOutcomeUnknown}
+}
+
+func truncate(s string) string {
+	if len(s) > maxAttemptText {
+		return s[:maxAttemptText] + "..."
+	}
+	return s
+}
+
+// withTrail is a copy of e carrying trail (e may be shared: the failure of
+// a request that carried several callers' work).
+func withTrail(e *Error, trail []Attempt) *Error {
+	c := *e
+	c.attempts = append([]Attempt(nil), trail...)
+	return &c
 }
 
 // Is reports whether target is an *Error with the same Code.
@@ -153,14 +233,41 @@ func errorOfInfo(info *raftbusv1.ErrorInfo, code codes.Code) *Error {
 	}
 }
 
-// callError is asError for a call made through conn: a connection
-// failure of a call that never got as far as a connection to the server
-// (see package rpcreach) did nothing, and may be sent anywhere again.
-func callError(err error, conn *rpcreach.Conn) error {
-	if st, ok := status.FromError(err); ok && err != nil && st.Code() == codes.Unavailable && !conn.MaybeSent() && !hasErrorInfo(st) {
-		return &Error{Code: CodeServerBusy, Message: "node unreachable: " + st.Message(), Retryable: true, Status: codes.Unavailable, unreached: true}
+// callError is asError for a call made through conn to the node at addr:
+// a connection failure of a call that never got as far as a connection to
+// the server (see package rpcreach) did nothing, and may be sent anywhere
+// again; a failure that no node answered (a status without ErrorInfo) of
+// a call that may have reached it is of unknown outcome when it may have
+// come after the node handled the call (see garbled).
+func callError(err error, conn *rpcreach.Conn, addr string) error {
+	if err == nil {
+		return nil
 	}
-	return asError(err)
+	if st, ok := status.FromError(err); ok && !hasErrorInfo(st) {
+		switch {
+		case st.Code() == codes.Unavailable && !conn.MaybeSent():
+			return &Error{Code: CodeServerBusy, Message: "node unreachable: " + st.Message(), Retryable: true, Status: codes.Unavailable, unreached: true, node: addr}
+		case garbled(st.Code()) && conn.MaybeSent():
+			return &Error{Code: CodeOutcomeUnknown, Message: fmt.Sprintf("the call failed after it may have reached the node (%s: %s); it may or may not have taken effect", st.Code(), st.Message()),
+				Retryable: true, Status: st.Code(), node: addr}
+		}
+	}
+	e := asError(err)
+	if ce, ok := e.(*Error); ok && ce.node == "" && addr != "" {
+		c := *ce
+		c.node = addr
+		return &c
+	}
+	return e
+}
+
+// garbled tells the codes of a failure that no node answered (no
+// ErrorInfo: every answer of a raftbus node has one) which can come after
+// the node handled the call: its stream reset (INTERNAL_ERROR and other
+// HTTP/2 errors), an answer that could not be read, or one that did not
+// match the request.
+func garbled(c codes.Code) bool {
+	return c == codes.Internal || c == codes.Unknown || c == codes.DataLoss
 }
 
 func hasErrorInfo(st *status.Status) bool {

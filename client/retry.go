@@ -74,21 +74,25 @@ func (c *Client) retryAfter(ctx context.Context, first *Error, unknownIsSafe boo
 	// first attempt settled it; a repeated send that finds the entity
 	// gone or the node busy may follow one that took effect.
 	var unknown *Error
+	// trail is what each attempt met, for the caller's error: an operation
+	// tried at several nodes fails with the last failure (or the unknown
+	// outcome of an earlier one), and the others tell how it got there.
+	var trail []Attempt
 	// fail is how the loop ends on err: once an attempt's outcome is
 	// unknown, no later failure can say that nothing happened, so the
 	// caller hears that the outcome is unknown.
 	fail := func(err error) error {
 		if unknown == nil {
-			return err
+			return traced(err, trail)
 		}
 		var e *Error
 		if errors.As(err, &e) && e.Code == CodeOutcomeUnknown {
-			return err
+			return traced(err, trail)
 		}
 		if ctx.Err() != nil {
-			return &gaveUpError{ctx.Err(), unknown}
+			return traced(&gaveUpError{ctx.Err(), unknown}, trail)
 		}
-		return unknown
+		return traced(unknown, trail)
 	}
 	for attempt, backoffs := 0, 0; ; attempt++ {
 		var err error
@@ -100,6 +104,7 @@ func (c *Client) retryAfter(ctx context.Context, first *Error, unknownIsSafe boo
 		if err == nil {
 			return nil
 		}
+		trail = append(trail, attemptOf(err))
 		var e *Error
 		if !errors.As(err, &e) {
 			return fail(err)
@@ -115,7 +120,7 @@ func (c *Client) retryAfter(ctx context.Context, first *Error, unknownIsSafe boo
 			return fail(e)
 		}
 		if e.Code == CodeOutcomeUnknown && !unknownIsSafe {
-			return e
+			return fail(e)
 		}
 		if e.Code == CodeNotLeader && e.leaderAddr != "" && redirects < 3 {
 			redirects++
@@ -148,6 +153,22 @@ func (g *gaveUpError) Error() string {
 }
 
 func (g *gaveUpError) Unwrap() []error { return []error{g.ctxErr, g.last} }
+
+// traced is err carrying the trail of the attempts of the operation it
+// ends, when there was more than one or the first was shared with other
+// callers (a trail of one says no more than err).
+func traced(err error, trail []Attempt) error {
+	if len(trail) < 2 {
+		return err
+	}
+	switch e := err.(type) {
+	case *Error:
+		return withTrail(e, trail)
+	case *gaveUpError:
+		return &gaveUpError{e.ctxErr, withTrail(e.last, trail)}
+	}
+	return err
+}
 
 // deadlineSkew is how far apart the caller's deadline and the end of a
 // call cut short by it are seen.

@@ -184,7 +184,7 @@ func (c *Client) onPartitionAfter(ctx context.Context, first *Error, path string
 			return err
 		}
 		conn := rpcreach.Wrap(cc)
-		err = callError(call(callCtx, raftbusv1.NewMessagingServiceClient(conn)), conn)
+		err = callError(call(callCtx, raftbusv1.NewMessagingServiceClient(conn)), conn, addr)
 		c.noteRouting(key, id, err)
 		c.noteReach(addr, err)
 		return err
@@ -221,8 +221,9 @@ func (c *Client) leaderOf(ctx context.Context, path string, id uint32) (string, 
 // onNode makes one call at addr, a partition leader, which answers
 // NOT_LEADER for what it does not lead instead of forwarding it; "" sends
 // it to any node, which forwards. No retries: a call carrying the work of
-// several callers leaves retrying to each of them (see coalescer).
-func (c *Client) onNode(ctx context.Context, addr string, call func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error) error {
+// several callers leaves retrying to each of them (see coalescer). It
+// returns the address it called.
+func (c *Client) onNode(ctx context.Context, addr string, call func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error) (string, error) {
 	if c.avoided(addr) {
 		addr = ""
 	}
@@ -233,12 +234,12 @@ func (c *Client) onNode(ctx context.Context, addr string, call func(ctx context.
 	}
 	cc, err := c.conn(addr)
 	if err != nil {
-		return err
+		return addr, err
 	}
 	conn := rpcreach.Wrap(cc)
-	err = callError(call(ctx, raftbusv1.NewMessagingServiceClient(conn)), conn)
+	err = callError(call(ctx, raftbusv1.NewMessagingServiceClient(conn)), conn, addr)
 	c.noteReach(addr, err)
-	return err
+	return addr, err
 }
 
 // onAnyNode runs a call that spans partitions (a receive or peek across
@@ -246,12 +247,13 @@ func (c *Client) onNode(ctx context.Context, addr string, call func(ctx context.
 func (c *Client) onAnyNode(ctx context.Context, unknownIsSafe bool,
 	call func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error) error {
 	return c.retry(ctx, unknownIsSafe, func(ctx context.Context, attempt int) error {
-		cc, err := c.conn(c.seed())
+		addr := c.seed()
+		cc, err := c.conn(addr)
 		if err != nil {
 			return err
 		}
 		conn := rpcreach.Wrap(cc)
-		return callError(call(ctx, raftbusv1.NewMessagingServiceClient(conn)), conn)
+		return callError(call(ctx, raftbusv1.NewMessagingServiceClient(conn)), conn, addr)
 	})
 }
 

@@ -302,7 +302,8 @@ func (s *Sender) sendTo(ctx context.Context, id uint32, safe bool, msgs []*raftb
 		})
 	})
 	if err == nil && len(resp.GetResults()) != len(msgs) {
-		return nil, &Error{Code: CodeUnspecified, Message: fmt.Sprintf("the broker answered %d results for %d messages", len(resp.GetResults()), len(msgs))}
+		// The broker took the request: what it did is not known.
+		return nil, &Error{Code: CodeOutcomeUnknown, Message: fmt.Sprintf("the broker answered %d results for %d messages; they may or may not have been enqueued", len(resp.GetResults()), len(msgs))}
 	}
 	return resp, err
 }
@@ -320,8 +321,10 @@ func (s *Sender) sendCoalesced(ctx context.Context, key sendKey, calls []*call[*
 		req.Messages[i] = c.item
 	}
 	var resp *raftbusv1.SendEachResponse
+	var addr string
 	err := s.withSlot(ctx, func() error {
-		return s.c.onNode(ctx, key.addr, func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
+		var err error
+		addr, err = s.c.onNode(ctx, key.addr, func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
 			var err error
 			resp, err = ms.SendEach(ctx, req)
 			if err == nil && len(resp.GetResults()) != len(calls) {
@@ -329,6 +332,7 @@ func (s *Sender) sendCoalesced(ctx context.Context, key sendKey, calls []*call[*
 			}
 			return err
 		})
+		return err
 	})
 	var wg sync.WaitGroup
 	for i, c := range calls {
@@ -339,7 +343,9 @@ func (s *Sender) sendCoalesced(ctx context.Context, key sendKey, calls []*call[*
 				c.res = r.GetResult()
 				continue
 			}
-			failure = errorOfInfo(r.GetError(), codes.Unknown)
+			e := errorOfInfo(r.GetError(), codes.Unknown)
+			e.node = addr
+			failure = e
 		}
 		var e *Error
 		if !errors.As(failure, &e) || (err == nil && !e.Retryable) {

@@ -185,7 +185,7 @@ func (c *Client) settleCoalesced(ctx context.Context, key settleKey, calls []*ca
 		req.Settlements[i] = cl.item
 	}
 	var resp *raftbusv1.SettleResponse
-	err := c.onNode(ctx, key.addr, func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
+	addr, err := c.onNode(ctx, key.addr, func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
 		var err error
 		resp, err = ms.Settle(ctx, req)
 		if err == nil && len(resp.GetResults()) != len(calls) {
@@ -201,7 +201,9 @@ func (c *Client) settleCoalesced(ctx context.Context, key settleKey, calls []*ca
 			if info == nil {
 				continue
 			}
-			failure = errorOfInfo(info, codes.Unknown)
+			e := errorOfInfo(info, codes.Unknown)
+			e.node = addr
+			failure = e
 		}
 		var e *Error
 		if !errors.As(failure, &e) || (err == nil && !e.Retryable) {

@@ -2,6 +2,8 @@ package routing
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -46,6 +48,18 @@ func Forward(ctx context.Context, peers *Peers, leaders *Leaders, group string, 
 	call func(ctx context.Context, conn grpc.ClientConnInterface) error,
 ) error {
 	var lastErr, unknown *apierror.Error
+	var trail []string
+	// fail is the failure the caller hears: err, with what each attempt
+	// met when there were several, so that the client's error tells how
+	// the forwarding went.
+	fail := func(err *apierror.Error) error {
+		if len(trail) < 2 {
+			return err
+		}
+		e := *err
+		e.Message = fmt.Sprintf("%s [forwarded: %s]", e.Message, strings.Join(trail, "; "))
+		return &e
+	}
 	queue := addrs
 	for attempt := 0; attempt < MaxAttempts && len(queue) > 0; attempt++ {
 		addr := queue[0]
@@ -56,6 +70,7 @@ func Forward(ctx context.Context, peers *Peers, leaders *Leaders, group string, 
 			return nil
 		}
 		lastErr = apierror.From(err)
+		trail = append(trail, fmt.Sprintf("%d) %s: %s: %s", attempt+1, addr, strings.TrimPrefix(lastErr.Reason.String(), "ERROR_REASON_"), truncate(lastErr.Message)))
 		switch lastErr.Reason {
 		case raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER:
 			if h := lastErr.Leader.GetAddress(); h != "" && h != addr {
@@ -68,7 +83,7 @@ func Forward(ctx context.Context, peers *Peers, leaders *Leaders, group string, 
 		case raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN:
 			unknown = lastErr
 			if rep == Once || ctx.Err() != nil {
-				return lastErr
+				return fail(lastErr)
 			}
 			// Safe to repeat: ask the same node again first (the
 			// connection may just have broken), then the others.
@@ -79,35 +94,61 @@ func Forward(ctx context.Context, peers *Peers, leaders *Leaders, group string, 
 				// settlement that finds its lock gone most likely found it
 				// gone because the first settled it, and no failure of a
 				// repeat says that nothing happened.
-				return unknown
+				return fail(unknown)
 			}
-			return lastErr
+			return fail(lastErr)
 		}
 	}
 	leaders.Set(group, "")
 	if unknown != nil {
 		// An earlier attempt may have taken effect.
-		return unknown
+		return fail(unknown)
 	}
 	if lastErr == nil {
 		lastErr = apierror.Busy("partition %s has no reachable leader", group)
 	}
-	return lastErr
+	return fail(lastErr)
+}
+
+// maxAttemptText bounds what a trail keeps of one attempt's failure.
+const maxAttemptText = 200
+
+func truncate(s string) string {
+	if len(s) > maxAttemptText {
+		return s[:maxAttemptText] + "..."
+	}
+	return s
 }
 
 // ForwardError classifies a failed forwarded call that the node called
 // did not answer itself (a gRPC status without ErrorInfo): a call that
-// never reached it did nothing, one that may have is of unknown outcome.
+// never reached it did nothing, one that may have is of unknown outcome,
+// whether its connection broke or its stream failed otherwise after the
+// node may have handled it (reset, an answer that could not be read).
 func ForwardError(err error, addr string, maybeSent bool) error {
 	st, ok := status.FromError(err)
-	if !ok || apierror.HasInfo(st) || st.Code() != codes.Unavailable {
+	if !ok || apierror.HasInfo(st) {
 		return err
 	}
-	if !maybeSent {
+	switch {
+	case st.Code() == codes.Unavailable && !maybeSent:
 		return apierror.Busy("node %s is unreachable: %s", addr, st.Message())
+	case st.Code() == codes.Unavailable:
+		return apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN,
+			"the connection to node %s broke after the request was sent (%s); it may or may not have taken effect", addr, st.Message())
+	case garbled(st.Code()) && maybeSent:
+		return apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN,
+			"the call to node %s failed after it may have reached it (%s: %s); it may or may not have taken effect", addr, st.Code(), st.Message())
 	}
-	return apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN,
-		"the connection to node %s broke after the request was sent (%s); it may or may not have taken effect", addr, st.Message())
+	return err
+}
+
+// garbled tells the codes of a failure that no node answered (no
+// ErrorInfo: every answer of a raftbus node has one) which can come after
+// the node handled the call: its stream reset (INTERNAL_ERROR and other
+// HTTP/2 errors), or an answer that could not be read.
+func garbled(c codes.Code) bool {
+	return c == codes.Internal || c == codes.Unknown || c == codes.DataLoss
 }
 
 // Backoff spaces the attempts of a node waiting for another part of the
