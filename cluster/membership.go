@@ -157,6 +157,11 @@ const membershipChangeTimeout = 10 * time.Second
 // changeMembership drains a node, takes it back, or removes it, on the
 // metadata leader, after checking that the cluster can afford it.
 func (n *Node) changeMembership(ctx context.Context, id string, want raftbusv1.NodeMembership) error {
+	// The checks read the metadata: a leader just elected may not have
+	// applied everything committed before it yet.
+	if err := n.meta.confirmLeadership(ctx); err != nil {
+		return err
+	}
 	var s *clusterv1.MetaSnapshot
 	n.meta.fsm.View(func(st *clusterv1.MetaSnapshot) { s = proto.Clone(st).(*clusterv1.MetaSnapshot) })
 	m := meta.FindNode(s, id)
