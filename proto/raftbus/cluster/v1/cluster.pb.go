@@ -1837,12 +1837,16 @@ func (x *PutTopic) GetCreate() bool {
 // proposer fills in "$Default" when the caller names none) and are ignored
 // on update.
 type PutSubscription struct {
-	state         protoimpl.MessageState     `protogen:"open.v1"`
-	Subscription  *v1.SubscriptionProperties `protobuf:"bytes,1,opt,name=subscription,proto3" json:"subscription,omitempty"`
-	Rules         []*v1.RuleProperties       `protobuf:"bytes,2,rep,name=rules,proto3" json:"rules,omitempty"`
-	Create        bool                       `protobuf:"varint,3,opt,name=create,proto3" json:"create,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState     `protogen:"open.v1"`
+	Subscription *v1.SubscriptionProperties `protobuf:"bytes,1,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	Rules        []*v1.RuleProperties       `protobuf:"bytes,2,rep,name=rules,proto3" json:"rules,omitempty"`
+	Create       bool                       `protobuf:"varint,3,opt,name=create,proto3" json:"create,omitempty"`
+	// Check forward_to and forward_dead_lettered_messages_to against the
+	// state (see cluster/meta/forwarding.go). Commands written before the
+	// check existed lack it and keep the meaning they had.
+	CheckForwarding bool `protobuf:"varint,4,opt,name=check_forwarding,json=checkForwarding,proto3" json:"check_forwarding,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *PutSubscription) Reset() {
@@ -1892,6 +1896,13 @@ func (x *PutSubscription) GetRules() []*v1.RuleProperties {
 func (x *PutSubscription) GetCreate() bool {
 	if x != nil {
 		return x.Create
+	}
+	return false
+}
+
+func (x *PutSubscription) GetCheckForwarding() bool {
+	if x != nil {
+		return x.CheckForwarding
 	}
 	return false
 }
@@ -2129,11 +2140,13 @@ func (x *AddNode) GetNode() *Node {
 // normalised and validated by the proposer; the state machine checks only
 // what depends on state: existence and the settings fixed at creation.
 type PutQueue struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Queue         *v1.QueueProperties    `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
-	Create        bool                   `protobuf:"varint,2,opt,name=create,proto3" json:"create,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Queue  *v1.QueueProperties    `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Create bool                   `protobuf:"varint,2,opt,name=create,proto3" json:"create,omitempty"`
+	// As PutSubscription.check_forwarding.
+	CheckForwarding bool `protobuf:"varint,3,opt,name=check_forwarding,json=checkForwarding,proto3" json:"check_forwarding,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *PutQueue) Reset() {
@@ -2176,6 +2189,13 @@ func (x *PutQueue) GetQueue() *v1.QueueProperties {
 func (x *PutQueue) GetCreate() bool {
 	if x != nil {
 		return x.Create
+	}
+	return false
+}
+
+func (x *PutQueue) GetCheckForwarding() bool {
+	if x != nil {
+		return x.CheckForwarding
 	}
 	return false
 }
@@ -2916,11 +2936,12 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"entityPath\"U\n" +
 	"\bPutTopic\x121\n" +
 	"\x05topic\x18\x01 \x01(\v2\x1b.raftbus.v1.TopicPropertiesR\x05topic\x12\x16\n" +
-	"\x06create\x18\x02 \x01(\bR\x06create\"\xa3\x01\n" +
+	"\x06create\x18\x02 \x01(\bR\x06create\"\xce\x01\n" +
 	"\x0fPutSubscription\x12F\n" +
 	"\fsubscription\x18\x01 \x01(\v2\".raftbus.v1.SubscriptionPropertiesR\fsubscription\x120\n" +
 	"\x05rules\x18\x02 \x03(\v2\x1a.raftbus.v1.RulePropertiesR\x05rules\x12\x16\n" +
-	"\x06create\x18\x03 \x01(\bR\x06create\"`\n" +
+	"\x06create\x18\x03 \x01(\bR\x06create\x12)\n" +
+	"\x10check_forwarding\x18\x04 \x01(\bR\x0fcheckForwarding\"`\n" +
 	"\x12DeleteSubscription\x12\x1d\n" +
 	"\n" +
 	"topic_name\x18\x01 \x01(\tR\ttopicName\x12+\n" +
@@ -2938,10 +2959,11 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\x11subscription_name\x18\x02 \x01(\tR\x10subscriptionName\x12\x1b\n" +
 	"\trule_name\x18\x03 \x01(\tR\bruleName\"7\n" +
 	"\aAddNode\x12,\n" +
-	"\x04node\x18\x01 \x01(\v2\x18.raftbus.cluster.v1.NodeR\x04node\"U\n" +
+	"\x04node\x18\x01 \x01(\v2\x18.raftbus.cluster.v1.NodeR\x04node\"\x80\x01\n" +
 	"\bPutQueue\x121\n" +
 	"\x05queue\x18\x01 \x01(\v2\x1b.raftbus.v1.QueuePropertiesR\x05queue\x12\x16\n" +
-	"\x06create\x18\x02 \x01(\bR\x06create\"\"\n" +
+	"\x06create\x18\x02 \x01(\bR\x06create\x12)\n" +
+	"\x10check_forwarding\x18\x03 \x01(\bR\x0fcheckForwarding\"\"\n" +
 	"\fDeleteEntity\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"-\n" +
 	"\fSetClusterID\x12\x1d\n" +
