@@ -275,11 +275,13 @@ func (s *Admin) runtimeProperties(ctx context.Context, e *clusterv1.Entity, path
 		props.ScheduledMessageCount += p.GetScheduledMessageCount()
 		props.DeferredMessageCount += p.GetDeferredMessageCount()
 		props.DeadLetterMessageCount += p.GetDeadLetterMessageCount()
+		props.TransferMessageCount += p.GetTransferMessageCount()
 		props.LockedMessageCount += p.GetLockedMessageCount()
 		props.SizeInBytes += p.GetSizeInBytes()
 		props.SessionCount += p.GetSessionCount()
 	}
-	props.TotalMessageCount = props.ActiveMessageCount + props.ScheduledMessageCount + props.DeferredMessageCount + props.DeadLetterMessageCount
+	props.TotalMessageCount = props.ActiveMessageCount + props.ScheduledMessageCount + props.DeferredMessageCount + props.DeadLetterMessageCount +
+		props.TransferMessageCount
 	return props, nil
 }
 
