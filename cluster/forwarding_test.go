@@ -241,4 +241,15 @@ func TestSubscriptionsAndDeadLettersForwardAndWaitForADeletedTarget(t *testing.T
 	if n := len(drain(t, cl, "copies", 3, 20*time.Second)); n != 3 {
 		t.Fatalf("%d messages arrived once the target was back", n)
 	}
+
+	// A forwarder backing off from a missing target ends with its node.
+	if _, err := cl.admin.DeleteQueue(ctx, &raftbusv1.DeleteQueueRequest{Name: "copies"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.msg.Send(ctx, &raftbusv1.SendRequest{EntityPath: "events", Messages: []*raftbusv1.Message{{MessageId: "last"}}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	closeWithin(t, c.nodes[0], 5*time.Second)
+	c.nodes[0] = nil
 }
