@@ -157,25 +157,68 @@ func (n *Node) forwardRound(r *replica, stream string, batch []engine.Transfer) 
 		}
 		g.transfers = append(g.transfers, x)
 	}
-	var accepted []uint64
+	done := &enginev1.CompleteTransfer{}
 	for _, g := range groups {
-		if err := n.sendTransfers(ctx, stream, g); err != nil {
-			if firstErr == nil {
-				firstErr = fmt.Errorf("to %s/%d: %w", g.target, g.partition, err)
-			}
-			continue
-		}
-		for _, x := range g.transfers {
-			accepted = append(accepted, x.Number)
+		if err := n.sendGroup(ctx, stream, g, done); err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("to %s/%d: %w", g.target, g.partition, err)
 		}
 	}
-	if len(accepted) > 0 {
-		_, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_CompleteTransfer{CompleteTransfer: &enginev1.CompleteTransfer{Numbers: accepted}}})
-		if err != nil {
+	if len(done.Numbers) > 0 || len(done.Failed) > 0 {
+		if _, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_CompleteTransfer{CompleteTransfer: done}}); err != nil {
 			return fmt.Errorf("complete transfers: %w", err)
 		}
 	}
 	return firstErr
+}
+
+// sendGroup sends a group's transfers and notes in done those accepted
+// and the one refused for good, if any. A group refused for good is sent
+// again one message at a time, in order, up to the message the target
+// refuses: the source must have dead-lettered that one before any later
+// one is sent, or a repeat would take the later one's number for proof
+// that it was accepted too (see engine/transfer.go).
+func (n *Node) sendGroup(ctx context.Context, stream string, g *forwardGroup, done *enginev1.CompleteTransfer) error {
+	err := n.sendTransfers(ctx, stream, g, g.transfers)
+	if err == nil {
+		for _, x := range g.transfers {
+			done.Numbers = append(done.Numbers, x.Number)
+		}
+		return nil
+	}
+	if !refusedForGood(err) {
+		return err
+	}
+	for _, x := range g.transfers {
+		err := n.sendTransfers(ctx, stream, g, []engine.Transfer{x})
+		switch {
+		case err == nil:
+			done.Numbers = append(done.Numbers, x.Number)
+		case refusedForGood(err):
+			n.log.Warn("forwarding target refused a message: dead-lettered in its source", "from", x.From, "to", x.To, "err", err)
+			done.Failed = append(done.Failed, &enginev1.FailedTransfer{Number: x.Number, Description: failureDescription(x.To, err)})
+			return nil
+		default:
+			return err
+		}
+	}
+	return nil
+}
+
+// refusedForGood reports whether a target's refusal of transfers is one a
+// repeat cannot get past: the message does not fit the target.
+func refusedForGood(err error) bool {
+	switch apierror.From(err).Reason {
+	case raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_SIZE_EXCEEDED:
+		return true
+	}
+	return false
+}
+
+// failureDescription is the dead-letter description of a message its
+// target refused, within the 4096 characters of a description.
+func failureDescription(target string, err error) string {
+	d := []rune(fmt.Sprintf("forwarding to %q failed: %s", target, apierror.From(err).Message))
+	return string(d[:min(len(d), 4096)])
 }
 
 // targetPartition is the partition of a target with partitions partitions
@@ -197,11 +240,11 @@ func targetPartition(stream string, x engine.Transfer, partitions uint32) uint32
 	return raftbusv1.PartitionForKey(fmt.Sprintf("%s#%d", stream, x.Number), partitions)
 }
 
-// sendTransfers has the leader of the group's target partition accept its
-// transfers.
-func (n *Node) sendTransfers(ctx context.Context, stream string, g *forwardGroup) error {
+// sendTransfers has the leader of the group's target partition accept
+// transfers of the group.
+func (n *Node) sendTransfers(ctx context.Context, stream string, g *forwardGroup, transfers []engine.Transfer) error {
 	accept := &enginev1.AcceptTransfer{EntityPath: g.target, Stream: stream}
-	for _, x := range g.transfers {
+	for _, x := range transfers {
 		accept.Messages = append(accept.Messages, &enginev1.TransferredMessage{Number: x.Number, Message: x.Message})
 	}
 	_, err := n.acceptTransfer(ctx, g.entity, g.partition, accept)

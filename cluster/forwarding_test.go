@@ -253,3 +253,34 @@ func TestSubscriptionsAndDeadLettersForwardAndWaitForADeletedTarget(t *testing.T
 	closeWithin(t, c.nodes[0], 5*time.Second)
 	c.nodes[0] = nil
 }
+
+// TestAMessageTheTargetRefusesIsDeadLetteredInItsSource: a target with a
+// smaller size limit refuses a message sent with others in one batch; that
+// message goes to its source's dead-letter sub-queue and the others
+// arrive.
+func TestAMessageTheTargetRefusesIsDeadLetteredInItsSource(t *testing.T) {
+	c := newTestCluster(t, 1)
+	cl := c.client(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	createQueue(t, cl, &raftbusv1.QueueProperties{Name: "small", MaxMessageSizeInKilobytes: proto.Int64(1)})
+	createQueue(t, cl, &raftbusv1.QueueProperties{Name: "in", ForwardTo: "small"})
+	if _, err := cl.msg.Send(ctx, &raftbusv1.SendRequest{EntityPath: "in", Messages: []*raftbusv1.Message{
+		{MessageId: "a"}, {MessageId: "big", Body: make([]byte, 2048)}, {MessageId: "b"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	awaitForwarded(t, c, 0, "in")
+	resp, err := cl.msg.Receive(ctx, &raftbusv1.ReceiveRequest{EntityPath: "in", SubQueue: raftbusv1.SubQueue_SUB_QUEUE_DEAD_LETTER, MaxWait: durationpb.New(10 * time.Second)})
+	if err != nil || len(resp.GetMessages()) != 1 {
+		t.Fatalf("the source's dead letters: %v %v", resp, err)
+	}
+	if m := resp.GetMessages()[0]; m.GetMessage().GetMessageId() != "big" || m.GetDeadLetterReason() != "TransferFailed" ||
+		!strings.Contains(m.GetDeadLetterErrorDescription(), `forwarding to "small" failed`) {
+		t.Fatalf("dead letter %v", m)
+	}
+	got := drain(t, cl, "small", 2, 20*time.Second)
+	if got["a"] != 1 || got["b"] != 1 {
+		t.Fatalf("the target received %v, want a and b", got)
+	}
+}

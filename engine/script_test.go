@@ -53,7 +53,8 @@ import (
 //	peek-session session=S [from=SEQ] [max=N] [full]
 //	counts | next-deadline | remembered-sessions
 //	transfers                            the messages in transfer, by number
-//	complete-transfer N...               the target accepted these transfers
+//	complete-transfer [fail=N:D] N...    the target accepted these transfers (and
+//	    refused N for good, with description D)
 //	accept-transfer stream=S             forwarded messages, one per input line:
 //	    N ID [session=S]                 (its number in the stream, its id)
 //	available [entity=E] [session=S]     HasAvailableSession, or HasAvailableInSession
@@ -355,15 +356,23 @@ func (s *script) directive(t *testing.T, d *datadriven.TestData, a *args) string
 			return b.String()
 		})
 	case "complete-transfer":
-		var nums []uint64
+		c := &enginev1.CompleteTransfer{}
+		if v, ok := a.take("fail"); ok {
+			num, desc, _ := strings.Cut(v, ":")
+			n, err := strconv.ParseUint(num, 10, 64)
+			if err != nil {
+				d.Fatalf(t, "fail=N:description: %v", err)
+			}
+			c.Failed = append(c.Failed, &enginev1.FailedTransfer{Number: n, Description: desc})
+		}
 		for _, v := range a.rest() {
 			n, err := strconv.ParseUint(v, 10, 64)
 			if err != nil {
 				d.Fatalf(t, "transfer number %s: %v", v, err)
 			}
-			nums = append(nums, n)
+			c.Numbers = append(c.Numbers, n)
 		}
-		res := s.apply(&enginev1.Command{Body: &enginev1.Command_CompleteTransfer{CompleteTransfer: &enginev1.CompleteTransfer{Numbers: nums}}})
+		res := s.apply(&enginev1.Command{Body: &enginev1.Command_CompleteTransfer{CompleteTransfer: c}})
 		if res.GetError() != nil {
 			return s.result(res)
 		}

@@ -33,6 +33,10 @@ import (
 //     keep it.
 //  4. Once answered, the forwarder proposes CompleteTransfer on the
 //     source, which removes the messages; a repeat of it changes nothing.
+//     A message the target refuses for good leaves the transfer by the
+//     same command (see FailedTransfer), before any later message for
+//     that target partition is sent: a gap below a stream's mark would
+//     pass for accepted.
 //
 // A message in transfer keeps its target as it was when it entered the
 // transfer: a change of forward_to applies to the messages that arrive
@@ -45,7 +49,10 @@ import (
 const (
 	DeadLetterReasonProperty           = "DeadLetterReason"
 	DeadLetterErrorDescriptionProperty = "DeadLetterErrorDescription"
-	maxStreamLength                    = 1024
+	// ReasonTransferFailed is the dead-letter reason of a message its
+	// forwarding target refused for good.
+	ReasonTransferFailed = "TransferFailed"
+	maxStreamLength      = 1024
 )
 
 // transfer is a message on its way to another entity.
@@ -136,7 +143,8 @@ func (e *Engine) dropTransfers(gone []*entity) {
 	}
 }
 
-// completeTransfer removes the transfers the target accepted.
+// completeTransfer removes the transfers the target accepted and ends
+// those it refused for good (see FailedTransfer).
 func (e *Engine) completeTransfer(c *enginev1.CompleteTransfer) int32 {
 	var n int32
 	for _, num := range c.GetNumbers() {
@@ -145,6 +153,24 @@ func (e *Engine) completeTransfer(c *enginev1.CompleteTransfer) int32 {
 			e.transfers.remove(x)
 			n++
 		}
+	}
+	for _, f := range c.GetFailed() {
+		x := e.transfers.byNumber[f.GetNumber()]
+		if x == nil {
+			continue
+		}
+		e.transfers.remove(x)
+		q, m := x.q, x.m
+		q.remove(m)
+		m.state = stateAvailable
+		n++
+		if q.deadLetter {
+			q.insert(m) // a dead letter stays one
+			continue
+		}
+		q.entity.counters.DeadLettered++
+		m.deadLetter = &deadLetterInfo{reason: ReasonTransferFailed, description: f.GetDescription(), source: q.entity.path, enqueuedSeq: m.seq, origin: m.order}
+		q.entity.deadLetter.insert(m) // not forwarded again
 	}
 	return n
 }

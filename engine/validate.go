@@ -33,6 +33,11 @@ func validate(cmd *enginev1.Command) *Error {
 	case *enginev1.Command_AcceptTransfer:
 		return checkAcceptTransfer(b.AcceptTransfer)
 	case *enginev1.Command_CompleteTransfer:
+		for _, f := range b.CompleteTransfer.GetFailed() {
+			if err := checkText("failed transfer description", f.GetDescription()); err != nil {
+				return err
+			}
+		}
 		return nil
 	case *enginev1.Command_Schedule:
 		return checkMessages(b.Schedule.GetEntityPath(), b.Schedule.GetMessages(), true)

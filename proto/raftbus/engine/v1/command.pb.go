@@ -1363,10 +1363,12 @@ func (x *TransferredMessage) GetMessage() *v1.Message {
 }
 
 // CompleteTransfer removes messages in transfer (by their numbers) whose
-// target has accepted them. Numbers not in transfer are ignored.
+// target has accepted them, and ends the transfer of those it refused for
+// good. Numbers not in transfer are ignored.
 type CompleteTransfer struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Numbers       []uint64               `protobuf:"varint,1,rep,packed,name=numbers,proto3" json:"numbers,omitempty"`
+	Failed        []*FailedTransfer      `protobuf:"bytes,2,rep,name=failed,proto3" json:"failed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1408,6 +1410,71 @@ func (x *CompleteTransfer) GetNumbers() []uint64 {
 	return nil
 }
 
+func (x *CompleteTransfer) GetFailed() []*FailedTransfer {
+	if x != nil {
+		return x.Failed
+	}
+	return nil
+}
+
+// FailedTransfer is a message its target refused for a reason a repeat
+// cannot get past (it requires a session id the message lacks, its size
+// limit is smaller, ...). The message goes to the dead-letter sub-queue of
+// the entity it was in transfer from, and stays there, with the reason
+// "TransferFailed" and description; a dead letter in transfer stays in
+// the dead-letter sub-queue as it was.
+type FailedTransfer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Number        uint64                 `protobuf:"varint,1,opt,name=number,proto3" json:"number,omitempty"`
+	Description   string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FailedTransfer) Reset() {
+	*x = FailedTransfer{}
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FailedTransfer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FailedTransfer) ProtoMessage() {}
+
+func (x *FailedTransfer) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FailedTransfer.ProtoReflect.Descriptor instead.
+func (*FailedTransfer) Descriptor() ([]byte, []int) {
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *FailedTransfer) GetNumber() uint64 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *FailedTransfer) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
 // Result is what applying one command produced.
 type Result struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1438,7 +1505,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[14]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1450,7 +1517,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[14]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1463,7 +1530,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{14}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Result) GetResult() isResult_Result {
@@ -1759,7 +1826,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[15]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1771,7 +1838,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[15]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1784,7 +1851,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{15}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Error) GetReason() v1.ErrorReason {
@@ -1810,7 +1877,7 @@ type ConfigureEntityResult struct {
 
 func (x *ConfigureEntityResult) Reset() {
 	*x = ConfigureEntityResult{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[16]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1822,7 +1889,7 @@ func (x *ConfigureEntityResult) String() string {
 func (*ConfigureEntityResult) ProtoMessage() {}
 
 func (x *ConfigureEntityResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[16]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1835,7 +1902,7 @@ func (x *ConfigureEntityResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureEntityResult.ProtoReflect.Descriptor instead.
 func (*ConfigureEntityResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{16}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{17}
 }
 
 // SendResult has one result per sent message, in order.
@@ -1848,7 +1915,7 @@ type SendResult struct {
 
 func (x *SendResult) Reset() {
 	*x = SendResult{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[17]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1860,7 +1927,7 @@ func (x *SendResult) String() string {
 func (*SendResult) ProtoMessage() {}
 
 func (x *SendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[17]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1873,7 +1940,7 @@ func (x *SendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendResult.ProtoReflect.Descriptor instead.
 func (*SendResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{17}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SendResult) GetMessages() []*v1.SendResult {
@@ -1893,7 +1960,7 @@ type ScheduleResult struct {
 
 func (x *ScheduleResult) Reset() {
 	*x = ScheduleResult{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[18]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1905,7 +1972,7 @@ func (x *ScheduleResult) String() string {
 func (*ScheduleResult) ProtoMessage() {}
 
 func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[18]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +1985,7 @@ func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResult.ProtoReflect.Descriptor instead.
 func (*ScheduleResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{18}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ScheduleResult) GetMessages() []*v1.SendResult {
@@ -1938,7 +2005,7 @@ type CancelScheduledResult struct {
 
 func (x *CancelScheduledResult) Reset() {
 	*x = CancelScheduledResult{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[19]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1950,7 +2017,7 @@ func (x *CancelScheduledResult) String() string {
 func (*CancelScheduledResult) ProtoMessage() {}
 
 func (x *CancelScheduledResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[19]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1963,7 +2030,7 @@ func (x *CancelScheduledResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelScheduledResult.ProtoReflect.Descriptor instead.
 func (*CancelScheduledResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{19}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CancelScheduledResult) GetCancelled() int32 {
@@ -1983,7 +2050,7 @@ type LockResult struct {
 
 func (x *LockResult) Reset() {
 	*x = LockResult{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[20]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1995,7 +2062,7 @@ func (x *LockResult) String() string {
 func (*LockResult) ProtoMessage() {}
 
 func (x *LockResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[20]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2008,7 +2075,7 @@ func (x *LockResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockResult.ProtoReflect.Descriptor instead.
 func (*LockResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{20}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *LockResult) GetMessages() []*v1.ReceivedMessage {
@@ -2027,7 +2094,7 @@ type SettleResult struct {
 
 func (x *SettleResult) Reset() {
 	*x = SettleResult{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[21]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2039,7 +2106,7 @@ func (x *SettleResult) String() string {
 func (*SettleResult) ProtoMessage() {}
 
 func (x *SettleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[21]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2052,7 +2119,7 @@ func (x *SettleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleResult.ProtoReflect.Descriptor instead.
 func (*SettleResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{21}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{22}
 }
 
 // RenewLockResult carries the new lock expiry.
@@ -2065,7 +2132,7 @@ type RenewLockResult struct {
 
 func (x *RenewLockResult) Reset() {
 	*x = RenewLockResult{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[22]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2077,7 +2144,7 @@ func (x *RenewLockResult) String() string {
 func (*RenewLockResult) ProtoMessage() {}
 
 func (x *RenewLockResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[22]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2090,7 +2157,7 @@ func (x *RenewLockResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLockResult.ProtoReflect.Descriptor instead.
 func (*RenewLockResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{22}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RenewLockResult) GetLockedUntil() *timestamppb.Timestamp {
@@ -2109,7 +2176,7 @@ type TickResult struct {
 
 func (x *TickResult) Reset() {
 	*x = TickResult{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[23]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2121,7 +2188,7 @@ func (x *TickResult) String() string {
 func (*TickResult) ProtoMessage() {}
 
 func (x *TickResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[23]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2134,7 +2201,7 @@ func (x *TickResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TickResult.ProtoReflect.Descriptor instead.
 func (*TickResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{23}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{24}
 }
 
 // AcceptTransferResult has one result per message, in order; a message
@@ -2148,7 +2215,7 @@ type AcceptTransferResult struct {
 
 func (x *AcceptTransferResult) Reset() {
 	*x = AcceptTransferResult{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[24]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2160,7 +2227,7 @@ func (x *AcceptTransferResult) String() string {
 func (*AcceptTransferResult) ProtoMessage() {}
 
 func (x *AcceptTransferResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[24]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2173,7 +2240,7 @@ func (x *AcceptTransferResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptTransferResult.ProtoReflect.Descriptor instead.
 func (*AcceptTransferResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{24}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AcceptTransferResult) GetMessages() []*v1.SendResult {
@@ -2193,7 +2260,7 @@ type CompleteTransferResult struct {
 
 func (x *CompleteTransferResult) Reset() {
 	*x = CompleteTransferResult{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[25]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2205,7 +2272,7 @@ func (x *CompleteTransferResult) String() string {
 func (*CompleteTransferResult) ProtoMessage() {}
 
 func (x *CompleteTransferResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[25]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2218,7 +2285,7 @@ func (x *CompleteTransferResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTransferResult.ProtoReflect.Descriptor instead.
 func (*CompleteTransferResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{25}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CompleteTransferResult) GetCompleted() int32 {
@@ -2348,9 +2415,13 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\bmessages\x18\x03 \x03(\v2%.raftbus.engine.v1.TransferredMessageR\bmessages\"[\n" +
 	"\x12TransferredMessage\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\x04R\x06number\x12-\n" +
-	"\amessage\x18\x02 \x01(\v2\x13.raftbus.v1.MessageR\amessage\",\n" +
+	"\amessage\x18\x02 \x01(\v2\x13.raftbus.v1.MessageR\amessage\"g\n" +
 	"\x10CompleteTransfer\x12\x18\n" +
-	"\anumbers\x18\x01 \x03(\x04R\anumbers\"\xab\n" +
+	"\anumbers\x18\x01 \x03(\x04R\anumbers\x129\n" +
+	"\x06failed\x18\x02 \x03(\v2!.raftbus.engine.v1.FailedTransferR\x06failed\"J\n" +
+	"\x0eFailedTransfer\x12\x16\n" +
+	"\x06number\x18\x01 \x01(\x04R\x06number\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\"\xab\n" +
 	"\n" +
 	"\x06Result\x120\n" +
 	"\x05error\x18\x01 \x01(\v2\x18.raftbus.engine.v1.ErrorH\x00R\x05error\x12U\n" +
@@ -2418,7 +2489,7 @@ func file_raftbus_engine_v1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_raftbus_engine_v1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_raftbus_engine_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_raftbus_engine_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_raftbus_engine_v1_command_proto_goTypes = []any{
 	(Disposition)(0),                  // 0: raftbus.engine.v1.Disposition
 	(*Entry)(nil),                     // 1: raftbus.engine.v1.Entry
@@ -2435,43 +2506,44 @@ var file_raftbus_engine_v1_command_proto_goTypes = []any{
 	(*AcceptTransfer)(nil),            // 12: raftbus.engine.v1.AcceptTransfer
 	(*TransferredMessage)(nil),        // 13: raftbus.engine.v1.TransferredMessage
 	(*CompleteTransfer)(nil),          // 14: raftbus.engine.v1.CompleteTransfer
-	(*Result)(nil),                    // 15: raftbus.engine.v1.Result
-	(*Error)(nil),                     // 16: raftbus.engine.v1.Error
-	(*ConfigureEntityResult)(nil),     // 17: raftbus.engine.v1.ConfigureEntityResult
-	(*SendResult)(nil),                // 18: raftbus.engine.v1.SendResult
-	(*ScheduleResult)(nil),            // 19: raftbus.engine.v1.ScheduleResult
-	(*CancelScheduledResult)(nil),     // 20: raftbus.engine.v1.CancelScheduledResult
-	(*LockResult)(nil),                // 21: raftbus.engine.v1.LockResult
-	(*SettleResult)(nil),              // 22: raftbus.engine.v1.SettleResult
-	(*RenewLockResult)(nil),           // 23: raftbus.engine.v1.RenewLockResult
-	(*TickResult)(nil),                // 24: raftbus.engine.v1.TickResult
-	(*AcceptTransferResult)(nil),      // 25: raftbus.engine.v1.AcceptTransferResult
-	(*CompleteTransferResult)(nil),    // 26: raftbus.engine.v1.CompleteTransferResult
-	nil,                               // 27: raftbus.engine.v1.Settle.PropertiesToModifyEntry
-	(*AddRule)(nil),                   // 28: raftbus.engine.v1.AddRule
-	(*RemoveRule)(nil),                // 29: raftbus.engine.v1.RemoveRule
-	(*AcceptSession)(nil),             // 30: raftbus.engine.v1.AcceptSession
-	(*RenewSessionLock)(nil),          // 31: raftbus.engine.v1.RenewSessionLock
-	(*SetSessionState)(nil),           // 32: raftbus.engine.v1.SetSessionState
-	(*ReleaseSession)(nil),            // 33: raftbus.engine.v1.ReleaseSession
-	(*v1.QueueProperties)(nil),        // 34: raftbus.v1.QueueProperties
-	(*v1.TopicProperties)(nil),        // 35: raftbus.v1.TopicProperties
-	(*v1.SubscriptionProperties)(nil), // 36: raftbus.v1.SubscriptionProperties
-	(*v1.RuleProperties)(nil),         // 37: raftbus.v1.RuleProperties
-	(*v1.Message)(nil),                // 38: raftbus.v1.Message
-	(v1.SubQueue)(0),                  // 39: raftbus.v1.SubQueue
-	(v1.ReceiveMode)(0),               // 40: raftbus.v1.ReceiveMode
-	(*AddRuleResult)(nil),             // 41: raftbus.engine.v1.AddRuleResult
-	(*RemoveRuleResult)(nil),          // 42: raftbus.engine.v1.RemoveRuleResult
-	(*AcceptSessionResult)(nil),       // 43: raftbus.engine.v1.AcceptSessionResult
-	(*RenewSessionLockResult)(nil),    // 44: raftbus.engine.v1.RenewSessionLockResult
-	(*SetSessionStateResult)(nil),     // 45: raftbus.engine.v1.SetSessionStateResult
-	(*ReleaseSessionResult)(nil),      // 46: raftbus.engine.v1.ReleaseSessionResult
-	(v1.ErrorReason)(0),               // 47: raftbus.v1.ErrorReason
-	(*v1.SendResult)(nil),             // 48: raftbus.v1.SendResult
-	(*v1.ReceivedMessage)(nil),        // 49: raftbus.v1.ReceivedMessage
-	(*timestamppb.Timestamp)(nil),     // 50: google.protobuf.Timestamp
-	(*v1.PropertyValue)(nil),          // 51: raftbus.v1.PropertyValue
+	(*FailedTransfer)(nil),            // 15: raftbus.engine.v1.FailedTransfer
+	(*Result)(nil),                    // 16: raftbus.engine.v1.Result
+	(*Error)(nil),                     // 17: raftbus.engine.v1.Error
+	(*ConfigureEntityResult)(nil),     // 18: raftbus.engine.v1.ConfigureEntityResult
+	(*SendResult)(nil),                // 19: raftbus.engine.v1.SendResult
+	(*ScheduleResult)(nil),            // 20: raftbus.engine.v1.ScheduleResult
+	(*CancelScheduledResult)(nil),     // 21: raftbus.engine.v1.CancelScheduledResult
+	(*LockResult)(nil),                // 22: raftbus.engine.v1.LockResult
+	(*SettleResult)(nil),              // 23: raftbus.engine.v1.SettleResult
+	(*RenewLockResult)(nil),           // 24: raftbus.engine.v1.RenewLockResult
+	(*TickResult)(nil),                // 25: raftbus.engine.v1.TickResult
+	(*AcceptTransferResult)(nil),      // 26: raftbus.engine.v1.AcceptTransferResult
+	(*CompleteTransferResult)(nil),    // 27: raftbus.engine.v1.CompleteTransferResult
+	nil,                               // 28: raftbus.engine.v1.Settle.PropertiesToModifyEntry
+	(*AddRule)(nil),                   // 29: raftbus.engine.v1.AddRule
+	(*RemoveRule)(nil),                // 30: raftbus.engine.v1.RemoveRule
+	(*AcceptSession)(nil),             // 31: raftbus.engine.v1.AcceptSession
+	(*RenewSessionLock)(nil),          // 32: raftbus.engine.v1.RenewSessionLock
+	(*SetSessionState)(nil),           // 33: raftbus.engine.v1.SetSessionState
+	(*ReleaseSession)(nil),            // 34: raftbus.engine.v1.ReleaseSession
+	(*v1.QueueProperties)(nil),        // 35: raftbus.v1.QueueProperties
+	(*v1.TopicProperties)(nil),        // 36: raftbus.v1.TopicProperties
+	(*v1.SubscriptionProperties)(nil), // 37: raftbus.v1.SubscriptionProperties
+	(*v1.RuleProperties)(nil),         // 38: raftbus.v1.RuleProperties
+	(*v1.Message)(nil),                // 39: raftbus.v1.Message
+	(v1.SubQueue)(0),                  // 40: raftbus.v1.SubQueue
+	(v1.ReceiveMode)(0),               // 41: raftbus.v1.ReceiveMode
+	(*AddRuleResult)(nil),             // 42: raftbus.engine.v1.AddRuleResult
+	(*RemoveRuleResult)(nil),          // 43: raftbus.engine.v1.RemoveRuleResult
+	(*AcceptSessionResult)(nil),       // 44: raftbus.engine.v1.AcceptSessionResult
+	(*RenewSessionLockResult)(nil),    // 45: raftbus.engine.v1.RenewSessionLockResult
+	(*SetSessionStateResult)(nil),     // 46: raftbus.engine.v1.SetSessionStateResult
+	(*ReleaseSessionResult)(nil),      // 47: raftbus.engine.v1.ReleaseSessionResult
+	(v1.ErrorReason)(0),               // 48: raftbus.v1.ErrorReason
+	(*v1.SendResult)(nil),             // 49: raftbus.v1.SendResult
+	(*v1.ReceivedMessage)(nil),        // 50: raftbus.v1.ReceivedMessage
+	(*timestamppb.Timestamp)(nil),     // 51: google.protobuf.Timestamp
+	(*v1.PropertyValue)(nil),          // 52: raftbus.v1.PropertyValue
 }
 var file_raftbus_engine_v1_command_proto_depIdxs = []int32{
 	2,  // 0: raftbus.engine.v1.Entry.commands:type_name -> raftbus.engine.v1.Command
@@ -2484,60 +2556,61 @@ var file_raftbus_engine_v1_command_proto_depIdxs = []int32{
 	9,  // 7: raftbus.engine.v1.Command.renew_lock:type_name -> raftbus.engine.v1.RenewLock
 	10, // 8: raftbus.engine.v1.Command.receive_deferred:type_name -> raftbus.engine.v1.ReceiveDeferred
 	11, // 9: raftbus.engine.v1.Command.tick:type_name -> raftbus.engine.v1.Tick
-	28, // 10: raftbus.engine.v1.Command.add_rule:type_name -> raftbus.engine.v1.AddRule
-	29, // 11: raftbus.engine.v1.Command.remove_rule:type_name -> raftbus.engine.v1.RemoveRule
-	30, // 12: raftbus.engine.v1.Command.accept_session:type_name -> raftbus.engine.v1.AcceptSession
-	31, // 13: raftbus.engine.v1.Command.renew_session_lock:type_name -> raftbus.engine.v1.RenewSessionLock
-	32, // 14: raftbus.engine.v1.Command.set_session_state:type_name -> raftbus.engine.v1.SetSessionState
-	33, // 15: raftbus.engine.v1.Command.release_session:type_name -> raftbus.engine.v1.ReleaseSession
+	29, // 10: raftbus.engine.v1.Command.add_rule:type_name -> raftbus.engine.v1.AddRule
+	30, // 11: raftbus.engine.v1.Command.remove_rule:type_name -> raftbus.engine.v1.RemoveRule
+	31, // 12: raftbus.engine.v1.Command.accept_session:type_name -> raftbus.engine.v1.AcceptSession
+	32, // 13: raftbus.engine.v1.Command.renew_session_lock:type_name -> raftbus.engine.v1.RenewSessionLock
+	33, // 14: raftbus.engine.v1.Command.set_session_state:type_name -> raftbus.engine.v1.SetSessionState
+	34, // 15: raftbus.engine.v1.Command.release_session:type_name -> raftbus.engine.v1.ReleaseSession
 	12, // 16: raftbus.engine.v1.Command.accept_transfer:type_name -> raftbus.engine.v1.AcceptTransfer
 	14, // 17: raftbus.engine.v1.Command.complete_transfer:type_name -> raftbus.engine.v1.CompleteTransfer
-	34, // 18: raftbus.engine.v1.ConfigureEntity.properties:type_name -> raftbus.v1.QueueProperties
-	35, // 19: raftbus.engine.v1.ConfigureEntity.topic:type_name -> raftbus.v1.TopicProperties
-	36, // 20: raftbus.engine.v1.ConfigureEntity.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	37, // 21: raftbus.engine.v1.ConfigureEntity.rules:type_name -> raftbus.v1.RuleProperties
-	38, // 22: raftbus.engine.v1.Send.messages:type_name -> raftbus.v1.Message
-	38, // 23: raftbus.engine.v1.Schedule.messages:type_name -> raftbus.v1.Message
-	39, // 24: raftbus.engine.v1.Lock.sub_queue:type_name -> raftbus.v1.SubQueue
-	40, // 25: raftbus.engine.v1.Lock.receive_mode:type_name -> raftbus.v1.ReceiveMode
-	39, // 26: raftbus.engine.v1.Settle.sub_queue:type_name -> raftbus.v1.SubQueue
+	35, // 18: raftbus.engine.v1.ConfigureEntity.properties:type_name -> raftbus.v1.QueueProperties
+	36, // 19: raftbus.engine.v1.ConfigureEntity.topic:type_name -> raftbus.v1.TopicProperties
+	37, // 20: raftbus.engine.v1.ConfigureEntity.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	38, // 21: raftbus.engine.v1.ConfigureEntity.rules:type_name -> raftbus.v1.RuleProperties
+	39, // 22: raftbus.engine.v1.Send.messages:type_name -> raftbus.v1.Message
+	39, // 23: raftbus.engine.v1.Schedule.messages:type_name -> raftbus.v1.Message
+	40, // 24: raftbus.engine.v1.Lock.sub_queue:type_name -> raftbus.v1.SubQueue
+	41, // 25: raftbus.engine.v1.Lock.receive_mode:type_name -> raftbus.v1.ReceiveMode
+	40, // 26: raftbus.engine.v1.Settle.sub_queue:type_name -> raftbus.v1.SubQueue
 	0,  // 27: raftbus.engine.v1.Settle.disposition:type_name -> raftbus.engine.v1.Disposition
-	27, // 28: raftbus.engine.v1.Settle.properties_to_modify:type_name -> raftbus.engine.v1.Settle.PropertiesToModifyEntry
-	39, // 29: raftbus.engine.v1.RenewLock.sub_queue:type_name -> raftbus.v1.SubQueue
-	39, // 30: raftbus.engine.v1.ReceiveDeferred.sub_queue:type_name -> raftbus.v1.SubQueue
-	40, // 31: raftbus.engine.v1.ReceiveDeferred.receive_mode:type_name -> raftbus.v1.ReceiveMode
+	28, // 28: raftbus.engine.v1.Settle.properties_to_modify:type_name -> raftbus.engine.v1.Settle.PropertiesToModifyEntry
+	40, // 29: raftbus.engine.v1.RenewLock.sub_queue:type_name -> raftbus.v1.SubQueue
+	40, // 30: raftbus.engine.v1.ReceiveDeferred.sub_queue:type_name -> raftbus.v1.SubQueue
+	41, // 31: raftbus.engine.v1.ReceiveDeferred.receive_mode:type_name -> raftbus.v1.ReceiveMode
 	13, // 32: raftbus.engine.v1.AcceptTransfer.messages:type_name -> raftbus.engine.v1.TransferredMessage
-	38, // 33: raftbus.engine.v1.TransferredMessage.message:type_name -> raftbus.v1.Message
-	16, // 34: raftbus.engine.v1.Result.error:type_name -> raftbus.engine.v1.Error
-	17, // 35: raftbus.engine.v1.Result.configure_entity:type_name -> raftbus.engine.v1.ConfigureEntityResult
-	18, // 36: raftbus.engine.v1.Result.send:type_name -> raftbus.engine.v1.SendResult
-	19, // 37: raftbus.engine.v1.Result.schedule:type_name -> raftbus.engine.v1.ScheduleResult
-	20, // 38: raftbus.engine.v1.Result.cancel_scheduled:type_name -> raftbus.engine.v1.CancelScheduledResult
-	21, // 39: raftbus.engine.v1.Result.lock:type_name -> raftbus.engine.v1.LockResult
-	22, // 40: raftbus.engine.v1.Result.settle:type_name -> raftbus.engine.v1.SettleResult
-	23, // 41: raftbus.engine.v1.Result.renew_lock:type_name -> raftbus.engine.v1.RenewLockResult
-	21, // 42: raftbus.engine.v1.Result.receive_deferred:type_name -> raftbus.engine.v1.LockResult
-	24, // 43: raftbus.engine.v1.Result.tick:type_name -> raftbus.engine.v1.TickResult
-	41, // 44: raftbus.engine.v1.Result.add_rule:type_name -> raftbus.engine.v1.AddRuleResult
-	42, // 45: raftbus.engine.v1.Result.remove_rule:type_name -> raftbus.engine.v1.RemoveRuleResult
-	43, // 46: raftbus.engine.v1.Result.accept_session:type_name -> raftbus.engine.v1.AcceptSessionResult
-	44, // 47: raftbus.engine.v1.Result.renew_session_lock:type_name -> raftbus.engine.v1.RenewSessionLockResult
-	45, // 48: raftbus.engine.v1.Result.set_session_state:type_name -> raftbus.engine.v1.SetSessionStateResult
-	46, // 49: raftbus.engine.v1.Result.release_session:type_name -> raftbus.engine.v1.ReleaseSessionResult
-	25, // 50: raftbus.engine.v1.Result.accept_transfer:type_name -> raftbus.engine.v1.AcceptTransferResult
-	26, // 51: raftbus.engine.v1.Result.complete_transfer:type_name -> raftbus.engine.v1.CompleteTransferResult
-	47, // 52: raftbus.engine.v1.Error.reason:type_name -> raftbus.v1.ErrorReason
-	48, // 53: raftbus.engine.v1.SendResult.messages:type_name -> raftbus.v1.SendResult
-	48, // 54: raftbus.engine.v1.ScheduleResult.messages:type_name -> raftbus.v1.SendResult
-	49, // 55: raftbus.engine.v1.LockResult.messages:type_name -> raftbus.v1.ReceivedMessage
-	50, // 56: raftbus.engine.v1.RenewLockResult.locked_until:type_name -> google.protobuf.Timestamp
-	48, // 57: raftbus.engine.v1.AcceptTransferResult.messages:type_name -> raftbus.v1.SendResult
-	51, // 58: raftbus.engine.v1.Settle.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
-	59, // [59:59] is the sub-list for method output_type
-	59, // [59:59] is the sub-list for method input_type
-	59, // [59:59] is the sub-list for extension type_name
-	59, // [59:59] is the sub-list for extension extendee
-	0,  // [0:59] is the sub-list for field type_name
+	39, // 33: raftbus.engine.v1.TransferredMessage.message:type_name -> raftbus.v1.Message
+	15, // 34: raftbus.engine.v1.CompleteTransfer.failed:type_name -> raftbus.engine.v1.FailedTransfer
+	17, // 35: raftbus.engine.v1.Result.error:type_name -> raftbus.engine.v1.Error
+	18, // 36: raftbus.engine.v1.Result.configure_entity:type_name -> raftbus.engine.v1.ConfigureEntityResult
+	19, // 37: raftbus.engine.v1.Result.send:type_name -> raftbus.engine.v1.SendResult
+	20, // 38: raftbus.engine.v1.Result.schedule:type_name -> raftbus.engine.v1.ScheduleResult
+	21, // 39: raftbus.engine.v1.Result.cancel_scheduled:type_name -> raftbus.engine.v1.CancelScheduledResult
+	22, // 40: raftbus.engine.v1.Result.lock:type_name -> raftbus.engine.v1.LockResult
+	23, // 41: raftbus.engine.v1.Result.settle:type_name -> raftbus.engine.v1.SettleResult
+	24, // 42: raftbus.engine.v1.Result.renew_lock:type_name -> raftbus.engine.v1.RenewLockResult
+	22, // 43: raftbus.engine.v1.Result.receive_deferred:type_name -> raftbus.engine.v1.LockResult
+	25, // 44: raftbus.engine.v1.Result.tick:type_name -> raftbus.engine.v1.TickResult
+	42, // 45: raftbus.engine.v1.Result.add_rule:type_name -> raftbus.engine.v1.AddRuleResult
+	43, // 46: raftbus.engine.v1.Result.remove_rule:type_name -> raftbus.engine.v1.RemoveRuleResult
+	44, // 47: raftbus.engine.v1.Result.accept_session:type_name -> raftbus.engine.v1.AcceptSessionResult
+	45, // 48: raftbus.engine.v1.Result.renew_session_lock:type_name -> raftbus.engine.v1.RenewSessionLockResult
+	46, // 49: raftbus.engine.v1.Result.set_session_state:type_name -> raftbus.engine.v1.SetSessionStateResult
+	47, // 50: raftbus.engine.v1.Result.release_session:type_name -> raftbus.engine.v1.ReleaseSessionResult
+	26, // 51: raftbus.engine.v1.Result.accept_transfer:type_name -> raftbus.engine.v1.AcceptTransferResult
+	27, // 52: raftbus.engine.v1.Result.complete_transfer:type_name -> raftbus.engine.v1.CompleteTransferResult
+	48, // 53: raftbus.engine.v1.Error.reason:type_name -> raftbus.v1.ErrorReason
+	49, // 54: raftbus.engine.v1.SendResult.messages:type_name -> raftbus.v1.SendResult
+	49, // 55: raftbus.engine.v1.ScheduleResult.messages:type_name -> raftbus.v1.SendResult
+	50, // 56: raftbus.engine.v1.LockResult.messages:type_name -> raftbus.v1.ReceivedMessage
+	51, // 57: raftbus.engine.v1.RenewLockResult.locked_until:type_name -> google.protobuf.Timestamp
+	49, // 58: raftbus.engine.v1.AcceptTransferResult.messages:type_name -> raftbus.v1.SendResult
+	52, // 59: raftbus.engine.v1.Settle.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
+	60, // [60:60] is the sub-list for method output_type
+	60, // [60:60] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_engine_v1_command_proto_init() }
@@ -2566,7 +2639,7 @@ func file_raftbus_engine_v1_command_proto_init() {
 		(*Command_AcceptTransfer)(nil),
 		(*Command_CompleteTransfer)(nil),
 	}
-	file_raftbus_engine_v1_command_proto_msgTypes[14].OneofWrappers = []any{
+	file_raftbus_engine_v1_command_proto_msgTypes[15].OneofWrappers = []any{
 		(*Result_Error)(nil),
 		(*Result_ConfigureEntity)(nil),
 		(*Result_Send)(nil),
@@ -2592,7 +2665,7 @@ func file_raftbus_engine_v1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftbus_engine_v1_command_proto_rawDesc), len(file_raftbus_engine_v1_command_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
