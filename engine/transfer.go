@@ -118,8 +118,13 @@ func (e *Engine) store(q *queue, m *message) {
 		q.insert(m)
 		return
 	}
-	if q.sessions != nil {
-		delete(q.sessions.owner, m) // it goes to no session here
+	if x := q.sessions; x != nil {
+		// It goes to no session here, and a session it alone named
+		// is not remembered.
+		if s := x.owner[m]; s != nil {
+			delete(x.owner, m)
+			x.update(s)
+		}
 	}
 	m.state = stateTransfer
 	q.insert(m)
