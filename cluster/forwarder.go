@@ -11,6 +11,7 @@ import (
 	"github.com/raftbus/raftbus/cluster/meta"
 	"github.com/raftbus/raftbus/cluster/routing"
 	"github.com/raftbus/raftbus/engine"
+	"github.com/raftbus/raftbus/partition"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -27,9 +28,11 @@ import (
 // longer each time, before the next; a lost answer or a new leader starting
 // over repeats sends, which the targets answer as duplicates.
 const (
-	// forwardBatchMessages and forwardBatchBytes bound one round.
+	// forwardBatchMessages and forwardBatchBytes bound one round: its
+	// AcceptTransfer commands, with their framing, stay within what a
+	// partition takes (partition.MaxCommandBytes).
 	forwardBatchMessages = 256
-	forwardBatchBytes    = 1 << 20
+	forwardBatchBytes    = partition.MaxCommandBytes - 64<<10
 	// forwardCallTimeout bounds one send or removal.
 	forwardCallTimeout = 10 * time.Second
 	// forwardIdleCheck spaces the looks at leadership while nothing is in

@@ -284,3 +284,27 @@ func TestAMessageTheTargetRefusesIsDeadLetteredInItsSource(t *testing.T) {
 		t.Fatalf("the target received %v, want a and b", got)
 	}
 }
+
+// TestLargeMessagesAreForwardedInBatchesAPartitionTakes: messages near the
+// largest size go a few to a batch, within what one command may hold.
+func TestLargeMessagesAreForwardedInBatchesAPartitionTakes(t *testing.T) {
+	c := newTestCluster(t, 1)
+	cl := c.client(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	createQueue(t, cl, &raftbusv1.QueueProperties{Name: "big-out", MaxMessageSizeInKilobytes: proto.Int64(1024)})
+	createQueue(t, cl, &raftbusv1.QueueProperties{Name: "big-in", MaxMessageSizeInKilobytes: proto.Int64(1024), ForwardTo: "big-out"})
+	for i := range 3 {
+		m := &raftbusv1.Message{MessageId: fmt.Sprintf("b%d", i), Body: make([]byte, 1000<<10)}
+		if _, err := cl.msg.Send(ctx, &raftbusv1.SendRequest{EntityPath: "big-in", Messages: []*raftbusv1.Message{m}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	awaitForwarded(t, c, 0, "big-in")
+	if rt := runtime(t, cl, "big-out"); rt.GetActiveMessageCount() != 3 {
+		t.Fatalf("the target holds %v", rt)
+	}
+	if rt := runtime(t, cl, "big-in"); rt.GetDeadLetterMessageCount() != 0 {
+		t.Fatalf("the source dead-lettered %d", rt.GetDeadLetterMessageCount())
+	}
+}

@@ -251,17 +251,22 @@ type Transfer struct {
 }
 
 // Transfers returns up to max of the partition's messages in transfer, in
-// number order, with no more than maxBytes of bodies and properties (at
-// least one).
+// number order, no more than maxBytes of them as the target gets them
+// (encoded; the first whatever its size).
 func (e *Engine) Transfers(max int, maxBytes int64) []Transfer {
 	var out []Transfer
 	var bytes int64
 	e.transfers.each(func(x *transfer) bool {
-		if len(out) >= max || (len(out) > 0 && bytes+x.m.size() > maxBytes) {
+		if len(out) >= max {
 			return false
 		}
-		bytes += x.m.size()
-		out = append(out, Transfer{Number: x.number, From: x.q.entity.path, To: x.to, Message: forwarded(x.m)})
+		m := forwarded(x.m)
+		size := int64(proto.Size(m))
+		if len(out) > 0 && bytes+size > maxBytes {
+			return false
+		}
+		bytes += size
+		out = append(out, Transfer{Number: x.number, From: x.q.entity.path, To: x.to, Message: m})
 		return true
 	})
 	return out
