@@ -21,12 +21,13 @@ import (
 // engine/transfer.go) to their targets. It runs on the partition's
 // leader, one per partition, started by the reconciler for a partition
 // whose entity forwards or that holds transfers, and ends when the replica
-// stops leading or the node closes. Each round reads the oldest transfers,
-// sends them to the leaders of the target partitions (through the routing
-// every call takes), and then removes the accepted ones from the source by
-// a replicated CompleteTransfer. A round whose sends or removal fail waits,
-// longer each time, before the next; a lost answer or a new leader starting
-// over repeats sends, which the targets answer as duplicates.
+// stops leading or the node closes. A round takes each target in turn:
+// it reads the oldest transfers to it, sends them to the leaders of the
+// target's partitions (through the routing every call takes), and then
+// removes the accepted ones from the source by a replicated
+// CompleteTransfer. A target whose round fails is left alone for a while,
+// longer each time, and the others go on; a lost answer or a new leader
+// starting over repeats sends, which the targets answer as duplicates.
 const (
 	// forwardBatchMessages and forwardBatchBytes bound one round: its
 	// AcceptTransfer commands, with their framing, stay within what a
@@ -82,22 +83,41 @@ func (n *Node) forward(r *replica, e *clusterv1.Entity) {
 // runForwarder forwards r's transfers until r stops leading or the node
 // closes.
 func (n *Node) runForwarder(r *replica, stream string) {
-	failures := 0
+	// held are the targets whose last round failed, until when they are
+	// left alone; failures counts their failed rounds in a row.
+	held := map[string]time.Time{}
+	failures := map[string]int{}
 	for r.p.IsLeader() {
 		changed := r.p.Changes()
-		var batch []engine.Transfer
-		r.p.ReadApplied(func(en *engine.Engine) { batch = en.Transfers(forwardBatchMessages, forwardBatchBytes) })
+		var targets []string
+		r.p.ReadApplied(func(en *engine.Engine) { targets = en.TransferTargets() })
 		wait := forwardIdleCheck
-		if len(batch) > 0 {
-			if err := n.forwardRound(r, stream, batch); err != nil {
-				n.log.Debug("forward messages", "group", r.group, "err", err)
-				wait = min(routing.Backoff(failures), forwardMaxBackoff)
-				failures++
-				changed = nil // wait out the backoff
-			} else {
-				failures = 0
+		progressed := false
+		for _, to := range targets {
+			now := time.Now()
+			if until, ok := held[to]; ok && now.Before(until) {
+				wait = min(wait, until.Sub(now))
 				continue
 			}
+			var batch []engine.Transfer
+			r.p.ReadApplied(func(en *engine.Engine) { batch = en.TransfersTo(to, forwardBatchMessages, forwardBatchBytes) })
+			if len(batch) == 0 {
+				continue
+			}
+			if err := n.forwardRound(r, stream, batch); err != nil {
+				n.log.Debug("forward messages", "group", r.group, "to", to, "err", err)
+				backoff := min(routing.Backoff(failures[to]), forwardMaxBackoff)
+				failures[to]++
+				held[to] = now.Add(backoff)
+				wait = min(wait, backoff)
+				continue
+			}
+			delete(held, to)
+			delete(failures, to)
+			progressed = true
+		}
+		if progressed {
+			continue
 		}
 		timer := time.NewTimer(wait)
 		select {

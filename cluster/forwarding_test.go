@@ -242,14 +242,34 @@ func TestSubscriptionsAndDeadLettersForwardAndWaitForADeletedTarget(t *testing.T
 		t.Fatalf("%d messages arrived once the target was back", n)
 	}
 
-	// A forwarder backing off from a missing target ends with its node.
+	// Many messages waiting for a missing target hold up no other: a
+	// subscription created after them forwards at once.
 	if _, err := cl.admin.DeleteQueue(ctx, &raftbusv1.DeleteQueueRequest{Name: "copies"}); err != nil {
+		t.Fatal(err)
+	}
+	var many []*raftbusv1.Message
+	for i := range 300 {
+		many = append(many, &raftbusv1.Message{MessageId: fmt.Sprintf("w%d", i)})
+	}
+	if _, err := cl.msg.Send(ctx, &raftbusv1.SendRequest{EntityPath: "events", Messages: many}); err != nil {
+		t.Fatal(err)
+	}
+	createQueue(t, cl, &raftbusv1.QueueProperties{Name: "mirror"})
+	if _, err := cl.admin.CreateSubscription(ctx, &raftbusv1.CreateSubscriptionRequest{Subscription: &raftbusv1.SubscriptionProperties{
+		TopicName: "events", SubscriptionName: "mirror", ForwardTo: "mirror"}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cl.msg.Send(ctx, &raftbusv1.SendRequest{EntityPath: "events", Messages: []*raftbusv1.Message{{MessageId: "last"}}}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Second)
+	if got := drain(t, cl, "mirror", 1, 10*time.Second); got["last"] != 1 {
+		t.Fatalf("the mirror got %v", got)
+	}
+	if n := runtime(t, cl, "events/subscriptions/audit").GetTransferMessageCount(); n != 301 {
+		t.Fatalf("%d messages wait for the missing target, want 301", n)
+	}
+
+	// A forwarder backing off from a missing target ends with its node.
 	closeWithin(t, c.nodes[0], 5*time.Second)
 	c.nodes[0] = nil
 }

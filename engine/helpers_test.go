@@ -300,23 +300,36 @@ func checkTransferInvariants(t testing.TB, e *Engine) {
 	if len(tt.byNumber) != len(tt.byMessage) {
 		t.Fatalf("%d transfers by number, %d by message", len(tt.byNumber), len(tt.byMessage))
 	}
-	var prev uint64
-	seen := 0
-	for _, n := range tt.order {
-		if n <= prev {
-			t.Fatalf("transfer numbers out of order: %d after %d", n, prev)
+	check := func(name string, l *numberList, to string) int {
+		var prev uint64
+		seen := 0
+		for _, n := range l.numbers {
+			if n <= prev {
+				t.Fatalf("%s: transfer numbers out of order: %d after %d", name, n, prev)
+			}
+			prev = n
+			x := tt.byNumber[n]
+			if x == nil || (to != "" && x.to != to) {
+				continue
+			}
+			seen++
+			if x.number != n || n >= e.nextTransfer || tt.byMessage[x.m] != x || x.q.all.get(x.m.order) != x.m || x.m.state != stateTransfer {
+				t.Fatalf("%s: transfer %d out of place", name, n)
+			}
 		}
-		prev = n
-		x := tt.byNumber[n]
-		if x == nil {
-			continue
+		if seen != l.live {
+			t.Fatalf("%s: %d live transfers, %d counted", name, seen, l.live)
 		}
-		seen++
-		if x.number != n || n >= e.nextTransfer || tt.byMessage[x.m] != x || x.q.all.get(x.m.order) != x.m || x.m.state != stateTransfer {
-			t.Fatalf("transfer %d out of place", n)
-		}
+		return seen
 	}
-	if seen != len(tt.byNumber) {
-		t.Fatalf("%d transfers in order, %d by number", seen, len(tt.byNumber))
+	if n := check("all", &tt.all, ""); n != len(tt.byNumber) {
+		t.Fatalf("%d transfers in order, %d by number", n, len(tt.byNumber))
+	}
+	total := 0
+	for to, l := range tt.byTarget {
+		total += check("to "+to, l, to)
+	}
+	if total != len(tt.byNumber) {
+		t.Fatalf("%d transfers by target, %d by number", total, len(tt.byNumber))
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 
 	"google.golang.org/protobuf/encoding/protodelim"
 	"google.golang.org/protobuf/proto"
@@ -260,7 +259,7 @@ func restore(r *bufio.Reader) (*Engine, error) {
 			if err := e.checkSessionLocks(); err != nil {
 				return nil, err
 			}
-			slices.Sort(e.transfers.order) // read entity by entity
+			e.transfers.sort() // read entity by entity
 			return e, nil
 		default:
 			return nil, fmt.Errorf("unexpected record %T", x)

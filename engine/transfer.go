@@ -63,34 +63,75 @@ type transfer struct {
 	m      *message
 }
 
-// transferTable holds the partition's transfers by number.
+// transferTable holds the partition's transfers by number, in number
+// order, and in number order per target, so that the forwarder takes each
+// target's oldest without looking at the others' (one target may be gone
+// with many messages waiting for it).
 type transferTable struct {
 	byNumber  map[uint64]*transfer
 	byMessage map[*message]*transfer
-	order     []uint64 // ascending; numbers no longer in byNumber are skipped
+	all       numberList
+	byTarget  map[string]*numberList
+}
+
+// numberList is transfer numbers in ascending order; numbers no longer in
+// transfer are skipped and compacted away once they are the most.
+type numberList struct {
+	numbers []uint64
+	live    int
+}
+
+func (l *numberList) compact(in map[uint64]*transfer) {
+	if len(l.numbers) > 64 && len(l.numbers) > 2*l.live {
+		l.numbers = slices.DeleteFunc(l.numbers, func(n uint64) bool { return in[n] == nil })
+	}
 }
 
 func newTransferTable() transferTable {
-	return transferTable{byNumber: make(map[uint64]*transfer), byMessage: make(map[*message]*transfer)}
+	return transferTable{byNumber: make(map[uint64]*transfer), byMessage: make(map[*message]*transfer), byTarget: make(map[string]*numberList)}
 }
 
 func (t *transferTable) add(x *transfer) {
 	t.byNumber[x.number] = x
 	t.byMessage[x.m] = x
-	t.order = append(t.order, x.number)
+	t.all.numbers = append(t.all.numbers, x.number)
+	t.all.live++
+	l := t.byTarget[x.to]
+	if l == nil {
+		l = &numberList{}
+		t.byTarget[x.to] = l
+	}
+	l.numbers = append(l.numbers, x.number)
+	l.live++
 }
 
 func (t *transferTable) remove(x *transfer) {
 	delete(t.byNumber, x.number)
 	delete(t.byMessage, x.m)
-	if len(t.order) > 64 && len(t.order) > 2*len(t.byNumber) {
-		t.order = slices.DeleteFunc(t.order, func(n uint64) bool { return t.byNumber[n] == nil })
+	t.all.live--
+	t.all.compact(t.byNumber)
+	l := t.byTarget[x.to]
+	if l.live--; l.live == 0 {
+		delete(t.byTarget, x.to)
+	} else {
+		l.compact(t.byNumber)
+	}
+}
+
+// sort puts the lists in order after a restore added transfers entity by
+// entity.
+func (t *transferTable) sort() {
+	slices.Sort(t.all.numbers)
+	for _, l := range t.byTarget {
+		slices.Sort(l.numbers)
 	}
 }
 
 // each calls f for every transfer in number order until f returns false.
-func (t *transferTable) each(f func(x *transfer) bool) {
-	for _, n := range t.order {
+func (t *transferTable) each(f func(x *transfer) bool) { t.eachIn(&t.all, f) }
+
+func (t *transferTable) eachIn(l *numberList, f func(x *transfer) bool) {
+	for _, n := range l.numbers {
 		if x := t.byNumber[n]; x != nil && !f(x) {
 			return
 		}
@@ -254,9 +295,32 @@ type Transfer struct {
 // number order, no more than maxBytes of them as the target gets them
 // (encoded; the first whatever its size).
 func (e *Engine) Transfers(max int, maxBytes int64) []Transfer {
+	return e.transfersIn(&e.transfers.all, max, maxBytes)
+}
+
+// TransfersTo is Transfers of the messages in transfer to the entity to.
+func (e *Engine) TransfersTo(to string, max int, maxBytes int64) []Transfer {
+	l := e.transfers.byTarget[to]
+	if l == nil {
+		return nil
+	}
+	return e.transfersIn(l, max, maxBytes)
+}
+
+// TransferTargets lists the entities messages are in transfer to, sorted.
+func (e *Engine) TransferTargets() []string {
+	out := make([]string, 0, len(e.transfers.byTarget))
+	for to := range e.transfers.byTarget {
+		out = append(out, to)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (e *Engine) transfersIn(l *numberList, max int, maxBytes int64) []Transfer {
 	var out []Transfer
 	var bytes int64
-	e.transfers.each(func(x *transfer) bool {
+	e.transfers.eachIn(l, func(x *transfer) bool {
 		if len(out) >= max {
 			return false
 		}
