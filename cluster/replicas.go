@@ -55,6 +55,9 @@ type replica struct {
 	// partition's replica move (advanceMove).
 	moving       atomic.Bool
 	lastMoveStep time.Time // reconciler only
+	// forwarding is set while this node, as leader, runs the partition's
+	// forwarder (see forwarder.go).
+	forwarding atomic.Bool
 }
 
 func (r *replica) setPreferred(id string) { r.preferred.Store(&id) }
@@ -195,6 +198,7 @@ func (n *Node) reconcile() {
 			}
 			continue
 		}
+		n.forward(r, e)
 		n.promoteRebuilt(r, e, w.placed)
 		n.advanceMove(r, w)
 		n.handOver(r)

@@ -29,6 +29,9 @@ type Counters struct {
 	// Expired counts messages whose time to live ended (dropped or
 	// dead-lettered).
 	Expired uint64
+	// Forwarded counts messages put in transfer to a forwarding target
+	// (see transfer.go).
+	Forwarded uint64
 }
 
 // EachCounters calls fn with every entity's counters in this partition, in

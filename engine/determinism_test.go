@@ -34,6 +34,11 @@ type workload struct {
 	repeated   bool // the last command is a repeat
 	// version is the engine version the commands carry.
 	version uint32
+	// transfers reads the reference engine's oldest transfers, to complete
+	// real ones (nil: none are known); streams counts the transfers sent into the workload per
+	// source stream.
+	transfers func() []Transfer
+	streams   [2]uint64
 }
 
 type heldLock struct {
@@ -200,17 +205,57 @@ func (w *workload) next() *enginev1.Command {
 		cmd.Body = &enginev1.Command_Settle{Settle: s}
 	case op < 93:
 		cmd.Body = &enginev1.Command_ReceiveDeferred{ReceiveDeferred: &enginev1.ReceiveDeferred{EntityPath: receiver, SubQueue: sub, ReceiveMode: mode, SequenceNumbers: []int64{w.pick(w.seqs)}}}
-	case op < 99:
+	case op < 97:
 		cmd.Body = &enginev1.Command_Tick{Tick: &enginev1.Tick{}}
 		w.tickAt = max(w.tickAt, w.now)
+	case op < 99:
+		w.transferOp(cmd, sender)
 	case w.rng.IntN(2) == 0:
 		w.ruleChange(cmd)
 	default:
 		cmd.Body = &enginev1.Command_ConfigureEntity{ConfigureEntity: &enginev1.ConfigureEntity{EntityPath: "b", Properties: &raftbusv1.QueueProperties{
 			LockDuration: dur(time.Duration(1+w.rng.IntN(20)) * time.Second), MaxDeliveryCount: ptr(int32(1 + w.rng.IntN(5))), MaxMessageSizeInKilobytes: ptr[int64](2),
+			ForwardTo: []string{"", "", "elsewhere"}[w.rng.IntN(3)], ForwardDeadLetteredMessagesTo: []string{"", "errors"}[w.rng.IntN(2)],
 		}}}
 	}
 	return cmd
+}
+
+// transferOp completes (or fails) some of the oldest transfers, or
+// forwards messages into entity, now and then repeating earlier ones.
+func (w *workload) transferOp(cmd *enginev1.Command, entity string) {
+	if w.rng.IntN(2) == 0 {
+		c := &enginev1.CompleteTransfer{Numbers: []uint64{w.rng.Uint64N(1 << 10)}}
+		var pending []Transfer
+		if w.transfers != nil {
+			pending = w.transfers()
+		}
+		for _, x := range pending {
+			switch w.rng.IntN(4) {
+			case 0:
+				c.Failed = append(c.Failed, &enginev1.FailedTransfer{Number: x.Number, Description: "refused"})
+			case 1, 2:
+				c.Numbers = append(c.Numbers, x.Number)
+			}
+		}
+		cmd.Body = &enginev1.Command_CompleteTransfer{CompleteTransfer: c}
+		return
+	}
+	s := w.rng.IntN(len(w.streams))
+	from := w.streams[s] + 1
+	if w.rng.IntN(3) == 0 && from > 3 {
+		from -= uint64(1 + w.rng.IntN(3)) // an answer lost
+	}
+	a := &enginev1.AcceptTransfer{EntityPath: entity, Stream: fmt.Sprintf("source@1/%d", s)}
+	for i := range 1 + w.rng.IntN(3) {
+		m := w.message()
+		if entity == "c" {
+			m.SessionId = w.sessionID()
+		}
+		a.Messages = append(a.Messages, &enginev1.TransferredMessage{Number: from + uint64(i), Message: m})
+	}
+	w.streams[s] = max(w.streams[s], from+uint64(len(a.Messages))-1)
+	cmd.Body = &enginev1.Command_AcceptTransfer{AcceptTransfer: a}
 }
 
 // ruleChange creates or deletes the subscription w, or adds or removes one
@@ -221,7 +266,8 @@ func (w *workload) ruleChange(cmd *enginev1.Command) {
 	switch w.rng.IntN(4) {
 	case 0:
 		cmd.Body = &enginev1.Command_ConfigureEntity{ConfigureEntity: &enginev1.ConfigureEntity{EntityPath: sub,
-			Subscription: &raftbusv1.SubscriptionProperties{LockDuration: dur(3 * time.Second), DeadLetteringOnFilterEvaluationExceptions: ptr(w.rng.IntN(2) == 0)}}}
+			Subscription: &raftbusv1.SubscriptionProperties{LockDuration: dur(3 * time.Second), DeadLetteringOnFilterEvaluationExceptions: ptr(w.rng.IntN(2) == 0),
+				ForwardTo: []string{"", "elsewhere"}[w.rng.IntN(2)], ForwardDeadLetteredMessagesTo: []string{"", "errors"}[w.rng.IntN(2)]}}}
 	case 1:
 		cmd.Body = &enginev1.Command_ConfigureEntity{ConfigureEntity: &enginev1.ConfigureEntity{EntityPath: sub, Delete: true}}
 	case 2:
@@ -365,6 +411,8 @@ func TestSeededWorkloadIsDeterministicAcrossSnapshotAndTicks(t *testing.T) {
 	}
 	w := newWorkload(42)
 	w.version = 0
+	w.transfers = func() []Transfer { return ref.Transfers(1+w.rng.IntN(8), 1<<20) }
+	var transfers int
 	var failures, deliveries, copies, sessionDeliveries, repeats int
 	reasons := map[raftbusv1.ErrorReason]int{}
 	for i := range n {
@@ -396,6 +444,9 @@ func TestSeededWorkloadIsDeterministicAcrossSnapshotAndTicks(t *testing.T) {
 			reasons[want.GetError().GetReason()]++
 		}
 		deliveries += len(want.GetLock().GetMessages())
+		if n := cmd.GetCompleteTransfer(); n != nil {
+			transfers += int(want.GetCompleteTransfer().GetCompleted())
+		}
 		if _, _, ok := splitSubscriptionPath(cmd.GetLock().GetEntityPath()); ok {
 			copies += len(want.GetLock().GetMessages())
 		}
@@ -426,12 +477,12 @@ func TestSeededWorkloadIsDeterministicAcrossSnapshotAndTicks(t *testing.T) {
 	if ref.Digest() != restored.Digest() || ref.Digest() != tickless.Digest() {
 		t.Fatal("final state digests differ")
 	}
-	if deliveries < n/5 || copies < n/20 || sessionDeliveries < n/50 || repeats < n/200 || failures > n/2 {
+	if deliveries < n/5 || copies < n/20 || sessionDeliveries < n/50 || repeats < n/200 || failures > n/2 || transfers < n/200 {
 		t.Fatalf("the workload is too idle: %d deliveries (%d from subscriptions, %d in sessions, %d repeats answered), %d failures of %d: %v",
 			deliveries, copies, sessionDeliveries, repeats, failures, n, reasons)
 	}
-	t.Logf("%d commands, %d deliveries (%d from subscriptions, %d in sessions, %d repeats answered), %d failed commands %v",
-		n, deliveries, copies, sessionDeliveries, repeats, failures, reasons)
+	t.Logf("%d commands, %d deliveries (%d from subscriptions, %d in sessions, %d repeats answered), %d transfers ended, %d failed commands %v",
+		n, deliveries, copies, sessionDeliveries, repeats, transfers, failures, reasons)
 }
 
 // brief is a result without message bodies, for failure output.

@@ -32,7 +32,9 @@ const (
 //	   order, locked under the session's lock
 //	3  session states count towards MaxSizeInMegabytes
 //	4  a repeat of a settlement that took effect succeeds (see settled.go)
-const Version = 4
+//	5  forward_to and forward_dead_lettered_messages_to put messages in
+//	   transfer (see transfer.go)
+const Version = 5
 
 // Versions whose semantics code branches on.
 const (
@@ -40,6 +42,7 @@ const (
 	versionSessionLocksCoverMessages = 2
 	versionQuotaCountsSessionState   = 3
 	versionSettlementsRepeatable     = 4
+	versionForwarding                = 5
 )
 
 // Engine is the state of one partition: the slices of the entities placed
@@ -62,6 +65,10 @@ type Engine struct {
 	// generations is the highest metadata generation applied per entity
 	// (see fence.go).
 	generations map[string]uint64
+	// nextTransfer numbers the next message put in transfer; transfers
+	// are the messages in transfer (see transfer.go).
+	nextTransfer uint64
+	transfers    transferTable
 	// version is the semantics version of the command being applied (see
 	// Version); it is not state and no snapshot holds it.
 	version uint32
@@ -79,6 +86,8 @@ func New(partitionID uint32, partitionCount uint32) *Engine {
 		receipts:       newReceiptTable(),
 		settled:        newSettledTable(),
 		generations:    make(map[string]uint64),
+		nextTransfer:   1,
+		transfers:      newTransferTable(),
 	}
 }
 
@@ -191,6 +200,15 @@ func (e *Engine) Apply(cmd *enginev1.Command) *enginev1.Result {
 		if err == nil {
 			res = &enginev1.Result{Result: &enginev1.Result_ReleaseSession{ReleaseSession: &enginev1.ReleaseSessionResult{}}}
 		}
+	case *enginev1.Command_AcceptTransfer:
+		var r []*raftbusv1.SendResult
+		r, err = e.acceptTransfer(now, b.AcceptTransfer)
+		if err == nil {
+			res = &enginev1.Result{Result: &enginev1.Result_AcceptTransfer{AcceptTransfer: &enginev1.AcceptTransferResult{Messages: r}}}
+		}
+	case *enginev1.Command_CompleteTransfer:
+		n := e.completeTransfer(b.CompleteTransfer)
+		res = &enginev1.Result{Result: &enginev1.Result_CompleteTransfer{CompleteTransfer: &enginev1.CompleteTransferResult{Completed: n}}}
 	default:
 		err = invalidf("unknown command %T", b)
 	}
@@ -455,7 +473,8 @@ func (e *Engine) HasAvailable(entityPath string, subQueue raftbusv1.SubQueue) bo
 // RuntimeProperties returns the entity's counts in this partition, as of
 // the last applied command. Active counts available and locked messages of
 // the main queue (a locked message received by sequence number included);
-// deferred counts deferred messages not locked.
+// deferred counts deferred messages not locked; transfer the messages on
+// their way to a forwarding target.
 func (e *Engine) RuntimeProperties(entityPath string) (*raftbusv1.PartitionRuntimeProperties, error) {
 	ent, err := e.entity(entityPath)
 	if err != nil {
@@ -474,5 +493,6 @@ func (e *Engine) RuntimeProperties(entityPath string) (*raftbusv1.PartitionRunti
 		DeadLetterMessageCount: ent.deadLetter.count(),
 		LockedMessageCount:     ent.main.lockedCount,
 		SizeInBytes:            ent.bytes(),
+		TransferMessageCount:   ent.main.transferCount + ent.deadLetter.transferCount,
 	}, nil
 }

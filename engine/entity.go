@@ -142,6 +142,9 @@ type settings struct {
 	// pubSubSettings); normalizedProperties is nil then.
 	topicProperties        *raftbusv1.TopicProperties
 	subscriptionProperties *raftbusv1.SubscriptionProperties
+	// forwardTo and forwardDLQ are the entities the main queue's and the
+	// dead-letter sub-queue's messages go to instead (see transfer.go).
+	forwardTo, forwardDLQ string
 }
 
 func newSettings(c *enginev1.ConfigureEntity) (settings, *Error) {
@@ -167,6 +170,8 @@ func newSettings(c *enginev1.ConfigureEntity) (settings, *Error) {
 		requiresSession:       p.GetRequiresSession(),
 		normalizedProperties:  p,
 		configuredMaxSizeByte: c.GetMaxSizeBytes(),
+		forwardTo:             p.GetForwardTo(),
+		forwardDLQ:            p.GetForwardDeadLetteredMessagesTo(),
 	}
 	if s.maxSizeBytes == 0 {
 		s.maxSizeBytes = p.GetMaxSizeInMegabytes() << 20
@@ -195,6 +200,9 @@ type entity struct {
 	// Set for a topic or a subscription (see topic.go).
 	topic        *topicState
 	subscription *subscriptionState
+	// transfersIn is, by source stream, the highest number of a message
+	// forwarded to the entity it accepted (see transfer.go).
+	transfersIn map[string]uint64
 	// counters are not state (see Counters).
 	counters Counters
 }

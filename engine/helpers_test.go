@@ -192,13 +192,14 @@ func checkInvariants(t testing.TB, e *Engine) {
 	checkTopicInvariants(t, e)
 	checkReceiptInvariants(t, e)
 	checkSettledInvariants(t, e)
+	checkTransferInvariants(t, e)
 	for i, ent := range e.sorted {
 		if i > 0 && e.sorted[i-1].path >= ent.path {
 			t.Fatalf("entities out of order at %q", ent.path)
 		}
 		checkSessionInvariants(t, ent)
 		for _, q := range []*queue{ent.main, ent.deadLetter} {
-			var n [5]int64
+			var n [stateTransfer + 1]int64
 			var bytes, underSession int64
 			var prev *message
 			q.all.ascend(0, func(m *message) bool {
@@ -229,6 +230,9 @@ func checkInvariants(t testing.TB, e *Engine) {
 					}
 					underSession++
 				}
+				if x := e.transfers.byMessage[m]; (x != nil) != (m.state == stateTransfer) || x != nil && (x.q != q || m.timerIdx >= 0 || m.expiryIdx >= 0) {
+					t.Fatalf("%s: message %d in state %d, in transfer %v", ent.path, m.seq, m.state, x)
+				}
 				if q.deadLetter && m.expiryIdx >= 0 {
 					t.Fatalf("%s: dead-lettered message %d has an expiry", ent.path, m.seq)
 				}
@@ -239,7 +243,7 @@ func checkInvariants(t testing.TB, e *Engine) {
 			})
 			if n[stateAvailable] != q.availableCount || int64(q.fresh.Len()+q.returned.Len()) != q.availableCount ||
 				n[stateLocked] != q.lockedCount || int64(len(q.locks)) != q.lockedCount ||
-				n[stateDeferred] != q.deferredCount || n[stateScheduled] != q.scheduledCount ||
+				n[stateDeferred] != q.deferredCount || n[stateScheduled] != q.scheduledCount || n[stateTransfer] != q.transferCount ||
 				int64(q.timers.Len()) != q.lockedCount-underSession+q.scheduledCount || bytes != q.bytes {
 				t.Fatalf("%s (dead-letter %v): counts %v bytes %d, recorded available %d locked %d deferred %d scheduled %d bytes %d",
 					ent.path, q.deadLetter, n, bytes, q.availableCount, q.lockedCount, q.deferredCount, q.scheduledCount, q.bytes)
@@ -284,5 +288,48 @@ func checkReceiptInvariants(t testing.TB, e *Engine) {
 	}
 	if len(live) > 1 && (weight > maxReceiptWeight || bytes > maxReceiptBytes) {
 		t.Fatalf("receipts over their bounds: weight %d, bytes %d", weight, bytes)
+	}
+}
+
+// checkTransferInvariants verifies that the transfers are indexed both
+// ways, in number order, below the next number, each of a message in its
+// queue.
+func checkTransferInvariants(t testing.TB, e *Engine) {
+	t.Helper()
+	tt := &e.transfers
+	if len(tt.byNumber) != len(tt.byMessage) {
+		t.Fatalf("%d transfers by number, %d by message", len(tt.byNumber), len(tt.byMessage))
+	}
+	check := func(name string, l *numberList, to string) int {
+		var prev uint64
+		seen := 0
+		for _, n := range l.numbers {
+			if n <= prev {
+				t.Fatalf("%s: transfer numbers out of order: %d after %d", name, n, prev)
+			}
+			prev = n
+			x := tt.byNumber[n]
+			if x == nil || (to != "" && x.to != to) {
+				continue
+			}
+			seen++
+			if x.number != n || n >= e.nextTransfer || tt.byMessage[x.m] != x || x.q.all.get(x.m.order) != x.m || x.m.state != stateTransfer {
+				t.Fatalf("%s: transfer %d out of place", name, n)
+			}
+		}
+		if seen != l.live {
+			t.Fatalf("%s: %d live transfers, %d counted", name, seen, l.live)
+		}
+		return seen
+	}
+	if n := check("all", &tt.all, ""); n != len(tt.byNumber) {
+		t.Fatalf("%d transfers in order, %d by number", n, len(tt.byNumber))
+	}
+	total := 0
+	for to, l := range tt.byTarget {
+		total += check("to "+to, l, to)
+	}
+	if total != len(tt.byNumber) {
+		t.Fatalf("%d transfers by target, %d by number", total, len(tt.byNumber))
 	}
 }

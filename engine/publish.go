@@ -99,13 +99,13 @@ func (e *Engine) fanOut(subEnt *entity, m *message, v *filterView, now int64) {
 		if e.version < versionDeadLetterKeepsSequence {
 			c.seq, c.order = e.sequence()
 		}
-		subEnt.deadLetter.insert(c)
+		e.store(subEnt.deadLetter, c)
 		return
 	}
 	if x := subEnt.main.sessions; x != nil {
 		x.assign(c, v.msg.GetSessionId())
 	}
-	subEnt.main.insert(c)
+	e.store(subEnt.main, c)
 }
 
 // applyActions runs the actions of the matching rules, in rule order, on

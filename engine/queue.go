@@ -12,6 +12,9 @@ const (
 	stateLocked
 	stateDeferred
 	stateScheduled
+	// stateTransfer: on its way to the entity's forwarding target (see
+	// transfer.go), in no index but the queue's log.
+	stateTransfer
 )
 
 type lockToken [16]byte
@@ -97,6 +100,7 @@ type queue struct {
 	sessions *sessionIndex
 
 	availableCount, lockedCount, deferredCount, scheduledCount int64
+	transferCount                                              int64
 	bytes                                                      int64
 }
 
@@ -129,10 +133,10 @@ func (q *queue) insert(m *message) {
 	if t := q.topicOf(); t != nil {
 		t.share(m)
 	}
-	if q.sessions != nil {
+	if q.sessions != nil && m.state != stateTransfer {
 		q.sessions.inserted(m)
 	}
-	if !q.deadLetter && m.state != stateScheduled && m.expiresMs != noExpiry {
+	if !q.deadLetter && m.state != stateScheduled && m.state != stateTransfer && m.expiresMs != noExpiry {
 		q.expiries.push(m)
 	}
 	q.attach(m)
@@ -147,7 +151,7 @@ func (q *queue) remove(m *message) {
 	if t := q.topicOf(); t != nil {
 		t.unshare(m)
 	}
-	if q.sessions != nil {
+	if q.sessions != nil && m.state != stateTransfer {
 		q.sessions.removed(m)
 	}
 }
@@ -173,6 +177,9 @@ func (q *queue) attach(m *message) {
 	case stateScheduled:
 		q.timers.push(m)
 		q.scheduledCount++
+	case stateTransfer:
+		q.transferCount++
+		return
 	}
 	if q.sessions != nil {
 		q.sessions.attached(m)
@@ -181,7 +188,7 @@ func (q *queue) attach(m *message) {
 
 // detach removes m from the index of its state.
 func (q *queue) detach(m *message) {
-	if q.sessions != nil {
+	if q.sessions != nil && m.state != stateTransfer {
 		q.sessions.detached(m)
 	}
 	switch m.state {
@@ -203,6 +210,8 @@ func (q *queue) detach(m *message) {
 	case stateScheduled:
 		q.timers.remove(m)
 		q.scheduledCount--
+	case stateTransfer:
+		q.transferCount--
 	}
 }
 

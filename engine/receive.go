@@ -302,7 +302,7 @@ func (e *Engine) deadLetter(q *queue, m *message, t int64, reason, description s
 	if e.version < versionDeadLetterKeepsSequence {
 		m.seq, m.order = e.sequence()
 	}
-	q.entity.deadLetter.insert(m)
+	e.store(q.entity.deadLetter, m)
 }
 
 // fire applies the queue's earliest event, due at t. Lock expiries and
@@ -426,6 +426,9 @@ func (e *Engine) Peek(entityPath string, subQueue raftbusv1.SubQueue, fromSeq in
 	budget := newByteBudget(maxBytes)
 	if from, ok := e.peekStart(fromSeq); ok {
 		q.all.ascend(from, func(m *message) bool {
+			if m.state == stateTransfer {
+				return true // not the entity's any more
+			}
 			if !budget.take(m) {
 				return false
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,6 +31,7 @@ import (
 // its session id.
 //
 //	queue [requires-session] [lock=D] [ttl=D] [max-delivery=N] [dead-letter-on-expiry[=B]]
+//	    [forward-to=E] [forward-dlq-to=E]
 //	    a new engine with the queue, the clock at 0; every scenario starts with one
 //	configure [settings as for queue]    configure the queue again
 //	leader-version N|current             the engine version stamped on commands
@@ -50,6 +52,11 @@ import (
 //	peek [dlq] [from=SEQ] [max=N] [entity=E] [full]
 //	peek-session session=S [from=SEQ] [max=N] [full]
 //	counts | next-deadline | remembered-sessions
+//	transfers                            the messages in transfer, by number
+//	complete-transfer [fail=N:D] N...    the target accepted these transfers (and
+//	    refused N for good, with description D)
+//	accept-transfer stream=S             forwarded messages, one per input line:
+//	    N ID [session=S]                 (its number in the stream, its id)
 //	available [entity=E] [session=S]     HasAvailableSession, or HasAvailableInSession
 //	snapshot                             restore a snapshot into a twin engine; from
 //	    then on every command goes to both and every read reads both, and any
@@ -137,6 +144,12 @@ func queueProps(a *args) *raftbusv1.QueueProperties {
 	}
 	if v, ok := a.take("dead-letter-on-expiry"); ok {
 		p.DeadLetteringOnMessageExpiration = ptr(v == "true")
+	}
+	if v, ok := a.take("forward-to"); ok {
+		p.ForwardTo = v
+	}
+	if v, ok := a.take("forward-dlq-to"); ok {
+		p.ForwardDeadLetteredMessagesTo = v
 	}
 	return p
 }
@@ -287,9 +300,13 @@ func (s *script) directive(t *testing.T, d *datadriven.TestData, a *args) string
 			if err != nil {
 				d.Fatalf(t, "%v", err)
 			}
-			return fmt.Sprintf("active=%d scheduled=%d deferred=%d dead-lettered=%d locked=%d sessions=%d bytes=%d\n",
+			out := fmt.Sprintf("active=%d scheduled=%d deferred=%d dead-lettered=%d locked=%d sessions=%d bytes=%d",
 				c.GetActiveMessageCount(), c.GetScheduledMessageCount(), c.GetDeferredMessageCount(),
 				c.GetDeadLetterMessageCount(), c.GetLockedMessageCount(), c.GetSessionCount(), c.GetSizeInBytes())
+			if n := c.GetTransferMessageCount(); n > 0 {
+				out += fmt.Sprintf(" transfer=%d", n)
+			}
+			return out + "\n"
 		})
 	case "next-deadline":
 		return s.read(func(e *Engine) string {
@@ -314,6 +331,54 @@ func (s *script) directive(t *testing.T, d *datadriven.TestData, a *args) string
 		return s.read(func(e *Engine) string {
 			return fmt.Sprintf("%d\n", len(e.entities[testQueue].main.sessions.byID))
 		})
+	case "transfers":
+		return s.read(func(e *Engine) string {
+			var b strings.Builder
+			for _, x := range e.Transfers(1000, 1<<30) {
+				fmt.Fprintf(&b, "#%d %s -> %s %s body=%q", x.Number, x.From, x.To, x.Message.GetMessageId(), x.Message.GetBody())
+				if sid := x.Message.GetSessionId(); sid != "" {
+					fmt.Fprintf(&b, " session=%s", sid)
+				}
+				props := x.Message.GetApplicationProperties()
+				keys := make([]string, 0, len(props))
+				for k := range props {
+					keys = append(keys, k)
+				}
+				slices.Sort(keys)
+				for _, k := range keys {
+					fmt.Fprintf(&b, " %s=%q", k, props[k].GetStringValue())
+				}
+				b.WriteString("\n")
+			}
+			if b.Len() == 0 {
+				return "none\n"
+			}
+			return b.String()
+		})
+	case "complete-transfer":
+		c := &enginev1.CompleteTransfer{}
+		if v, ok := a.take("fail"); ok {
+			num, desc, _ := strings.Cut(v, ":")
+			n, err := strconv.ParseUint(num, 10, 64)
+			if err != nil {
+				d.Fatalf(t, "fail=N:description: %v", err)
+			}
+			c.Failed = append(c.Failed, &enginev1.FailedTransfer{Number: n, Description: desc})
+		}
+		for _, v := range a.rest() {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				d.Fatalf(t, "transfer number %s: %v", v, err)
+			}
+			c.Numbers = append(c.Numbers, n)
+		}
+		res := s.apply(&enginev1.Command{Body: &enginev1.Command_CompleteTransfer{CompleteTransfer: c}})
+		if res.GetError() != nil {
+			return s.result(res)
+		}
+		return fmt.Sprintf("completed %d\n", res.GetCompleteTransfer().GetCompleted())
+	case "accept-transfer":
+		return s.acceptTransfer(t, d, a)
 	case "snapshot":
 		var buf bytes.Buffer
 		if err := h.e.Snapshot(&buf); err != nil {
@@ -501,4 +566,42 @@ func (s *script) settle(t *testing.T, d *datadriven.TestData, a *args) string {
 		c.PropertiesToModify = map[string]*raftbusv1.PropertyValue{k: {Value: &raftbusv1.PropertyValue_StringValue{StringValue: v}}}
 	}
 	return s.result(s.apply(&enginev1.Command{Body: &enginev1.Command_Settle{Settle: c}}))
+}
+
+// acceptTransfer applies one AcceptTransfer of the messages given as input
+// lines ("number id [session=S]") to the queue.
+func (s *script) acceptTransfer(t *testing.T, d *datadriven.TestData, a *args) string {
+	stream, _ := a.take("stream")
+	c := &enginev1.AcceptTransfer{EntityPath: testQueue, Stream: stream}
+	for line := range strings.Lines(d.Input) {
+		num, lineArgs, err := datadriven.ParseLine(line)
+		if err != nil {
+			d.Fatalf(t, "%v", err)
+		}
+		n, err := strconv.ParseUint(num, 10, 64)
+		if err != nil || len(lineArgs) == 0 {
+			d.Fatalf(t, "want: number id [session=S]")
+		}
+		la := parseArgs(t, d, lineArgs[1:])
+		id := lineArgs[0].Key
+		m := &raftbusv1.Message{MessageId: id, Body: []byte(id)}
+		if v, ok := la.take("session"); ok {
+			m.SessionId = v
+		}
+		la.done()
+		c.Messages = append(c.Messages, &enginev1.TransferredMessage{Number: n, Message: m})
+	}
+	res := s.apply(&enginev1.Command{Body: &enginev1.Command_AcceptTransfer{AcceptTransfer: c}})
+	if res.GetError() != nil {
+		return s.result(res)
+	}
+	var b strings.Builder
+	for i, r := range res.GetAcceptTransfer().GetMessages() {
+		if r.GetDuplicate() {
+			fmt.Fprintf(&b, "%s: duplicate\n", c.Messages[i].GetMessage().GetMessageId())
+		} else {
+			fmt.Fprintf(&b, "%s: seq=%d\n", c.Messages[i].GetMessage().GetMessageId(), r.GetSequenceNumber())
+		}
+	}
+	return b.String()
 }

@@ -153,7 +153,7 @@ func (e *Engine) enqueue(q *queue, m *message, now int64) {
 	if m.state != stateScheduled && m.expiresMs != noExpiry {
 		m.expiresMs = addMs(now, m.expiresMs)
 	}
-	q.insert(m)
+	e.store(q, m)
 }
 
 // activate makes a scheduled message visible at its due time t, with a new

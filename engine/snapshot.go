@@ -37,7 +37,7 @@ func (e *Engine) Snapshot(w io.Writer) error {
 	}
 	err := put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Header{Header: &enginev1.SnapshotHeader{
 		Version: snapshotVersion, PartitionId: e.partitionID, PartitionCount: e.partitionCount,
-		NextOrder: e.nextOrder, NowUnixMs: e.now, Generations: e.snapshotGenerations(),
+		NextOrder: e.nextOrder, NowUnixMs: e.now, Generations: e.snapshotGenerations(), NextTransfer: e.nextTransfer,
 	}}})
 	for _, ent := range e.sorted {
 		if err != nil {
@@ -51,7 +51,11 @@ func (e *Engine) Snapshot(w io.Writer) error {
 			q.all.ascend(0, func(m *message) bool {
 				if err == nil {
 					messages++
-					err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Message{Message: bodies.stored(storedMessage(q, m), ent, m)}})
+					s := storedMessage(q, m)
+					if x := e.transfers.byMessage[m]; x != nil {
+						s.State, s.TransferNumber, s.TransferTo = enginev1.StoredState_STORED_STATE_TRANSFER, x.number, x.to
+					}
+					err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Message{Message: bodies.stored(s, ent, m)}})
 				}
 				return err == nil
 			})
@@ -67,6 +71,11 @@ func (e *Engine) Snapshot(w io.Writer) error {
 		for _, s := range storedSessions(ent.main.sessions) {
 			if err == nil {
 				err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Session{Session: s}})
+			}
+		}
+		for _, m := range ent.transferMarks() {
+			if err == nil {
+				err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_TransferMark{TransferMark: m}})
 			}
 		}
 	}
@@ -179,6 +188,7 @@ func restore(r *bufio.Reader) (*Engine, error) {
 	}
 	e := New(h.GetPartitionId(), h.GetPartitionCount())
 	e.nextOrder, e.now = h.GetNextOrder(), h.GetNowUnixMs()
+	e.nextTransfer = max(h.GetNextTransfer(), 1)
 	if err := e.restoreGenerations(h.GetGenerations()); err != nil {
 		return nil, err
 	}
@@ -225,6 +235,14 @@ func restore(r *bufio.Reader) (*Engine, error) {
 			if err := e.restoreSession(ent, x.Session); err != nil {
 				return nil, fmt.Errorf("entity %q, session %q: %w", ent.path, x.Session.GetSessionId(), err)
 			}
+		case *enginev1.SnapshotRecord_TransferMark:
+			if ent == nil {
+				return nil, errors.New("a transfer mark before any entity")
+			}
+			if ent.transfersIn == nil {
+				ent.transfersIn = make(map[string]uint64)
+			}
+			ent.transfersIn[x.TransferMark.GetStream()] = x.TransferMark.GetNumber()
 		case *enginev1.SnapshotRecord_Receipt:
 			if err := e.restoreReceipt(x.Receipt); err != nil {
 				return nil, fmt.Errorf("receipt of %q: %w", x.Receipt.GetEntityPath(), err)
@@ -241,6 +259,7 @@ func restore(r *bufio.Reader) (*Engine, error) {
 			if err := e.checkSessionLocks(); err != nil {
 				return nil, err
 			}
+			e.transfers.sort() // read entity by entity
 			return e, nil
 		default:
 			return nil, fmt.Errorf("unexpected record %T", x)
@@ -273,7 +292,8 @@ func (e *Engine) restoreMessage(ent *entity, s *enginev1.StoredMessage, bodies s
 	if len(m.meta) == 0 {
 		m.meta = nil
 	}
-	if q.sessions != nil {
+	inTransfer := s.GetState() == enginev1.StoredState_STORED_STATE_TRANSFER
+	if q.sessions != nil && !inTransfer {
 		if err := checkSessionID(meta.GetSessionId()); err != nil {
 			return fmt.Errorf("a message of a session entity: %w", err)
 		}
@@ -302,6 +322,12 @@ func (e *Engine) restoreMessage(ent *entity, s *enginev1.StoredMessage, bodies s
 			return errors.New("scheduled in a dead-letter sub-queue")
 		}
 		m.state = stateScheduled
+	case enginev1.StoredState_STORED_STATE_TRANSFER:
+		n := s.GetTransferNumber()
+		if n == 0 || n >= e.nextTransfer || e.transfers.byNumber[n] != nil || s.GetTransferTo() == "" {
+			return fmt.Errorf("transfer number %d out of place (next %d) or no target", n, e.nextTransfer)
+		}
+		m.state = stateTransfer
 	default:
 		return fmt.Errorf("unknown state %d", int32(s.GetState()))
 	}
@@ -315,6 +341,9 @@ func (e *Engine) restoreMessage(ent *entity, s *enginev1.StoredMessage, bodies s
 		return err
 	}
 	q.insert(m)
+	if inTransfer {
+		e.transfers.add(&transfer{number: s.GetTransferNumber(), to: s.GetTransferTo(), q: q, m: m})
+	}
 	if tok := s.GetSessionLostLockToken(); len(tok) > 0 {
 		if q.sessions == nil || m.state == stateLocked || len(tok) != len(lockToken{}) || q.sessions.lost[lockToken(tok)] != nil {
 			return errors.New("a lost session lock token out of place")

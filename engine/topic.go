@@ -249,6 +249,7 @@ func pubSubSettings(c *enginev1.ConfigureEntity) (settings, *Error) {
 	// The topic's limits apply to what is sent; a copy is never refused.
 	s.maxSizeBytes, s.maxMessageSizeBytes = math.MaxInt64, math.MaxInt64
 	s.normalizedProperties, s.subscriptionProperties, s.configuredMaxSizeByte = nil, p, 0
+	s.forwardTo, s.forwardDLQ = p.GetForwardTo(), p.GetForwardDeadLetteredMessagesTo()
 	return s, serr
 }
 
@@ -351,6 +352,7 @@ func (e *Engine) deleteEntity(path string) {
 	for _, g := range gone {
 		delete(e.entities, g.path)
 	}
+	e.dropTransfers(gone)
 	e.sorted = slices.DeleteFunc(e.sorted, func(x *entity) bool { return slices.Contains(gone, x) })
 }
 

@@ -30,6 +30,15 @@ func validate(cmd *enginev1.Command) *Error {
 		return checkPath(b.ConfigureEntity.GetEntityPath())
 	case *enginev1.Command_Send:
 		return checkMessages(b.Send.GetEntityPath(), b.Send.GetMessages(), false)
+	case *enginev1.Command_AcceptTransfer:
+		return checkAcceptTransfer(b.AcceptTransfer)
+	case *enginev1.Command_CompleteTransfer:
+		for _, f := range b.CompleteTransfer.GetFailed() {
+			if err := checkText("failed transfer description", f.GetDescription()); err != nil {
+				return err
+			}
+		}
+		return nil
 	case *enginev1.Command_Schedule:
 		return checkMessages(b.Schedule.GetEntityPath(), b.Schedule.GetMessages(), true)
 	case *enginev1.Command_CancelScheduled:

@@ -183,6 +183,12 @@ func apply(s *clusterv1.MetaSnapshot, cmd *clusterv1.MetaCommand, index uint64) 
 func putQueue(s *clusterv1.MetaSnapshot, put *clusterv1.PutQueue, now *timestamppb.Timestamp, index uint64) *clusterv1.MetaResult {
 	q := proto.Clone(put.GetQueue()).(*raftbusv1.QueueProperties)
 	i, found := entityIndex(s, q.GetName())
+	if put.GetCheckForwarding() && (put.GetCreate() && !found || !put.GetCreate() && found && s.Entities[i].GetKind() == clusterv1.EntityKind_ENTITY_KIND_QUEUE) {
+		g := &forwardGraph{s: s, path: q.GetName(), forwardTo: q.GetForwardTo(), forwardDLQ: q.GetForwardDeadLetteredMessagesTo()}
+		if fail := checkForwarding(g); fail != nil {
+			return fail
+		}
+	}
 	if put.GetCreate() {
 		if found {
 			return failure(raftbusv1.ErrorReason_ERROR_REASON_ALREADY_EXISTS, "entity %q already exists", q.GetName())

@@ -102,6 +102,13 @@ func putSubscription(s *clusterv1.MetaSnapshot, put *clusterv1.PutSubscription, 
 		return fail
 	}
 	i, found := subscriptionIndex(e, props.GetSubscriptionName())
+	if put.GetCheckForwarding() && put.GetCreate() != found {
+		g := &forwardGraph{s: s, path: SubscriptionPath(e.GetName(), props.GetSubscriptionName()), topic: e.GetName(),
+			forwardTo: props.GetForwardTo(), forwardDLQ: props.GetForwardDeadLetteredMessagesTo()}
+		if fail := checkForwarding(g); fail != nil {
+			return fail
+		}
+	}
 	if put.GetCreate() {
 		if found {
 			return failure(raftbusv1.ErrorReason_ERROR_REASON_ALREADY_EXISTS, "subscription %q of topic %q already exists", props.GetSubscriptionName(), e.GetName())

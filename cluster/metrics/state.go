@@ -70,6 +70,8 @@ var messageCounters = []counterMetric{
 		func(e partition.EntityStats) uint64 { return e.Counters.DeadLettered }),
 	newCounter("raftbus_messages_expired_total", "Messages whose time to live ended",
 		func(e partition.EntityStats) uint64 { return e.Counters.Expired }),
+	newCounter("raftbus_messages_forwarded_total", "Messages put in transfer to a forwarding target",
+		func(e partition.EntityStats) uint64 { return e.Counters.Forwarded }),
 }
 
 // stateCollector reads the node's state when scraped: the engine keeps the
@@ -104,6 +106,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 			{"deferred", rt.GetDeferredMessageCount()},
 			{"dead_lettered", rt.GetDeadLetterMessageCount()},
 			{"locked", rt.GetLockedMessageCount()},
+			{"transfer", rt.GetTransferMessageCount()},
 		} {
 			ch <- prometheus.MustNewConstMetric(messagesDesc, prometheus.GaugeValue, float64(s.n), e.Path, p, s.state)
 		}

@@ -122,7 +122,7 @@ func (s *Admin) putQueue(ctx context.Context, q *raftbusv1.QueueProperties, crea
 	if q.GetPartitionCount() > MaxPartitions {
 		return nil, apierror.Invalid("partition_count must be between 1 and %d, not %d", MaxPartitions, q.GetPartitionCount())
 	}
-	res, err := s.node.Commit(ctx, &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_PutQueue{PutQueue: &clusterv1.PutQueue{Queue: q, Create: create}}})
+	res, err := s.node.Commit(ctx, &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_PutQueue{PutQueue: &clusterv1.PutQueue{Queue: q, Create: create, CheckForwarding: true}}})
 	if err != nil {
 		return nil, err
 	}
@@ -275,11 +275,13 @@ func (s *Admin) runtimeProperties(ctx context.Context, e *clusterv1.Entity, path
 		props.ScheduledMessageCount += p.GetScheduledMessageCount()
 		props.DeferredMessageCount += p.GetDeferredMessageCount()
 		props.DeadLetterMessageCount += p.GetDeadLetterMessageCount()
+		props.TransferMessageCount += p.GetTransferMessageCount()
 		props.LockedMessageCount += p.GetLockedMessageCount()
 		props.SizeInBytes += p.GetSizeInBytes()
 		props.SessionCount += p.GetSessionCount()
 	}
-	props.TotalMessageCount = props.ActiveMessageCount + props.ScheduledMessageCount + props.DeferredMessageCount + props.DeadLetterMessageCount
+	props.TotalMessageCount = props.ActiveMessageCount + props.ScheduledMessageCount + props.DeferredMessageCount + props.DeadLetterMessageCount +
+		props.TransferMessageCount
 	return props, nil
 }
 

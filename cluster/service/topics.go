@@ -194,7 +194,7 @@ func (s *Admin) putSubscription(ctx context.Context, p *raftbusv1.SubscriptionPr
 		return nil, apierror.From(err)
 	}
 	res, err := s.changeTopic(ctx, &clusterv1.MetaCommand{Body: &clusterv1.MetaCommand_PutSubscription{PutSubscription: &clusterv1.PutSubscription{
-		Subscription: p, Rules: rules, Create: create,
+		Subscription: p, Rules: rules, Create: create, CheckForwarding: true,
 	}}})
 	if err != nil {
 		return nil, err

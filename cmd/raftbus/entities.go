@@ -226,8 +226,9 @@ func describeQueue(a *app, c *adminCall) error {
 	if err := a.printFields(q); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "messages: active %d, scheduled %d, deferred %d, dead-lettered %d, locked %d\n",
-		rt.GetActiveMessageCount(), rt.GetScheduledMessageCount(), rt.GetDeferredMessageCount(), rt.GetDeadLetterMessageCount(), rt.GetLockedMessageCount())
+	fmt.Fprintf(a.stdout, "messages: active %d, scheduled %d, deferred %d, dead-lettered %d, locked %d, in transfer %d\n",
+		rt.GetActiveMessageCount(), rt.GetScheduledMessageCount(), rt.GetDeferredMessageCount(), rt.GetDeadLetterMessageCount(),
+		rt.GetLockedMessageCount(), rt.GetTransferMessageCount())
 	return nil
 }
 

@@ -376,6 +376,15 @@ func (c *run) settingsOf(path string) []history.Settings {
 
 // duplicateDetection reports whether messages sent to path (a queue or
 // topic) are subject to duplicate detection, and its window.
+// forwardTarget is the queue path forwards its messages to, "" when it
+// does not (as created: the workload does not change it).
+func (c *run) forwardTarget(path string) string {
+	if s := c.settingsOf(path); len(s) > 0 {
+		return s[0].ForwardTo
+	}
+	return ""
+}
+
 func (c *run) duplicateDetection(path string) (bool, int64) {
 	if t := c.topicOf(path); t != "" {
 		path = t

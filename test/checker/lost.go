@@ -9,15 +9,18 @@ import (
 )
 
 // expected lists the copies the broker must keep of message m once a send
-// of it was acknowledged: one in the queue it went to, or one in each
-// subscription of the topic whose rules accept it, as far as that is
-// known (the subscription existed before the message could have been
-// sent, and its rules did not change).
+// of it was acknowledged: one in the queue it went to (or the queue that
+// one forwards to), or one in each subscription of the topic whose rules
+// accept it, as far as that is known (the subscription existed before the
+// message could have been sent, and its rules did not change).
 func (c *run) expected(m *message) []copyKey {
 	if m.acked() == nil {
 		return nil
 	}
 	e := c.entities[m.entity]
+	if to := c.forwardTarget(m.entity); to != "" {
+		return []copyKey{{to, m.id}}
+	}
 	if e == nil || len(e.subs) == 0 {
 		return []copyKey{{m.entity, m.id}}
 	}

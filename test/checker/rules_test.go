@@ -493,3 +493,29 @@ func TestReplicaAndFaultRules(t *testing.T) {
 		field: func(r *Report) []string { return r.FaultViolations }, want: "term n2 at 1s: still running 30s after SIGTERM; killed",
 	}})
 }
+
+// TestForwardedMessagesAreJudgedInTheirTarget: a message sent to a queue
+// that forwards must be found in the target, once.
+func TestForwardedMessagesAreJudgedInTheirTarget(t *testing.T) {
+	source := history.Settings{LockDuration: 2 * sec, DuplicateDetection: true, DuplicateWindow: 600 * sec, ForwardTo: "t"}
+	setup := []history.Op{entityOp("t", plainQueue), entityOp("f", source)}
+	at := func(seqs ...int64) history.Op {
+		var ds []history.Delivery
+		for _, s := range seqs {
+			ds = append(ds, history.Delivery{MessageID: "m", Seq: s, State: "active"})
+		}
+		return drainAt("t", false, ds...)
+	}
+	runRuleCases(t, []ruleCase{{
+		name: "found once in the target, with a number of its own",
+		ops:  append(setup, sendAt("f", "m", 7, sec, 2*sec, history.OK), at(1)),
+	}, {
+		name:  "not found in the target",
+		ops:   append(setup, sendAt("f", "m", 7, sec, 2*sec, history.OK), at()),
+		field: func(r *Report) []string { return r.Lost }, want: "m in t: send acknowledged at 2s, never delivered nor found",
+	}, {
+		name:  "found twice in the target",
+		ops:   append(setup, sendAt("f", "m", 7, sec, 2*sec, history.Unknown), sendAt("f", "m", 7, 3*sec, 4*sec, history.OK), at(1, 2)),
+		field: func(r *Report) []string { return r.Duplicated }, want: "m in t stored 2 times (seqs [1 2]) from 2 sends that may have happened, under duplicate detection",
+	}})
+}

@@ -27,15 +27,20 @@ func (w *Workload) receive(ctx context.Context, p int, r *client.Receiver, path,
 // expire (so that redelivery and MaxDeliveryCount are exercised), defers
 // some and then receives them by sequence number and completes them,
 // dead-letters some, and renews the lock of some before completing.
-func (w *Workload) Consume(ctx context.Context) {
+func (w *Workload) Consume(ctx context.Context) { w.consume(ctx, WorkQueue) }
+
+// ConsumeForwarded consumes ForwardTarget as Consume does WorkQueue.
+func (w *Workload) ConsumeForwarded(ctx context.Context) { w.consume(ctx, ForwardTarget) }
+
+func (w *Workload) consume(ctx context.Context, path string) {
 	p, rng := w.process()
-	r, err := w.Client.NewReceiverForQueue(WorkQueue, nil)
+	r, err := w.Client.NewReceiverForQueue(path, nil)
 	if err != nil {
 		return
 	}
 	for ctx.Err() == nil {
-		for _, m := range w.receive(ctx, p, r, WorkQueue, "", 20, time.Second) {
-			w.handle(ctx, p, rng, r, WorkQueue, m)
+		for _, m := range w.receive(ctx, p, r, path, "", 20, time.Second) {
+			w.handle(ctx, p, rng, r, path, m)
 		}
 	}
 }

@@ -36,6 +36,9 @@ func (w *Workload) Finish(ctx context.Context) error {
 			return w.Client.NewReceiverForSubscription(Topic, s, o)
 		}})
 	}
+	if err := w.forwarded(ctx, ForwardQueue); err != nil {
+		return err
+	}
 	for _, t := range targets {
 		if err := w.unlocked(ctx, t.path); err != nil {
 			return err
@@ -56,7 +59,7 @@ func (w *Workload) Finish(ctx context.Context) error {
 			}
 		}
 	}
-	for _, path := range []string{WorkQueue, SessionQueue, PlainQueue, Topic} {
+	for _, path := range []string{WorkQueue, SessionQueue, PlainQueue, Topic, ForwardQueue, ForwardTarget} {
 		if err := w.digests(ctx, path); err != nil {
 			return err
 		}
@@ -83,6 +86,29 @@ func (w *Workload) unlocked(ctx context.Context, path string) error {
 			return err
 		}
 		if locked == 0 {
+			return nil
+		}
+		pause(ctx, 200*time.Millisecond)
+	}
+	return nil
+}
+
+// forwarded waits until nothing of path is in transfer, so that the drain
+// finds every forwarded message in its target. It gives up quietly after
+// a while: the checker then reports what is missing.
+func (w *Workload) forwarded(ctx context.Context, path string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		var transfer int64
+		err := until(ctx, "runtime of "+path, func(ctx context.Context) error {
+			props, err := w.runtime(ctx, path)
+			transfer = props.GetTransferMessageCount()
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if transfer == 0 {
 			return nil
 		}
 		pause(ctx, 200*time.Millisecond)

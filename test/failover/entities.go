@@ -32,6 +32,11 @@ const (
 	PlainQueue = "plain"
 	// Topic: duplicate detection; its subscriptions filter (see subs).
 	Topic = "events"
+	// ForwardQueue: partitioned, duplicate detection, forwards every
+	// message to ForwardTarget (partitioned, no duplicate detection: only
+	// the forwarding's own check keeps a message from arriving twice).
+	ForwardQueue  = "forward"
+	ForwardTarget = "forwarded"
 )
 
 // lockDuration is the lock of every entity a run starts with: short, so
@@ -158,6 +163,7 @@ func (w *Workload) Setup(ctx context.Context) error {
 		if s.DuplicateWindow > 0 {
 			props.DuplicateDetectionHistoryTimeWindow = durationpb.New(time.Duration(s.DuplicateWindow))
 		}
+		props.ForwardTo = s.ForwardTo
 		err := w.setup(ctx, name, s, func(ctx context.Context) error {
 			_, err := w.Admin.CreateQueue(ctx, name, props)
 			return err
@@ -168,10 +174,15 @@ func (w *Workload) Setup(ctx context.Context) error {
 	sessions := workSettings
 	sessions.RequiresSession = true
 	plain := history.Settings{LockDuration: int64(lockDuration), MaxDeliveryCount: 10, DeadLetterOnExpiration: true}
+	forward := workSettings
+	forward.ForwardTo = ForwardTarget
+	forwarded := history.Settings{LockDuration: int64(lockDuration), MaxDeliveryCount: 5}
 	for _, err := range []error{
 		queue(WorkQueue, workSettings, &admin.QueueProperties{PartitionCount: proto.Uint32(3)}),
 		queue(SessionQueue, sessions, &admin.QueueProperties{PartitionCount: proto.Uint32(2)}),
 		queue(PlainQueue, plain, &admin.QueueProperties{PartitionCount: proto.Uint32(2)}),
+		queue(ForwardTarget, forwarded, &admin.QueueProperties{PartitionCount: proto.Uint32(2)}),
+		queue(ForwardQueue, forward, &admin.QueueProperties{PartitionCount: proto.Uint32(2)}),
 	} {
 		if err != nil {
 			return err

@@ -49,9 +49,10 @@ const (
 	featureAnonymous = "anonymous" // sends without MessageIds, some with a TTL, ReceiveAndDelete consumer
 	featureTopic     = "topic"     // topic with filtered subscriptions
 	featureChanges   = "changes"   // entity and rule changes
+	featureForward   = "forward"   // a queue forwarding to another, PeekLock consumer of the target
 )
 
-var allFeatures = []string{featureQueue, featureSessions, featureSchedule, featureAnonymous, featureTopic, featureChanges}
+var allFeatures = []string{featureQueue, featureSessions, featureSchedule, featureAnonymous, featureTopic, featureChanges, featureForward}
 
 // ciMix is the 45 s run of `go test ./test/failover` on three nodes:
 // every feature, and every fault but those that need more nodes (two
@@ -317,6 +318,8 @@ func (w *Workload) processes(m mix) []func(context.Context) {
 			out = append(out, w.ProduceAnonymous, w.ConsumeAndDelete)
 		case featureTopic:
 			out = append(out, w.ProduceTopic, w.ConsumeTopic)
+		case featureForward:
+			out = append(out, w.ProduceForwarded, w.ConsumeForwarded)
 		case featureChanges:
 			out = append(out, func(ctx context.Context) { w.ChangeEntities(ctx, m.changes, 1500*time.Millisecond) })
 		}

@@ -61,6 +61,20 @@ func (w *Workload) Produce(ctx context.Context, sessions bool) {
 	}
 }
 
+// ProduceForwarded sends messages with unique MessageIds to ForwardQueue,
+// which forwards them to ForwardTarget, until ctx ends.
+func (w *Workload) ProduceForwarded(ctx context.Context) {
+	p, _ := w.process()
+	sender, err := w.Client.NewSender(ForwardQueue, nil)
+	if err != nil {
+		return
+	}
+	for n := 0; ctx.Err() == nil; n++ {
+		id := fmt.Sprintf("f%d-%d", p, n)
+		w.send(ctx, p, sender, ForwardQueue, &client.Message{MessageID: id, Body: []byte(id)}, history.Op{})
+	}
+}
+
 // ProduceAnonymous sends messages without a MessageId to PlainQueue (the
 // body is the workload's id), a third of them with a time to live of a
 // few seconds, until ctx ends.

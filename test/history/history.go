@@ -135,6 +135,10 @@ type Settings struct {
 	Topic string `json:"topic,omitempty"`
 	// Filter tells which of the topic's messages a subscription gets.
 	Filter *Filter `json:"filter,omitempty"`
+	// ForwardTo is the queue a queue forwards every message to: the
+	// messages sent to it are found there (with numbers of that queue's),
+	// each once.
+	ForwardTo string `json:"forward_to,omitempty"`
 }
 
 // Filter is a subscription's rules as the checker evaluates them: a

@@ -61,9 +61,12 @@ type QueueProperties struct {
 	MaxMessageSizeInKilobytes *int64 `protobuf:"varint,10,opt,name=max_message_size_in_kilobytes,json=maxMessageSizeInKilobytes,proto3,oneof" json:"max_message_size_in_kilobytes,omitempty"`
 	// Accepted for compatibility; the broker always batches. Default true.
 	EnableBatchedOperations *bool `protobuf:"varint,11,opt,name=enable_batched_operations,json=enableBatchedOperations,proto3,oneof" json:"enable_batched_operations,omitempty"`
-	// Forward every accepted message to this queue or topic. Default none.
+	// Forward every accepted message, as it arrives, to this queue or topic
+	// (not the queue itself; chains of at most 4 hops and no loops, or the
+	// change is refused with INVALID_ARGUMENT). Default none.
 	ForwardTo string `protobuf:"bytes,12,opt,name=forward_to,json=forwardTo,proto3" json:"forward_to,omitempty"`
-	// Forward dead-lettered messages to this queue or topic. Default none.
+	// Forward messages that would be dead-lettered to this queue or topic
+	// instead (same rules). Default none.
 	ForwardDeadLetteredMessagesTo string `protobuf:"bytes,13,opt,name=forward_dead_lettered_messages_to,json=forwardDeadLetteredMessagesTo,proto3" json:"forward_dead_lettered_messages_to,omitempty"`
 	// Number of partitions, each a Raft group. Default 1 (unpartitioned), at
 	// most 16 unless the server allows more. Fixed at creation.
@@ -359,14 +362,15 @@ type SubscriptionProperties struct {
 	DeadLetteringOnMessageExpiration *bool                  `protobuf:"varint,7,opt,name=dead_lettering_on_message_expiration,json=deadLetteringOnMessageExpiration,proto3,oneof" json:"dead_lettering_on_message_expiration,omitempty"`
 	// Messages whose filter evaluation fails (type error at send time) go to
 	// the dead-letter sub-queue. Default true.
-	DeadLetteringOnFilterEvaluationExceptions *bool                  `protobuf:"varint,8,opt,name=dead_lettering_on_filter_evaluation_exceptions,json=deadLetteringOnFilterEvaluationExceptions,proto3,oneof" json:"dead_lettering_on_filter_evaluation_exceptions,omitempty"`
-	EnableBatchedOperations                   *bool                  `protobuf:"varint,9,opt,name=enable_batched_operations,json=enableBatchedOperations,proto3,oneof" json:"enable_batched_operations,omitempty"`
-	ForwardTo                                 string                 `protobuf:"bytes,10,opt,name=forward_to,json=forwardTo,proto3" json:"forward_to,omitempty"`
-	ForwardDeadLetteredMessagesTo             string                 `protobuf:"bytes,11,opt,name=forward_dead_lettered_messages_to,json=forwardDeadLetteredMessagesTo,proto3" json:"forward_dead_lettered_messages_to,omitempty"`
-	CreatedAt                                 *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	UpdatedAt                                 *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
-	unknownFields                             protoimpl.UnknownFields
-	sizeCache                                 protoimpl.SizeCache
+	DeadLetteringOnFilterEvaluationExceptions *bool `protobuf:"varint,8,opt,name=dead_lettering_on_filter_evaluation_exceptions,json=deadLetteringOnFilterEvaluationExceptions,proto3,oneof" json:"dead_lettering_on_filter_evaluation_exceptions,omitempty"`
+	EnableBatchedOperations                   *bool `protobuf:"varint,9,opt,name=enable_batched_operations,json=enableBatchedOperations,proto3,oneof" json:"enable_batched_operations,omitempty"`
+	// As a queue's.
+	ForwardTo                     string                 `protobuf:"bytes,10,opt,name=forward_to,json=forwardTo,proto3" json:"forward_to,omitempty"`
+	ForwardDeadLetteredMessagesTo string                 `protobuf:"bytes,11,opt,name=forward_dead_lettered_messages_to,json=forwardDeadLetteredMessagesTo,proto3" json:"forward_dead_lettered_messages_to,omitempty"`
+	CreatedAt                     *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	UpdatedAt                     *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields                 protoimpl.UnknownFields
+	sizeCache                     protoimpl.SizeCache
 }
 
 func (x *SubscriptionProperties) Reset() {
@@ -985,7 +989,8 @@ type RuntimeProperties struct {
 	DeadLetterMessageCount int64 `protobuf:"varint,5,opt,name=dead_letter_message_count,json=deadLetterMessageCount,proto3" json:"dead_letter_message_count,omitempty"`
 	// Messages currently locked by PeekLock receivers (part of active).
 	LockedMessageCount int64 `protobuf:"varint,6,opt,name=locked_message_count,json=lockedMessageCount,proto3" json:"locked_message_count,omitempty"`
-	// Total of active, scheduled, deferred and dead-lettered messages.
+	// Total of active, scheduled, deferred, dead-lettered and transfer
+	// messages.
 	TotalMessageCount int64 `protobuf:"varint,7,opt,name=total_message_count,json=totalMessageCount,proto3" json:"total_message_count,omitempty"`
 	// Bytes held: message ids, bodies and properties, and session states
 	// (what max_size_in_megabytes bounds).
@@ -999,9 +1004,13 @@ type RuntimeProperties struct {
 	// The last time a message was sent to or received from the entity.
 	AccessedAt *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=accessed_at,json=accessedAt,proto3" json:"accessed_at,omitempty"`
 	// Per partition, in partition order.
-	Partitions    []*PartitionRuntimeProperties `protobuf:"bytes,14,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Partitions []*PartitionRuntimeProperties `protobuf:"bytes,14,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// Messages on their way to the entity's forward_to (or, dead-lettered,
+	// to its forward_dead_lettered_messages_to), kept until the target has
+	// accepted them; part of total_message_count.
+	TransferMessageCount int64 `protobuf:"varint,15,opt,name=transfer_message_count,json=transferMessageCount,proto3" json:"transfer_message_count,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *RuntimeProperties) Reset() {
@@ -1132,6 +1141,13 @@ func (x *RuntimeProperties) GetPartitions() []*PartitionRuntimeProperties {
 	return nil
 }
 
+func (x *RuntimeProperties) GetTransferMessageCount() int64 {
+	if x != nil {
+		return x.TransferMessageCount
+	}
+	return 0
+}
+
 // PartitionRuntimeProperties are one partition's live counts.
 type PartitionRuntimeProperties struct {
 	state                  protoimpl.MessageState `protogen:"open.v1"`
@@ -1143,6 +1159,7 @@ type PartitionRuntimeProperties struct {
 	LockedMessageCount     int64                  `protobuf:"varint,6,opt,name=locked_message_count,json=lockedMessageCount,proto3" json:"locked_message_count,omitempty"`
 	SizeInBytes            int64                  `protobuf:"varint,7,opt,name=size_in_bytes,json=sizeInBytes,proto3" json:"size_in_bytes,omitempty"`
 	SessionCount           int64                  `protobuf:"varint,8,opt,name=session_count,json=sessionCount,proto3" json:"session_count,omitempty"`
+	TransferMessageCount   int64                  `protobuf:"varint,9,opt,name=transfer_message_count,json=transferMessageCount,proto3" json:"transfer_message_count,omitempty"`
 	unknownFields          protoimpl.UnknownFields
 	sizeCache              protoimpl.SizeCache
 }
@@ -1229,6 +1246,13 @@ func (x *PartitionRuntimeProperties) GetSizeInBytes() int64 {
 func (x *PartitionRuntimeProperties) GetSessionCount() int64 {
 	if x != nil {
 		return x.SessionCount
+	}
+	return 0
+}
+
+func (x *PartitionRuntimeProperties) GetTransferMessageCount() int64 {
+	if x != nil {
+		return x.TransferMessageCount
 	}
 	return 0
 }
@@ -1361,7 +1385,7 @@ const file_raftbus_v1_entities_proto_rawDesc = "" +
 	"parameters\x1aX\n" +
 	"\x0fParametersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
-	"\x05value\x18\x02 \x01(\v2\x19.raftbus.v1.PropertyValueR\x05value:\x028\x01\"\xe4\x05\n" +
+	"\x05value\x18\x02 \x01(\v2\x19.raftbus.v1.PropertyValueR\x05value:\x028\x01\"\x9a\x06\n" +
 	"\x11RuntimeProperties\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x120\n" +
@@ -1383,7 +1407,8 @@ const file_raftbus_v1_entities_proto_rawDesc = "" +
 	"accessedAt\x12F\n" +
 	"\n" +
 	"partitions\x18\x0e \x03(\v2&.raftbus.v1.PartitionRuntimePropertiesR\n" +
-	"partitions\"\x95\x03\n" +
+	"partitions\x124\n" +
+	"\x16transfer_message_count\x18\x0f \x01(\x03R\x14transferMessageCount\"\xcb\x03\n" +
 	"\x1aPartitionRuntimeProperties\x12!\n" +
 	"\fpartition_id\x18\x01 \x01(\rR\vpartitionId\x120\n" +
 	"\x14active_message_count\x18\x02 \x01(\x03R\x12activeMessageCount\x126\n" +
@@ -1392,7 +1417,8 @@ const file_raftbus_v1_entities_proto_rawDesc = "" +
 	"\x19dead_letter_message_count\x18\x05 \x01(\x03R\x16deadLetterMessageCount\x120\n" +
 	"\x14locked_message_count\x18\x06 \x01(\x03R\x12lockedMessageCount\x12\"\n" +
 	"\rsize_in_bytes\x18\a \x01(\x03R\vsizeInBytes\x12#\n" +
-	"\rsession_count\x18\b \x01(\x03R\fsessionCountB7Z5github.com/raftbus/raftbus/proto/raftbus/v1;raftbusv1b\x06proto3"
+	"\rsession_count\x18\b \x01(\x03R\fsessionCount\x124\n" +
+	"\x16transfer_message_count\x18\t \x01(\x03R\x14transferMessageCountB7Z5github.com/raftbus/raftbus/proto/raftbus/v1;raftbusv1b\x06proto3"
 
 var (
 	file_raftbus_v1_entities_proto_rawDescOnce sync.Once

@@ -7,7 +7,8 @@
 package clusterv1
 
 import (
-	v1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+	v1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
+	v11 "github.com/raftbus/raftbus/proto/raftbus/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -73,6 +74,104 @@ func (EntityKind) EnumDescriptor() ([]byte, []int) {
 	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{0}
 }
 
+type AcceptTransferRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The partition of accept.entity_path the messages go to.
+	PartitionId   uint32             `protobuf:"varint,1,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	Accept        *v1.AcceptTransfer `protobuf:"bytes,2,opt,name=accept,proto3" json:"accept,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcceptTransferRequest) Reset() {
+	*x = AcceptTransferRequest{}
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcceptTransferRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcceptTransferRequest) ProtoMessage() {}
+
+func (x *AcceptTransferRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcceptTransferRequest.ProtoReflect.Descriptor instead.
+func (*AcceptTransferRequest) Descriptor() ([]byte, []int) {
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *AcceptTransferRequest) GetPartitionId() uint32 {
+	if x != nil {
+		return x.PartitionId
+	}
+	return 0
+}
+
+func (x *AcceptTransferRequest) GetAccept() *v1.AcceptTransfer {
+	if x != nil {
+		return x.Accept
+	}
+	return nil
+}
+
+type AcceptTransferResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per message, in order.
+	Messages      []*v11.SendResult `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcceptTransferResponse) Reset() {
+	*x = AcceptTransferResponse{}
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcceptTransferResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcceptTransferResponse) ProtoMessage() {}
+
+func (x *AcceptTransferResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcceptTransferResponse.ProtoReflect.Descriptor instead.
+func (*AcceptTransferResponse) Descriptor() ([]byte, []int) {
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AcceptTransferResponse) GetMessages() []*v11.SendResult {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
 type FinishMoveRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Move          *FinishMove            `protobuf:"bytes,1,opt,name=move,proto3" json:"move,omitempty"`
@@ -82,7 +181,7 @@ type FinishMoveRequest struct {
 
 func (x *FinishMoveRequest) Reset() {
 	*x = FinishMoveRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[0]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -94,7 +193,7 @@ func (x *FinishMoveRequest) String() string {
 func (*FinishMoveRequest) ProtoMessage() {}
 
 func (x *FinishMoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[0]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -107,7 +206,7 @@ func (x *FinishMoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishMoveRequest.ProtoReflect.Descriptor instead.
 func (*FinishMoveRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{0}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *FinishMoveRequest) GetMove() *FinishMove {
@@ -125,7 +224,7 @@ type FinishMoveResponse struct {
 
 func (x *FinishMoveResponse) Reset() {
 	*x = FinishMoveResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[1]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -137,7 +236,7 @@ func (x *FinishMoveResponse) String() string {
 func (*FinishMoveResponse) ProtoMessage() {}
 
 func (x *FinishMoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[1]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -150,14 +249,14 @@ func (x *FinishMoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishMoveResponse.ProtoReflect.Descriptor instead.
 func (*FinishMoveResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{1}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{3}
 }
 
 type AwaitMessagesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A queue or subscription path.
 	EntityPath    string               `protobuf:"bytes,1,opt,name=entity_path,json=entityPath,proto3" json:"entity_path,omitempty"`
-	SubQueue      v1.SubQueue          `protobuf:"varint,2,opt,name=sub_queue,json=subQueue,proto3,enum=raftbus.v1.SubQueue" json:"sub_queue,omitempty"`
+	SubQueue      v11.SubQueue         `protobuf:"varint,2,opt,name=sub_queue,json=subQueue,proto3,enum=raftbus.v1.SubQueue" json:"sub_queue,omitempty"`
 	MaxWait       *durationpb.Duration `protobuf:"bytes,3,opt,name=max_wait,json=maxWait,proto3" json:"max_wait,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -165,7 +264,7 @@ type AwaitMessagesRequest struct {
 
 func (x *AwaitMessagesRequest) Reset() {
 	*x = AwaitMessagesRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[2]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -177,7 +276,7 @@ func (x *AwaitMessagesRequest) String() string {
 func (*AwaitMessagesRequest) ProtoMessage() {}
 
 func (x *AwaitMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[2]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -190,7 +289,7 @@ func (x *AwaitMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitMessagesRequest.ProtoReflect.Descriptor instead.
 func (*AwaitMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{2}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AwaitMessagesRequest) GetEntityPath() string {
@@ -200,11 +299,11 @@ func (x *AwaitMessagesRequest) GetEntityPath() string {
 	return ""
 }
 
-func (x *AwaitMessagesRequest) GetSubQueue() v1.SubQueue {
+func (x *AwaitMessagesRequest) GetSubQueue() v11.SubQueue {
 	if x != nil {
 		return x.SubQueue
 	}
-	return v1.SubQueue(0)
+	return v11.SubQueue(0)
 }
 
 func (x *AwaitMessagesRequest) GetMaxWait() *durationpb.Duration {
@@ -224,7 +323,7 @@ type AwaitMessagesResponse struct {
 
 func (x *AwaitMessagesResponse) Reset() {
 	*x = AwaitMessagesResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[3]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -236,7 +335,7 @@ func (x *AwaitMessagesResponse) String() string {
 func (*AwaitMessagesResponse) ProtoMessage() {}
 
 func (x *AwaitMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[3]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -249,7 +348,7 @@ func (x *AwaitMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitMessagesResponse.ProtoReflect.Descriptor instead.
 func (*AwaitMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{3}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AwaitMessagesResponse) GetAvailable() bool {
@@ -273,7 +372,7 @@ type DemoteReplicaRequest struct {
 
 func (x *DemoteReplicaRequest) Reset() {
 	*x = DemoteReplicaRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[4]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -285,7 +384,7 @@ func (x *DemoteReplicaRequest) String() string {
 func (*DemoteReplicaRequest) ProtoMessage() {}
 
 func (x *DemoteReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[4]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -298,7 +397,7 @@ func (x *DemoteReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DemoteReplicaRequest.ProtoReflect.Descriptor instead.
 func (*DemoteReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{4}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DemoteReplicaRequest) GetEntityPath() string {
@@ -337,7 +436,7 @@ type DemoteReplicaResponse struct {
 
 func (x *DemoteReplicaResponse) Reset() {
 	*x = DemoteReplicaResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[5]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -349,7 +448,7 @@ func (x *DemoteReplicaResponse) String() string {
 func (*DemoteReplicaResponse) ProtoMessage() {}
 
 func (x *DemoteReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[5]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -362,7 +461,7 @@ func (x *DemoteReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DemoteReplicaResponse.ProtoReflect.Descriptor instead.
 func (*DemoteReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{5}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 type NodeStatusRequest struct {
@@ -373,7 +472,7 @@ type NodeStatusRequest struct {
 
 func (x *NodeStatusRequest) Reset() {
 	*x = NodeStatusRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[6]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -385,7 +484,7 @@ func (x *NodeStatusRequest) String() string {
 func (*NodeStatusRequest) ProtoMessage() {}
 
 func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[6]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -398,20 +497,20 @@ func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*NodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{6}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 type NodeStatusResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Log           *v1.NodeLogStats       `protobuf:"bytes,1,opt,name=log,proto3" json:"log,omitempty"`
-	Messages      *v1.NodeMessageStats   `protobuf:"bytes,2,opt,name=messages,proto3" json:"messages,omitempty"`
+	Log           *v11.NodeLogStats      `protobuf:"bytes,1,opt,name=log,proto3" json:"log,omitempty"`
+	Messages      *v11.NodeMessageStats  `protobuf:"bytes,2,opt,name=messages,proto3" json:"messages,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeStatusResponse) Reset() {
 	*x = NodeStatusResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[7]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -423,7 +522,7 @@ func (x *NodeStatusResponse) String() string {
 func (*NodeStatusResponse) ProtoMessage() {}
 
 func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[7]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -436,17 +535,17 @@ func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusResponse.ProtoReflect.Descriptor instead.
 func (*NodeStatusResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{7}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{9}
 }
 
-func (x *NodeStatusResponse) GetLog() *v1.NodeLogStats {
+func (x *NodeStatusResponse) GetLog() *v11.NodeLogStats {
 	if x != nil {
 		return x.Log
 	}
 	return nil
 }
 
-func (x *NodeStatusResponse) GetMessages() *v1.NodeMessageStats {
+func (x *NodeStatusResponse) GetMessages() *v11.NodeMessageStats {
 	if x != nil {
 		return x.Messages
 	}
@@ -461,7 +560,7 @@ type PingRequest struct {
 
 func (x *PingRequest) Reset() {
 	*x = PingRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[8]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -473,7 +572,7 @@ func (x *PingRequest) String() string {
 func (*PingRequest) ProtoMessage() {}
 
 func (x *PingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[8]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -486,7 +585,7 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{8}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 type PingResponse struct {
@@ -504,7 +603,7 @@ type PingResponse struct {
 	ReceivedUnixNano int64 `protobuf:"varint,5,opt,name=received_unix_nano,json=receivedUnixNano,proto3" json:"received_unix_nano,omitempty"`
 	RepliedUnixNano  int64 `protobuf:"varint,6,opt,name=replied_unix_nano,json=repliedUnixNano,proto3" json:"replied_unix_nano,omitempty"`
 	// The answering node's judgement of its own clock.
-	ClockState v1.ClockState `protobuf:"varint,7,opt,name=clock_state,json=clockState,proto3,enum=raftbus.v1.ClockState" json:"clock_state,omitempty"`
+	ClockState v11.ClockState `protobuf:"varint,7,opt,name=clock_state,json=clockState,proto3,enum=raftbus.v1.ClockState" json:"clock_state,omitempty"`
 	// The caller's node id was removed from the cluster for good: the
 	// caller must stop, and may come back only under a new id.
 	CallerRemoved bool `protobuf:"varint,8,opt,name=caller_removed,json=callerRemoved,proto3" json:"caller_removed,omitempty"`
@@ -514,7 +613,7 @@ type PingResponse struct {
 
 func (x *PingResponse) Reset() {
 	*x = PingResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[9]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -526,7 +625,7 @@ func (x *PingResponse) String() string {
 func (*PingResponse) ProtoMessage() {}
 
 func (x *PingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[9]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -539,7 +638,7 @@ func (x *PingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
 func (*PingResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{9}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PingResponse) GetNodeId() string {
@@ -584,11 +683,11 @@ func (x *PingResponse) GetRepliedUnixNano() int64 {
 	return 0
 }
 
-func (x *PingResponse) GetClockState() v1.ClockState {
+func (x *PingResponse) GetClockState() v11.ClockState {
 	if x != nil {
 		return x.ClockState
 	}
-	return v1.ClockState(0)
+	return v11.ClockState(0)
 }
 
 func (x *PingResponse) GetCallerRemoved() bool {
@@ -615,7 +714,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[10]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -627,7 +726,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[10]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -640,7 +739,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{10}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *JoinRequest) GetNodeId() string {
@@ -680,7 +779,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[11]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -692,7 +791,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[11]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -705,7 +804,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{11}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *JoinResponse) GetClusterId() string {
@@ -725,7 +824,7 @@ type PartitionRuntimeRequest struct {
 
 func (x *PartitionRuntimeRequest) Reset() {
 	*x = PartitionRuntimeRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[12]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -737,7 +836,7 @@ func (x *PartitionRuntimeRequest) String() string {
 func (*PartitionRuntimeRequest) ProtoMessage() {}
 
 func (x *PartitionRuntimeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[12]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -750,7 +849,7 @@ func (x *PartitionRuntimeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRuntimeRequest.ProtoReflect.Descriptor instead.
 func (*PartitionRuntimeRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{12}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PartitionRuntimeRequest) GetEntityPath() string {
@@ -768,15 +867,15 @@ func (x *PartitionRuntimeRequest) GetPartitionId() uint32 {
 }
 
 type PartitionRuntimeResponse struct {
-	state         protoimpl.MessageState         `protogen:"open.v1"`
-	Properties    *v1.PartitionRuntimeProperties `protobuf:"bytes,1,opt,name=properties,proto3" json:"properties,omitempty"`
+	state         protoimpl.MessageState          `protogen:"open.v1"`
+	Properties    *v11.PartitionRuntimeProperties `protobuf:"bytes,1,opt,name=properties,proto3" json:"properties,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PartitionRuntimeResponse) Reset() {
 	*x = PartitionRuntimeResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[13]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -788,7 +887,7 @@ func (x *PartitionRuntimeResponse) String() string {
 func (*PartitionRuntimeResponse) ProtoMessage() {}
 
 func (x *PartitionRuntimeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[13]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -801,10 +900,10 @@ func (x *PartitionRuntimeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRuntimeResponse.ProtoReflect.Descriptor instead.
 func (*PartitionRuntimeResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{13}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{15}
 }
 
-func (x *PartitionRuntimeResponse) GetProperties() *v1.PartitionRuntimeProperties {
+func (x *PartitionRuntimeResponse) GetProperties() *v11.PartitionRuntimeProperties {
 	if x != nil {
 		return x.Properties
 	}
@@ -825,7 +924,7 @@ type PartitionStatusRequest struct {
 
 func (x *PartitionStatusRequest) Reset() {
 	*x = PartitionStatusRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[14]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -837,7 +936,7 @@ func (x *PartitionStatusRequest) String() string {
 func (*PartitionStatusRequest) ProtoMessage() {}
 
 func (x *PartitionStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[14]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -850,7 +949,7 @@ func (x *PartitionStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatusRequest.ProtoReflect.Descriptor instead.
 func (*PartitionStatusRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{14}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PartitionStatusRequest) GetEntityPath() string {
@@ -876,7 +975,7 @@ func (x *PartitionStatusRequest) GetIncludeDigest() bool {
 
 type PartitionStatusResponse struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
-	Role         v1.ReplicaRole         `protobuf:"varint,1,opt,name=role,proto3,enum=raftbus.v1.ReplicaRole" json:"role,omitempty"`
+	Role         v11.ReplicaRole        `protobuf:"varint,1,opt,name=role,proto3,enum=raftbus.v1.ReplicaRole" json:"role,omitempty"`
 	Term         uint64                 `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
 	CommitIndex  uint64                 `protobuf:"varint,3,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
 	AppliedIndex uint64                 `protobuf:"varint,4,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
@@ -889,8 +988,8 @@ type PartitionStatusResponse struct {
 	// With include_digest: SHA-256 of the replica's engine state (32 bytes).
 	// Replicas that applied the same log entries have equal digests; compare
 	// them only once their applied_index agrees and has stopped moving.
-	Digest []byte           `protobuf:"bytes,8,opt,name=digest,proto3" json:"digest,omitempty"`
-	Health v1.ReplicaHealth `protobuf:"varint,9,opt,name=health,proto3,enum=raftbus.v1.ReplicaHealth" json:"health,omitempty"`
+	Digest []byte            `protobuf:"bytes,8,opt,name=digest,proto3" json:"digest,omitempty"`
+	Health v11.ReplicaHealth `protobuf:"varint,9,opt,name=health,proto3,enum=raftbus.v1.ReplicaHealth" json:"health,omitempty"`
 	// What was found, for a damaged or rebuilding replica.
 	Damage        string `protobuf:"bytes,10,opt,name=damage,proto3" json:"damage,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -899,7 +998,7 @@ type PartitionStatusResponse struct {
 
 func (x *PartitionStatusResponse) Reset() {
 	*x = PartitionStatusResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -911,7 +1010,7 @@ func (x *PartitionStatusResponse) String() string {
 func (*PartitionStatusResponse) ProtoMessage() {}
 
 func (x *PartitionStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -924,14 +1023,14 @@ func (x *PartitionStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatusResponse.ProtoReflect.Descriptor instead.
 func (*PartitionStatusResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{15}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{17}
 }
 
-func (x *PartitionStatusResponse) GetRole() v1.ReplicaRole {
+func (x *PartitionStatusResponse) GetRole() v11.ReplicaRole {
 	if x != nil {
 		return x.Role
 	}
-	return v1.ReplicaRole(0)
+	return v11.ReplicaRole(0)
 }
 
 func (x *PartitionStatusResponse) GetTerm() uint64 {
@@ -983,11 +1082,11 @@ func (x *PartitionStatusResponse) GetDigest() []byte {
 	return nil
 }
 
-func (x *PartitionStatusResponse) GetHealth() v1.ReplicaHealth {
+func (x *PartitionStatusResponse) GetHealth() v11.ReplicaHealth {
 	if x != nil {
 		return x.Health
 	}
-	return v1.ReplicaHealth(0)
+	return v11.ReplicaHealth(0)
 }
 
 func (x *PartitionStatusResponse) GetDamage() string {
@@ -1027,7 +1126,7 @@ type MetaCommand struct {
 
 func (x *MetaCommand) Reset() {
 	*x = MetaCommand{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[16]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1039,7 +1138,7 @@ func (x *MetaCommand) String() string {
 func (*MetaCommand) ProtoMessage() {}
 
 func (x *MetaCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[16]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1052,7 +1151,7 @@ func (x *MetaCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommand.ProtoReflect.Descriptor instead.
 func (*MetaCommand) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{16}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *MetaCommand) GetNowUnixMs() int64 {
@@ -1329,7 +1428,7 @@ type RedirectMove struct {
 
 func (x *RedirectMove) Reset() {
 	*x = RedirectMove{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1341,7 +1440,7 @@ func (x *RedirectMove) String() string {
 func (*RedirectMove) ProtoMessage() {}
 
 func (x *RedirectMove) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1354,7 +1453,7 @@ func (x *RedirectMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedirectMove.ProtoReflect.Descriptor instead.
 func (*RedirectMove) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{17}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RedirectMove) GetEntity() string {
@@ -1390,14 +1489,14 @@ func (x *RedirectMove) GetTo() string {
 type SetNodeMembership struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Membership    v1.NodeMembership      `protobuf:"varint,2,opt,name=membership,proto3,enum=raftbus.v1.NodeMembership" json:"membership,omitempty"`
+	Membership    v11.NodeMembership     `protobuf:"varint,2,opt,name=membership,proto3,enum=raftbus.v1.NodeMembership" json:"membership,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SetNodeMembership) Reset() {
 	*x = SetNodeMembership{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1409,7 +1508,7 @@ func (x *SetNodeMembership) String() string {
 func (*SetNodeMembership) ProtoMessage() {}
 
 func (x *SetNodeMembership) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1422,7 +1521,7 @@ func (x *SetNodeMembership) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeMembership.ProtoReflect.Descriptor instead.
 func (*SetNodeMembership) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{18}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SetNodeMembership) GetNodeId() string {
@@ -1432,11 +1531,11 @@ func (x *SetNodeMembership) GetNodeId() string {
 	return ""
 }
 
-func (x *SetNodeMembership) GetMembership() v1.NodeMembership {
+func (x *SetNodeMembership) GetMembership() v11.NodeMembership {
 	if x != nil {
 		return x.Membership
 	}
-	return v1.NodeMembership(0)
+	return v11.NodeMembership(0)
 }
 
 // MoveReplica starts moving one replica of a partition from one node to
@@ -1458,7 +1557,7 @@ type MoveReplica struct {
 
 func (x *MoveReplica) Reset() {
 	*x = MoveReplica{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1470,7 +1569,7 @@ func (x *MoveReplica) String() string {
 func (*MoveReplica) ProtoMessage() {}
 
 func (x *MoveReplica) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1483,7 +1582,7 @@ func (x *MoveReplica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveReplica.ProtoReflect.Descriptor instead.
 func (*MoveReplica) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{19}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *MoveReplica) GetEntity() string {
@@ -1537,7 +1636,7 @@ type FinishMove struct {
 
 func (x *FinishMove) Reset() {
 	*x = FinishMove{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1549,7 +1648,7 @@ func (x *FinishMove) String() string {
 func (*FinishMove) ProtoMessage() {}
 
 func (x *FinishMove) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1562,7 +1661,7 @@ func (x *FinishMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishMove.ProtoReflect.Descriptor instead.
 func (*FinishMove) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{20}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FinishMove) GetEntity() string {
@@ -1614,7 +1713,7 @@ type SetPreferredLeader struct {
 
 func (x *SetPreferredLeader) Reset() {
 	*x = SetPreferredLeader{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1725,7 @@ func (x *SetPreferredLeader) String() string {
 func (*SetPreferredLeader) ProtoMessage() {}
 
 func (x *SetPreferredLeader) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1738,7 @@ func (x *SetPreferredLeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPreferredLeader.ProtoReflect.Descriptor instead.
 func (*SetPreferredLeader) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{21}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SetPreferredLeader) GetEntity() string {
@@ -1675,7 +1774,7 @@ func (x *SetPreferredLeader) GetNodeId() string {
 // is deterministic.
 type PutAccessPolicy struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Policy        *v1.AccessPolicy       `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	Policy        *v11.AccessPolicy      `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
 	Create        bool                   `protobuf:"varint,2,opt,name=create,proto3" json:"create,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1683,7 +1782,7 @@ type PutAccessPolicy struct {
 
 func (x *PutAccessPolicy) Reset() {
 	*x = PutAccessPolicy{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[22]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1695,7 +1794,7 @@ func (x *PutAccessPolicy) String() string {
 func (*PutAccessPolicy) ProtoMessage() {}
 
 func (x *PutAccessPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[22]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1708,10 +1807,10 @@ func (x *PutAccessPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutAccessPolicy.ProtoReflect.Descriptor instead.
 func (*PutAccessPolicy) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{22}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{24}
 }
 
-func (x *PutAccessPolicy) GetPolicy() *v1.AccessPolicy {
+func (x *PutAccessPolicy) GetPolicy() *v11.AccessPolicy {
 	if x != nil {
 		return x.Policy
 	}
@@ -1736,7 +1835,7 @@ type DeleteAccessPolicy struct {
 
 func (x *DeleteAccessPolicy) Reset() {
 	*x = DeleteAccessPolicy{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[23]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1748,7 +1847,7 @@ func (x *DeleteAccessPolicy) String() string {
 func (*DeleteAccessPolicy) ProtoMessage() {}
 
 func (x *DeleteAccessPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[23]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1761,7 +1860,7 @@ func (x *DeleteAccessPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAccessPolicy.ProtoReflect.Descriptor instead.
 func (*DeleteAccessPolicy) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{23}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeleteAccessPolicy) GetName() string {
@@ -1782,7 +1881,7 @@ func (x *DeleteAccessPolicy) GetEntityPath() string {
 // validated by the proposer.
 type PutTopic struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         *v1.TopicProperties    `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Topic         *v11.TopicProperties   `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
 	Create        bool                   `protobuf:"varint,2,opt,name=create,proto3" json:"create,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1790,7 +1889,7 @@ type PutTopic struct {
 
 func (x *PutTopic) Reset() {
 	*x = PutTopic{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[24]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1802,7 +1901,7 @@ func (x *PutTopic) String() string {
 func (*PutTopic) ProtoMessage() {}
 
 func (x *PutTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[24]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1815,10 +1914,10 @@ func (x *PutTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutTopic.ProtoReflect.Descriptor instead.
 func (*PutTopic) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{24}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{26}
 }
 
-func (x *PutTopic) GetTopic() *v1.TopicProperties {
+func (x *PutTopic) GetTopic() *v11.TopicProperties {
 	if x != nil {
 		return x.Topic
 	}
@@ -1837,17 +1936,21 @@ func (x *PutTopic) GetCreate() bool {
 // proposer fills in "$Default" when the caller names none) and are ignored
 // on update.
 type PutSubscription struct {
-	state         protoimpl.MessageState     `protogen:"open.v1"`
-	Subscription  *v1.SubscriptionProperties `protobuf:"bytes,1,opt,name=subscription,proto3" json:"subscription,omitempty"`
-	Rules         []*v1.RuleProperties       `protobuf:"bytes,2,rep,name=rules,proto3" json:"rules,omitempty"`
-	Create        bool                       `protobuf:"varint,3,opt,name=create,proto3" json:"create,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState      `protogen:"open.v1"`
+	Subscription *v11.SubscriptionProperties `protobuf:"bytes,1,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	Rules        []*v11.RuleProperties       `protobuf:"bytes,2,rep,name=rules,proto3" json:"rules,omitempty"`
+	Create       bool                        `protobuf:"varint,3,opt,name=create,proto3" json:"create,omitempty"`
+	// Check forward_to and forward_dead_lettered_messages_to against the
+	// state (see cluster/meta/forwarding.go). Commands written before the
+	// check existed lack it and keep the meaning they had.
+	CheckForwarding bool `protobuf:"varint,4,opt,name=check_forwarding,json=checkForwarding,proto3" json:"check_forwarding,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *PutSubscription) Reset() {
 	*x = PutSubscription{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[25]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1859,7 +1962,7 @@ func (x *PutSubscription) String() string {
 func (*PutSubscription) ProtoMessage() {}
 
 func (x *PutSubscription) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[25]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1872,17 +1975,17 @@ func (x *PutSubscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutSubscription.ProtoReflect.Descriptor instead.
 func (*PutSubscription) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{25}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{27}
 }
 
-func (x *PutSubscription) GetSubscription() *v1.SubscriptionProperties {
+func (x *PutSubscription) GetSubscription() *v11.SubscriptionProperties {
 	if x != nil {
 		return x.Subscription
 	}
 	return nil
 }
 
-func (x *PutSubscription) GetRules() []*v1.RuleProperties {
+func (x *PutSubscription) GetRules() []*v11.RuleProperties {
 	if x != nil {
 		return x.Rules
 	}
@@ -1892,6 +1995,13 @@ func (x *PutSubscription) GetRules() []*v1.RuleProperties {
 func (x *PutSubscription) GetCreate() bool {
 	if x != nil {
 		return x.Create
+	}
+	return false
+}
+
+func (x *PutSubscription) GetCheckForwarding() bool {
+	if x != nil {
+		return x.CheckForwarding
 	}
 	return false
 }
@@ -1907,7 +2017,7 @@ type DeleteSubscription struct {
 
 func (x *DeleteSubscription) Reset() {
 	*x = DeleteSubscription{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[26]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1919,7 +2029,7 @@ func (x *DeleteSubscription) String() string {
 func (*DeleteSubscription) ProtoMessage() {}
 
 func (x *DeleteSubscription) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[26]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1932,7 +2042,7 @@ func (x *DeleteSubscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSubscription.ProtoReflect.Descriptor instead.
 func (*DeleteSubscription) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{26}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeleteSubscription) GetTopicName() string {
@@ -1954,7 +2064,7 @@ type PutRule struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	TopicName        string                 `protobuf:"bytes,1,opt,name=topic_name,json=topicName,proto3" json:"topic_name,omitempty"`
 	SubscriptionName string                 `protobuf:"bytes,2,opt,name=subscription_name,json=subscriptionName,proto3" json:"subscription_name,omitempty"`
-	Rule             *v1.RuleProperties     `protobuf:"bytes,3,opt,name=rule,proto3" json:"rule,omitempty"`
+	Rule             *v11.RuleProperties    `protobuf:"bytes,3,opt,name=rule,proto3" json:"rule,omitempty"`
 	Create           bool                   `protobuf:"varint,4,opt,name=create,proto3" json:"create,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
@@ -1962,7 +2072,7 @@ type PutRule struct {
 
 func (x *PutRule) Reset() {
 	*x = PutRule{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[27]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1974,7 +2084,7 @@ func (x *PutRule) String() string {
 func (*PutRule) ProtoMessage() {}
 
 func (x *PutRule) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[27]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1987,7 +2097,7 @@ func (x *PutRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRule.ProtoReflect.Descriptor instead.
 func (*PutRule) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{27}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PutRule) GetTopicName() string {
@@ -2004,7 +2114,7 @@ func (x *PutRule) GetSubscriptionName() string {
 	return ""
 }
 
-func (x *PutRule) GetRule() *v1.RuleProperties {
+func (x *PutRule) GetRule() *v11.RuleProperties {
 	if x != nil {
 		return x.Rule
 	}
@@ -2030,7 +2140,7 @@ type DeleteRule struct {
 
 func (x *DeleteRule) Reset() {
 	*x = DeleteRule{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[28]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2042,7 +2152,7 @@ func (x *DeleteRule) String() string {
 func (*DeleteRule) ProtoMessage() {}
 
 func (x *DeleteRule) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[28]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2055,7 +2165,7 @@ func (x *DeleteRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRule.ProtoReflect.Descriptor instead.
 func (*DeleteRule) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{28}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeleteRule) GetTopicName() string {
@@ -2090,7 +2200,7 @@ type AddNode struct {
 
 func (x *AddNode) Reset() {
 	*x = AddNode{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[29]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2102,7 +2212,7 @@ func (x *AddNode) String() string {
 func (*AddNode) ProtoMessage() {}
 
 func (x *AddNode) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[29]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2115,7 +2225,7 @@ func (x *AddNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNode.ProtoReflect.Descriptor instead.
 func (*AddNode) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{29}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AddNode) GetNode() *Node {
@@ -2129,16 +2239,18 @@ func (x *AddNode) GetNode() *Node {
 // normalised and validated by the proposer; the state machine checks only
 // what depends on state: existence and the settings fixed at creation.
 type PutQueue struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Queue         *v1.QueueProperties    `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
-	Create        bool                   `protobuf:"varint,2,opt,name=create,proto3" json:"create,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Queue  *v11.QueueProperties   `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Create bool                   `protobuf:"varint,2,opt,name=create,proto3" json:"create,omitempty"`
+	// As PutSubscription.check_forwarding.
+	CheckForwarding bool `protobuf:"varint,3,opt,name=check_forwarding,json=checkForwarding,proto3" json:"check_forwarding,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *PutQueue) Reset() {
 	*x = PutQueue{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[30]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2150,7 +2262,7 @@ func (x *PutQueue) String() string {
 func (*PutQueue) ProtoMessage() {}
 
 func (x *PutQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[30]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2163,10 +2275,10 @@ func (x *PutQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutQueue.ProtoReflect.Descriptor instead.
 func (*PutQueue) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{30}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{32}
 }
 
-func (x *PutQueue) GetQueue() *v1.QueueProperties {
+func (x *PutQueue) GetQueue() *v11.QueueProperties {
 	if x != nil {
 		return x.Queue
 	}
@@ -2176,6 +2288,13 @@ func (x *PutQueue) GetQueue() *v1.QueueProperties {
 func (x *PutQueue) GetCreate() bool {
 	if x != nil {
 		return x.Create
+	}
+	return false
+}
+
+func (x *PutQueue) GetCheckForwarding() bool {
+	if x != nil {
+		return x.CheckForwarding
 	}
 	return false
 }
@@ -2190,7 +2309,7 @@ type DeleteEntity struct {
 
 func (x *DeleteEntity) Reset() {
 	*x = DeleteEntity{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[31]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2202,7 +2321,7 @@ func (x *DeleteEntity) String() string {
 func (*DeleteEntity) ProtoMessage() {}
 
 func (x *DeleteEntity) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[31]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2215,7 +2334,7 @@ func (x *DeleteEntity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEntity.ProtoReflect.Descriptor instead.
 func (*DeleteEntity) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{31}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DeleteEntity) GetName() string {
@@ -2235,7 +2354,7 @@ type SetClusterID struct {
 
 func (x *SetClusterID) Reset() {
 	*x = SetClusterID{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[32]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2247,7 +2366,7 @@ func (x *SetClusterID) String() string {
 func (*SetClusterID) ProtoMessage() {}
 
 func (x *SetClusterID) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[32]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2260,7 +2379,7 @@ func (x *SetClusterID) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterID.ProtoReflect.Descriptor instead.
 func (*SetClusterID) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{32}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SetClusterID) GetClusterId() string {
@@ -2273,19 +2392,19 @@ func (x *SetClusterID) GetClusterId() string {
 // MetaResult is the outcome of one MetaCommand.
 type MetaResult struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
-	ErrorReason  v1.ErrorReason         `protobuf:"varint,1,opt,name=error_reason,json=errorReason,proto3,enum=raftbus.v1.ErrorReason" json:"error_reason,omitempty"`
+	ErrorReason  v11.ErrorReason        `protobuf:"varint,1,opt,name=error_reason,json=errorReason,proto3,enum=raftbus.v1.ErrorReason" json:"error_reason,omitempty"`
 	ErrorMessage string                 `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
 	Entity       *Entity                `protobuf:"bytes,3,opt,name=entity,proto3" json:"entity,omitempty"`
 	// PutSubscription and PutRule: what was stored.
-	Subscription  *Subscription      `protobuf:"bytes,4,opt,name=subscription,proto3" json:"subscription,omitempty"`
-	Rule          *v1.RuleProperties `protobuf:"bytes,5,opt,name=rule,proto3" json:"rule,omitempty"`
+	Subscription  *Subscription       `protobuf:"bytes,4,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	Rule          *v11.RuleProperties `protobuf:"bytes,5,opt,name=rule,proto3" json:"rule,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MetaResult) Reset() {
 	*x = MetaResult{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[33]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2297,7 +2416,7 @@ func (x *MetaResult) String() string {
 func (*MetaResult) ProtoMessage() {}
 
 func (x *MetaResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[33]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2310,14 +2429,14 @@ func (x *MetaResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaResult.ProtoReflect.Descriptor instead.
 func (*MetaResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{33}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{35}
 }
 
-func (x *MetaResult) GetErrorReason() v1.ErrorReason {
+func (x *MetaResult) GetErrorReason() v11.ErrorReason {
 	if x != nil {
 		return x.ErrorReason
 	}
-	return v1.ErrorReason(0)
+	return v11.ErrorReason(0)
 }
 
 func (x *MetaResult) GetErrorMessage() string {
@@ -2341,7 +2460,7 @@ func (x *MetaResult) GetSubscription() *Subscription {
 	return nil
 }
 
-func (x *MetaResult) GetRule() *v1.RuleProperties {
+func (x *MetaResult) GetRule() *v11.RuleProperties {
 	if x != nil {
 		return x.Rule
 	}
@@ -2358,14 +2477,14 @@ type Node struct {
 	// fixed from then on. Empty until then.
 	Incarnation string `protobuf:"bytes,3,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
 	// Active (unspecified), draining or removed.
-	Membership    v1.NodeMembership `protobuf:"varint,4,opt,name=membership,proto3,enum=raftbus.v1.NodeMembership" json:"membership,omitempty"`
+	Membership    v11.NodeMembership `protobuf:"varint,4,opt,name=membership,proto3,enum=raftbus.v1.NodeMembership" json:"membership,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[34]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2377,7 +2496,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[34]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2390,7 +2509,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{34}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Node) GetNodeId() string {
@@ -2414,11 +2533,11 @@ func (x *Node) GetIncarnation() string {
 	return ""
 }
 
-func (x *Node) GetMembership() v1.NodeMembership {
+func (x *Node) GetMembership() v11.NodeMembership {
 	if x != nil {
 		return x.Membership
 	}
-	return v1.NodeMembership(0)
+	return v11.NodeMembership(0)
 }
 
 // Entity is one entity's definition and placement.
@@ -2426,7 +2545,7 @@ type Entity struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Kind  EntityKind             `protobuf:"varint,2,opt,name=kind,proto3,enum=raftbus.cluster.v1.EntityKind" json:"kind,omitempty"`
-	Queue *v1.QueueProperties    `protobuf:"bytes,3,opt,name=queue,proto3" json:"queue,omitempty"`
+	Queue *v11.QueueProperties   `protobuf:"bytes,3,opt,name=queue,proto3" json:"queue,omitempty"`
 	// The metadata log index that created the entity: its partitions' Raft
 	// groups are named after it, so a queue deleted and created again never
 	// meets the old one's replicas.
@@ -2438,15 +2557,15 @@ type Entity struct {
 	Partitions []*Placement `protobuf:"bytes,6,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	// Topics: the settings, and the subscriptions in name order. A
 	// subscription lives in every partition of its topic.
-	Topic         *v1.TopicProperties `protobuf:"bytes,7,opt,name=topic,proto3" json:"topic,omitempty"`
-	Subscriptions []*Subscription     `protobuf:"bytes,8,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
+	Topic         *v11.TopicProperties `protobuf:"bytes,7,opt,name=topic,proto3" json:"topic,omitempty"`
+	Subscriptions []*Subscription      `protobuf:"bytes,8,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Entity) Reset() {
 	*x = Entity{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[35]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2458,7 +2577,7 @@ func (x *Entity) String() string {
 func (*Entity) ProtoMessage() {}
 
 func (x *Entity) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[35]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2471,7 +2590,7 @@ func (x *Entity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Entity.ProtoReflect.Descriptor instead.
 func (*Entity) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{35}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Entity) GetName() string {
@@ -2488,7 +2607,7 @@ func (x *Entity) GetKind() EntityKind {
 	return EntityKind_ENTITY_KIND_UNSPECIFIED
 }
 
-func (x *Entity) GetQueue() *v1.QueueProperties {
+func (x *Entity) GetQueue() *v11.QueueProperties {
 	if x != nil {
 		return x.Queue
 	}
@@ -2516,7 +2635,7 @@ func (x *Entity) GetPartitions() []*Placement {
 	return nil
 }
 
-func (x *Entity) GetTopic() *v1.TopicProperties {
+func (x *Entity) GetTopic() *v11.TopicProperties {
 	if x != nil {
 		return x.Topic
 	}
@@ -2532,16 +2651,16 @@ func (x *Entity) GetSubscriptions() []*Subscription {
 
 // Subscription is one subscription of a topic with its rules, by name.
 type Subscription struct {
-	state         protoimpl.MessageState     `protogen:"open.v1"`
-	Properties    *v1.SubscriptionProperties `protobuf:"bytes,1,opt,name=properties,proto3" json:"properties,omitempty"`
-	Rules         []*v1.RuleProperties       `protobuf:"bytes,2,rep,name=rules,proto3" json:"rules,omitempty"`
+	state         protoimpl.MessageState      `protogen:"open.v1"`
+	Properties    *v11.SubscriptionProperties `protobuf:"bytes,1,opt,name=properties,proto3" json:"properties,omitempty"`
+	Rules         []*v11.RuleProperties       `protobuf:"bytes,2,rep,name=rules,proto3" json:"rules,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Subscription) Reset() {
 	*x = Subscription{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[36]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2553,7 +2672,7 @@ func (x *Subscription) String() string {
 func (*Subscription) ProtoMessage() {}
 
 func (x *Subscription) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[36]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2566,17 +2685,17 @@ func (x *Subscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Subscription.ProtoReflect.Descriptor instead.
 func (*Subscription) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{36}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{38}
 }
 
-func (x *Subscription) GetProperties() *v1.SubscriptionProperties {
+func (x *Subscription) GetProperties() *v11.SubscriptionProperties {
 	if x != nil {
 		return x.Properties
 	}
 	return nil
 }
 
-func (x *Subscription) GetRules() []*v1.RuleProperties {
+func (x *Subscription) GetRules() []*v11.RuleProperties {
 	if x != nil {
 		return x.Rules
 	}
@@ -2606,7 +2725,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[37]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2618,7 +2737,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[37]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2631,7 +2750,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{37}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Placement) GetNodeIds() []string {
@@ -2673,7 +2792,7 @@ type ReplicaMove struct {
 
 func (x *ReplicaMove) Reset() {
 	*x = ReplicaMove{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[38]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2685,7 +2804,7 @@ func (x *ReplicaMove) String() string {
 func (*ReplicaMove) ProtoMessage() {}
 
 func (x *ReplicaMove) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[38]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2698,7 +2817,7 @@ func (x *ReplicaMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaMove.ProtoReflect.Descriptor instead.
 func (*ReplicaMove) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{38}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ReplicaMove) GetFrom() string {
@@ -2722,14 +2841,14 @@ type MetaSnapshot struct {
 	Nodes     []*Node                `protobuf:"bytes,2,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	Entities  []*Entity              `protobuf:"bytes,3,rep,name=entities,proto3" json:"entities,omitempty"`
 	// The shared access policies, by entity path ("" first) then name.
-	AccessPolicies []*v1.AccessPolicy `protobuf:"bytes,4,rep,name=access_policies,json=accessPolicies,proto3" json:"access_policies,omitempty"`
+	AccessPolicies []*v11.AccessPolicy `protobuf:"bytes,4,rep,name=access_policies,json=accessPolicies,proto3" json:"access_policies,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
 
 func (x *MetaSnapshot) Reset() {
 	*x = MetaSnapshot{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[39]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2741,7 +2860,7 @@ func (x *MetaSnapshot) String() string {
 func (*MetaSnapshot) ProtoMessage() {}
 
 func (x *MetaSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[39]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2754,7 +2873,7 @@ func (x *MetaSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaSnapshot.ProtoReflect.Descriptor instead.
 func (*MetaSnapshot) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{39}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *MetaSnapshot) GetClusterId() string {
@@ -2778,7 +2897,7 @@ func (x *MetaSnapshot) GetEntities() []*Entity {
 	return nil
 }
 
-func (x *MetaSnapshot) GetAccessPolicies() []*v1.AccessPolicy {
+func (x *MetaSnapshot) GetAccessPolicies() []*v11.AccessPolicy {
 	if x != nil {
 		return x.AccessPolicies
 	}
@@ -2789,7 +2908,12 @@ var File_raftbus_cluster_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	" raftbus/cluster/v1/cluster.proto\x12\x12raftbus.cluster.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x17raftbus/v1/access.proto\x1a\x16raftbus/v1/admin.proto\x1a\x19raftbus/v1/entities.proto\x1a\x17raftbus/v1/errors.proto\x1a\x18raftbus/v1/message.proto\"G\n" +
+	" raftbus/cluster/v1/cluster.proto\x12\x12raftbus.cluster.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fraftbus/engine/v1/command.proto\x1a\x17raftbus/v1/access.proto\x1a\x16raftbus/v1/admin.proto\x1a\x19raftbus/v1/entities.proto\x1a\x17raftbus/v1/errors.proto\x1a\x18raftbus/v1/message.proto\x1a\x1araftbus/v1/messaging.proto\"u\n" +
+	"\x15AcceptTransferRequest\x12!\n" +
+	"\fpartition_id\x18\x01 \x01(\rR\vpartitionId\x129\n" +
+	"\x06accept\x18\x02 \x01(\v2!.raftbus.engine.v1.AcceptTransferR\x06accept\"L\n" +
+	"\x16AcceptTransferResponse\x122\n" +
+	"\bmessages\x18\x01 \x03(\v2\x16.raftbus.v1.SendResultR\bmessages\"G\n" +
 	"\x11FinishMoveRequest\x122\n" +
 	"\x04move\x18\x01 \x01(\v2\x1e.raftbus.cluster.v1.FinishMoveR\x04move\"\x14\n" +
 	"\x12FinishMoveResponse\"\xa0\x01\n" +
@@ -2916,11 +3040,12 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"entityPath\"U\n" +
 	"\bPutTopic\x121\n" +
 	"\x05topic\x18\x01 \x01(\v2\x1b.raftbus.v1.TopicPropertiesR\x05topic\x12\x16\n" +
-	"\x06create\x18\x02 \x01(\bR\x06create\"\xa3\x01\n" +
+	"\x06create\x18\x02 \x01(\bR\x06create\"\xce\x01\n" +
 	"\x0fPutSubscription\x12F\n" +
 	"\fsubscription\x18\x01 \x01(\v2\".raftbus.v1.SubscriptionPropertiesR\fsubscription\x120\n" +
 	"\x05rules\x18\x02 \x03(\v2\x1a.raftbus.v1.RulePropertiesR\x05rules\x12\x16\n" +
-	"\x06create\x18\x03 \x01(\bR\x06create\"`\n" +
+	"\x06create\x18\x03 \x01(\bR\x06create\x12)\n" +
+	"\x10check_forwarding\x18\x04 \x01(\bR\x0fcheckForwarding\"`\n" +
 	"\x12DeleteSubscription\x12\x1d\n" +
 	"\n" +
 	"topic_name\x18\x01 \x01(\tR\ttopicName\x12+\n" +
@@ -2938,10 +3063,11 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\x11subscription_name\x18\x02 \x01(\tR\x10subscriptionName\x12\x1b\n" +
 	"\trule_name\x18\x03 \x01(\tR\bruleName\"7\n" +
 	"\aAddNode\x12,\n" +
-	"\x04node\x18\x01 \x01(\v2\x18.raftbus.cluster.v1.NodeR\x04node\"U\n" +
+	"\x04node\x18\x01 \x01(\v2\x18.raftbus.cluster.v1.NodeR\x04node\"\x80\x01\n" +
 	"\bPutQueue\x121\n" +
 	"\x05queue\x18\x01 \x01(\v2\x1b.raftbus.v1.QueuePropertiesR\x05queue\x12\x16\n" +
-	"\x06create\x18\x02 \x01(\bR\x06create\"\"\n" +
+	"\x06create\x18\x02 \x01(\bR\x06create\x12)\n" +
+	"\x10check_forwarding\x18\x03 \x01(\bR\x0fcheckForwarding\"\"\n" +
 	"\fDeleteEntity\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"-\n" +
 	"\fSetClusterID\x12\x1d\n" +
@@ -2997,7 +3123,7 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"EntityKind\x12\x1b\n" +
 	"\x17ENTITY_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11ENTITY_KIND_QUEUE\x10\x01\x12\x15\n" +
-	"\x11ENTITY_KIND_TOPIC\x10\x022\x84\x06\n" +
+	"\x11ENTITY_KIND_TOPIC\x10\x022\xed\x06\n" +
 	"\vNodeService\x12I\n" +
 	"\x04Join\x12\x1f.raftbus.cluster.v1.JoinRequest\x1a .raftbus.cluster.v1.JoinResponse\x12m\n" +
 	"\x10PartitionRuntime\x12+.raftbus.cluster.v1.PartitionRuntimeRequest\x1a,.raftbus.cluster.v1.PartitionRuntimeResponse\x12j\n" +
@@ -3008,7 +3134,8 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"NodeStatus\x12%.raftbus.cluster.v1.NodeStatusRequest\x1a&.raftbus.cluster.v1.NodeStatusResponse\x12d\n" +
 	"\rAwaitMessages\x12(.raftbus.cluster.v1.AwaitMessagesRequest\x1a).raftbus.cluster.v1.AwaitMessagesResponse\x12[\n" +
 	"\n" +
-	"FinishMove\x12%.raftbus.cluster.v1.FinishMoveRequest\x1a&.raftbus.cluster.v1.FinishMoveResponseB?Z=github.com/raftbus/raftbus/proto/raftbus/cluster/v1;clusterv1b\x06proto3"
+	"FinishMove\x12%.raftbus.cluster.v1.FinishMoveRequest\x1a&.raftbus.cluster.v1.FinishMoveResponse\x12g\n" +
+	"\x0eAcceptTransfer\x12).raftbus.cluster.v1.AcceptTransferRequest\x1a*.raftbus.cluster.v1.AcceptTransferResponseB?Z=github.com/raftbus/raftbus/proto/raftbus/cluster/v1;clusterv1b\x06proto3"
 
 var (
 	file_raftbus_cluster_v1_cluster_proto_rawDescOnce sync.Once
@@ -3023,136 +3150,144 @@ func file_raftbus_cluster_v1_cluster_proto_rawDescGZIP() []byte {
 }
 
 var file_raftbus_cluster_v1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_raftbus_cluster_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_raftbus_cluster_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_raftbus_cluster_v1_cluster_proto_goTypes = []any{
-	(EntityKind)(0),                       // 0: raftbus.cluster.v1.EntityKind
-	(*FinishMoveRequest)(nil),             // 1: raftbus.cluster.v1.FinishMoveRequest
-	(*FinishMoveResponse)(nil),            // 2: raftbus.cluster.v1.FinishMoveResponse
-	(*AwaitMessagesRequest)(nil),          // 3: raftbus.cluster.v1.AwaitMessagesRequest
-	(*AwaitMessagesResponse)(nil),         // 4: raftbus.cluster.v1.AwaitMessagesResponse
-	(*DemoteReplicaRequest)(nil),          // 5: raftbus.cluster.v1.DemoteReplicaRequest
-	(*DemoteReplicaResponse)(nil),         // 6: raftbus.cluster.v1.DemoteReplicaResponse
-	(*NodeStatusRequest)(nil),             // 7: raftbus.cluster.v1.NodeStatusRequest
-	(*NodeStatusResponse)(nil),            // 8: raftbus.cluster.v1.NodeStatusResponse
-	(*PingRequest)(nil),                   // 9: raftbus.cluster.v1.PingRequest
-	(*PingResponse)(nil),                  // 10: raftbus.cluster.v1.PingResponse
-	(*JoinRequest)(nil),                   // 11: raftbus.cluster.v1.JoinRequest
-	(*JoinResponse)(nil),                  // 12: raftbus.cluster.v1.JoinResponse
-	(*PartitionRuntimeRequest)(nil),       // 13: raftbus.cluster.v1.PartitionRuntimeRequest
-	(*PartitionRuntimeResponse)(nil),      // 14: raftbus.cluster.v1.PartitionRuntimeResponse
-	(*PartitionStatusRequest)(nil),        // 15: raftbus.cluster.v1.PartitionStatusRequest
-	(*PartitionStatusResponse)(nil),       // 16: raftbus.cluster.v1.PartitionStatusResponse
-	(*MetaCommand)(nil),                   // 17: raftbus.cluster.v1.MetaCommand
-	(*RedirectMove)(nil),                  // 18: raftbus.cluster.v1.RedirectMove
-	(*SetNodeMembership)(nil),             // 19: raftbus.cluster.v1.SetNodeMembership
-	(*MoveReplica)(nil),                   // 20: raftbus.cluster.v1.MoveReplica
-	(*FinishMove)(nil),                    // 21: raftbus.cluster.v1.FinishMove
-	(*SetPreferredLeader)(nil),            // 22: raftbus.cluster.v1.SetPreferredLeader
-	(*PutAccessPolicy)(nil),               // 23: raftbus.cluster.v1.PutAccessPolicy
-	(*DeleteAccessPolicy)(nil),            // 24: raftbus.cluster.v1.DeleteAccessPolicy
-	(*PutTopic)(nil),                      // 25: raftbus.cluster.v1.PutTopic
-	(*PutSubscription)(nil),               // 26: raftbus.cluster.v1.PutSubscription
-	(*DeleteSubscription)(nil),            // 27: raftbus.cluster.v1.DeleteSubscription
-	(*PutRule)(nil),                       // 28: raftbus.cluster.v1.PutRule
-	(*DeleteRule)(nil),                    // 29: raftbus.cluster.v1.DeleteRule
-	(*AddNode)(nil),                       // 30: raftbus.cluster.v1.AddNode
-	(*PutQueue)(nil),                      // 31: raftbus.cluster.v1.PutQueue
-	(*DeleteEntity)(nil),                  // 32: raftbus.cluster.v1.DeleteEntity
-	(*SetClusterID)(nil),                  // 33: raftbus.cluster.v1.SetClusterID
-	(*MetaResult)(nil),                    // 34: raftbus.cluster.v1.MetaResult
-	(*Node)(nil),                          // 35: raftbus.cluster.v1.Node
-	(*Entity)(nil),                        // 36: raftbus.cluster.v1.Entity
-	(*Subscription)(nil),                  // 37: raftbus.cluster.v1.Subscription
-	(*Placement)(nil),                     // 38: raftbus.cluster.v1.Placement
-	(*ReplicaMove)(nil),                   // 39: raftbus.cluster.v1.ReplicaMove
-	(*MetaSnapshot)(nil),                  // 40: raftbus.cluster.v1.MetaSnapshot
-	(v1.SubQueue)(0),                      // 41: raftbus.v1.SubQueue
-	(*durationpb.Duration)(nil),           // 42: google.protobuf.Duration
-	(*v1.NodeLogStats)(nil),               // 43: raftbus.v1.NodeLogStats
-	(*v1.NodeMessageStats)(nil),           // 44: raftbus.v1.NodeMessageStats
-	(v1.ClockState)(0),                    // 45: raftbus.v1.ClockState
-	(*v1.PartitionRuntimeProperties)(nil), // 46: raftbus.v1.PartitionRuntimeProperties
-	(v1.ReplicaRole)(0),                   // 47: raftbus.v1.ReplicaRole
-	(v1.ReplicaHealth)(0),                 // 48: raftbus.v1.ReplicaHealth
-	(v1.NodeMembership)(0),                // 49: raftbus.v1.NodeMembership
-	(*v1.AccessPolicy)(nil),               // 50: raftbus.v1.AccessPolicy
-	(*v1.TopicProperties)(nil),            // 51: raftbus.v1.TopicProperties
-	(*v1.SubscriptionProperties)(nil),     // 52: raftbus.v1.SubscriptionProperties
-	(*v1.RuleProperties)(nil),             // 53: raftbus.v1.RuleProperties
-	(*v1.QueueProperties)(nil),            // 54: raftbus.v1.QueueProperties
-	(v1.ErrorReason)(0),                   // 55: raftbus.v1.ErrorReason
+	(EntityKind)(0),                        // 0: raftbus.cluster.v1.EntityKind
+	(*AcceptTransferRequest)(nil),          // 1: raftbus.cluster.v1.AcceptTransferRequest
+	(*AcceptTransferResponse)(nil),         // 2: raftbus.cluster.v1.AcceptTransferResponse
+	(*FinishMoveRequest)(nil),              // 3: raftbus.cluster.v1.FinishMoveRequest
+	(*FinishMoveResponse)(nil),             // 4: raftbus.cluster.v1.FinishMoveResponse
+	(*AwaitMessagesRequest)(nil),           // 5: raftbus.cluster.v1.AwaitMessagesRequest
+	(*AwaitMessagesResponse)(nil),          // 6: raftbus.cluster.v1.AwaitMessagesResponse
+	(*DemoteReplicaRequest)(nil),           // 7: raftbus.cluster.v1.DemoteReplicaRequest
+	(*DemoteReplicaResponse)(nil),          // 8: raftbus.cluster.v1.DemoteReplicaResponse
+	(*NodeStatusRequest)(nil),              // 9: raftbus.cluster.v1.NodeStatusRequest
+	(*NodeStatusResponse)(nil),             // 10: raftbus.cluster.v1.NodeStatusResponse
+	(*PingRequest)(nil),                    // 11: raftbus.cluster.v1.PingRequest
+	(*PingResponse)(nil),                   // 12: raftbus.cluster.v1.PingResponse
+	(*JoinRequest)(nil),                    // 13: raftbus.cluster.v1.JoinRequest
+	(*JoinResponse)(nil),                   // 14: raftbus.cluster.v1.JoinResponse
+	(*PartitionRuntimeRequest)(nil),        // 15: raftbus.cluster.v1.PartitionRuntimeRequest
+	(*PartitionRuntimeResponse)(nil),       // 16: raftbus.cluster.v1.PartitionRuntimeResponse
+	(*PartitionStatusRequest)(nil),         // 17: raftbus.cluster.v1.PartitionStatusRequest
+	(*PartitionStatusResponse)(nil),        // 18: raftbus.cluster.v1.PartitionStatusResponse
+	(*MetaCommand)(nil),                    // 19: raftbus.cluster.v1.MetaCommand
+	(*RedirectMove)(nil),                   // 20: raftbus.cluster.v1.RedirectMove
+	(*SetNodeMembership)(nil),              // 21: raftbus.cluster.v1.SetNodeMembership
+	(*MoveReplica)(nil),                    // 22: raftbus.cluster.v1.MoveReplica
+	(*FinishMove)(nil),                     // 23: raftbus.cluster.v1.FinishMove
+	(*SetPreferredLeader)(nil),             // 24: raftbus.cluster.v1.SetPreferredLeader
+	(*PutAccessPolicy)(nil),                // 25: raftbus.cluster.v1.PutAccessPolicy
+	(*DeleteAccessPolicy)(nil),             // 26: raftbus.cluster.v1.DeleteAccessPolicy
+	(*PutTopic)(nil),                       // 27: raftbus.cluster.v1.PutTopic
+	(*PutSubscription)(nil),                // 28: raftbus.cluster.v1.PutSubscription
+	(*DeleteSubscription)(nil),             // 29: raftbus.cluster.v1.DeleteSubscription
+	(*PutRule)(nil),                        // 30: raftbus.cluster.v1.PutRule
+	(*DeleteRule)(nil),                     // 31: raftbus.cluster.v1.DeleteRule
+	(*AddNode)(nil),                        // 32: raftbus.cluster.v1.AddNode
+	(*PutQueue)(nil),                       // 33: raftbus.cluster.v1.PutQueue
+	(*DeleteEntity)(nil),                   // 34: raftbus.cluster.v1.DeleteEntity
+	(*SetClusterID)(nil),                   // 35: raftbus.cluster.v1.SetClusterID
+	(*MetaResult)(nil),                     // 36: raftbus.cluster.v1.MetaResult
+	(*Node)(nil),                           // 37: raftbus.cluster.v1.Node
+	(*Entity)(nil),                         // 38: raftbus.cluster.v1.Entity
+	(*Subscription)(nil),                   // 39: raftbus.cluster.v1.Subscription
+	(*Placement)(nil),                      // 40: raftbus.cluster.v1.Placement
+	(*ReplicaMove)(nil),                    // 41: raftbus.cluster.v1.ReplicaMove
+	(*MetaSnapshot)(nil),                   // 42: raftbus.cluster.v1.MetaSnapshot
+	(*v1.AcceptTransfer)(nil),              // 43: raftbus.engine.v1.AcceptTransfer
+	(*v11.SendResult)(nil),                 // 44: raftbus.v1.SendResult
+	(v11.SubQueue)(0),                      // 45: raftbus.v1.SubQueue
+	(*durationpb.Duration)(nil),            // 46: google.protobuf.Duration
+	(*v11.NodeLogStats)(nil),               // 47: raftbus.v1.NodeLogStats
+	(*v11.NodeMessageStats)(nil),           // 48: raftbus.v1.NodeMessageStats
+	(v11.ClockState)(0),                    // 49: raftbus.v1.ClockState
+	(*v11.PartitionRuntimeProperties)(nil), // 50: raftbus.v1.PartitionRuntimeProperties
+	(v11.ReplicaRole)(0),                   // 51: raftbus.v1.ReplicaRole
+	(v11.ReplicaHealth)(0),                 // 52: raftbus.v1.ReplicaHealth
+	(v11.NodeMembership)(0),                // 53: raftbus.v1.NodeMembership
+	(*v11.AccessPolicy)(nil),               // 54: raftbus.v1.AccessPolicy
+	(*v11.TopicProperties)(nil),            // 55: raftbus.v1.TopicProperties
+	(*v11.SubscriptionProperties)(nil),     // 56: raftbus.v1.SubscriptionProperties
+	(*v11.RuleProperties)(nil),             // 57: raftbus.v1.RuleProperties
+	(*v11.QueueProperties)(nil),            // 58: raftbus.v1.QueueProperties
+	(v11.ErrorReason)(0),                   // 59: raftbus.v1.ErrorReason
 }
 var file_raftbus_cluster_v1_cluster_proto_depIdxs = []int32{
-	21, // 0: raftbus.cluster.v1.FinishMoveRequest.move:type_name -> raftbus.cluster.v1.FinishMove
-	41, // 1: raftbus.cluster.v1.AwaitMessagesRequest.sub_queue:type_name -> raftbus.v1.SubQueue
-	42, // 2: raftbus.cluster.v1.AwaitMessagesRequest.max_wait:type_name -> google.protobuf.Duration
-	43, // 3: raftbus.cluster.v1.NodeStatusResponse.log:type_name -> raftbus.v1.NodeLogStats
-	44, // 4: raftbus.cluster.v1.NodeStatusResponse.messages:type_name -> raftbus.v1.NodeMessageStats
-	45, // 5: raftbus.cluster.v1.PingResponse.clock_state:type_name -> raftbus.v1.ClockState
-	46, // 6: raftbus.cluster.v1.PartitionRuntimeResponse.properties:type_name -> raftbus.v1.PartitionRuntimeProperties
-	47, // 7: raftbus.cluster.v1.PartitionStatusResponse.role:type_name -> raftbus.v1.ReplicaRole
-	48, // 8: raftbus.cluster.v1.PartitionStatusResponse.health:type_name -> raftbus.v1.ReplicaHealth
-	30, // 9: raftbus.cluster.v1.MetaCommand.add_node:type_name -> raftbus.cluster.v1.AddNode
-	31, // 10: raftbus.cluster.v1.MetaCommand.put_queue:type_name -> raftbus.cluster.v1.PutQueue
-	32, // 11: raftbus.cluster.v1.MetaCommand.delete_entity:type_name -> raftbus.cluster.v1.DeleteEntity
-	33, // 12: raftbus.cluster.v1.MetaCommand.set_cluster_id:type_name -> raftbus.cluster.v1.SetClusterID
-	25, // 13: raftbus.cluster.v1.MetaCommand.put_topic:type_name -> raftbus.cluster.v1.PutTopic
-	26, // 14: raftbus.cluster.v1.MetaCommand.put_subscription:type_name -> raftbus.cluster.v1.PutSubscription
-	27, // 15: raftbus.cluster.v1.MetaCommand.delete_subscription:type_name -> raftbus.cluster.v1.DeleteSubscription
-	28, // 16: raftbus.cluster.v1.MetaCommand.put_rule:type_name -> raftbus.cluster.v1.PutRule
-	29, // 17: raftbus.cluster.v1.MetaCommand.delete_rule:type_name -> raftbus.cluster.v1.DeleteRule
-	23, // 18: raftbus.cluster.v1.MetaCommand.put_access_policy:type_name -> raftbus.cluster.v1.PutAccessPolicy
-	24, // 19: raftbus.cluster.v1.MetaCommand.delete_access_policy:type_name -> raftbus.cluster.v1.DeleteAccessPolicy
-	19, // 20: raftbus.cluster.v1.MetaCommand.set_node_membership:type_name -> raftbus.cluster.v1.SetNodeMembership
-	20, // 21: raftbus.cluster.v1.MetaCommand.move_replica:type_name -> raftbus.cluster.v1.MoveReplica
-	21, // 22: raftbus.cluster.v1.MetaCommand.finish_move:type_name -> raftbus.cluster.v1.FinishMove
-	22, // 23: raftbus.cluster.v1.MetaCommand.set_preferred_leader:type_name -> raftbus.cluster.v1.SetPreferredLeader
-	18, // 24: raftbus.cluster.v1.MetaCommand.redirect_move:type_name -> raftbus.cluster.v1.RedirectMove
-	49, // 25: raftbus.cluster.v1.SetNodeMembership.membership:type_name -> raftbus.v1.NodeMembership
-	50, // 26: raftbus.cluster.v1.PutAccessPolicy.policy:type_name -> raftbus.v1.AccessPolicy
-	51, // 27: raftbus.cluster.v1.PutTopic.topic:type_name -> raftbus.v1.TopicProperties
-	52, // 28: raftbus.cluster.v1.PutSubscription.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	53, // 29: raftbus.cluster.v1.PutSubscription.rules:type_name -> raftbus.v1.RuleProperties
-	53, // 30: raftbus.cluster.v1.PutRule.rule:type_name -> raftbus.v1.RuleProperties
-	35, // 31: raftbus.cluster.v1.AddNode.node:type_name -> raftbus.cluster.v1.Node
-	54, // 32: raftbus.cluster.v1.PutQueue.queue:type_name -> raftbus.v1.QueueProperties
-	55, // 33: raftbus.cluster.v1.MetaResult.error_reason:type_name -> raftbus.v1.ErrorReason
-	36, // 34: raftbus.cluster.v1.MetaResult.entity:type_name -> raftbus.cluster.v1.Entity
-	37, // 35: raftbus.cluster.v1.MetaResult.subscription:type_name -> raftbus.cluster.v1.Subscription
-	53, // 36: raftbus.cluster.v1.MetaResult.rule:type_name -> raftbus.v1.RuleProperties
-	49, // 37: raftbus.cluster.v1.Node.membership:type_name -> raftbus.v1.NodeMembership
-	0,  // 38: raftbus.cluster.v1.Entity.kind:type_name -> raftbus.cluster.v1.EntityKind
-	54, // 39: raftbus.cluster.v1.Entity.queue:type_name -> raftbus.v1.QueueProperties
-	38, // 40: raftbus.cluster.v1.Entity.partitions:type_name -> raftbus.cluster.v1.Placement
-	51, // 41: raftbus.cluster.v1.Entity.topic:type_name -> raftbus.v1.TopicProperties
-	37, // 42: raftbus.cluster.v1.Entity.subscriptions:type_name -> raftbus.cluster.v1.Subscription
-	52, // 43: raftbus.cluster.v1.Subscription.properties:type_name -> raftbus.v1.SubscriptionProperties
-	53, // 44: raftbus.cluster.v1.Subscription.rules:type_name -> raftbus.v1.RuleProperties
-	39, // 45: raftbus.cluster.v1.Placement.move:type_name -> raftbus.cluster.v1.ReplicaMove
-	35, // 46: raftbus.cluster.v1.MetaSnapshot.nodes:type_name -> raftbus.cluster.v1.Node
-	36, // 47: raftbus.cluster.v1.MetaSnapshot.entities:type_name -> raftbus.cluster.v1.Entity
-	50, // 48: raftbus.cluster.v1.MetaSnapshot.access_policies:type_name -> raftbus.v1.AccessPolicy
-	11, // 49: raftbus.cluster.v1.NodeService.Join:input_type -> raftbus.cluster.v1.JoinRequest
-	13, // 50: raftbus.cluster.v1.NodeService.PartitionRuntime:input_type -> raftbus.cluster.v1.PartitionRuntimeRequest
-	15, // 51: raftbus.cluster.v1.NodeService.PartitionStatus:input_type -> raftbus.cluster.v1.PartitionStatusRequest
-	9,  // 52: raftbus.cluster.v1.NodeService.Ping:input_type -> raftbus.cluster.v1.PingRequest
-	5,  // 53: raftbus.cluster.v1.NodeService.DemoteReplica:input_type -> raftbus.cluster.v1.DemoteReplicaRequest
-	7,  // 54: raftbus.cluster.v1.NodeService.NodeStatus:input_type -> raftbus.cluster.v1.NodeStatusRequest
-	3,  // 55: raftbus.cluster.v1.NodeService.AwaitMessages:input_type -> raftbus.cluster.v1.AwaitMessagesRequest
-	1,  // 56: raftbus.cluster.v1.NodeService.FinishMove:input_type -> raftbus.cluster.v1.FinishMoveRequest
-	12, // 57: raftbus.cluster.v1.NodeService.Join:output_type -> raftbus.cluster.v1.JoinResponse
-	14, // 58: raftbus.cluster.v1.NodeService.PartitionRuntime:output_type -> raftbus.cluster.v1.PartitionRuntimeResponse
-	16, // 59: raftbus.cluster.v1.NodeService.PartitionStatus:output_type -> raftbus.cluster.v1.PartitionStatusResponse
-	10, // 60: raftbus.cluster.v1.NodeService.Ping:output_type -> raftbus.cluster.v1.PingResponse
-	6,  // 61: raftbus.cluster.v1.NodeService.DemoteReplica:output_type -> raftbus.cluster.v1.DemoteReplicaResponse
-	8,  // 62: raftbus.cluster.v1.NodeService.NodeStatus:output_type -> raftbus.cluster.v1.NodeStatusResponse
-	4,  // 63: raftbus.cluster.v1.NodeService.AwaitMessages:output_type -> raftbus.cluster.v1.AwaitMessagesResponse
-	2,  // 64: raftbus.cluster.v1.NodeService.FinishMove:output_type -> raftbus.cluster.v1.FinishMoveResponse
-	57, // [57:65] is the sub-list for method output_type
-	49, // [49:57] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	43, // 0: raftbus.cluster.v1.AcceptTransferRequest.accept:type_name -> raftbus.engine.v1.AcceptTransfer
+	44, // 1: raftbus.cluster.v1.AcceptTransferResponse.messages:type_name -> raftbus.v1.SendResult
+	23, // 2: raftbus.cluster.v1.FinishMoveRequest.move:type_name -> raftbus.cluster.v1.FinishMove
+	45, // 3: raftbus.cluster.v1.AwaitMessagesRequest.sub_queue:type_name -> raftbus.v1.SubQueue
+	46, // 4: raftbus.cluster.v1.AwaitMessagesRequest.max_wait:type_name -> google.protobuf.Duration
+	47, // 5: raftbus.cluster.v1.NodeStatusResponse.log:type_name -> raftbus.v1.NodeLogStats
+	48, // 6: raftbus.cluster.v1.NodeStatusResponse.messages:type_name -> raftbus.v1.NodeMessageStats
+	49, // 7: raftbus.cluster.v1.PingResponse.clock_state:type_name -> raftbus.v1.ClockState
+	50, // 8: raftbus.cluster.v1.PartitionRuntimeResponse.properties:type_name -> raftbus.v1.PartitionRuntimeProperties
+	51, // 9: raftbus.cluster.v1.PartitionStatusResponse.role:type_name -> raftbus.v1.ReplicaRole
+	52, // 10: raftbus.cluster.v1.PartitionStatusResponse.health:type_name -> raftbus.v1.ReplicaHealth
+	32, // 11: raftbus.cluster.v1.MetaCommand.add_node:type_name -> raftbus.cluster.v1.AddNode
+	33, // 12: raftbus.cluster.v1.MetaCommand.put_queue:type_name -> raftbus.cluster.v1.PutQueue
+	34, // 13: raftbus.cluster.v1.MetaCommand.delete_entity:type_name -> raftbus.cluster.v1.DeleteEntity
+	35, // 14: raftbus.cluster.v1.MetaCommand.set_cluster_id:type_name -> raftbus.cluster.v1.SetClusterID
+	27, // 15: raftbus.cluster.v1.MetaCommand.put_topic:type_name -> raftbus.cluster.v1.PutTopic
+	28, // 16: raftbus.cluster.v1.MetaCommand.put_subscription:type_name -> raftbus.cluster.v1.PutSubscription
+	29, // 17: raftbus.cluster.v1.MetaCommand.delete_subscription:type_name -> raftbus.cluster.v1.DeleteSubscription
+	30, // 18: raftbus.cluster.v1.MetaCommand.put_rule:type_name -> raftbus.cluster.v1.PutRule
+	31, // 19: raftbus.cluster.v1.MetaCommand.delete_rule:type_name -> raftbus.cluster.v1.DeleteRule
+	25, // 20: raftbus.cluster.v1.MetaCommand.put_access_policy:type_name -> raftbus.cluster.v1.PutAccessPolicy
+	26, // 21: raftbus.cluster.v1.MetaCommand.delete_access_policy:type_name -> raftbus.cluster.v1.DeleteAccessPolicy
+	21, // 22: raftbus.cluster.v1.MetaCommand.set_node_membership:type_name -> raftbus.cluster.v1.SetNodeMembership
+	22, // 23: raftbus.cluster.v1.MetaCommand.move_replica:type_name -> raftbus.cluster.v1.MoveReplica
+	23, // 24: raftbus.cluster.v1.MetaCommand.finish_move:type_name -> raftbus.cluster.v1.FinishMove
+	24, // 25: raftbus.cluster.v1.MetaCommand.set_preferred_leader:type_name -> raftbus.cluster.v1.SetPreferredLeader
+	20, // 26: raftbus.cluster.v1.MetaCommand.redirect_move:type_name -> raftbus.cluster.v1.RedirectMove
+	53, // 27: raftbus.cluster.v1.SetNodeMembership.membership:type_name -> raftbus.v1.NodeMembership
+	54, // 28: raftbus.cluster.v1.PutAccessPolicy.policy:type_name -> raftbus.v1.AccessPolicy
+	55, // 29: raftbus.cluster.v1.PutTopic.topic:type_name -> raftbus.v1.TopicProperties
+	56, // 30: raftbus.cluster.v1.PutSubscription.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	57, // 31: raftbus.cluster.v1.PutSubscription.rules:type_name -> raftbus.v1.RuleProperties
+	57, // 32: raftbus.cluster.v1.PutRule.rule:type_name -> raftbus.v1.RuleProperties
+	37, // 33: raftbus.cluster.v1.AddNode.node:type_name -> raftbus.cluster.v1.Node
+	58, // 34: raftbus.cluster.v1.PutQueue.queue:type_name -> raftbus.v1.QueueProperties
+	59, // 35: raftbus.cluster.v1.MetaResult.error_reason:type_name -> raftbus.v1.ErrorReason
+	38, // 36: raftbus.cluster.v1.MetaResult.entity:type_name -> raftbus.cluster.v1.Entity
+	39, // 37: raftbus.cluster.v1.MetaResult.subscription:type_name -> raftbus.cluster.v1.Subscription
+	57, // 38: raftbus.cluster.v1.MetaResult.rule:type_name -> raftbus.v1.RuleProperties
+	53, // 39: raftbus.cluster.v1.Node.membership:type_name -> raftbus.v1.NodeMembership
+	0,  // 40: raftbus.cluster.v1.Entity.kind:type_name -> raftbus.cluster.v1.EntityKind
+	58, // 41: raftbus.cluster.v1.Entity.queue:type_name -> raftbus.v1.QueueProperties
+	40, // 42: raftbus.cluster.v1.Entity.partitions:type_name -> raftbus.cluster.v1.Placement
+	55, // 43: raftbus.cluster.v1.Entity.topic:type_name -> raftbus.v1.TopicProperties
+	39, // 44: raftbus.cluster.v1.Entity.subscriptions:type_name -> raftbus.cluster.v1.Subscription
+	56, // 45: raftbus.cluster.v1.Subscription.properties:type_name -> raftbus.v1.SubscriptionProperties
+	57, // 46: raftbus.cluster.v1.Subscription.rules:type_name -> raftbus.v1.RuleProperties
+	41, // 47: raftbus.cluster.v1.Placement.move:type_name -> raftbus.cluster.v1.ReplicaMove
+	37, // 48: raftbus.cluster.v1.MetaSnapshot.nodes:type_name -> raftbus.cluster.v1.Node
+	38, // 49: raftbus.cluster.v1.MetaSnapshot.entities:type_name -> raftbus.cluster.v1.Entity
+	54, // 50: raftbus.cluster.v1.MetaSnapshot.access_policies:type_name -> raftbus.v1.AccessPolicy
+	13, // 51: raftbus.cluster.v1.NodeService.Join:input_type -> raftbus.cluster.v1.JoinRequest
+	15, // 52: raftbus.cluster.v1.NodeService.PartitionRuntime:input_type -> raftbus.cluster.v1.PartitionRuntimeRequest
+	17, // 53: raftbus.cluster.v1.NodeService.PartitionStatus:input_type -> raftbus.cluster.v1.PartitionStatusRequest
+	11, // 54: raftbus.cluster.v1.NodeService.Ping:input_type -> raftbus.cluster.v1.PingRequest
+	7,  // 55: raftbus.cluster.v1.NodeService.DemoteReplica:input_type -> raftbus.cluster.v1.DemoteReplicaRequest
+	9,  // 56: raftbus.cluster.v1.NodeService.NodeStatus:input_type -> raftbus.cluster.v1.NodeStatusRequest
+	5,  // 57: raftbus.cluster.v1.NodeService.AwaitMessages:input_type -> raftbus.cluster.v1.AwaitMessagesRequest
+	3,  // 58: raftbus.cluster.v1.NodeService.FinishMove:input_type -> raftbus.cluster.v1.FinishMoveRequest
+	1,  // 59: raftbus.cluster.v1.NodeService.AcceptTransfer:input_type -> raftbus.cluster.v1.AcceptTransferRequest
+	14, // 60: raftbus.cluster.v1.NodeService.Join:output_type -> raftbus.cluster.v1.JoinResponse
+	16, // 61: raftbus.cluster.v1.NodeService.PartitionRuntime:output_type -> raftbus.cluster.v1.PartitionRuntimeResponse
+	18, // 62: raftbus.cluster.v1.NodeService.PartitionStatus:output_type -> raftbus.cluster.v1.PartitionStatusResponse
+	12, // 63: raftbus.cluster.v1.NodeService.Ping:output_type -> raftbus.cluster.v1.PingResponse
+	8,  // 64: raftbus.cluster.v1.NodeService.DemoteReplica:output_type -> raftbus.cluster.v1.DemoteReplicaResponse
+	10, // 65: raftbus.cluster.v1.NodeService.NodeStatus:output_type -> raftbus.cluster.v1.NodeStatusResponse
+	6,  // 66: raftbus.cluster.v1.NodeService.AwaitMessages:output_type -> raftbus.cluster.v1.AwaitMessagesResponse
+	4,  // 67: raftbus.cluster.v1.NodeService.FinishMove:output_type -> raftbus.cluster.v1.FinishMoveResponse
+	2,  // 68: raftbus.cluster.v1.NodeService.AcceptTransfer:output_type -> raftbus.cluster.v1.AcceptTransferResponse
+	60, // [60:69] is the sub-list for method output_type
+	51, // [51:60] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_cluster_v1_cluster_proto_init() }
@@ -3160,7 +3295,7 @@ func file_raftbus_cluster_v1_cluster_proto_init() {
 	if File_raftbus_cluster_v1_cluster_proto != nil {
 		return
 	}
-	file_raftbus_cluster_v1_cluster_proto_msgTypes[16].OneofWrappers = []any{
+	file_raftbus_cluster_v1_cluster_proto_msgTypes[18].OneofWrappers = []any{
 		(*MetaCommand_AddNode)(nil),
 		(*MetaCommand_PutQueue)(nil),
 		(*MetaCommand_DeleteEntity)(nil),
@@ -3184,7 +3319,7 @@ func file_raftbus_cluster_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftbus_cluster_v1_cluster_proto_rawDesc), len(file_raftbus_cluster_v1_cluster_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   40,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,7 @@ const (
 	NodeService_NodeStatus_FullMethodName       = "/raftbus.cluster.v1.NodeService/NodeStatus"
 	NodeService_AwaitMessages_FullMethodName    = "/raftbus.cluster.v1.NodeService/AwaitMessages"
 	NodeService_FinishMove_FullMethodName       = "/raftbus.cluster.v1.NodeService/FinishMove"
+	NodeService_AcceptTransfer_FullMethodName   = "/raftbus.cluster.v1.NodeService/AcceptTransfer"
 )
 
 // NodeServiceClient is the client API for NodeService service.
@@ -69,6 +70,11 @@ type NodeServiceClient interface {
 	// replica votes, the old one is out of the group), from the partition's
 	// leader to the metadata leader (others forward it).
 	FinishMove(ctx context.Context, in *FinishMoveRequest, opts ...grpc.CallOption) (*FinishMoveResponse, error)
+	// AcceptTransfer enqueues messages auto-forwarded from another
+	// partition in one partition of the target entity, at its leader (the
+	// answering node forwards it there when it is not). A repeat is answered
+	// with duplicates and enqueues nothing (see engine/transfer.go).
+	AcceptTransfer(ctx context.Context, in *AcceptTransferRequest, opts ...grpc.CallOption) (*AcceptTransferResponse, error)
 }
 
 type nodeServiceClient struct {
@@ -159,6 +165,16 @@ func (c *nodeServiceClient) FinishMove(ctx context.Context, in *FinishMoveReques
 	return out, nil
 }
 
+func (c *nodeServiceClient) AcceptTransfer(ctx context.Context, in *AcceptTransferRequest, opts ...grpc.CallOption) (*AcceptTransferResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AcceptTransferResponse)
+	err := c.cc.Invoke(ctx, NodeService_AcceptTransfer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServiceServer is the server API for NodeService service.
 // All implementations must embed UnimplementedNodeServiceServer
 // for forward compatibility.
@@ -199,6 +215,11 @@ type NodeServiceServer interface {
 	// replica votes, the old one is out of the group), from the partition's
 	// leader to the metadata leader (others forward it).
 	FinishMove(context.Context, *FinishMoveRequest) (*FinishMoveResponse, error)
+	// AcceptTransfer enqueues messages auto-forwarded from another
+	// partition in one partition of the target entity, at its leader (the
+	// answering node forwards it there when it is not). A repeat is answered
+	// with duplicates and enqueues nothing (see engine/transfer.go).
+	AcceptTransfer(context.Context, *AcceptTransferRequest) (*AcceptTransferResponse, error)
 	mustEmbedUnimplementedNodeServiceServer()
 }
 
@@ -232,6 +253,9 @@ func (UnimplementedNodeServiceServer) AwaitMessages(context.Context, *AwaitMessa
 }
 func (UnimplementedNodeServiceServer) FinishMove(context.Context, *FinishMoveRequest) (*FinishMoveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method FinishMove not implemented")
+}
+func (UnimplementedNodeServiceServer) AcceptTransfer(context.Context, *AcceptTransferRequest) (*AcceptTransferResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AcceptTransfer not implemented")
 }
 func (UnimplementedNodeServiceServer) mustEmbedUnimplementedNodeServiceServer() {}
 func (UnimplementedNodeServiceServer) testEmbeddedByValue()                     {}
@@ -398,6 +422,24 @@ func _NodeService_FinishMove_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeService_AcceptTransfer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AcceptTransferRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).AcceptTransfer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_AcceptTransfer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).AcceptTransfer(ctx, req.(*AcceptTransferRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // NodeService_ServiceDesc is the grpc.ServiceDesc for NodeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -436,6 +478,10 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "FinishMove",
 			Handler:    _NodeService_FinishMove_Handler,
+		},
+		{
+			MethodName: "AcceptTransfer",
+			Handler:    _NodeService_AcceptTransfer_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

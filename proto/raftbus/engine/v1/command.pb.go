@@ -165,6 +165,8 @@ type Command struct {
 	//	*Command_RenewSessionLock
 	//	*Command_SetSessionState
 	//	*Command_ReleaseSession
+	//	*Command_AcceptTransfer
+	//	*Command_CompleteTransfer
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -363,6 +365,24 @@ func (x *Command) GetReleaseSession() *ReleaseSession {
 	return nil
 }
 
+func (x *Command) GetAcceptTransfer() *AcceptTransfer {
+	if x != nil {
+		if x, ok := x.Body.(*Command_AcceptTransfer); ok {
+			return x.AcceptTransfer
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetCompleteTransfer() *CompleteTransfer {
+	if x != nil {
+		if x, ok := x.Body.(*Command_CompleteTransfer); ok {
+			return x.CompleteTransfer
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -427,6 +447,14 @@ type Command_ReleaseSession struct {
 	ReleaseSession *ReleaseSession `protobuf:"bytes,22,opt,name=release_session,json=releaseSession,proto3,oneof"`
 }
 
+type Command_AcceptTransfer struct {
+	AcceptTransfer *AcceptTransfer `protobuf:"bytes,27,opt,name=accept_transfer,json=acceptTransfer,proto3,oneof"`
+}
+
+type Command_CompleteTransfer struct {
+	CompleteTransfer *CompleteTransfer `protobuf:"bytes,28,opt,name=complete_transfer,json=completeTransfer,proto3,oneof"`
+}
+
 func (*Command_ConfigureEntity) isCommand_Body() {}
 
 func (*Command_Send) isCommand_Body() {}
@@ -456,6 +484,10 @@ func (*Command_RenewSessionLock) isCommand_Body() {}
 func (*Command_SetSessionState) isCommand_Body() {}
 
 func (*Command_ReleaseSession) isCommand_Body() {}
+
+func (*Command_AcceptTransfer) isCommand_Body() {}
+
+func (*Command_CompleteTransfer) isCommand_Body() {}
 
 // ConfigureEntity creates, updates or deletes this partition's slice of a
 // queue, a topic or a subscription. A subscription's path is
@@ -1206,6 +1238,243 @@ func (*Tick) Descriptor() ([]byte, []int) {
 	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{10}
 }
 
+// AcceptTransfer enqueues messages that another partition forwards to the
+// entity (auto-forwarding: see engine/transfer.go), all or nothing, as a
+// Send does. The source numbers the messages it forwards, in increasing
+// order, in a stream of its own; the entity remembers the highest number
+// of each stream it accepted, and a message whose number is not above it
+// was accepted before: it is answered as a duplicate and not enqueued
+// again. So a source may repeat a transfer whose answer it lost.
+type AcceptTransfer struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	EntityPath string                 `protobuf:"bytes,1,opt,name=entity_path,json=entityPath,proto3" json:"entity_path,omitempty"`
+	// The source's stream: its entity, incarnation and partition, as the
+	// forwarder names them (1 to 1024 bytes).
+	Stream string `protobuf:"bytes,2,opt,name=stream,proto3" json:"stream,omitempty"`
+	// In increasing order of number.
+	Messages      []*TransferredMessage `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcceptTransfer) Reset() {
+	*x = AcceptTransfer{}
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcceptTransfer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcceptTransfer) ProtoMessage() {}
+
+func (x *AcceptTransfer) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcceptTransfer.ProtoReflect.Descriptor instead.
+func (*AcceptTransfer) Descriptor() ([]byte, []int) {
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *AcceptTransfer) GetEntityPath() string {
+	if x != nil {
+		return x.EntityPath
+	}
+	return ""
+}
+
+func (x *AcceptTransfer) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *AcceptTransfer) GetMessages() []*TransferredMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+// TransferredMessage is one forwarded message and its number in its
+// source's stream.
+type TransferredMessage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Number        uint64                 `protobuf:"varint,1,opt,name=number,proto3" json:"number,omitempty"`
+	Message       *v1.Message            `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferredMessage) Reset() {
+	*x = TransferredMessage{}
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferredMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferredMessage) ProtoMessage() {}
+
+func (x *TransferredMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferredMessage.ProtoReflect.Descriptor instead.
+func (*TransferredMessage) Descriptor() ([]byte, []int) {
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *TransferredMessage) GetNumber() uint64 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *TransferredMessage) GetMessage() *v1.Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+// CompleteTransfer removes messages in transfer (by their numbers) whose
+// target has accepted them, and ends the transfer of those it refused for
+// good. Numbers not in transfer are ignored.
+type CompleteTransfer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Numbers       []uint64               `protobuf:"varint,1,rep,packed,name=numbers,proto3" json:"numbers,omitempty"`
+	Failed        []*FailedTransfer      `protobuf:"bytes,2,rep,name=failed,proto3" json:"failed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteTransfer) Reset() {
+	*x = CompleteTransfer{}
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteTransfer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteTransfer) ProtoMessage() {}
+
+func (x *CompleteTransfer) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteTransfer.ProtoReflect.Descriptor instead.
+func (*CompleteTransfer) Descriptor() ([]byte, []int) {
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *CompleteTransfer) GetNumbers() []uint64 {
+	if x != nil {
+		return x.Numbers
+	}
+	return nil
+}
+
+func (x *CompleteTransfer) GetFailed() []*FailedTransfer {
+	if x != nil {
+		return x.Failed
+	}
+	return nil
+}
+
+// FailedTransfer is a message its target refused for a reason a repeat
+// cannot get past (it requires a session id the message lacks, its size
+// limit is smaller, ...). The message goes to the dead-letter sub-queue of
+// the entity it was in transfer from, and stays there, with the reason
+// "TransferFailed" and description; a dead letter in transfer stays in
+// the dead-letter sub-queue as it was.
+type FailedTransfer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Number        uint64                 `protobuf:"varint,1,opt,name=number,proto3" json:"number,omitempty"`
+	Description   string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FailedTransfer) Reset() {
+	*x = FailedTransfer{}
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FailedTransfer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FailedTransfer) ProtoMessage() {}
+
+func (x *FailedTransfer) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FailedTransfer.ProtoReflect.Descriptor instead.
+func (*FailedTransfer) Descriptor() ([]byte, []int) {
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *FailedTransfer) GetNumber() uint64 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *FailedTransfer) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
 // Result is what applying one command produced.
 type Result struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1227,6 +1496,8 @@ type Result struct {
 	//	*Result_RenewSessionLock
 	//	*Result_SetSessionState
 	//	*Result_ReleaseSession
+	//	*Result_AcceptTransfer
+	//	*Result_CompleteTransfer
 	Result        isResult_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1234,7 +1505,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[11]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +1517,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[11]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +1530,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{11}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Result) GetResult() isResult_Result {
@@ -1413,6 +1684,24 @@ func (x *Result) GetReleaseSession() *ReleaseSessionResult {
 	return nil
 }
 
+func (x *Result) GetAcceptTransfer() *AcceptTransferResult {
+	if x != nil {
+		if x, ok := x.Result.(*Result_AcceptTransfer); ok {
+			return x.AcceptTransfer
+		}
+	}
+	return nil
+}
+
+func (x *Result) GetCompleteTransfer() *CompleteTransferResult {
+	if x != nil {
+		if x, ok := x.Result.(*Result_CompleteTransfer); ok {
+			return x.CompleteTransfer
+		}
+	}
+	return nil
+}
+
 type isResult_Result interface {
 	isResult_Result()
 }
@@ -1481,6 +1770,14 @@ type Result_ReleaseSession struct {
 	ReleaseSession *ReleaseSessionResult `protobuf:"bytes,22,opt,name=release_session,json=releaseSession,proto3,oneof"`
 }
 
+type Result_AcceptTransfer struct {
+	AcceptTransfer *AcceptTransferResult `protobuf:"bytes,27,opt,name=accept_transfer,json=acceptTransfer,proto3,oneof"`
+}
+
+type Result_CompleteTransfer struct {
+	CompleteTransfer *CompleteTransferResult `protobuf:"bytes,28,opt,name=complete_transfer,json=completeTransfer,proto3,oneof"`
+}
+
 func (*Result_Error) isResult_Result() {}
 
 func (*Result_ConfigureEntity) isResult_Result() {}
@@ -1513,6 +1810,10 @@ func (*Result_SetSessionState) isResult_Result() {}
 
 func (*Result_ReleaseSession) isResult_Result() {}
 
+func (*Result_AcceptTransfer) isResult_Result() {}
+
+func (*Result_CompleteTransfer) isResult_Result() {}
+
 // Error says why a command failed. A failed command has no effect of its
 // own (the time effects due at its time are applied all the same).
 type Error struct {
@@ -1525,7 +1826,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[12]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1537,7 +1838,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[12]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1550,7 +1851,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{12}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Error) GetReason() v1.ErrorReason {
@@ -1576,7 +1877,7 @@ type ConfigureEntityResult struct {
 
 func (x *ConfigureEntityResult) Reset() {
 	*x = ConfigureEntityResult{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[13]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1889,7 @@ func (x *ConfigureEntityResult) String() string {
 func (*ConfigureEntityResult) ProtoMessage() {}
 
 func (x *ConfigureEntityResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[13]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1902,7 @@ func (x *ConfigureEntityResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureEntityResult.ProtoReflect.Descriptor instead.
 func (*ConfigureEntityResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{13}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{17}
 }
 
 // SendResult has one result per sent message, in order.
@@ -1614,7 +1915,7 @@ type SendResult struct {
 
 func (x *SendResult) Reset() {
 	*x = SendResult{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[14]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1927,7 @@ func (x *SendResult) String() string {
 func (*SendResult) ProtoMessage() {}
 
 func (x *SendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[14]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1940,7 @@ func (x *SendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendResult.ProtoReflect.Descriptor instead.
 func (*SendResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{14}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SendResult) GetMessages() []*v1.SendResult {
@@ -1659,7 +1960,7 @@ type ScheduleResult struct {
 
 func (x *ScheduleResult) Reset() {
 	*x = ScheduleResult{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[15]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1671,7 +1972,7 @@ func (x *ScheduleResult) String() string {
 func (*ScheduleResult) ProtoMessage() {}
 
 func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[15]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1684,7 +1985,7 @@ func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResult.ProtoReflect.Descriptor instead.
 func (*ScheduleResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{15}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ScheduleResult) GetMessages() []*v1.SendResult {
@@ -1704,7 +2005,7 @@ type CancelScheduledResult struct {
 
 func (x *CancelScheduledResult) Reset() {
 	*x = CancelScheduledResult{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[16]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1716,7 +2017,7 @@ func (x *CancelScheduledResult) String() string {
 func (*CancelScheduledResult) ProtoMessage() {}
 
 func (x *CancelScheduledResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[16]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1729,7 +2030,7 @@ func (x *CancelScheduledResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelScheduledResult.ProtoReflect.Descriptor instead.
 func (*CancelScheduledResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{16}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CancelScheduledResult) GetCancelled() int32 {
@@ -1749,7 +2050,7 @@ type LockResult struct {
 
 func (x *LockResult) Reset() {
 	*x = LockResult{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[17]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1761,7 +2062,7 @@ func (x *LockResult) String() string {
 func (*LockResult) ProtoMessage() {}
 
 func (x *LockResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[17]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1774,7 +2075,7 @@ func (x *LockResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockResult.ProtoReflect.Descriptor instead.
 func (*LockResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{17}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *LockResult) GetMessages() []*v1.ReceivedMessage {
@@ -1793,7 +2094,7 @@ type SettleResult struct {
 
 func (x *SettleResult) Reset() {
 	*x = SettleResult{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[18]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1805,7 +2106,7 @@ func (x *SettleResult) String() string {
 func (*SettleResult) ProtoMessage() {}
 
 func (x *SettleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[18]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1818,7 +2119,7 @@ func (x *SettleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleResult.ProtoReflect.Descriptor instead.
 func (*SettleResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{18}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{22}
 }
 
 // RenewLockResult carries the new lock expiry.
@@ -1831,7 +2132,7 @@ type RenewLockResult struct {
 
 func (x *RenewLockResult) Reset() {
 	*x = RenewLockResult{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[19]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1843,7 +2144,7 @@ func (x *RenewLockResult) String() string {
 func (*RenewLockResult) ProtoMessage() {}
 
 func (x *RenewLockResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[19]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1856,7 +2157,7 @@ func (x *RenewLockResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLockResult.ProtoReflect.Descriptor instead.
 func (*RenewLockResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{19}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RenewLockResult) GetLockedUntil() *timestamppb.Timestamp {
@@ -1875,7 +2176,7 @@ type TickResult struct {
 
 func (x *TickResult) Reset() {
 	*x = TickResult{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[20]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1887,7 +2188,7 @@ func (x *TickResult) String() string {
 func (*TickResult) ProtoMessage() {}
 
 func (x *TickResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[20]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1900,7 +2201,98 @@ func (x *TickResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TickResult.ProtoReflect.Descriptor instead.
 func (*TickResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{20}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{24}
+}
+
+// AcceptTransferResult has one result per message, in order; a message
+// accepted before is a duplicate, without a sequence number.
+type AcceptTransferResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Messages      []*v1.SendResult       `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcceptTransferResult) Reset() {
+	*x = AcceptTransferResult{}
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcceptTransferResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcceptTransferResult) ProtoMessage() {}
+
+func (x *AcceptTransferResult) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcceptTransferResult.ProtoReflect.Descriptor instead.
+func (*AcceptTransferResult) Descriptor() ([]byte, []int) {
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *AcceptTransferResult) GetMessages() []*v1.SendResult {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+// CompleteTransferResult counts the transfers removed.
+type CompleteTransferResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Completed     int32                  `protobuf:"varint,1,opt,name=completed,proto3" json:"completed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteTransferResult) Reset() {
+	*x = CompleteTransferResult{}
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteTransferResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteTransferResult) ProtoMessage() {}
+
+func (x *CompleteTransferResult) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteTransferResult.ProtoReflect.Descriptor instead.
+func (*CompleteTransferResult) Descriptor() ([]byte, []int) {
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *CompleteTransferResult) GetCompleted() int32 {
+	if x != nil {
+		return x.Completed
+	}
+	return 0
 }
 
 var File_raftbus_engine_v1_command_proto protoreflect.FileDescriptor
@@ -1909,7 +2301,8 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\n" +
 	"\x1fraftbus/engine/v1/command.proto\x12\x11raftbus.engine.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1draftbus/engine/v1/topic.proto\x1a\x1fraftbus/engine/v1/session.proto\x1a\x19raftbus/v1/entities.proto\x1a\x17raftbus/v1/errors.proto\x1a\x18raftbus/v1/message.proto\x1a\x1araftbus/v1/messaging.proto\"?\n" +
 	"\x05Entry\x126\n" +
-	"\bcommands\x18\x01 \x03(\v2\x1a.raftbus.engine.v1.CommandR\bcommands\"\xe1\b\n" +
+	"\bcommands\x18\x01 \x03(\v2\x1a.raftbus.engine.v1.CommandR\bcommands\"\x83\n" +
+	"\n" +
 	"\aCommand\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x01 \x01(\x03R\tnowUnixMs\x12\x1d\n" +
 	"\n" +
@@ -1932,7 +2325,9 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\x0eaccept_session\x18\x13 \x01(\v2 .raftbus.engine.v1.AcceptSessionH\x00R\racceptSession\x12S\n" +
 	"\x12renew_session_lock\x18\x14 \x01(\v2#.raftbus.engine.v1.RenewSessionLockH\x00R\x10renewSessionLock\x12P\n" +
 	"\x11set_session_state\x18\x15 \x01(\v2\".raftbus.engine.v1.SetSessionStateH\x00R\x0fsetSessionState\x12L\n" +
-	"\x0frelease_session\x18\x16 \x01(\v2!.raftbus.engine.v1.ReleaseSessionH\x00R\x0ereleaseSessionB\x06\n" +
+	"\x0frelease_session\x18\x16 \x01(\v2!.raftbus.engine.v1.ReleaseSessionH\x00R\x0ereleaseSession\x12L\n" +
+	"\x0faccept_transfer\x18\x1b \x01(\v2!.raftbus.engine.v1.AcceptTransferH\x00R\x0eacceptTransfer\x12R\n" +
+	"\x11complete_transfer\x18\x1c \x01(\v2#.raftbus.engine.v1.CompleteTransferH\x00R\x10completeTransferB\x06\n" +
 	"\x04body\"\xfa\x02\n" +
 	"\x0fConfigureEntity\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
@@ -2012,7 +2407,22 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"receive_id\x18\n" +
 	" \x01(\fR\treceiveId\x12\x1b\n" +
 	"\tmax_bytes\x18\v \x01(\x03R\bmaxBytes\"\x06\n" +
-	"\x04Tick\"\xfd\b\n" +
+	"\x04Tick\"\x8c\x01\n" +
+	"\x0eAcceptTransfer\x12\x1f\n" +
+	"\ventity_path\x18\x01 \x01(\tR\n" +
+	"entityPath\x12\x16\n" +
+	"\x06stream\x18\x02 \x01(\tR\x06stream\x12A\n" +
+	"\bmessages\x18\x03 \x03(\v2%.raftbus.engine.v1.TransferredMessageR\bmessages\"[\n" +
+	"\x12TransferredMessage\x12\x16\n" +
+	"\x06number\x18\x01 \x01(\x04R\x06number\x12-\n" +
+	"\amessage\x18\x02 \x01(\v2\x13.raftbus.v1.MessageR\amessage\"g\n" +
+	"\x10CompleteTransfer\x12\x18\n" +
+	"\anumbers\x18\x01 \x03(\x04R\anumbers\x129\n" +
+	"\x06failed\x18\x02 \x03(\v2!.raftbus.engine.v1.FailedTransferR\x06failed\"J\n" +
+	"\x0eFailedTransfer\x12\x16\n" +
+	"\x06number\x18\x01 \x01(\x04R\x06number\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\"\xab\n" +
+	"\n" +
 	"\x06Result\x120\n" +
 	"\x05error\x18\x01 \x01(\v2\x18.raftbus.engine.v1.ErrorH\x00R\x05error\x12U\n" +
 	"\x10configure_entity\x18\n" +
@@ -2032,7 +2442,9 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\x0eaccept_session\x18\x13 \x01(\v2&.raftbus.engine.v1.AcceptSessionResultH\x00R\racceptSession\x12Y\n" +
 	"\x12renew_session_lock\x18\x14 \x01(\v2).raftbus.engine.v1.RenewSessionLockResultH\x00R\x10renewSessionLock\x12V\n" +
 	"\x11set_session_state\x18\x15 \x01(\v2(.raftbus.engine.v1.SetSessionStateResultH\x00R\x0fsetSessionState\x12R\n" +
-	"\x0frelease_session\x18\x16 \x01(\v2'.raftbus.engine.v1.ReleaseSessionResultH\x00R\x0ereleaseSessionB\b\n" +
+	"\x0frelease_session\x18\x16 \x01(\v2'.raftbus.engine.v1.ReleaseSessionResultH\x00R\x0ereleaseSession\x12R\n" +
+	"\x0faccept_transfer\x18\x1b \x01(\v2'.raftbus.engine.v1.AcceptTransferResultH\x00R\x0eacceptTransfer\x12X\n" +
+	"\x11complete_transfer\x18\x1c \x01(\v2).raftbus.engine.v1.CompleteTransferResultH\x00R\x10completeTransferB\b\n" +
 	"\x06result\"R\n" +
 	"\x05Error\x12/\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x17.raftbus.v1.ErrorReasonR\x06reason\x12\x18\n" +
@@ -2052,7 +2464,11 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\x0fRenewLockResult\x12=\n" +
 	"\flocked_until\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\vlockedUntil\"\f\n" +
 	"\n" +
-	"TickResult*\x91\x01\n" +
+	"TickResult\"J\n" +
+	"\x14AcceptTransferResult\x122\n" +
+	"\bmessages\x18\x01 \x03(\v2\x16.raftbus.v1.SendResultR\bmessages\"6\n" +
+	"\x16CompleteTransferResult\x12\x1c\n" +
+	"\tcompleted\x18\x01 \x01(\x05R\tcompleted*\x91\x01\n" +
 	"\vDisposition\x12\x1b\n" +
 	"\x17DISPOSITION_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14DISPOSITION_COMPLETE\x10\x01\x12\x17\n" +
@@ -2073,7 +2489,7 @@ func file_raftbus_engine_v1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_raftbus_engine_v1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_raftbus_engine_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_raftbus_engine_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_raftbus_engine_v1_command_proto_goTypes = []any{
 	(Disposition)(0),                  // 0: raftbus.engine.v1.Disposition
 	(*Entry)(nil),                     // 1: raftbus.engine.v1.Entry
@@ -2087,41 +2503,47 @@ var file_raftbus_engine_v1_command_proto_goTypes = []any{
 	(*RenewLock)(nil),                 // 9: raftbus.engine.v1.RenewLock
 	(*ReceiveDeferred)(nil),           // 10: raftbus.engine.v1.ReceiveDeferred
 	(*Tick)(nil),                      // 11: raftbus.engine.v1.Tick
-	(*Result)(nil),                    // 12: raftbus.engine.v1.Result
-	(*Error)(nil),                     // 13: raftbus.engine.v1.Error
-	(*ConfigureEntityResult)(nil),     // 14: raftbus.engine.v1.ConfigureEntityResult
-	(*SendResult)(nil),                // 15: raftbus.engine.v1.SendResult
-	(*ScheduleResult)(nil),            // 16: raftbus.engine.v1.ScheduleResult
-	(*CancelScheduledResult)(nil),     // 17: raftbus.engine.v1.CancelScheduledResult
-	(*LockResult)(nil),                // 18: raftbus.engine.v1.LockResult
-	(*SettleResult)(nil),              // 19: raftbus.engine.v1.SettleResult
-	(*RenewLockResult)(nil),           // 20: raftbus.engine.v1.RenewLockResult
-	(*TickResult)(nil),                // 21: raftbus.engine.v1.TickResult
-	nil,                               // 22: raftbus.engine.v1.Settle.PropertiesToModifyEntry
-	(*AddRule)(nil),                   // 23: raftbus.engine.v1.AddRule
-	(*RemoveRule)(nil),                // 24: raftbus.engine.v1.RemoveRule
-	(*AcceptSession)(nil),             // 25: raftbus.engine.v1.AcceptSession
-	(*RenewSessionLock)(nil),          // 26: raftbus.engine.v1.RenewSessionLock
-	(*SetSessionState)(nil),           // 27: raftbus.engine.v1.SetSessionState
-	(*ReleaseSession)(nil),            // 28: raftbus.engine.v1.ReleaseSession
-	(*v1.QueueProperties)(nil),        // 29: raftbus.v1.QueueProperties
-	(*v1.TopicProperties)(nil),        // 30: raftbus.v1.TopicProperties
-	(*v1.SubscriptionProperties)(nil), // 31: raftbus.v1.SubscriptionProperties
-	(*v1.RuleProperties)(nil),         // 32: raftbus.v1.RuleProperties
-	(*v1.Message)(nil),                // 33: raftbus.v1.Message
-	(v1.SubQueue)(0),                  // 34: raftbus.v1.SubQueue
-	(v1.ReceiveMode)(0),               // 35: raftbus.v1.ReceiveMode
-	(*AddRuleResult)(nil),             // 36: raftbus.engine.v1.AddRuleResult
-	(*RemoveRuleResult)(nil),          // 37: raftbus.engine.v1.RemoveRuleResult
-	(*AcceptSessionResult)(nil),       // 38: raftbus.engine.v1.AcceptSessionResult
-	(*RenewSessionLockResult)(nil),    // 39: raftbus.engine.v1.RenewSessionLockResult
-	(*SetSessionStateResult)(nil),     // 40: raftbus.engine.v1.SetSessionStateResult
-	(*ReleaseSessionResult)(nil),      // 41: raftbus.engine.v1.ReleaseSessionResult
-	(v1.ErrorReason)(0),               // 42: raftbus.v1.ErrorReason
-	(*v1.SendResult)(nil),             // 43: raftbus.v1.SendResult
-	(*v1.ReceivedMessage)(nil),        // 44: raftbus.v1.ReceivedMessage
-	(*timestamppb.Timestamp)(nil),     // 45: google.protobuf.Timestamp
-	(*v1.PropertyValue)(nil),          // 46: raftbus.v1.PropertyValue
+	(*AcceptTransfer)(nil),            // 12: raftbus.engine.v1.AcceptTransfer
+	(*TransferredMessage)(nil),        // 13: raftbus.engine.v1.TransferredMessage
+	(*CompleteTransfer)(nil),          // 14: raftbus.engine.v1.CompleteTransfer
+	(*FailedTransfer)(nil),            // 15: raftbus.engine.v1.FailedTransfer
+	(*Result)(nil),                    // 16: raftbus.engine.v1.Result
+	(*Error)(nil),                     // 17: raftbus.engine.v1.Error
+	(*ConfigureEntityResult)(nil),     // 18: raftbus.engine.v1.ConfigureEntityResult
+	(*SendResult)(nil),                // 19: raftbus.engine.v1.SendResult
+	(*ScheduleResult)(nil),            // 20: raftbus.engine.v1.ScheduleResult
+	(*CancelScheduledResult)(nil),     // 21: raftbus.engine.v1.CancelScheduledResult
+	(*LockResult)(nil),                // 22: raftbus.engine.v1.LockResult
+	(*SettleResult)(nil),              // 23: raftbus.engine.v1.SettleResult
+	(*RenewLockResult)(nil),           // 24: raftbus.engine.v1.RenewLockResult
+	(*TickResult)(nil),                // 25: raftbus.engine.v1.TickResult
+	(*AcceptTransferResult)(nil),      // 26: raftbus.engine.v1.AcceptTransferResult
+	(*CompleteTransferResult)(nil),    // 27: raftbus.engine.v1.CompleteTransferResult
+	nil,                               // 28: raftbus.engine.v1.Settle.PropertiesToModifyEntry
+	(*AddRule)(nil),                   // 29: raftbus.engine.v1.AddRule
+	(*RemoveRule)(nil),                // 30: raftbus.engine.v1.RemoveRule
+	(*AcceptSession)(nil),             // 31: raftbus.engine.v1.AcceptSession
+	(*RenewSessionLock)(nil),          // 32: raftbus.engine.v1.RenewSessionLock
+	(*SetSessionState)(nil),           // 33: raftbus.engine.v1.SetSessionState
+	(*ReleaseSession)(nil),            // 34: raftbus.engine.v1.ReleaseSession
+	(*v1.QueueProperties)(nil),        // 35: raftbus.v1.QueueProperties
+	(*v1.TopicProperties)(nil),        // 36: raftbus.v1.TopicProperties
+	(*v1.SubscriptionProperties)(nil), // 37: raftbus.v1.SubscriptionProperties
+	(*v1.RuleProperties)(nil),         // 38: raftbus.v1.RuleProperties
+	(*v1.Message)(nil),                // 39: raftbus.v1.Message
+	(v1.SubQueue)(0),                  // 40: raftbus.v1.SubQueue
+	(v1.ReceiveMode)(0),               // 41: raftbus.v1.ReceiveMode
+	(*AddRuleResult)(nil),             // 42: raftbus.engine.v1.AddRuleResult
+	(*RemoveRuleResult)(nil),          // 43: raftbus.engine.v1.RemoveRuleResult
+	(*AcceptSessionResult)(nil),       // 44: raftbus.engine.v1.AcceptSessionResult
+	(*RenewSessionLockResult)(nil),    // 45: raftbus.engine.v1.RenewSessionLockResult
+	(*SetSessionStateResult)(nil),     // 46: raftbus.engine.v1.SetSessionStateResult
+	(*ReleaseSessionResult)(nil),      // 47: raftbus.engine.v1.ReleaseSessionResult
+	(v1.ErrorReason)(0),               // 48: raftbus.v1.ErrorReason
+	(*v1.SendResult)(nil),             // 49: raftbus.v1.SendResult
+	(*v1.ReceivedMessage)(nil),        // 50: raftbus.v1.ReceivedMessage
+	(*timestamppb.Timestamp)(nil),     // 51: google.protobuf.Timestamp
+	(*v1.PropertyValue)(nil),          // 52: raftbus.v1.PropertyValue
 }
 var file_raftbus_engine_v1_command_proto_depIdxs = []int32{
 	2,  // 0: raftbus.engine.v1.Entry.commands:type_name -> raftbus.engine.v1.Command
@@ -2134,53 +2556,61 @@ var file_raftbus_engine_v1_command_proto_depIdxs = []int32{
 	9,  // 7: raftbus.engine.v1.Command.renew_lock:type_name -> raftbus.engine.v1.RenewLock
 	10, // 8: raftbus.engine.v1.Command.receive_deferred:type_name -> raftbus.engine.v1.ReceiveDeferred
 	11, // 9: raftbus.engine.v1.Command.tick:type_name -> raftbus.engine.v1.Tick
-	23, // 10: raftbus.engine.v1.Command.add_rule:type_name -> raftbus.engine.v1.AddRule
-	24, // 11: raftbus.engine.v1.Command.remove_rule:type_name -> raftbus.engine.v1.RemoveRule
-	25, // 12: raftbus.engine.v1.Command.accept_session:type_name -> raftbus.engine.v1.AcceptSession
-	26, // 13: raftbus.engine.v1.Command.renew_session_lock:type_name -> raftbus.engine.v1.RenewSessionLock
-	27, // 14: raftbus.engine.v1.Command.set_session_state:type_name -> raftbus.engine.v1.SetSessionState
-	28, // 15: raftbus.engine.v1.Command.release_session:type_name -> raftbus.engine.v1.ReleaseSession
-	29, // 16: raftbus.engine.v1.ConfigureEntity.properties:type_name -> raftbus.v1.QueueProperties
-	30, // 17: raftbus.engine.v1.ConfigureEntity.topic:type_name -> raftbus.v1.TopicProperties
-	31, // 18: raftbus.engine.v1.ConfigureEntity.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	32, // 19: raftbus.engine.v1.ConfigureEntity.rules:type_name -> raftbus.v1.RuleProperties
-	33, // 20: raftbus.engine.v1.Send.messages:type_name -> raftbus.v1.Message
-	33, // 21: raftbus.engine.v1.Schedule.messages:type_name -> raftbus.v1.Message
-	34, // 22: raftbus.engine.v1.Lock.sub_queue:type_name -> raftbus.v1.SubQueue
-	35, // 23: raftbus.engine.v1.Lock.receive_mode:type_name -> raftbus.v1.ReceiveMode
-	34, // 24: raftbus.engine.v1.Settle.sub_queue:type_name -> raftbus.v1.SubQueue
-	0,  // 25: raftbus.engine.v1.Settle.disposition:type_name -> raftbus.engine.v1.Disposition
-	22, // 26: raftbus.engine.v1.Settle.properties_to_modify:type_name -> raftbus.engine.v1.Settle.PropertiesToModifyEntry
-	34, // 27: raftbus.engine.v1.RenewLock.sub_queue:type_name -> raftbus.v1.SubQueue
-	34, // 28: raftbus.engine.v1.ReceiveDeferred.sub_queue:type_name -> raftbus.v1.SubQueue
-	35, // 29: raftbus.engine.v1.ReceiveDeferred.receive_mode:type_name -> raftbus.v1.ReceiveMode
-	13, // 30: raftbus.engine.v1.Result.error:type_name -> raftbus.engine.v1.Error
-	14, // 31: raftbus.engine.v1.Result.configure_entity:type_name -> raftbus.engine.v1.ConfigureEntityResult
-	15, // 32: raftbus.engine.v1.Result.send:type_name -> raftbus.engine.v1.SendResult
-	16, // 33: raftbus.engine.v1.Result.schedule:type_name -> raftbus.engine.v1.ScheduleResult
-	17, // 34: raftbus.engine.v1.Result.cancel_scheduled:type_name -> raftbus.engine.v1.CancelScheduledResult
-	18, // 35: raftbus.engine.v1.Result.lock:type_name -> raftbus.engine.v1.LockResult
-	19, // 36: raftbus.engine.v1.Result.settle:type_name -> raftbus.engine.v1.SettleResult
-	20, // 37: raftbus.engine.v1.Result.renew_lock:type_name -> raftbus.engine.v1.RenewLockResult
-	18, // 38: raftbus.engine.v1.Result.receive_deferred:type_name -> raftbus.engine.v1.LockResult
-	21, // 39: raftbus.engine.v1.Result.tick:type_name -> raftbus.engine.v1.TickResult
-	36, // 40: raftbus.engine.v1.Result.add_rule:type_name -> raftbus.engine.v1.AddRuleResult
-	37, // 41: raftbus.engine.v1.Result.remove_rule:type_name -> raftbus.engine.v1.RemoveRuleResult
-	38, // 42: raftbus.engine.v1.Result.accept_session:type_name -> raftbus.engine.v1.AcceptSessionResult
-	39, // 43: raftbus.engine.v1.Result.renew_session_lock:type_name -> raftbus.engine.v1.RenewSessionLockResult
-	40, // 44: raftbus.engine.v1.Result.set_session_state:type_name -> raftbus.engine.v1.SetSessionStateResult
-	41, // 45: raftbus.engine.v1.Result.release_session:type_name -> raftbus.engine.v1.ReleaseSessionResult
-	42, // 46: raftbus.engine.v1.Error.reason:type_name -> raftbus.v1.ErrorReason
-	43, // 47: raftbus.engine.v1.SendResult.messages:type_name -> raftbus.v1.SendResult
-	43, // 48: raftbus.engine.v1.ScheduleResult.messages:type_name -> raftbus.v1.SendResult
-	44, // 49: raftbus.engine.v1.LockResult.messages:type_name -> raftbus.v1.ReceivedMessage
-	45, // 50: raftbus.engine.v1.RenewLockResult.locked_until:type_name -> google.protobuf.Timestamp
-	46, // 51: raftbus.engine.v1.Settle.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
-	52, // [52:52] is the sub-list for method output_type
-	52, // [52:52] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	29, // 10: raftbus.engine.v1.Command.add_rule:type_name -> raftbus.engine.v1.AddRule
+	30, // 11: raftbus.engine.v1.Command.remove_rule:type_name -> raftbus.engine.v1.RemoveRule
+	31, // 12: raftbus.engine.v1.Command.accept_session:type_name -> raftbus.engine.v1.AcceptSession
+	32, // 13: raftbus.engine.v1.Command.renew_session_lock:type_name -> raftbus.engine.v1.RenewSessionLock
+	33, // 14: raftbus.engine.v1.Command.set_session_state:type_name -> raftbus.engine.v1.SetSessionState
+	34, // 15: raftbus.engine.v1.Command.release_session:type_name -> raftbus.engine.v1.ReleaseSession
+	12, // 16: raftbus.engine.v1.Command.accept_transfer:type_name -> raftbus.engine.v1.AcceptTransfer
+	14, // 17: raftbus.engine.v1.Command.complete_transfer:type_name -> raftbus.engine.v1.CompleteTransfer
+	35, // 18: raftbus.engine.v1.ConfigureEntity.properties:type_name -> raftbus.v1.QueueProperties
+	36, // 19: raftbus.engine.v1.ConfigureEntity.topic:type_name -> raftbus.v1.TopicProperties
+	37, // 20: raftbus.engine.v1.ConfigureEntity.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	38, // 21: raftbus.engine.v1.ConfigureEntity.rules:type_name -> raftbus.v1.RuleProperties
+	39, // 22: raftbus.engine.v1.Send.messages:type_name -> raftbus.v1.Message
+	39, // 23: raftbus.engine.v1.Schedule.messages:type_name -> raftbus.v1.Message
+	40, // 24: raftbus.engine.v1.Lock.sub_queue:type_name -> raftbus.v1.SubQueue
+	41, // 25: raftbus.engine.v1.Lock.receive_mode:type_name -> raftbus.v1.ReceiveMode
+	40, // 26: raftbus.engine.v1.Settle.sub_queue:type_name -> raftbus.v1.SubQueue
+	0,  // 27: raftbus.engine.v1.Settle.disposition:type_name -> raftbus.engine.v1.Disposition
+	28, // 28: raftbus.engine.v1.Settle.properties_to_modify:type_name -> raftbus.engine.v1.Settle.PropertiesToModifyEntry
+	40, // 29: raftbus.engine.v1.RenewLock.sub_queue:type_name -> raftbus.v1.SubQueue
+	40, // 30: raftbus.engine.v1.ReceiveDeferred.sub_queue:type_name -> raftbus.v1.SubQueue
+	41, // 31: raftbus.engine.v1.ReceiveDeferred.receive_mode:type_name -> raftbus.v1.ReceiveMode
+	13, // 32: raftbus.engine.v1.AcceptTransfer.messages:type_name -> raftbus.engine.v1.TransferredMessage
+	39, // 33: raftbus.engine.v1.TransferredMessage.message:type_name -> raftbus.v1.Message
+	15, // 34: raftbus.engine.v1.CompleteTransfer.failed:type_name -> raftbus.engine.v1.FailedTransfer
+	17, // 35: raftbus.engine.v1.Result.error:type_name -> raftbus.engine.v1.Error
+	18, // 36: raftbus.engine.v1.Result.configure_entity:type_name -> raftbus.engine.v1.ConfigureEntityResult
+	19, // 37: raftbus.engine.v1.Result.send:type_name -> raftbus.engine.v1.SendResult
+	20, // 38: raftbus.engine.v1.Result.schedule:type_name -> raftbus.engine.v1.ScheduleResult
+	21, // 39: raftbus.engine.v1.Result.cancel_scheduled:type_name -> raftbus.engine.v1.CancelScheduledResult
+	22, // 40: raftbus.engine.v1.Result.lock:type_name -> raftbus.engine.v1.LockResult
+	23, // 41: raftbus.engine.v1.Result.settle:type_name -> raftbus.engine.v1.SettleResult
+	24, // 42: raftbus.engine.v1.Result.renew_lock:type_name -> raftbus.engine.v1.RenewLockResult
+	22, // 43: raftbus.engine.v1.Result.receive_deferred:type_name -> raftbus.engine.v1.LockResult
+	25, // 44: raftbus.engine.v1.Result.tick:type_name -> raftbus.engine.v1.TickResult
+	42, // 45: raftbus.engine.v1.Result.add_rule:type_name -> raftbus.engine.v1.AddRuleResult
+	43, // 46: raftbus.engine.v1.Result.remove_rule:type_name -> raftbus.engine.v1.RemoveRuleResult
+	44, // 47: raftbus.engine.v1.Result.accept_session:type_name -> raftbus.engine.v1.AcceptSessionResult
+	45, // 48: raftbus.engine.v1.Result.renew_session_lock:type_name -> raftbus.engine.v1.RenewSessionLockResult
+	46, // 49: raftbus.engine.v1.Result.set_session_state:type_name -> raftbus.engine.v1.SetSessionStateResult
+	47, // 50: raftbus.engine.v1.Result.release_session:type_name -> raftbus.engine.v1.ReleaseSessionResult
+	26, // 51: raftbus.engine.v1.Result.accept_transfer:type_name -> raftbus.engine.v1.AcceptTransferResult
+	27, // 52: raftbus.engine.v1.Result.complete_transfer:type_name -> raftbus.engine.v1.CompleteTransferResult
+	48, // 53: raftbus.engine.v1.Error.reason:type_name -> raftbus.v1.ErrorReason
+	49, // 54: raftbus.engine.v1.SendResult.messages:type_name -> raftbus.v1.SendResult
+	49, // 55: raftbus.engine.v1.ScheduleResult.messages:type_name -> raftbus.v1.SendResult
+	50, // 56: raftbus.engine.v1.LockResult.messages:type_name -> raftbus.v1.ReceivedMessage
+	51, // 57: raftbus.engine.v1.RenewLockResult.locked_until:type_name -> google.protobuf.Timestamp
+	49, // 58: raftbus.engine.v1.AcceptTransferResult.messages:type_name -> raftbus.v1.SendResult
+	52, // 59: raftbus.engine.v1.Settle.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
+	60, // [60:60] is the sub-list for method output_type
+	60, // [60:60] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_engine_v1_command_proto_init() }
@@ -2206,8 +2636,10 @@ func file_raftbus_engine_v1_command_proto_init() {
 		(*Command_RenewSessionLock)(nil),
 		(*Command_SetSessionState)(nil),
 		(*Command_ReleaseSession)(nil),
+		(*Command_AcceptTransfer)(nil),
+		(*Command_CompleteTransfer)(nil),
 	}
-	file_raftbus_engine_v1_command_proto_msgTypes[11].OneofWrappers = []any{
+	file_raftbus_engine_v1_command_proto_msgTypes[15].OneofWrappers = []any{
 		(*Result_Error)(nil),
 		(*Result_ConfigureEntity)(nil),
 		(*Result_Send)(nil),
@@ -2224,6 +2656,8 @@ func file_raftbus_engine_v1_command_proto_init() {
 		(*Result_RenewSessionLock)(nil),
 		(*Result_SetSessionState)(nil),
 		(*Result_ReleaseSession)(nil),
+		(*Result_AcceptTransfer)(nil),
+		(*Result_CompleteTransfer)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2231,7 +2665,7 @@ func file_raftbus_engine_v1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftbus_engine_v1_command_proto_rawDesc), len(file_raftbus_engine_v1_command_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   22,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

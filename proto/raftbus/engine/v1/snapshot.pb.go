@@ -31,6 +31,9 @@ const (
 	StoredState_STORED_STATE_LOCKED      StoredState = 2
 	StoredState_STORED_STATE_DEFERRED    StoredState = 3
 	StoredState_STORED_STATE_SCHEDULED   StoredState = 4
+	// On its way to another entity (auto-forwarding): seen by no receiver
+	// and no peek, until the target has accepted it.
+	StoredState_STORED_STATE_TRANSFER StoredState = 5
 )
 
 // Enum value maps for StoredState.
@@ -41,6 +44,7 @@ var (
 		2: "STORED_STATE_LOCKED",
 		3: "STORED_STATE_DEFERRED",
 		4: "STORED_STATE_SCHEDULED",
+		5: "STORED_STATE_TRANSFER",
 	}
 	StoredState_value = map[string]int32{
 		"STORED_STATE_UNSPECIFIED": 0,
@@ -48,6 +52,7 @@ var (
 		"STORED_STATE_LOCKED":      2,
 		"STORED_STATE_DEFERRED":    3,
 		"STORED_STATE_SCHEDULED":   4,
+		"STORED_STATE_TRANSFER":    5,
 	}
 )
 
@@ -81,8 +86,8 @@ func (StoredState) EnumDescriptor() ([]byte, []int) {
 // SnapshotRecord is one record of an engine snapshot. A snapshot is a stream
 // of length-delimited records: one header; per entity, in name order, its
 // entity record, its messages (main queue then dead-letter sub-queue, each
-// in sequence order), its remembered message ids and its held or stateful
-// sessions in id order; then the receipts of recent receives, oldest first;
+// in sequence order), its remembered message ids, its held or stateful
+// sessions in id order and its transfer marks in stream order; then the receipts of recent receives, oldest first;
 // then the recent settlements, oldest first; then one trailer.
 type SnapshotRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -96,6 +101,7 @@ type SnapshotRecord struct {
 	//	*SnapshotRecord_Session
 	//	*SnapshotRecord_Receipt
 	//	*SnapshotRecord_SettledLock
+	//	*SnapshotRecord_TransferMark
 	Record        isSnapshotRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -210,6 +216,15 @@ func (x *SnapshotRecord) GetSettledLock() *SettledLock {
 	return nil
 }
 
+func (x *SnapshotRecord) GetTransferMark() *TransferMark {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_TransferMark); ok {
+			return x.TransferMark
+		}
+	}
+	return nil
+}
+
 type isSnapshotRecord_Record interface {
 	isSnapshotRecord_Record()
 }
@@ -246,6 +261,10 @@ type SnapshotRecord_SettledLock struct {
 	SettledLock *SettledLock `protobuf:"bytes,8,opt,name=settled_lock,json=settledLock,proto3,oneof"`
 }
 
+type SnapshotRecord_TransferMark struct {
+	TransferMark *TransferMark `protobuf:"bytes,9,opt,name=transfer_mark,json=transferMark,proto3,oneof"`
+}
+
 func (*SnapshotRecord_Header) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Entity) isSnapshotRecord_Record() {}
@@ -262,6 +281,8 @@ func (*SnapshotRecord_Receipt) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_SettledLock) isSnapshotRecord_Record() {}
 
+func (*SnapshotRecord_TransferMark) isSnapshotRecord_Record() {}
+
 // SnapshotHeader is the partition-wide state.
 type SnapshotHeader struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -274,7 +295,10 @@ type SnapshotHeader struct {
 	// The last applied (clamped) time.
 	NowUnixMs int64 `protobuf:"varint,5,opt,name=now_unix_ms,json=nowUnixMs,proto3" json:"now_unix_ms,omitempty"`
 	// The highest metadata generation applied per entity, by entity path.
-	Generations   []*EntityGeneration `protobuf:"bytes,6,rep,name=generations,proto3" json:"generations,omitempty"`
+	Generations []*EntityGeneration `protobuf:"bytes,6,rep,name=generations,proto3" json:"generations,omitempty"`
+	// The number the next message put in transfer gets (0 in snapshots
+	// written before transfers existed: 1).
+	NextTransfer  uint64 `protobuf:"varint,7,opt,name=next_transfer,json=nextTransfer,proto3" json:"next_transfer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -349,6 +373,13 @@ func (x *SnapshotHeader) GetGenerations() []*EntityGeneration {
 		return x.Generations
 	}
 	return nil
+}
+
+func (x *SnapshotHeader) GetNextTransfer() uint64 {
+	if x != nil {
+		return x.NextTransfer
+	}
+	return 0
 }
 
 // EntityGeneration is the highest metadata generation of an entity (a queue,
@@ -488,8 +519,12 @@ type StoredMessage struct {
 	// no expiry of its own (due_unix_ms is the session's lock expiry) and is
 	// released with the session.
 	UnderSessionLock bool `protobuf:"varint,23,opt,name=under_session_lock,json=underSessionLock,proto3" json:"under_session_lock,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// A message in transfer: its number in the partition's stream of
+	// transfers and the entity it goes to.
+	TransferNumber uint64 `protobuf:"varint,24,opt,name=transfer_number,json=transferNumber,proto3" json:"transfer_number,omitempty"`
+	TransferTo     string `protobuf:"bytes,25,opt,name=transfer_to,json=transferTo,proto3" json:"transfer_to,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *StoredMessage) Reset() {
@@ -662,6 +697,75 @@ func (x *StoredMessage) GetUnderSessionLock() bool {
 	return false
 }
 
+func (x *StoredMessage) GetTransferNumber() uint64 {
+	if x != nil {
+		return x.TransferNumber
+	}
+	return 0
+}
+
+func (x *StoredMessage) GetTransferTo() string {
+	if x != nil {
+		return x.TransferTo
+	}
+	return ""
+}
+
+// TransferMark is, for the entity last named by an entity record, the
+// highest number of a source's stream of transfers it accepted (see
+// AcceptTransfer).
+type TransferMark struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Stream        string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
+	Number        uint64                 `protobuf:"varint,2,opt,name=number,proto3" json:"number,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferMark) Reset() {
+	*x = TransferMark{}
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferMark) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferMark) ProtoMessage() {}
+
+func (x *TransferMark) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferMark.ProtoReflect.Descriptor instead.
+func (*TransferMark) Descriptor() ([]byte, []int) {
+	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *TransferMark) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *TransferMark) GetNumber() uint64 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
 // DuplicateId is a message id remembered for duplicate detection, with
 // what its first copy got (zero in snapshots written before they were
 // kept), so that a duplicate is answered as the first copy was.
@@ -678,7 +782,7 @@ type DuplicateId struct {
 
 func (x *DuplicateId) Reset() {
 	*x = DuplicateId{}
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[5]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -690,7 +794,7 @@ func (x *DuplicateId) String() string {
 func (*DuplicateId) ProtoMessage() {}
 
 func (x *DuplicateId) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[5]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -703,7 +807,7 @@ func (x *DuplicateId) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DuplicateId.ProtoReflect.Descriptor instead.
 func (*DuplicateId) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{5}
+	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DuplicateId) GetMessageId() string {
@@ -766,7 +870,7 @@ type Receipt struct {
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[6]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -778,7 +882,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[6]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -791,7 +895,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{6}
+	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Receipt) GetEntityPath() string {
@@ -879,7 +983,7 @@ type SettledLock struct {
 
 func (x *SettledLock) Reset() {
 	*x = SettledLock{}
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[7]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +995,7 @@ func (x *SettledLock) String() string {
 func (*SettledLock) ProtoMessage() {}
 
 func (x *SettledLock) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[7]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +1008,7 @@ func (x *SettledLock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettledLock.ProtoReflect.Descriptor instead.
 func (*SettledLock) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{7}
+	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SettledLock) GetEntityPath() string {
@@ -953,7 +1057,7 @@ type SnapshotTrailer struct {
 
 func (x *SnapshotTrailer) Reset() {
 	*x = SnapshotTrailer{}
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[8]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -965,7 +1069,7 @@ func (x *SnapshotTrailer) String() string {
 func (*SnapshotTrailer) ProtoMessage() {}
 
 func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[8]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -978,7 +1082,7 @@ func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotTrailer.ProtoReflect.Descriptor instead.
 func (*SnapshotTrailer) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{8}
+	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SnapshotTrailer) GetEntityCount() uint64 {
@@ -999,7 +1103,7 @@ var File_raftbus_engine_v1_snapshot_proto protoreflect.FileDescriptor
 
 const file_raftbus_engine_v1_snapshot_proto_rawDesc = "" +
 	"\n" +
-	" raftbus/engine/v1/snapshot.proto\x12\x11raftbus.engine.v1\x1a\x1fraftbus/engine/v1/command.proto\x1a\x1fraftbus/engine/v1/session.proto\x1a\x18raftbus/v1/message.proto\x1a\x1araftbus/v1/messaging.proto\"\x92\x04\n" +
+	" raftbus/engine/v1/snapshot.proto\x12\x11raftbus.engine.v1\x1a\x1fraftbus/engine/v1/command.proto\x1a\x1fraftbus/engine/v1/session.proto\x1a\x18raftbus/v1/message.proto\x1a\x1araftbus/v1/messaging.proto\"\xda\x04\n" +
 	"\x0eSnapshotRecord\x12;\n" +
 	"\x06header\x18\x01 \x01(\v2!.raftbus.engine.v1.SnapshotHeaderH\x00R\x06header\x12;\n" +
 	"\x06entity\x18\x02 \x01(\v2!.raftbus.engine.v1.SnapshotEntityH\x00R\x06entity\x12<\n" +
@@ -1008,8 +1112,9 @@ const file_raftbus_engine_v1_snapshot_proto_rawDesc = "" +
 	"\atrailer\x18\x05 \x01(\v2\".raftbus.engine.v1.SnapshotTrailerH\x00R\atrailer\x12<\n" +
 	"\asession\x18\x06 \x01(\v2 .raftbus.engine.v1.StoredSessionH\x00R\asession\x126\n" +
 	"\areceipt\x18\a \x01(\v2\x1a.raftbus.engine.v1.ReceiptH\x00R\areceipt\x12C\n" +
-	"\fsettled_lock\x18\b \x01(\v2\x1e.raftbus.engine.v1.SettledLockH\x00R\vsettledLockB\b\n" +
-	"\x06record\"\xfc\x01\n" +
+	"\fsettled_lock\x18\b \x01(\v2\x1e.raftbus.engine.v1.SettledLockH\x00R\vsettledLock\x12F\n" +
+	"\rtransfer_mark\x18\t \x01(\v2\x1f.raftbus.engine.v1.TransferMarkH\x00R\ftransferMarkB\b\n" +
+	"\x06record\"\xa1\x02\n" +
 	"\x0eSnapshotHeader\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12!\n" +
 	"\fpartition_id\x18\x02 \x01(\rR\vpartitionId\x12'\n" +
@@ -1017,7 +1122,8 @@ const file_raftbus_engine_v1_snapshot_proto_rawDesc = "" +
 	"\n" +
 	"next_order\x18\x04 \x01(\x04R\tnextOrder\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x05 \x01(\x03R\tnowUnixMs\x12E\n" +
-	"\vgenerations\x18\x06 \x03(\v2#.raftbus.engine.v1.EntityGenerationR\vgenerations\"S\n" +
+	"\vgenerations\x18\x06 \x03(\v2#.raftbus.engine.v1.EntityGenerationR\vgenerations\x12#\n" +
+	"\rnext_transfer\x18\a \x01(\x04R\fnextTransfer\"S\n" +
 	"\x10EntityGeneration\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x12\x1e\n" +
@@ -1025,7 +1131,7 @@ const file_raftbus_engine_v1_snapshot_proto_rawDesc = "" +
 	"generation\x18\x02 \x01(\x04R\n" +
 	"generation\"Z\n" +
 	"\x0eSnapshotEntity\x12H\n" +
-	"\rconfiguration\x18\x01 \x01(\v2\".raftbus.engine.v1.ConfigureEntityR\rconfiguration\"\xc9\x06\n" +
+	"\rconfiguration\x18\x01 \x01(\v2\".raftbus.engine.v1.ConfigureEntityR\rconfiguration\"\x93\a\n" +
 	"\rStoredMessage\x121\n" +
 	"\tsub_queue\x18\x01 \x01(\x0e2\x14.raftbus.v1.SubQueueR\bsubQueue\x12'\n" +
 	"\x0fsequence_number\x18\x02 \x01(\x03R\x0esequenceNumber\x12\x14\n" +
@@ -1049,7 +1155,13 @@ const file_raftbus_engine_v1_snapshot_proto_rawDesc = "" +
 	"\x18enqueued_sequence_number\x18\x11 \x01(\x03R\x16enqueuedSequenceNumber\x125\n" +
 	"\x17session_lost_lock_token\x18\x12 \x01(\fR\x14sessionLostLockToken\x12!\n" +
 	"\forigin_order\x18\x16 \x01(\x04R\voriginOrder\x12,\n" +
-	"\x12under_session_lock\x18\x17 \x01(\bR\x10underSessionLock\"\xc5\x01\n" +
+	"\x12under_session_lock\x18\x17 \x01(\bR\x10underSessionLock\x12'\n" +
+	"\x0ftransfer_number\x18\x18 \x01(\x04R\x0etransferNumber\x12\x1f\n" +
+	"\vtransfer_to\x18\x19 \x01(\tR\n" +
+	"transferTo\">\n" +
+	"\fTransferMark\x12\x16\n" +
+	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x16\n" +
+	"\x06number\x18\x02 \x01(\x04R\x06number\"\xc5\x01\n" +
 	"\vDuplicateId\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12&\n" +
@@ -1083,13 +1195,14 @@ const file_raftbus_engine_v1_snapshot_proto_rawDesc = "" +
 	"\x0fexpires_unix_ms\x18\x05 \x01(\x03R\rexpiresUnixMs\"Y\n" +
 	"\x0fSnapshotTrailer\x12!\n" +
 	"\fentity_count\x18\x01 \x01(\x04R\ventityCount\x12#\n" +
-	"\rmessage_count\x18\x02 \x01(\x04R\fmessageCount*\x97\x01\n" +
+	"\rmessage_count\x18\x02 \x01(\x04R\fmessageCount*\xb2\x01\n" +
 	"\vStoredState\x12\x1c\n" +
 	"\x18STORED_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16STORED_STATE_AVAILABLE\x10\x01\x12\x17\n" +
 	"\x13STORED_STATE_LOCKED\x10\x02\x12\x19\n" +
 	"\x15STORED_STATE_DEFERRED\x10\x03\x12\x1a\n" +
-	"\x16STORED_STATE_SCHEDULED\x10\x04B=Z;github.com/raftbus/raftbus/proto/raftbus/engine/v1;enginev1b\x06proto3"
+	"\x16STORED_STATE_SCHEDULED\x10\x04\x12\x19\n" +
+	"\x15STORED_STATE_TRANSFER\x10\x05B=Z;github.com/raftbus/raftbus/proto/raftbus/engine/v1;enginev1b\x06proto3"
 
 var (
 	file_raftbus_engine_v1_snapshot_proto_rawDescOnce sync.Once
@@ -1104,7 +1217,7 @@ func file_raftbus_engine_v1_snapshot_proto_rawDescGZIP() []byte {
 }
 
 var file_raftbus_engine_v1_snapshot_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_raftbus_engine_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_raftbus_engine_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_raftbus_engine_v1_snapshot_proto_goTypes = []any{
 	(StoredState)(0),           // 0: raftbus.engine.v1.StoredState
 	(*SnapshotRecord)(nil),     // 1: raftbus.engine.v1.SnapshotRecord
@@ -1112,40 +1225,42 @@ var file_raftbus_engine_v1_snapshot_proto_goTypes = []any{
 	(*EntityGeneration)(nil),   // 3: raftbus.engine.v1.EntityGeneration
 	(*SnapshotEntity)(nil),     // 4: raftbus.engine.v1.SnapshotEntity
 	(*StoredMessage)(nil),      // 5: raftbus.engine.v1.StoredMessage
-	(*DuplicateId)(nil),        // 6: raftbus.engine.v1.DuplicateId
-	(*Receipt)(nil),            // 7: raftbus.engine.v1.Receipt
-	(*SettledLock)(nil),        // 8: raftbus.engine.v1.SettledLock
-	(*SnapshotTrailer)(nil),    // 9: raftbus.engine.v1.SnapshotTrailer
-	(*StoredSession)(nil),      // 10: raftbus.engine.v1.StoredSession
-	(*ConfigureEntity)(nil),    // 11: raftbus.engine.v1.ConfigureEntity
-	(v1.SubQueue)(0),           // 12: raftbus.v1.SubQueue
-	(v1.ReceiveMode)(0),        // 13: raftbus.v1.ReceiveMode
-	(*v1.ReceivedMessage)(nil), // 14: raftbus.v1.ReceivedMessage
-	(Disposition)(0),           // 15: raftbus.engine.v1.Disposition
+	(*TransferMark)(nil),       // 6: raftbus.engine.v1.TransferMark
+	(*DuplicateId)(nil),        // 7: raftbus.engine.v1.DuplicateId
+	(*Receipt)(nil),            // 8: raftbus.engine.v1.Receipt
+	(*SettledLock)(nil),        // 9: raftbus.engine.v1.SettledLock
+	(*SnapshotTrailer)(nil),    // 10: raftbus.engine.v1.SnapshotTrailer
+	(*StoredSession)(nil),      // 11: raftbus.engine.v1.StoredSession
+	(*ConfigureEntity)(nil),    // 12: raftbus.engine.v1.ConfigureEntity
+	(v1.SubQueue)(0),           // 13: raftbus.v1.SubQueue
+	(v1.ReceiveMode)(0),        // 14: raftbus.v1.ReceiveMode
+	(*v1.ReceivedMessage)(nil), // 15: raftbus.v1.ReceivedMessage
+	(Disposition)(0),           // 16: raftbus.engine.v1.Disposition
 }
 var file_raftbus_engine_v1_snapshot_proto_depIdxs = []int32{
 	2,  // 0: raftbus.engine.v1.SnapshotRecord.header:type_name -> raftbus.engine.v1.SnapshotHeader
 	4,  // 1: raftbus.engine.v1.SnapshotRecord.entity:type_name -> raftbus.engine.v1.SnapshotEntity
 	5,  // 2: raftbus.engine.v1.SnapshotRecord.message:type_name -> raftbus.engine.v1.StoredMessage
-	6,  // 3: raftbus.engine.v1.SnapshotRecord.duplicate_id:type_name -> raftbus.engine.v1.DuplicateId
-	9,  // 4: raftbus.engine.v1.SnapshotRecord.trailer:type_name -> raftbus.engine.v1.SnapshotTrailer
-	10, // 5: raftbus.engine.v1.SnapshotRecord.session:type_name -> raftbus.engine.v1.StoredSession
-	7,  // 6: raftbus.engine.v1.SnapshotRecord.receipt:type_name -> raftbus.engine.v1.Receipt
-	8,  // 7: raftbus.engine.v1.SnapshotRecord.settled_lock:type_name -> raftbus.engine.v1.SettledLock
-	3,  // 8: raftbus.engine.v1.SnapshotHeader.generations:type_name -> raftbus.engine.v1.EntityGeneration
-	11, // 9: raftbus.engine.v1.SnapshotEntity.configuration:type_name -> raftbus.engine.v1.ConfigureEntity
-	12, // 10: raftbus.engine.v1.StoredMessage.sub_queue:type_name -> raftbus.v1.SubQueue
-	0,  // 11: raftbus.engine.v1.StoredMessage.state:type_name -> raftbus.engine.v1.StoredState
-	12, // 12: raftbus.engine.v1.Receipt.sub_queue:type_name -> raftbus.v1.SubQueue
-	13, // 13: raftbus.engine.v1.Receipt.receive_mode:type_name -> raftbus.v1.ReceiveMode
-	14, // 14: raftbus.engine.v1.Receipt.removed:type_name -> raftbus.v1.ReceivedMessage
-	12, // 15: raftbus.engine.v1.SettledLock.sub_queue:type_name -> raftbus.v1.SubQueue
-	15, // 16: raftbus.engine.v1.SettledLock.disposition:type_name -> raftbus.engine.v1.Disposition
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	7,  // 3: raftbus.engine.v1.SnapshotRecord.duplicate_id:type_name -> raftbus.engine.v1.DuplicateId
+	10, // 4: raftbus.engine.v1.SnapshotRecord.trailer:type_name -> raftbus.engine.v1.SnapshotTrailer
+	11, // 5: raftbus.engine.v1.SnapshotRecord.session:type_name -> raftbus.engine.v1.StoredSession
+	8,  // 6: raftbus.engine.v1.SnapshotRecord.receipt:type_name -> raftbus.engine.v1.Receipt
+	9,  // 7: raftbus.engine.v1.SnapshotRecord.settled_lock:type_name -> raftbus.engine.v1.SettledLock
+	6,  // 8: raftbus.engine.v1.SnapshotRecord.transfer_mark:type_name -> raftbus.engine.v1.TransferMark
+	3,  // 9: raftbus.engine.v1.SnapshotHeader.generations:type_name -> raftbus.engine.v1.EntityGeneration
+	12, // 10: raftbus.engine.v1.SnapshotEntity.configuration:type_name -> raftbus.engine.v1.ConfigureEntity
+	13, // 11: raftbus.engine.v1.StoredMessage.sub_queue:type_name -> raftbus.v1.SubQueue
+	0,  // 12: raftbus.engine.v1.StoredMessage.state:type_name -> raftbus.engine.v1.StoredState
+	13, // 13: raftbus.engine.v1.Receipt.sub_queue:type_name -> raftbus.v1.SubQueue
+	14, // 14: raftbus.engine.v1.Receipt.receive_mode:type_name -> raftbus.v1.ReceiveMode
+	15, // 15: raftbus.engine.v1.Receipt.removed:type_name -> raftbus.v1.ReceivedMessage
+	13, // 16: raftbus.engine.v1.SettledLock.sub_queue:type_name -> raftbus.v1.SubQueue
+	16, // 17: raftbus.engine.v1.SettledLock.disposition:type_name -> raftbus.engine.v1.Disposition
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_engine_v1_snapshot_proto_init() }
@@ -1164,6 +1279,7 @@ func file_raftbus_engine_v1_snapshot_proto_init() {
 		(*SnapshotRecord_Session)(nil),
 		(*SnapshotRecord_Receipt)(nil),
 		(*SnapshotRecord_SettledLock)(nil),
+		(*SnapshotRecord_TransferMark)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1171,7 +1287,7 @@ func file_raftbus_engine_v1_snapshot_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftbus_engine_v1_snapshot_proto_rawDesc), len(file_raftbus_engine_v1_snapshot_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
