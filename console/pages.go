@@ -151,6 +151,8 @@ func settingsOf(m proto.Message) string {
 		add(true, "time to live %s", lifetime(p.GetDefaultMessageTimeToLive()))
 		add(p.GetRequiresSession(), "sessions")
 		add(p.GetRequiresDuplicateDetection(), "duplicate detection")
+		add(p.GetForwardTo() != "", "forwards to %s", p.GetForwardTo())
+		add(p.GetForwardDeadLetteredMessagesTo() != "", "dead letters to %s", p.GetForwardDeadLetteredMessagesTo())
 	case *raftbusv1.TopicProperties:
 		add(true, "partitions %d", p.GetPartitionCount())
 		add(true, "time to live %s", lifetime(p.GetDefaultMessageTimeToLive()))
@@ -160,6 +162,8 @@ func settingsOf(m proto.Message) string {
 		add(true, "max deliveries %d", p.GetMaxDeliveryCount())
 		add(true, "time to live %s", lifetime(p.GetDefaultMessageTimeToLive()))
 		add(p.GetRequiresSession(), "sessions")
+		add(p.GetForwardTo() != "", "forwards to %s", p.GetForwardTo())
+		add(p.GetForwardDeadLetteredMessagesTo() != "", "dead letters to %s", p.GetForwardDeadLetteredMessagesTo())
 	}
 	return strings.Join(parts, " · ")
 }
