@@ -430,7 +430,7 @@ func (g *metaGroup) addMember(ctx context.Context, req *clusterv1.JoinRequest) e
 		if voters < metaVoterTarget(others+1) {
 			add = g.raft.AddVoter
 		}
-		if err := g.n.await(ctx, add(raft.ServerID(id), raft.ServerAddress(addr), 0, 10*time.Second)); err != nil {
+		if err := g.n.await(ctx, add(raft.ServerID(id), raft.ServerAddress(addr), 0, membershipChangeTimeout)); err != nil {
 			if errors.Is(err, raft.ErrNotLeader) {
 				return g.notLeader()
 			}

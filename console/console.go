@@ -164,7 +164,7 @@ type started struct {
 
 func (c *console) start(w http.ResponseWriter, r *http.Request) (*started, bool) {
 	var s *session
-	cl := (*client.Client)(nil)
+	var cl *client.Client
 	if c.cfg.Auth {
 		s = c.sessionOf(r)
 		if s == nil {

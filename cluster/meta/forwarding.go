@@ -108,7 +108,7 @@ func checkForwarding(g *forwardGraph) *clusterv1.MetaResult {
 	if loop := g.loopThrough(); loop != nil {
 		return failure(invalid, "forwarding of %q would make a loop: %s", g.path, strings.Join(loop, " -> "))
 	}
-	up, down := g.longestInto(), g.longestFrom(g.path, map[string]int{}, map[string]bool{})
+	up, down := g.longestInto(), g.longestFrom()
 	if up+down > MaxForwardingHops {
 		return failure(invalid, "forwarding of %q would make a chain of %d hops; at most %d are allowed", g.path, up+down, MaxForwardingHops)
 	}
@@ -136,28 +136,36 @@ func (g *forwardGraph) loopThrough() []string {
 	return walk(g.path, []string{g.path})
 }
 
-// longestFrom is the most hops a message at path can still take. A loop
-// elsewhere (only in state written before the check existed) counts as
-// ending the chain.
-func (g *forwardGraph) longestFrom(path string, memo map[string]int, active map[string]bool) int {
-	if d, ok := memo[path]; ok {
-		return d
+// longest is the most hops a walk from path along next can take. A loop
+// (only in state written before the check existed) counts as ending the
+// walk.
+func longest(path string, next func(string) []hop) int {
+	memo, active := map[string]int{}, map[string]bool{}
+	var walk func(path string) int
+	walk = func(path string) int {
+		if d, ok := memo[path]; ok {
+			return d
+		}
+		if active[path] {
+			return 0
+		}
+		active[path] = true
+		best := 0
+		for _, h := range next(path) {
+			best = max(best, h.cost+walk(h.to))
+		}
+		active[path] = false
+		memo[path] = best
+		return best
 	}
-	if active[path] {
-		return 0
-	}
-	active[path] = true
-	best := 0
-	for _, h := range g.next(path) {
-		best = max(best, h.cost+g.longestFrom(h.to, memo, active))
-	}
-	active[path] = false
-	memo[path] = best
-	return best
+	return walk(path)
 }
 
+// longestFrom is the most hops a message at g.path can still take.
+func (g *forwardGraph) longestFrom() int { return longest(g.path, g.next) }
+
 // longestInto is the most hops a message can have taken when it reaches
-// g.path.
+// g.path: the longest walk along the edges reversed.
 func (g *forwardGraph) longestInto() int {
 	into := map[string][]hop{} // by target: the edges into it, reversed
 	add := func(from string) {
@@ -174,23 +182,5 @@ func (g *forwardGraph) longestInto() int {
 	if FindEntity(g.s, g.path) == nil {
 		add(g.path) // a new entity, or a subscription not yet listed
 	}
-	memo, active := map[string]int{}, map[string]bool{}
-	var up func(path string) int
-	up = func(path string) int {
-		if d, ok := memo[path]; ok {
-			return d
-		}
-		if active[path] {
-			return 0
-		}
-		active[path] = true
-		best := 0
-		for _, h := range into[path] {
-			best = max(best, h.cost+up(h.to))
-		}
-		active[path] = false
-		memo[path] = best
-		return best
-	}
-	return up(g.path)
+	return longest(g.path, func(path string) []hop { return into[path] })
 }
