@@ -39,14 +39,14 @@ func TestCountersCountEveryKindOfEvent(t *testing.T) {
 	h.settle(ms[1], enginev1.Disposition_DISPOSITION_COMPLETE)
 	h.settle(ms[2], enginev1.Disposition_DISPOSITION_DEAD_LETTER)
 	h.settle(ms[3], enginev1.Disposition_DISPOSITION_DEFER)
-	// MaxDeliveryCount 1: an abandon dead-letters it as well.
+	// MaxDeliveryCount 1: a deferral and an abandon dead-letter as well.
 	h.settle(ms[4], enginev1.Disposition_DISPOSITION_ABANDON)
 	// The lock of the last one runs out first, and dead-letters it (its
-	// deliveries used up); then the 4 available and the deferred expire.
+	// deliveries used up); then the 4 available expire.
 	h.advance(2 * time.Hour)
 	h.ok(&enginev1.Command{Body: &enginev1.Command_Tick{Tick: &enginev1.Tick{}}})
 
-	want := Counters{Sent: 10, Duplicates: 1, Received: 6, Completed: 2, Abandoned: 1, Deferred: 1, DeadLettered: 3, Expired: 5}
+	want := Counters{Sent: 10, Duplicates: 1, Received: 6, Completed: 2, Abandoned: 1, Deferred: 1, DeadLettered: 4, Expired: 4}
 	if got := h.counters(testQueue); got != want {
 		t.Fatalf("counters\n got %+v\nwant %+v", got, want)
 	}

@@ -34,7 +34,8 @@ const (
 //	4  a repeat of a settlement that took effect succeeds (see settled.go)
 //	5  forward_to and forward_dead_lettered_messages_to put messages in
 //	   transfer (see transfer.go)
-const Version = 5
+//	6  deferring a message that used its last delivery dead-letters it
+const Version = 6
 
 // Versions whose semantics code branches on.
 const (
@@ -43,6 +44,7 @@ const (
 	versionQuotaCountsSessionState   = 3
 	versionSettlementsRepeatable     = 4
 	versionForwarding                = 5
+	versionDeferUsesDelivery         = 6
 )
 
 // Engine is the state of one partition: the slices of the entities placed

@@ -205,9 +205,16 @@ func (e *Engine) settle(now int64, c *enginev1.Settle) *Error {
 		e.deadLetter(q, m, now, c.GetDeadLetterReason(), c.GetDeadLetterErrorDescription())
 	case enginev1.Disposition_DISPOSITION_DEFER:
 		q.entity.counters.Deferred++
-		if !q.deadLetter && m.expiresMs <= now {
+		switch {
+		case !q.deadLetter && m.expiresMs <= now:
 			e.expire(q, m, now) // it expired while locked
-		} else {
+		case !q.deadLetter && e.version >= versionDeferUsesDelivery && m.deliveryCount >= q.entity.settings.maxDeliveryCount:
+			// A deferral ends a delivery like an abandon: the last one
+			// allowed sends the message to the dead-letter sub-queue, as in
+			// Service Bus, so that receiving it by sequence number never
+			// delivers it beyond MaxDeliveryCount.
+			e.deadLetter(q, m, now, reasonMaxDeliveryCountExceeded, descriptionMaxDeliveryCount)
+		default:
 			q.move(m, stateDeferred)
 		}
 	}
