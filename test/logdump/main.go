@@ -27,8 +27,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/raftbus/raftbus/raftlog"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
+	"github.com/raftbus/raftbus/raftlog"
 )
 
 type hexList [][]byte
