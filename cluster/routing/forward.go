@@ -64,7 +64,11 @@ func Forward(ctx context.Context, peers *Peers, leaders *Leaders, group string, 
 	for attempt := 0; attempt < MaxAttempts && len(queue) > 0; attempt++ {
 		addr := queue[0]
 		queue = queue[1:]
-		err := peers.Call(ctx, addr, call)
+		callCtx := ctx
+		if unknown != nil {
+			callCtx = context.WithValue(ctx, afterUnknownKey{}, true)
+		}
+		err := peers.Call(callCtx, addr, call)
 		if err == nil {
 			leaders.Set(group, addr)
 			return nil
@@ -108,6 +112,38 @@ func Forward(ctx context.Context, peers *Peers, leaders *Leaders, group string, 
 		lastErr = apierror.Busy("partition %s has no reachable leader", group)
 	}
 	return fail(lastErr)
+}
+
+type afterUnknownKey struct{}
+
+// AfterUnknown reports whether the forwarded call made with ctx repeats
+// a request whose earlier attempt may have taken effect. Forward itself
+// then reports any failure as an unknown outcome; a call whose answer
+// carries a failure per item (a batch of sends or settlements, answered
+// as a whole) must do the same for its items: see ItemFailure.
+func AfterUnknown(ctx context.Context) bool {
+	v, _ := ctx.Value(afterUnknownKey{}).(bool)
+	return v
+}
+
+// ItemFailure is the failure of one item of a forwarded batch (nil when
+// it succeeded) as the caller must hear it. A node that did not lead the
+// partition answers each item NOT_LEADER (or SERVER_BUSY) in a batch it
+// answers as a whole, which says the item was not done there; after an
+// earlier attempt whose outcome is unknown (AfterUnknown) it does not say
+// the item was not done at all, so it becomes OUTCOME_UNKNOWN. Without
+// this a settlement that an earlier attempt got committed was reported as
+// failed (NOT_LEADER) by a later attempt at a follower.
+func ItemFailure(ctx context.Context, info *raftbusv1.ErrorInfo) *raftbusv1.ErrorInfo {
+	if info == nil || !AfterUnknown(ctx) {
+		return info
+	}
+	switch info.GetReason() {
+	case raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER, raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY:
+		return apierror.Info(apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN,
+			"an earlier attempt may have taken effect; this one was not served: %s", info.GetMessage()))
+	}
+	return info
 }
 
 // maxAttemptText bounds what a trail keeps of one attempt's failure.

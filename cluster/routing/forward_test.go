@@ -122,6 +122,49 @@ func TestForwardKeepsAnUnknownOutcomeUnknown(t *testing.T) {
 	}
 }
 
+// A batch answered as a whole (its items failing one by one) by a node
+// that does not lead, after an attempt whose outcome is unknown: the
+// items' NOT_LEADER says they were not done there, not that they were not
+// done at all, so the caller hears OUTCOME_UNKNOWN for them. (A follower's
+// per-item NOT_LEADER once turned a committed settlement into a failure.)
+func TestForwardedBatchAfterAnUnknownOutcomeIsUnknownItemByItem(t *testing.T) {
+	unknown := apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN, "leadership lost while committing")
+	calls := 0
+	n := &node{answer: func() error {
+		calls++
+		if calls == 1 {
+			return unknown
+		}
+		return nil // the batch answered as a whole
+	}}
+	peers := network(t, map[string]*node{"10.0.0.1:7400": n})
+	notLeader := apierror.Info(apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER, "not the leader"))
+	lockLost := apierror.Info(apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST, "no such lock"))
+	var items []*raftbusv1.ErrorInfo
+	var after []bool
+	err := Forward(context.Background(), peers, NewLeaders(), "orders@1/0", []string{"10.0.0.1:7400"}, Idempotent,
+		func(ctx context.Context, conn grpc.ClientConnInterface) error {
+			after = append(after, AfterUnknown(ctx))
+			if err := send(ctx, conn); err != nil {
+				return err
+			}
+			items = []*raftbusv1.ErrorInfo{ItemFailure(ctx, notLeader), ItemFailure(ctx, lockLost), ItemFailure(ctx, nil)}
+			return nil
+		})
+	if err != nil {
+		t.Fatalf("forward: %v", err)
+	}
+	if len(after) != 2 || after[0] || !after[1] {
+		t.Fatalf("AfterUnknown by attempt: %v, want [false true]", after)
+	}
+	if items[0].GetReason() != raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN || items[1] != lockLost || items[2] != nil {
+		t.Fatalf("items after an unknown outcome: %v; want OUTCOME_UNKNOWN, the lock loss as it was, success", items)
+	}
+	if got := ItemFailure(context.Background(), notLeader); got != notLeader {
+		t.Fatalf("a first attempt's NOT_LEADER became %v", got)
+	}
+}
+
 // A node that cannot be reached did nothing: the call goes to the next.
 func TestForwardSkipsANodeThatIsDown(t *testing.T) {
 	leader := &node{answer: func() error { return nil }}

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/raftbus/raftbus/cluster/apierror"
+	"github.com/raftbus/raftbus/cluster/routing"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -86,7 +87,13 @@ func (s *Messaging) SendEach(ctx context.Context, req *raftbusv1.SendEachRequest
 				if err == nil && len(resp.GetResults()) != len(b.items) {
 					err = apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN, "the leader answered %d results for %d messages", len(resp.GetResults()), len(b.items))
 				}
-				return resp.GetResults(), err
+				if err != nil {
+					return nil, err
+				}
+				for _, r := range resp.GetResults() {
+					r.Error = routing.ItemFailure(ctx, r.GetError())
+				}
+				return resp.GetResults(), nil
 			})
 			for k, i := range b.items {
 				if err != nil {

@@ -80,7 +80,13 @@ func (s *Messaging) Settle(ctx context.Context, req *raftbusv1.SettleRequest) (*
 				if err == nil && len(resp.GetResults()) != len(b.items) {
 					err = apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN, "the leader answered %d results for %d settlements", len(resp.GetResults()), len(b.items))
 				}
-				return resp.GetResults(), err
+				if err != nil {
+					return nil, err
+				}
+				for _, r := range resp.GetResults() {
+					r.Error = routing.ItemFailure(ctx, r.GetError())
+				}
+				return resp.GetResults(), nil
 			})
 			for k, i := range b.items {
 				if err != nil {
