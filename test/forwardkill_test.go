@@ -19,16 +19,18 @@ import (
 	"github.com/raftbus/raftbus/test/procs"
 )
 
-// TestForwardedBatchAcrossLeaderKillTellsTheTruth sends (SendEach) and
-// completes (Settle) through a follower, which forwards them to the
-// partition's leader, while the leader is SIGKILLed a few milliseconds
-// later, round after round, and holds each answer to what the cluster did
-// once it recovered: an item that failed (not an unknown outcome) did
-// nothing, one that succeeded took effect. A follower asked after the
-// leader died answers a batch item by item, which once turned a
-// settlement the dead leader had committed into a NOT_LEADER failure.
+// TestForwardedBatchAcrossLeaderKillTellsTheTruth sends (SendEach),
+// completes (Settle) and receives-and-deletes through a follower, which
+// forwards them to the partition's leader, while the leader is SIGKILLed
+// a few milliseconds later, round after round, and holds each answer to
+// what the cluster did once it recovered: an operation that failed (not
+// an unknown outcome) did nothing, one that succeeded took effect, and a
+// receive whose outcome is unknown gives back, replayed under its receive
+// id, whatever it removed. A follower asked after the leader died answers
+// a batch item by item, which once turned a settlement the dead leader
+// had committed into a NOT_LEADER failure.
 func TestForwardedBatchAcrossLeaderKillTellsTheTruth(t *testing.T) {
-	const rounds = 8
+	const rounds = 9
 	c := procs.Start(t, raftbusd, 3)
 	cl, err := client.New(c.Addrs(), &client.ClientOptions{
 		RetryOptions: client.RetryOptions{MaxRetries: 3, RetryDelay: 20 * time.Millisecond, MaxRetryDelay: 200 * time.Millisecond},
@@ -58,12 +60,14 @@ func TestForwardedBatchAcrossLeaderKillTellsTheTruth(t *testing.T) {
 	outcomes := map[string]int{}
 	for round := range rounds {
 		id := fmt.Sprintf("m%d", round)
-		settle := round%2 == 1
+		op := []string{"send", "complete", "receive"}[round%3]
 		var lock []byte
-		if settle {
+		if op != "send" {
 			retry(t, 30*time.Second, func(ctx context.Context) error {
 				return sender.SendMessage(ctx, &client.Message{MessageID: id, Body: []byte(id)}, nil)
 			})
+		}
+		if op == "complete" {
 			retry(t, 30*time.Second, func(ctx context.Context) error {
 				msgs, err := receiver.ReceiveMessages(ctx, 1, nil)
 				if err == nil && len(msgs) != 1 {
@@ -78,11 +82,20 @@ func TestForwardedBatchAcrossLeaderKillTellsTheTruth(t *testing.T) {
 		leader := partitionLeader(t, c, adm, queue)
 		follower := (leader + 1) % len(c.Nodes)
 		ms := raftbusv1.NewMessagingServiceClient(c.Conn(follower))
+		receiveID := []byte(fmt.Sprintf("receive-%d", round))
+		var taken bool // the receive returned the message
 		done := make(chan error, 1)
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			done <- forwardedBatch(ctx, ms, queue, id, lock)
+			if op != "receive" {
+				done <- forwardedBatch(ctx, ms, queue, id, lock)
+				return
+			}
+			resp, err := ms.Receive(ctx, &raftbusv1.ReceiveRequest{EntityPath: queue, ReceiveMode: raftbusv1.ReceiveMode_RECEIVE_MODE_RECEIVE_AND_DELETE,
+				MaxMessages: 10, ReceiveId: receiveID})
+			taken = returns(resp.GetMessages(), id)
+			done <- err
 		}()
 		time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond) // the moment of the kill, not synchronisation
 		c.Kill(leader)
@@ -104,15 +117,25 @@ func TestForwardedBatchAcrossLeaderKillTellsTheTruth(t *testing.T) {
 			present, err = holds(ctx, cl, queue, id)
 			return err
 		})
-		op := "send"
-		if settle {
-			op = "complete"
+		if op == "receive" && kind == "unknown" {
+			// Replayed under its id, a receive gives back what it removed.
+			retry(t, 30*time.Second, func(ctx context.Context) error {
+				resp, err := raftbusv1.NewMessagingServiceClient(c.Conn(follower)).Receive(ctx, &raftbusv1.ReceiveRequest{EntityPath: queue,
+					ReceiveMode: raftbusv1.ReceiveMode_RECEIVE_MODE_RECEIVE_AND_DELETE, ReceiveId: receiveID, Replay: true})
+				taken = returns(resp.GetMessages(), id)
+				return err
+			})
+			if !taken && !present {
+				t.Fatalf("round %d: %s is gone, and the receive of unknown outcome, replayed, did not return it", round, id)
+			}
 		}
-		// A send that took effect stores the message; a complete that took
-		// effect removes it.
-		tookEffect := present != settle
+		// A send that took effect stores the message; a complete or a
+		// receive-and-delete that took effect removes it.
+		tookEffect := present == (op == "send")
 		switch {
-		case kind == "succeeded" && !tookEffect:
+		case op == "receive" && kind == "succeeded" && taken == present:
+			t.Fatalf("round %d: the receive returned %s: %v, and it is still there: %v", round, id, taken, present)
+		case kind == "succeeded" && op != "receive" && !tookEffect:
 			t.Fatalf("round %d: the %s of %s succeeded and did not take effect", round, op, id)
 		case kind == "failed" && tookEffect:
 			t.Fatalf("round %d: the %s of %s failed (%v) and took effect", round, op, id, err)
@@ -159,6 +182,16 @@ func forwardedBatch(ctx context.Context, ms raftbusv1.MessagingServiceClient, qu
 	}
 	st, _ := status.New(info.GetReason().StatusCode(), info.GetMessage()).WithDetails(info)
 	return st.Err()
+}
+
+// returns reports whether msgs hold the message with id.
+func returns(msgs []*raftbusv1.ReceivedMessage, id string) bool {
+	for _, m := range msgs {
+		if m.GetMessage().GetMessageId() == id {
+			return true
+		}
+	}
+	return false
 }
 
 // unknownOutcome reports whether err leaves the outcome open: an
