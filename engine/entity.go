@@ -18,17 +18,17 @@ const (
 	DefaultMaxDeliveryCount = 10
 	// UnlimitedTimeToLive is the default time to live: the longest
 	// time.Duration (about 292 years). Longer settings mean the same.
-	UnlimitedTimeToLive               = time.Duration(math.MaxInt64)
-	DefaultDuplicateDetectionWindow   = 10 * time.Minute
-	MinDuplicateDetectionWindow       = 20 * time.Second
-	MaxDuplicateDetectionWindow       = 7 * 24 * time.Hour
-	DefaultMaxSizeInMegabytes         = 1024
-	DefaultMaxMessageSizeInKilobytes  = 256
-	DefaultPartitionCount             = 1
+	UnlimitedTimeToLive              = time.Duration(math.MaxInt64)
+	DefaultDuplicateDetectionWindow  = 10 * time.Minute
+	MinDuplicateDetectionWindow      = 20 * time.Second
+	MaxDuplicateDetectionWindow      = 7 * 24 * time.Hour
+	DefaultMaxSizeInMegabytes        = 1024
+	DefaultMaxMessageSizeInKilobytes = 256
+	DefaultPartitionCount            = 1
 	// MinAutoDeleteOnIdle is the shortest auto_delete_on_idle, as in
 	// Service Bus; NeverAutoDelete, the default, turns it off.
-	MinAutoDeleteOnIdle = 5 * time.Minute
-	NeverAutoDelete     = time.Duration(math.MaxInt64)
+	MinAutoDeleteOnIdle               = 5 * time.Minute
+	NeverAutoDelete                   = time.Duration(math.MaxInt64)
 	maxMessageIDLength                = 128
 	reasonMaxDeliveryCountExceeded    = "MaxDeliveryCountExceeded"
 	reasonTTLExpired                  = "TTLExpiredException"
