@@ -203,6 +203,9 @@ func (n *Node) forwardRound(r *replica, stream string, batch []engine.Transfer) 
 func (n *Node) sendGroup(ctx context.Context, stream string, g *forwardGroup, done *enginev1.CompleteTransfer) error {
 	err := n.sendTransfers(ctx, stream, g, g.transfers)
 	if err == nil {
+		// Messages forwarded to an entity are sent to it: a use that
+		// keeps it from being deleted as idle.
+		n.idle.Use(g.target)()
 		for _, x := range g.transfers {
 			done.Numbers = append(done.Numbers, x.Number)
 		}
