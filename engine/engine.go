@@ -35,7 +35,10 @@ const (
 //	5  forward_to and forward_dead_lettered_messages_to put messages in
 //	   transfer (see transfer.go)
 //	6  deferring a message that used its last delivery dead-letters it
-const Version = 6
+//	7  the forwarder claims transfers before it sends them, and the
+//	   unclaimed transfers to a deleted target are dead-lettered (see
+//	   transfer.go)
+const Version = 7
 
 // Versions whose semantics code branches on.
 const (
@@ -45,6 +48,7 @@ const (
 	versionSettlementsRepeatable     = 4
 	versionForwarding                = 5
 	versionDeferUsesDelivery         = 6
+	versionTransferClaims            = 7
 )
 
 // Engine is the state of one partition: the slices of the entities placed

@@ -38,6 +38,11 @@ func validate(cmd *enginev1.Command) *Error {
 				return err
 			}
 		}
+		for _, g := range b.CompleteTransfer.GetGone() {
+			if err := checkText("gone target description", g.GetDescription()); err != nil {
+				return err
+			}
+		}
 		return nil
 	case *enginev1.Command_Schedule:
 		return checkMessages(b.Schedule.GetEntityPath(), b.Schedule.GetMessages(), true)
