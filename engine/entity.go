@@ -215,7 +215,7 @@ type entity struct {
 	subscription *subscriptionState
 	// transfersIn is, by source stream, the highest number of a message
 	// forwarded to the entity it accepted (see transfer.go).
-	transfersIn map[string]uint64
+	transfersIn map[string]streamMark
 	// counters are not state (see Counters).
 	counters Counters
 }

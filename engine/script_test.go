@@ -58,6 +58,9 @@ import (
 //	    description D; claim: the forwarder may send E up to N; gone: E is
 //	    deleted, nothing above N was sent to it)
 //	claims                               the claims of targets, by target
+//	marks                                the queue's marks of source streams
+//	forget-streams [unused=D] S...       forget the marks of these streams
+//	    not risen for D
 //	accept-transfer stream=S             forwarded messages, one per input line:
 //	    N ID [session=S]                 (its number in the stream, its id)
 //	available [entity=E] [session=S]     HasAvailableSession, or HasAvailableInSession
@@ -401,6 +404,38 @@ func (s *script) directive(t *testing.T, d *datadriven.TestData, a *args) string
 		return fmt.Sprintf("completed %d\n", res.GetCompleteTransfer().GetCompleted())
 	case "accept-transfer":
 		return s.acceptTransfer(t, d, a)
+	case "marks":
+		return s.read(func(e *Engine) string {
+			ent := e.entities[testQueue]
+			var b strings.Builder
+			for _, st := range ent.streams() {
+				m := ent.transfersIn[st]
+				when := "unknown"
+				if m.acceptedMs != 0 {
+					when = at(m.acceptedMs)
+				}
+				fmt.Fprintf(&b, "%s: %d accepted=%s\n", st, m.number, when)
+			}
+			if b.Len() == 0 {
+				return "none\n"
+			}
+			return b.String()
+		})
+	case "forget-streams":
+		c := &enginev1.ForgetTransferStreams{EntityPath: testQueue}
+		if v, ok := a.take("unused"); ok {
+			dur, err := time.ParseDuration(v)
+			if err != nil {
+				d.Fatalf(t, "unused=D: %v", err)
+			}
+			c.UnusedForMs = dur.Milliseconds()
+		}
+		c.Streams = a.rest()
+		res := s.apply(&enginev1.Command{Body: &enginev1.Command_ForgetTransferStreams{ForgetTransferStreams: c}})
+		if res.GetError() != nil {
+			return s.result(res)
+		}
+		return fmt.Sprintf("forgotten %d\n", res.GetForgetTransferStreams().GetForgotten())
 	case "claims":
 		return s.read(func(e *Engine) string {
 			var b strings.Builder

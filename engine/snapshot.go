@@ -244,10 +244,8 @@ func restore(r *bufio.Reader) (*Engine, error) {
 			if ent == nil {
 				return nil, errors.New("a transfer mark before any entity")
 			}
-			if ent.transfersIn == nil {
-				ent.transfersIn = make(map[string]uint64)
-			}
-			ent.transfersIn[x.TransferMark.GetStream()] = x.TransferMark.GetNumber()
+			m := x.TransferMark
+			ent.restoreMark(m.GetStream(), streamMark{number: m.GetNumber(), acceptedMs: m.GetAcceptedUnixMs()})
 		case *enginev1.SnapshotRecord_TransferClaim:
 			// After every message: a claim names a target messages are in
 			// transfer to.

@@ -31,7 +31,8 @@ import (
 //     over) is answered as a duplicate and enqueued nothing. Because a
 //     stream's numbers reach each target partition in increasing order,
 //     one number per stream is all the memory this takes, and snapshots
-//     keep it.
+//     keep it. A stream whose source is deleted is forgotten (see
+//     transfermarks.go), so that the marks stay as many as the sources.
 //  4. Once answered, the forwarder proposes CompleteTransfer on the
 //     source, which removes the messages; a repeat of it changes nothing.
 //     A message the target refuses for good leaves the transfer by the
@@ -306,7 +307,7 @@ func (e *Engine) acceptTransfer(now int64, c *enginev1.AcceptTransfer) ([]*raftb
 	if err != nil {
 		return nil, err
 	}
-	mark := ent.transfersIn[c.GetStream()]
+	mark := ent.transfersIn[c.GetStream()].number
 	in := c.GetMessages()
 	fresh := make([]*raftbusv1.Message, 0, len(in))
 	last := mark
@@ -321,10 +322,7 @@ func (e *Engine) acceptTransfer(now int64, c *enginev1.AcceptTransfer) ([]*raftb
 		return nil, err
 	}
 	if last > mark {
-		if ent.transfersIn == nil {
-			ent.transfersIn = make(map[string]uint64)
-		}
-		ent.transfersIn[c.GetStream()] = last
+		ent.raiseMark(c.GetStream(), last, now, e.version)
 	}
 	out := make([]*raftbusv1.SendResult, len(in))
 	j := 0
@@ -436,18 +434,4 @@ func forwarded(m *message) *raftbusv1.Message {
 		msg.ApplicationProperties[DeadLetterErrorDescriptionProperty] = &raftbusv1.PropertyValue{Value: &raftbusv1.PropertyValue_StringValue{StringValue: dl.description}}
 	}
 	return msg
-}
-
-// transferMarks are an entity's marks in stream order, for snapshots.
-func (ent *entity) transferMarks() []*enginev1.TransferMark {
-	streams := make([]string, 0, len(ent.transfersIn))
-	for s := range ent.transfersIn {
-		streams = append(streams, s)
-	}
-	sort.Strings(streams)
-	out := make([]*enginev1.TransferMark, len(streams))
-	for i, s := range streams {
-		out[i] = &enginev1.TransferMark{Stream: s, Number: ent.transfersIn[s]}
-	}
-	return out
 }

@@ -1576,14 +1576,15 @@ func (x *GoneTarget) GetDescription() string {
 }
 
 // ForgetTransferStreams drops an entity's marks of source streams whose
-// source the metadata says is deleted (see AcceptTransfer), each only
-// when no transfer of that stream was accepted in the last minute: one
-// still on its way when the source was deleted is answered as a duplicate
-// still.
+// source the metadata says is deleted (see AcceptTransfer), each only when
+// no transfer of that stream was accepted for unused_for_ms: a transfer
+// still on its way when its source was deleted is answered as a
+// duplicate still.
 type ForgetTransferStreams struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	EntityPath    string                 `protobuf:"bytes,1,opt,name=entity_path,json=entityPath,proto3" json:"entity_path,omitempty"`
 	Streams       []string               `protobuf:"bytes,2,rep,name=streams,proto3" json:"streams,omitempty"`
+	UnusedForMs   int64                  `protobuf:"varint,3,opt,name=unused_for_ms,json=unusedForMs,proto3" json:"unused_for_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1630,6 +1631,13 @@ func (x *ForgetTransferStreams) GetStreams() []string {
 		return x.Streams
 	}
 	return nil
+}
+
+func (x *ForgetTransferStreams) GetUnusedForMs() int64 {
+	if x != nil {
+		return x.UnusedForMs
+	}
+	return 0
 }
 
 // FailedTransfer is a message its target refused for a reason a repeat
@@ -2706,11 +2714,12 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\x06target\x18\x01 \x01(\tR\x06target\x12\x1c\n" +
 	"\n" +
 	"sent_up_to\x18\x02 \x01(\x04R\bsentUpTo\x12 \n" +
-	"\vdescription\x18\x03 \x01(\tR\vdescription\"R\n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\"v\n" +
 	"\x15ForgetTransferStreams\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x12\x18\n" +
-	"\astreams\x18\x02 \x03(\tR\astreams\"J\n" +
+	"\astreams\x18\x02 \x03(\tR\astreams\x12\"\n" +
+	"\runused_for_ms\x18\x03 \x01(\x03R\vunusedForMs\"J\n" +
 	"\x0eFailedTransfer\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\x04R\x06number\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\"\x95\v\n" +
