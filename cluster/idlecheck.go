@@ -12,6 +12,7 @@ import (
 	"github.com/raftbus/raftbus/cluster/apierror"
 	"github.com/raftbus/raftbus/cluster/idle"
 	"github.com/raftbus/raftbus/cluster/meta"
+	"github.com/raftbus/raftbus/cluster/routing"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
@@ -46,10 +47,11 @@ func (n *Node) newIdleTracker() *idle.Tracker {
 
 // idleInterceptor notes every public call as a use of the entities it
 // names, for as long as it runs (a receive's long poll keeps its entity
-// in use). Calls between nodes are the nodes' own business; the node
-// serving a client's call has noted it.
+// in use). Calls from other nodes are not noted: a client's call
+// forwarded was noted where it entered, and the nodes' own calls (an
+// entity looked up, a forwarder's) are nobody's use.
 func (n *Node) idleInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if strings.HasPrefix(info.FullMethod, "/raftbus.cluster.") || strings.HasPrefix(info.FullMethod, "/raftbus.raft.") {
+	if routing.FromNode(ctx) || strings.HasPrefix(info.FullMethod, "/raftbus.cluster.") || strings.HasPrefix(info.FullMethod, "/raftbus.raft.") {
 		return handler(ctx, req)
 	}
 	defer n.idle.Use(idle.RequestPaths(req)...)()

@@ -90,6 +90,10 @@ type Config struct {
 	// test sets them to see an entity through minutes of idleness.
 	idleClock      clock.Source
 	idleCheckEvery time.Duration
+	// forgetStreamsAfter is how long a deleted source's stream must have
+	// been quiet before a target forgets its mark (see marksweep.go):
+	// defaultForgetStreamsAfter unless an in-process test sets it.
+	forgetStreamsAfter time.Duration
 	// Auth makes every public call need a SharedAccessSignature token
 	// signed with a key of an access policy (see cluster/access); it
 	// needs TLS, which authenticates the nodes to each other.
@@ -174,6 +178,9 @@ func Start(cfg Config) (*Node, error) {
 	}
 	if cfg.idleCheckEvery == 0 {
 		cfg.idleCheckEvery = defaultIdleCheckEvery
+	}
+	if cfg.forgetStreamsAfter == 0 {
+		cfg.forgetStreamsAfter = defaultForgetStreamsAfter
 	}
 	log := cfg.Logger
 	if log == nil {
