@@ -172,9 +172,10 @@ func (n *Node) runForwarder(r *replica, stream string) {
 }
 
 // claimTransfers has r record, before anything numbered up to last is
-// sent to the entity to, that it may be (see engine.TransferClaim). A
-// claim covers the next two batches, so that a stream of messages costs
-// one claim per two rounds.
+// sent to the entity to, that it may be (see engine.TransferClaim), when
+// no claim covers it yet. A claim covers up to two batches; the removal
+// of a round's accepted messages carries the claim of the next round
+// (forwardRound), so this proposes only when messages start to flow.
 func (n *Node) claimTransfers(r *replica, to string, last uint64) error {
 	var claimed, upTo uint64
 	r.p.ReadApplied(func(en *engine.Engine) {
@@ -259,6 +260,16 @@ func (n *Node) forwardRound(r *replica, stream string, batch []engine.Transfer, 
 		}
 	}
 	if len(done.Numbers) > 0 || len(done.Failed) > 0 || len(done.Gone) > 0 {
+		if len(done.Numbers) > 0 && len(done.Gone) == 0 {
+			// The next round's claim rides along: a steady stream of
+			// messages then costs no proposal of its own for claims.
+			to := batch[0].To
+			r.p.ReadApplied(func(en *engine.Engine) {
+				if ahead := en.TransferClaimAhead(to, 2*forwardBatchMessages); ahead > en.TransferClaim(to) {
+					done.Claims = []*enginev1.TransferClaim{{Target: to, UpTo: ahead}}
+				}
+			})
+		}
 		if _, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_CompleteTransfer{CompleteTransfer: done}}); err != nil {
 			return fmt.Errorf("complete transfers: %w", err)
 		}
