@@ -3,6 +3,7 @@ package idle
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -119,5 +120,34 @@ func TestRequestPathsNameTheEntitiesACallUses(t *testing.T) {
 		if got := strings.Join(RequestPaths(c.req), " "); got != c.want {
 			t.Errorf("%T: paths %q, want %q", c.req, got, c.want)
 		}
+	}
+}
+
+// TestTrackerServesConcurrentCalls runs calls on entities and on missing
+// paths at once (pruning included) under the race detector: an entity in
+// use is never reported idle.
+func TestTrackerServesConcurrentCalls(t *testing.T) {
+	c := &fakeClock{}
+	tr := NewTracker(c, func(p string) bool { return !strings.HasPrefix(p, "missing") })
+	hold := tr.Use("held")
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 2000; i++ {
+				tr.Use("q", fmt.Sprintf("missing-%d-%d", g, i))()
+				c.advance(time.Millisecond)
+				if tr.IdleFor("held") != 0 {
+					t.Error("an entity in use reported idle")
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	hold()
+	if n := tr.Len(); n > 2*minPrune+2 {
+		t.Fatalf("%d paths kept", n)
 	}
 }

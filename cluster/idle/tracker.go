@@ -3,6 +3,7 @@ package idle
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/raftbus/raftbus/cluster/clock"
@@ -19,7 +20,8 @@ const minPrune = 1024
 // Tracker notes when this node last served a call touching each entity
 // path. It measures on the monotonic clock of its source, so that a step
 // of the wall clock never makes an entity look idle. It is safe for
-// concurrent use.
+// concurrent use, and calls on different entities do not contend: it is
+// on the path of every public call.
 type Tracker struct {
 	clock clock.Source
 	// start is when the tracker started: no path is reported idle for
@@ -30,19 +32,24 @@ type Tracker struct {
 	// that do not exist cannot grow it without bound.
 	exists func(path string) bool
 
-	mu      sync.Mutex
-	last    map[string]time.Duration
-	inUse   map[string]int
-	pruneAt int
+	paths   sync.Map // path -> *use
+	size    atomic.Int64
+	pruneAt atomic.Int64
+	pruning sync.Mutex
+}
+
+// use is one path's record.
+type use struct {
+	inUse atomic.Int64
+	last  atomic.Int64 // monotonic time of the last end of a call
 }
 
 // NewTracker returns a tracker reading src, which prunes paths for which
 // exists is false.
 func NewTracker(src clock.Source, exists func(path string) bool) *Tracker {
-	return &Tracker{
-		clock: src, start: src.Monotonic(), exists: exists,
-		last: make(map[string]time.Duration), inUse: make(map[string]int), pruneAt: minPrune,
-	}
+	t := &Tracker{clock: src, start: src.Monotonic(), exists: exists}
+	t.pruneAt.Store(minPrune)
+	return t
 }
 
 // Paths are the entity paths a call on path uses: the entity (a
@@ -65,56 +72,68 @@ func (t *Tracker) Use(paths ...string) (done func()) {
 	if len(paths) == 0 {
 		return func() {}
 	}
-	t.mu.Lock()
-	for _, p := range paths {
-		t.inUse[p]++
+	uses := make([]*use, len(paths))
+	for i, p := range paths {
+		uses[i] = t.record(p)
+		uses[i].inUse.Add(1)
 	}
-	t.mu.Unlock()
 	return func() {
-		now := t.clock.Monotonic()
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		for _, p := range paths {
-			if t.inUse[p]--; t.inUse[p] <= 0 {
-				delete(t.inUse, p)
-			}
-			t.last[p] = now
+		now := int64(t.clock.Monotonic())
+		for _, u := range uses {
+			u.last.Store(max(u.last.Load(), now))
+			u.inUse.Add(-1)
 		}
-		if len(t.last) >= t.pruneAt {
+		if t.size.Load() >= t.pruneAt.Load() {
 			t.prune()
 		}
 	}
 }
 
-// prune forgets the paths that name no entity.
-func (t *Tracker) prune() {
-	for p := range t.last {
-		if t.inUse[p] == 0 && !t.exists(p) {
-			delete(t.last, p)
-		}
+// record is path's record, made when it has none.
+func (t *Tracker) record(path string) *use {
+	if u, ok := t.paths.Load(path); ok {
+		return u.(*use)
 	}
-	t.pruneAt = max(minPrune, 2*len(t.last))
+	u, loaded := t.paths.LoadOrStore(path, &use{})
+	if !loaded {
+		t.size.Add(1)
+	}
+	return u.(*use)
+}
+
+// prune forgets the paths that name no entity and are not in use.
+func (t *Tracker) prune() {
+	if !t.pruning.TryLock() {
+		return
+	}
+	defer t.pruning.Unlock()
+	t.paths.Range(func(k, v any) bool {
+		if v.(*use).inUse.Load() == 0 && !t.exists(k.(string)) {
+			// A call that took the record meanwhile notes its use in
+			// a record no longer kept: the path names no entity.
+			if t.paths.CompareAndDelete(k, v) {
+				t.size.Add(-1)
+			}
+		}
+		return true
+	})
+	t.pruneAt.Store(max(minPrune, 2*t.size.Load()))
 }
 
 // IdleFor is how long path has gone unused on this node: zero while a
 // call uses it, never more than the tracker has run.
 func (t *Tracker) IdleFor(path string) time.Duration {
 	now := t.clock.Monotonic()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.inUse[path] > 0 {
-		return 0
-	}
 	since := t.start
-	if last, ok := t.last[path]; ok {
-		since = max(since, last)
+	if v, ok := t.paths.Load(path); ok {
+		u := v.(*use)
+		if u.inUse.Load() > 0 {
+			return 0
+		}
+		since = max(since, time.Duration(u.last.Load()))
 	}
 	return max(0, now-since)
 }
 
 // Len is how many paths the tracker holds.
-func (t *Tracker) Len() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.last)
-}
+func (t *Tracker) Len() int { return int(t.size.Load()) }
