@@ -80,13 +80,35 @@ func (n *Node) forward(r *replica, e *clusterv1.Entity) {
 	}()
 }
 
+// sentTo is what may have been sent to one target, by this forwarder and
+// by those of earlier leaders (see engine/transfer.go): no message in
+// transfer to it numbered above both was sent.
+type sentTo struct {
+	// before is the target's claim when this forwarder first looked at
+	// it, here is the highest number this forwarder sent it.
+	before, here uint64
+}
+
+func (s *sentTo) upTo() uint64 { return max(s.before, s.here) }
+
 // runForwarder forwards r's transfers until r stops leading or the node
 // closes.
 func (n *Node) runForwarder(r *replica, stream string) {
+	// The claims of earlier leaders' forwarders must be applied here
+	// before this one reads them: a read index waits for every entry
+	// committed before this leader.
+	ctx, cancel := context.WithTimeout(context.Background(), forwardCallTimeout)
+	err := r.p.Read(ctx, func(*engine.Engine) {})
+	cancel()
+	if err != nil {
+		n.log.Debug("forwarder: not current", "group", r.group, "err", err)
+		return
+	}
 	// held are the targets whose last round failed, until when they are
 	// left alone; failures counts their failed rounds in a row.
 	held := map[string]time.Time{}
 	failures := map[string]int{}
+	sent := map[string]*sentTo{}
 	for r.p.IsLeader() {
 		changed := r.p.Changes()
 		var targets []string
@@ -104,7 +126,25 @@ func (n *Node) runForwarder(r *replica, stream string) {
 			if len(batch) == 0 {
 				continue
 			}
-			if err := n.forwardRound(r, stream, batch); err != nil {
+			st := sent[to]
+			if st == nil {
+				st = &sentTo{}
+				r.p.ReadApplied(func(en *engine.Engine) { st.before = en.TransferClaim(to) })
+				sent[to] = st
+			}
+			// A target missing from this node's view gets no claim: no
+			// message will be sent to it, and a claim would keep the
+			// messages from being dead-lettered should it be deleted.
+			var err error
+			if n.meta.fsm.Entity(to) != nil {
+				err = n.claimTransfers(r, to, batch[len(batch)-1].Number)
+			}
+			if err == nil {
+				var claimed uint64
+				r.p.ReadApplied(func(en *engine.Engine) { claimed = en.TransferClaim(to) })
+				err = n.forwardRound(r, stream, batch, st, claimed)
+			}
+			if err != nil {
 				n.log.Debug("forward messages", "group", r.group, "to", to, "err", err)
 				backoff := min(routing.Backoff(failures[to]), forwardMaxBackoff)
 				failures[to]++
@@ -131,6 +171,28 @@ func (n *Node) runForwarder(r *replica, stream string) {
 	}
 }
 
+// claimTransfers has r record, before anything numbered up to last is
+// sent to the entity to, that it may be (see engine.TransferClaim), when
+// no claim covers it yet. A claim covers up to two batches; the removal
+// of a round's accepted messages carries the claim of the next round
+// (forwardRound), so this proposes only when messages start to flow.
+func (n *Node) claimTransfers(r *replica, to string, last uint64) error {
+	var claimed, upTo uint64
+	r.p.ReadApplied(func(en *engine.Engine) {
+		claimed, upTo = en.TransferClaim(to), en.TransferClaimAhead(to, 2*forwardBatchMessages)
+	})
+	if last <= claimed {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), forwardCallTimeout)
+	defer cancel()
+	claim := &enginev1.CompleteTransfer{Claims: []*enginev1.TransferClaim{{Target: to, UpTo: max(upTo, last)}}}
+	if _, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_CompleteTransfer{CompleteTransfer: claim}}); err != nil {
+		return fmt.Errorf("claim transfers to %s: %w", to, err)
+	}
+	return nil
+}
+
 // forwardGroup is the transfers of one round that go to one partition of
 // one target, in number order.
 type forwardGroup struct {
@@ -141,15 +203,17 @@ type forwardGroup struct {
 }
 
 // forwardRound sends batch, the oldest transfers of r, to their targets
-// and removes from r those accepted. Transfers for the same partition of
-// a target go in one call, in number order, and a group failing leaves the
-// others going: each target partition sees a stream's numbers in
-// increasing order, with none missing that it has not accepted, which is
-// what its duplicate check needs (engine/transfer.go).
-func (n *Node) forwardRound(r *replica, stream string, batch []engine.Transfer) error {
+// (those numbered up to claimed) and removes from r those accepted.
+// Transfers for the same partition of a target go in one call, in number
+// order, and a group failing leaves the others going: each target
+// partition sees a stream's numbers in increasing order, with none
+// missing that it has not accepted, which is what its duplicate check
+// needs (engine/transfer.go).
+func (n *Node) forwardRound(r *replica, stream string, batch []engine.Transfer, sent *sentTo, claimed uint64) error {
 	ctx, cancel := context.WithTimeout(routing.Internal(context.Background()), forwardCallTimeout)
 	defer cancel()
 	var groups []*forwardGroup
+	done := &enginev1.CompleteTransfer{}
 	byKey := map[string]*forwardGroup{}
 	targets := map[string]*clusterv1.Entity{}
 	var firstErr error
@@ -163,10 +227,20 @@ func (n *Node) forwardRound(r *replica, stream string, batch []engine.Transfer) 
 			targets[x.To] = e
 		}
 		if e == nil {
-			// Deleted (or not in this node's view yet): the messages stay
-			// in transfer until a queue or topic of that name exists.
+			// Not in this node's view: deleted, or not in the view yet.
+			// Only the metadata leader's NOT_FOUND says deleted; then the
+			// messages no forwarder sent are dead-lettered, and those
+			// one may have sent wait for a target of that name.
 			if firstErr == nil {
-				firstErr = apierror.NotFound("forwarding target %q of %q does not exist", x.To, x.From)
+				firstErr = n.targetGone(ctx, x, sent.upTo(), done)
+			}
+			continue
+		}
+		if x.Number > claimed {
+			// Never sent unclaimed (see engine/transfer.go): the next
+			// round claims it.
+			if firstErr == nil {
+				firstErr = apierror.Busy("transfer %d to %q is not claimed yet", x.Number, x.To)
 			}
 			continue
 		}
@@ -180,13 +254,22 @@ func (n *Node) forwardRound(r *replica, stream string, batch []engine.Transfer) 
 		}
 		g.transfers = append(g.transfers, x)
 	}
-	done := &enginev1.CompleteTransfer{}
 	for _, g := range groups {
-		if err := n.sendGroup(ctx, stream, g, done); err != nil && firstErr == nil {
+		if err := n.sendGroup(ctx, stream, g, done, sent); err != nil && firstErr == nil {
 			firstErr = fmt.Errorf("to %s/%d: %w", g.target, g.partition, err)
 		}
 	}
-	if len(done.Numbers) > 0 || len(done.Failed) > 0 {
+	if len(done.Numbers) > 0 || len(done.Failed) > 0 || len(done.Gone) > 0 {
+		if len(done.Numbers) > 0 && len(done.Gone) == 0 {
+			// The next round's claim rides along: a steady stream of
+			// messages then costs no proposal of its own for claims.
+			to := batch[0].To
+			r.p.ReadApplied(func(en *engine.Engine) {
+				if ahead := en.TransferClaimAhead(to, 2*forwardBatchMessages); ahead > en.TransferClaim(to) {
+					done.Claims = []*enginev1.TransferClaim{{Target: to, UpTo: ahead}}
+				}
+			})
+		}
 		if _, err := r.p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_CompleteTransfer{CompleteTransfer: done}}); err != nil {
 			return fmt.Errorf("complete transfers: %w", err)
 		}
@@ -200,9 +283,12 @@ func (n *Node) forwardRound(r *replica, stream string, batch []engine.Transfer) 
 // refuses: the source must have dead-lettered that one before any later
 // one is sent, or a repeat would take the later one's number for proof
 // that it was accepted too (see engine/transfer.go).
-func (n *Node) sendGroup(ctx context.Context, stream string, g *forwardGroup, done *enginev1.CompleteTransfer) error {
-	err := n.sendTransfers(ctx, stream, g, g.transfers)
+func (n *Node) sendGroup(ctx context.Context, stream string, g *forwardGroup, done *enginev1.CompleteTransfer, sent *sentTo) error {
+	err := n.sendTransfers(ctx, stream, g, g.transfers, sent)
 	if err == nil {
+		// Messages forwarded to an entity are sent to it: a use that
+		// keeps it from being deleted as idle.
+		n.idle.Use(g.target)()
 		for _, x := range g.transfers {
 			done.Numbers = append(done.Numbers, x.Number)
 		}
@@ -212,7 +298,7 @@ func (n *Node) sendGroup(ctx context.Context, stream string, g *forwardGroup, do
 		return err
 	}
 	for _, x := range g.transfers {
-		err := n.sendTransfers(ctx, stream, g, []engine.Transfer{x})
+		err := n.sendTransfers(ctx, stream, g, []engine.Transfer{x}, sent)
 		switch {
 		case err == nil:
 			done.Numbers = append(done.Numbers, x.Number)
@@ -225,6 +311,25 @@ func (n *Node) sendGroup(ctx context.Context, stream string, g *forwardGroup, do
 		}
 	}
 	return nil
+}
+
+// targetGone asks the metadata leader whether x's target exists. When it
+// does not, it notes in done that the target is gone (so that the
+// transfers to it numbered above sentUpTo are dead-lettered). It returns
+// the error that holds the target's round: NOT_FOUND while messages a
+// forwarder may have sent wait, or what kept the question unanswered.
+func (n *Node) targetGone(ctx context.Context, x engine.Transfer, sentUpTo uint64, done *enginev1.CompleteTransfer) error {
+	_, err := n.entity(ctx, x.To)
+	if err == nil {
+		return apierror.Busy("forwarding target %q of %q is not in this node's metadata yet", x.To, x.From)
+	}
+	if apierror.From(err).Reason != raftbusv1.ErrorReason_ERROR_REASON_NOT_FOUND {
+		return fmt.Errorf("look up forwarding target %q: %w", x.To, err)
+	}
+	n.log.Warn("forwarding target deleted: its messages in transfer are dead-lettered in their source", "from", x.From, "to", x.To)
+	done.Gone = append(done.Gone, &enginev1.GoneTarget{Target: x.To, SentUpTo: sentUpTo,
+		Description: fmt.Sprintf("forwarding to %q failed: it does not exist (deleted)", x.To)})
+	return apierror.NotFound("forwarding target %q of %q does not exist", x.To, x.From)
 }
 
 // refusedForGood reports whether a target's refusal of transfers is one a
@@ -265,10 +370,11 @@ func targetPartition(stream string, x engine.Transfer, partitions uint32) uint32
 
 // sendTransfers has the leader of the group's target partition accept
 // transfers of the group.
-func (n *Node) sendTransfers(ctx context.Context, stream string, g *forwardGroup, transfers []engine.Transfer) error {
+func (n *Node) sendTransfers(ctx context.Context, stream string, g *forwardGroup, transfers []engine.Transfer, sent *sentTo) error {
 	accept := &enginev1.AcceptTransfer{EntityPath: g.target, Stream: stream}
 	for _, x := range transfers {
 		accept.Messages = append(accept.Messages, &enginev1.TransferredMessage{Number: x.Number, Message: x.Message})
+		sent.here = max(sent.here, x.Number) // before it goes: it may arrive
 	}
 	_, err := n.acceptTransfer(ctx, g.entity, g.partition, accept)
 	return err

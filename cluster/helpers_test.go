@@ -28,13 +28,22 @@ type testCluster struct {
 	// clocks are the nodes' clocks, kept across restarts; a test skews a
 	// node with SetOffset.
 	clocks []*clock.System
+	// tweak, when set, changes each node's configuration before it starts.
+	tweak func(cfg *Config)
 }
 
 // newTestCluster starts n nodes: the first forms the cluster, the others
 // join it.
 func newTestCluster(t testing.TB, n int) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, dir: t.TempDir()}
+	return newTestClusterWith(t, n, nil)
+}
+
+// newTestClusterWith is newTestCluster with tweak applied to each node's
+// configuration.
+func newTestClusterWith(t testing.TB, n int, tweak func(cfg *Config)) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, dir: t.TempDir(), tweak: tweak}
 	t.Cleanup(func() {
 		for _, nd := range c.nodes {
 			if nd != nil {
@@ -88,6 +97,9 @@ func (c *testCluster) start(i int, addr string) *Node {
 		c.clocks = append(c.clocks, clock.NewSystem(0))
 	}
 	cfg.Clock = c.clocks[i]
+	if c.tweak != nil {
+		c.tweak(&cfg)
+	}
 	if i > 0 && addr == "" {
 		cfg.Join = c.nodes[0].Addr()
 	}

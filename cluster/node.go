@@ -22,6 +22,7 @@ import (
 	"github.com/raftbus/raftbus/cluster/apierror"
 	"github.com/raftbus/raftbus/cluster/clock"
 	"github.com/raftbus/raftbus/cluster/identity"
+	"github.com/raftbus/raftbus/cluster/idle"
 	"github.com/raftbus/raftbus/cluster/metrics"
 	"github.com/raftbus/raftbus/cluster/raftgrpc"
 	"github.com/raftbus/raftbus/cluster/routing"
@@ -83,6 +84,16 @@ type Config struct {
 	// against its caller's certificate (see cluster/access). Nil: plain
 	// TCP, every caller let through.
 	TLS *certs.NodeTLS
+	// idleClock measures how long entities go unused, and idleCheckEvery
+	// spaces the metadata leader's checks of auto_delete_on_idle (see
+	// idlecheck.go): Clock and defaultIdleCheckEvery unless an in-process
+	// test sets them to see an entity through minutes of idleness.
+	idleClock      clock.Source
+	idleCheckEvery time.Duration
+	// forgetStreamsAfter is how long a deleted source's stream must have
+	// been quiet before a target forgets its mark (see marksweep.go):
+	// defaultForgetStreamsAfter unless an in-process test sets it.
+	forgetStreamsAfter time.Duration
 	// Auth makes every public call need a SharedAccessSignature token
 	// signed with a key of an access policy (see cluster/access); it
 	// needs TLS, which authenticates the nodes to each other.
@@ -125,6 +136,10 @@ type Node struct {
 	kick       chan struct{}
 	lastForget time.Time
 
+	// idle notes when the public services last served a call on each
+	// entity (see idlecheck.go).
+	idle *idle.Tracker
+
 	// serving is set once the metadata group is open; until then the
 	// public services answer SERVER_BUSY (the Raft transport serves at
 	// once: a joining node is replicated to before Start returns).
@@ -157,6 +172,15 @@ func Start(cfg Config) (*Node, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.NewSystem(0)
+	}
+	if cfg.idleClock == nil {
+		cfg.idleClock = cfg.Clock
+	}
+	if cfg.idleCheckEvery == 0 {
+		cfg.idleCheckEvery = defaultIdleCheckEvery
+	}
+	if cfg.forgetStreamsAfter == 0 {
+		cfg.forgetStreamsAfter = defaultForgetStreamsAfter
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -199,6 +223,7 @@ func Start(cfg Config) (*Node, error) {
 		stop:     make(chan struct{}),
 	}
 	n.members.Store(&map[string]*clusterv1.Node{})
+	n.idle = n.newIdleTracker()
 	n.metrics = metrics.New(metricsSource{n})
 	n.grpcHealth = newHealth()
 	n.mux, err = raftgrpc.NewMux(raftgrpc.Config{
@@ -274,8 +299,9 @@ func Start(cfg Config) (*Node, error) {
 	// Judge the clock before serving, so that a node that comes up skewed
 	// never stamps a command.
 	n.checkClock()
-	n.wg.Add(6)
+	n.wg.Add(7)
 	go n.runMetaLeaderDuties()
+	go n.runIdleCheck()
 	go n.runReconciler()
 	go n.runIdentity()
 	go n.runClockSync()

@@ -149,6 +149,7 @@ func (n *Node) unaryInterceptors() []grpc.UnaryServerInterceptor {
 		n.metrics.UnaryInterceptor(routing.FromNode),
 		skipStandard(service.StatusInterceptor(n.log)),
 		skipStandard(n.startingInterceptor),
+		skipStandard(n.idleInterceptor),
 	}
 }
 

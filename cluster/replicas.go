@@ -58,6 +58,10 @@ type replica struct {
 	// forwarding is set while this node, as leader, runs the partition's
 	// forwarder (see forwarder.go).
 	forwarding atomic.Bool
+	// sweeping is set while this node, as leader, has the partition forget
+	// the marks of deleted sources (see marksweep.go).
+	sweeping  atomic.Bool
+	lastSweep time.Time // reconciler only
 }
 
 func (r *replica) setPreferred(id string) { r.preferred.Store(&id) }
@@ -199,6 +203,7 @@ func (n *Node) reconcile() {
 			continue
 		}
 		n.forward(r, e)
+		n.sweepMarks(r)
 		n.promoteRebuilt(r, e, w.placed)
 		n.advanceMove(r, w)
 		n.handOver(r)

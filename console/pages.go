@@ -153,10 +153,12 @@ func settingsOf(m proto.Message) string {
 		add(p.GetRequiresDuplicateDetection(), "duplicate detection")
 		add(p.GetForwardTo() != "", "forwards to %s", p.GetForwardTo())
 		add(p.GetForwardDeadLetteredMessagesTo() != "", "dead letters to %s", p.GetForwardDeadLetteredMessagesTo())
+		add(lifetime(p.GetAutoDeleteOnIdle()) != "unlimited", "deleted after %s idle", lifetime(p.GetAutoDeleteOnIdle()))
 	case *raftbusv1.TopicProperties:
 		add(true, "partitions %d", p.GetPartitionCount())
 		add(true, "time to live %s", lifetime(p.GetDefaultMessageTimeToLive()))
 		add(p.GetRequiresDuplicateDetection(), "duplicate detection")
+		add(lifetime(p.GetAutoDeleteOnIdle()) != "unlimited", "deleted after %s idle", lifetime(p.GetAutoDeleteOnIdle()))
 	case *raftbusv1.SubscriptionProperties:
 		add(true, "lock %v", p.GetLockDuration().AsDuration())
 		add(true, "max deliveries %d", p.GetMaxDeliveryCount())
@@ -164,6 +166,7 @@ func settingsOf(m proto.Message) string {
 		add(p.GetRequiresSession(), "sessions")
 		add(p.GetForwardTo() != "", "forwards to %s", p.GetForwardTo())
 		add(p.GetForwardDeadLetteredMessagesTo() != "", "dead letters to %s", p.GetForwardDeadLetteredMessagesTo())
+		add(lifetime(p.GetAutoDeleteOnIdle()) != "unlimited", "deleted after %s idle", lifetime(p.GetAutoDeleteOnIdle()))
 	}
 	return strings.Join(parts, " · ")
 }

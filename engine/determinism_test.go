@@ -231,14 +231,27 @@ func (w *workload) transferOp(cmd *enginev1.Command, entity string) {
 			pending = w.transfers()
 		}
 		for _, x := range pending {
-			switch w.rng.IntN(4) {
+			switch w.rng.IntN(6) {
 			case 0:
 				c.Failed = append(c.Failed, &enginev1.FailedTransfer{Number: x.Number, Description: "refused"})
 			case 1, 2:
 				c.Numbers = append(c.Numbers, x.Number)
+			case 3:
+				c.Claims = append(c.Claims, &enginev1.TransferClaim{Target: x.To, UpTo: x.Number + w.rng.Uint64N(3)})
+			case 4:
+				if w.rng.IntN(4) == 0 {
+					c.Gone = append(c.Gone, &enginev1.GoneTarget{Target: x.To, SentUpTo: x.Number - w.rng.Uint64N(2), Description: "deleted"})
+				}
 			}
 		}
 		cmd.Body = &enginev1.Command_CompleteTransfer{CompleteTransfer: c}
+		return
+	}
+	if w.rng.IntN(8) == 0 {
+		// A source deleted: its stream forgotten once quiet.
+		cmd.Body = &enginev1.Command_ForgetTransferStreams{ForgetTransferStreams: &enginev1.ForgetTransferStreams{
+			EntityPath: entity, Streams: []string{fmt.Sprintf("source@1/%d", w.rng.IntN(len(w.streams)))}, UnusedForMs: w.rng.Int64N(60_000),
+		}}
 		return
 	}
 	s := w.rng.IntN(len(w.streams))

@@ -35,7 +35,12 @@ const (
 //	5  forward_to and forward_dead_lettered_messages_to put messages in
 //	   transfer (see transfer.go)
 //	6  deferring a message that used its last delivery dead-letters it
-const Version = 6
+//	7  the forwarder claims transfers before it sends them, and the
+//	   unclaimed transfers to a deleted target are dead-lettered (see
+//	   transfer.go)
+//	8  a transfer mark keeps when it last rose, and the marks of deleted
+//	   sources are forgotten (see transfermarks.go)
+const Version = 8
 
 // Versions whose semantics code branches on.
 const (
@@ -45,6 +50,8 @@ const (
 	versionSettlementsRepeatable     = 4
 	versionForwarding                = 5
 	versionDeferUsesDelivery         = 6
+	versionTransferClaims            = 7
+	versionForgetTransferStreams     = 8
 )
 
 // Engine is the state of one partition: the slices of the entities placed
@@ -211,6 +218,12 @@ func (e *Engine) Apply(cmd *enginev1.Command) *enginev1.Result {
 	case *enginev1.Command_CompleteTransfer:
 		n := e.completeTransfer(b.CompleteTransfer)
 		res = &enginev1.Result{Result: &enginev1.Result_CompleteTransfer{CompleteTransfer: &enginev1.CompleteTransferResult{Completed: n}}}
+	case *enginev1.Command_ForgetTransferStreams:
+		var n int32
+		n, err = e.forgetTransferStreams(now, b.ForgetTransferStreams)
+		if err == nil {
+			res = &enginev1.Result{Result: &enginev1.Result_ForgetTransferStreams{ForgetTransferStreams: &enginev1.ForgetTransferStreamsResult{Forgotten: n}}}
+		}
 	default:
 		err = invalidf("unknown command %T", b)
 	}

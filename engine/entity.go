@@ -18,13 +18,17 @@ const (
 	DefaultMaxDeliveryCount = 10
 	// UnlimitedTimeToLive is the default time to live: the longest
 	// time.Duration (about 292 years). Longer settings mean the same.
-	UnlimitedTimeToLive               = time.Duration(math.MaxInt64)
-	DefaultDuplicateDetectionWindow   = 10 * time.Minute
-	MinDuplicateDetectionWindow       = 20 * time.Second
-	MaxDuplicateDetectionWindow       = 7 * 24 * time.Hour
-	DefaultMaxSizeInMegabytes         = 1024
-	DefaultMaxMessageSizeInKilobytes  = 256
-	DefaultPartitionCount             = 1
+	UnlimitedTimeToLive              = time.Duration(math.MaxInt64)
+	DefaultDuplicateDetectionWindow  = 10 * time.Minute
+	MinDuplicateDetectionWindow      = 20 * time.Second
+	MaxDuplicateDetectionWindow      = 7 * 24 * time.Hour
+	DefaultMaxSizeInMegabytes        = 1024
+	DefaultMaxMessageSizeInKilobytes = 256
+	DefaultPartitionCount            = 1
+	// MinAutoDeleteOnIdle is the shortest auto_delete_on_idle, as in
+	// Service Bus; NeverAutoDelete, the default, turns it off.
+	MinAutoDeleteOnIdle               = 5 * time.Minute
+	NeverAutoDelete                   = time.Duration(math.MaxInt64)
 	maxMessageIDLength                = 128
 	reasonMaxDeliveryCountExceeded    = "MaxDeliveryCountExceeded"
 	reasonTTLExpired                  = "TTLExpiredException"
@@ -103,6 +107,9 @@ func normalizeQueueProperties(p *raftbusv1.QueueProperties, maxMessageKB int64) 
 	if n.EnableBatchedOperations == nil {
 		n.EnableBatchedOperations = proto.Bool(true)
 	}
+	if n.AutoDeleteOnIdle, err = autoDeleteSetting(n.AutoDeleteOnIdle); err != nil {
+		return nil, err
+	}
 	if n.PartitionCount == nil {
 		n.PartitionCount = proto.Uint32(DefaultPartitionCount)
 	} else if n.GetPartitionCount() < 1 || n.GetPartitionCount() > 1<<16 {
@@ -122,6 +129,12 @@ func durationSetting(name string, d *durationpb.Duration, def, lo, hi time.Durat
 		return nil, invalidf("%s must be between %v and %v, not %v", name, lo, hi, v)
 	}
 	return d, nil
+}
+
+// autoDeleteSetting normalizes auto_delete_on_idle. The engine does not
+// act on it: the metadata leader deletes idle entities (cluster/idle).
+func autoDeleteSetting(d *durationpb.Duration) (*durationpb.Duration, error) {
+	return durationSetting("auto_delete_on_idle", d, NeverAutoDelete, MinAutoDeleteOnIdle, NeverAutoDelete)
 }
 
 // settings are an entity's normalized properties in the form the engine
@@ -202,7 +215,7 @@ type entity struct {
 	subscription *subscriptionState
 	// transfersIn is, by source stream, the highest number of a message
 	// forwarded to the entity it accepted (see transfer.go).
-	transfersIn map[string]uint64
+	transfersIn map[string]streamMark
 	// counters are not state (see Counters).
 	counters Counters
 }

@@ -17,7 +17,8 @@ func TestNormalizeQueuePropertiesAppliesDefaults(t *testing.T) {
 	if p.GetName() != "q" || p.GetLockDuration().AsDuration() != time.Minute || p.GetMaxDeliveryCount() != 10 ||
 		p.GetDuplicateDetectionHistoryTimeWindow().AsDuration() != 10*time.Minute || p.GetMaxSizeInMegabytes() != 1024 ||
 		p.GetMaxMessageSizeInKilobytes() != 256 || p.GetDefaultMessageTimeToLive().AsDuration() != UnlimitedTimeToLive ||
-		p.RequiresSession == nil || p.GetPartitionCount() != 1 || !p.GetEnableBatchedOperations() {
+		p.RequiresSession == nil || p.GetPartitionCount() != 1 || !p.GetEnableBatchedOperations() ||
+		p.GetAutoDeleteOnIdle().AsDuration() != NeverAutoDelete {
 		t.Fatalf("defaults %v", p)
 	}
 }
@@ -31,6 +32,7 @@ func TestNormalizeQueuePropertiesRejectsOutOfRange(t *testing.T) {
 		"size zero":          {MaxSizeInMegabytes: ptr[int64](0)},
 		"message size large": {MaxMessageSizeInKilobytes: ptr[int64](MaxMaxMessageSizeInKilobytes + 1)},
 		"ttl negative":       {DefaultMessageTimeToLive: dur(-time.Second)},
+		"idle below minimum": {AutoDeleteOnIdle: dur(MinAutoDeleteOnIdle - time.Second)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := NormalizeQueueProperties(p)

@@ -332,4 +332,9 @@ func checkTransferInvariants(t testing.TB, e *Engine) {
 	if total != len(tt.byNumber) {
 		t.Fatalf("%d transfers by target, %d by number", total, len(tt.byNumber))
 	}
+	for to := range tt.claimed {
+		if tt.byTarget[to] == nil {
+			t.Fatalf("a claim for %q, to which nothing is in transfer", to)
+		}
+	}
 }

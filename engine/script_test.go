@@ -53,8 +53,14 @@ import (
 //	peek-session session=S [from=SEQ] [max=N] [full]
 //	counts | next-deadline | remembered-sessions
 //	transfers                            the messages in transfer, by number
-//	complete-transfer [fail=N:D] N...    the target accepted these transfers (and
-//	    refused N for good, with description D)
+//	complete-transfer [fail=N:D] [claim=E:N] [gone=E:N:D] N...
+//	    the target accepted these transfers (and refused N for good, with
+//	    description D; claim: the forwarder may send E up to N; gone: E is
+//	    deleted, nothing above N was sent to it)
+//	claims                               the claims of targets, by target
+//	marks                                the queue's marks of source streams
+//	forget-streams [unused=D] S...       forget the marks of these streams
+//	    not risen for D
 //	accept-transfer stream=S             forwarded messages, one per input line:
 //	    N ID [session=S]                 (its number in the stream, its id)
 //	available [entity=E] [session=S]     HasAvailableSession, or HasAvailableInSession
@@ -365,6 +371,25 @@ func (s *script) directive(t *testing.T, d *datadriven.TestData, a *args) string
 			}
 			c.Failed = append(c.Failed, &enginev1.FailedTransfer{Number: n, Description: desc})
 		}
+		if v, ok := a.take("claim"); ok {
+			to, num, _ := strings.Cut(v, ":")
+			n, err := strconv.ParseUint(num, 10, 64)
+			if err != nil {
+				d.Fatalf(t, "claim=E:N: %v", err)
+			}
+			c.Claims = append(c.Claims, &enginev1.TransferClaim{Target: to, UpTo: n})
+		}
+		if v, ok := a.take("gone"); ok {
+			parts := strings.SplitN(v, ":", 3)
+			if len(parts) != 3 {
+				d.Fatalf(t, "gone=E:N:D")
+			}
+			n, err := strconv.ParseUint(parts[1], 10, 64)
+			if err != nil {
+				d.Fatalf(t, "gone=E:N:D: %v", err)
+			}
+			c.Gone = append(c.Gone, &enginev1.GoneTarget{Target: parts[0], SentUpTo: n, Description: parts[2]})
+		}
 		for _, v := range a.rest() {
 			n, err := strconv.ParseUint(v, 10, 64)
 			if err != nil {
@@ -379,6 +404,49 @@ func (s *script) directive(t *testing.T, d *datadriven.TestData, a *args) string
 		return fmt.Sprintf("completed %d\n", res.GetCompleteTransfer().GetCompleted())
 	case "accept-transfer":
 		return s.acceptTransfer(t, d, a)
+	case "marks":
+		return s.read(func(e *Engine) string {
+			ent := e.entities[testQueue]
+			var b strings.Builder
+			for _, st := range ent.streams() {
+				m := ent.transfersIn[st]
+				when := "unknown"
+				if m.acceptedMs != 0 {
+					when = at(m.acceptedMs)
+				}
+				fmt.Fprintf(&b, "%s: %d accepted=%s\n", st, m.number, when)
+			}
+			if b.Len() == 0 {
+				return "none\n"
+			}
+			return b.String()
+		})
+	case "forget-streams":
+		c := &enginev1.ForgetTransferStreams{EntityPath: testQueue}
+		if v, ok := a.take("unused"); ok {
+			dur, err := time.ParseDuration(v)
+			if err != nil {
+				d.Fatalf(t, "unused=D: %v", err)
+			}
+			c.UnusedForMs = dur.Milliseconds()
+		}
+		c.Streams = a.rest()
+		res := s.apply(&enginev1.Command{Body: &enginev1.Command_ForgetTransferStreams{ForgetTransferStreams: c}})
+		if res.GetError() != nil {
+			return s.result(res)
+		}
+		return fmt.Sprintf("forgotten %d\n", res.GetForgetTransferStreams().GetForgotten())
+	case "claims":
+		return s.read(func(e *Engine) string {
+			var b strings.Builder
+			for _, to := range e.TransferTargets() {
+				fmt.Fprintf(&b, "%s: claimed up to %d\n", to, e.TransferClaim(to))
+			}
+			if b.Len() == 0 {
+				return "none\n"
+			}
+			return b.String()
+		})
 	case "snapshot":
 		var buf bytes.Buffer
 		if err := h.e.Snapshot(&buf); err != nil {

@@ -89,6 +89,11 @@ func (e *Engine) Snapshot(w io.Writer) error {
 			err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_SettledLock{SettledLock: storedSettled(s)}})
 		}
 	}
+	for _, c := range e.transfers.claims() {
+		if err == nil {
+			err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_TransferClaim{TransferClaim: c}})
+		}
+	}
 	if err == nil {
 		err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Trailer{Trailer: &enginev1.SnapshotTrailer{
 			EntityCount: entities, MessageCount: messages,
@@ -239,10 +244,16 @@ func restore(r *bufio.Reader) (*Engine, error) {
 			if ent == nil {
 				return nil, errors.New("a transfer mark before any entity")
 			}
-			if ent.transfersIn == nil {
-				ent.transfersIn = make(map[string]uint64)
+			m := x.TransferMark
+			ent.restoreMark(m.GetStream(), streamMark{number: m.GetNumber(), acceptedMs: m.GetAcceptedUnixMs()})
+		case *enginev1.SnapshotRecord_TransferClaim:
+			// After every message: a claim names a target messages are in
+			// transfer to.
+			c := x.TransferClaim
+			if e.transfers.byTarget[c.GetTarget()] == nil {
+				return nil, fmt.Errorf("a transfer claim for %q, to which no message is in transfer", c.GetTarget())
 			}
-			ent.transfersIn[x.TransferMark.GetStream()] = x.TransferMark.GetNumber()
+			e.transfers.claimed[c.GetTarget()] = c.GetUpTo()
 		case *enginev1.SnapshotRecord_Receipt:
 			if err := e.restoreReceipt(x.Receipt); err != nil {
 				return nil, fmt.Errorf("receipt of %q: %w", x.Receipt.GetEntityPath(), err)

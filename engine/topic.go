@@ -51,6 +51,7 @@ func normalizeTopicProperties(p *raftbusv1.TopicProperties, maxMessageKB int64) 
 		MaxMessageSizeInKilobytes:           p.MaxMessageSizeInKilobytes,
 		EnableBatchedOperations:             p.EnableBatchedOperations,
 		PartitionCount:                      p.PartitionCount,
+		AutoDeleteOnIdle:                    p.GetAutoDeleteOnIdle(),
 	}, maxMessageKB)
 	if err != nil {
 		return nil, err
@@ -63,6 +64,7 @@ func normalizeTopicProperties(p *raftbusv1.TopicProperties, maxMessageKB int64) 
 	n.MaxMessageSizeInKilobytes = q.MaxMessageSizeInKilobytes
 	n.EnableBatchedOperations = q.EnableBatchedOperations
 	n.PartitionCount = q.PartitionCount
+	n.AutoDeleteOnIdle = q.AutoDeleteOnIdle
 	if n.SupportOrdering == nil {
 		n.SupportOrdering = proto.Bool(true)
 	}
@@ -83,11 +85,13 @@ func NormalizeSubscriptionProperties(p *raftbusv1.SubscriptionProperties) (*raft
 		DefaultMessageTimeToLive:         p.GetDefaultMessageTimeToLive(),
 		DeadLetteringOnMessageExpiration: p.DeadLetteringOnMessageExpiration,
 		EnableBatchedOperations:          p.EnableBatchedOperations,
+		AutoDeleteOnIdle:                 p.GetAutoDeleteOnIdle(),
 	})
 	if err != nil {
 		return nil, err
 	}
 	n := proto.Clone(p).(*raftbusv1.SubscriptionProperties)
+	n.AutoDeleteOnIdle = q.AutoDeleteOnIdle
 	n.LockDuration = q.LockDuration
 	n.MaxDeliveryCount = q.MaxDeliveryCount
 	n.RequiresSession = q.RequiresSession

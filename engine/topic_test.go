@@ -412,7 +412,8 @@ func TestNormalizeTopicAndSubscriptionPropertiesApplyDefaults(t *testing.T) {
 	}
 	if tp.GetName() != "t" || tp.GetDefaultMessageTimeToLive().AsDuration() != UnlimitedTimeToLive || tp.GetRequiresDuplicateDetection() ||
 		tp.GetDuplicateDetectionHistoryTimeWindow().AsDuration() != DefaultDuplicateDetectionWindow || tp.GetMaxSizeInMegabytes() != DefaultMaxSizeInMegabytes ||
-		tp.GetMaxMessageSizeInKilobytes() != DefaultMaxMessageSizeInKilobytes || tp.GetPartitionCount() != 1 || !tp.GetEnableBatchedOperations() || !tp.GetSupportOrdering() {
+		tp.GetMaxMessageSizeInKilobytes() != DefaultMaxMessageSizeInKilobytes || tp.GetPartitionCount() != 1 || !tp.GetEnableBatchedOperations() || !tp.GetSupportOrdering() ||
+		tp.GetAutoDeleteOnIdle().AsDuration() != NeverAutoDelete {
 		t.Fatalf("topic defaults %v", tp)
 	}
 	sp, err := NormalizeSubscriptionProperties(&raftbusv1.SubscriptionProperties{TopicName: "t", SubscriptionName: "s"})
@@ -420,7 +421,8 @@ func TestNormalizeTopicAndSubscriptionPropertiesApplyDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if sp.GetTopicName() != "t" || sp.GetLockDuration().AsDuration() != DefaultLockDuration || sp.GetMaxDeliveryCount() != DefaultMaxDeliveryCount ||
-		sp.RequiresSession == nil || sp.GetRequiresSession() || !sp.GetDeadLetteringOnFilterEvaluationExceptions() || sp.DeadLetteringOnMessageExpiration == nil {
+		sp.RequiresSession == nil || sp.GetRequiresSession() || !sp.GetDeadLetteringOnFilterEvaluationExceptions() || sp.DeadLetteringOnMessageExpiration == nil ||
+		sp.GetAutoDeleteOnIdle().AsDuration() != NeverAutoDelete {
 		t.Fatalf("subscription defaults %v", sp)
 	}
 	for name, err := range map[string]error{
@@ -430,6 +432,8 @@ func TestNormalizeTopicAndSubscriptionPropertiesApplyDefaults(t *testing.T) {
 		"subscription lock": second(NormalizeSubscriptionProperties(&raftbusv1.SubscriptionProperties{LockDuration: dur(0)})),
 		"subscription mdc":  second(NormalizeSubscriptionProperties(&raftbusv1.SubscriptionProperties{MaxDeliveryCount: ptr[int32](0)})),
 		"subscription name": second(NormalizeSubscriptionProperties(&raftbusv1.SubscriptionProperties{SubscriptionName: "\xff"})),
+		"topic idle":        second(NormalizeTopicProperties(&raftbusv1.TopicProperties{AutoDeleteOnIdle: dur(time.Minute)})),
+		"subscription idle": second(NormalizeSubscriptionProperties(&raftbusv1.SubscriptionProperties{AutoDeleteOnIdle: dur(time.Minute)})),
 	} {
 		if e, ok := err.(*Error); !ok || e.Reason != raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT {
 			t.Errorf("%s: error %v", name, err)

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
@@ -30,7 +31,8 @@ import (
 //     over) is answered as a duplicate and enqueued nothing. Because a
 //     stream's numbers reach each target partition in increasing order,
 //     one number per stream is all the memory this takes, and snapshots
-//     keep it.
+//     keep it. A stream whose source is deleted is forgotten (see
+//     transfermarks.go), so that the marks stay as many as the sources.
 //  4. Once answered, the forwarder proposes CompleteTransfer on the
 //     source, which removes the messages; a repeat of it changes nothing.
 //     A message the target refuses for good leaves the transfer by the
@@ -40,9 +42,19 @@ import (
 //
 // A message in transfer keeps its target as it was when it entered the
 // transfer: a change of forward_to applies to the messages that arrive
-// after it. When the target is deleted, its messages stay in transfer
-// (and count against the source's size) until an entity of that name
-// exists again.
+// after it.
+//
+// A deleted target accepts nothing, and the messages bound for it would
+// wait in transfer for an entity of its name. Instead they go to the
+// source's dead-letter sub-queue (GoneTarget), but only those that no
+// forwarder can have delivered: a target that accepted a message, lost
+// the answer and was then deleted must not see it dead-lettered too.
+// So before it sends, a forwarder claims the numbers it may send
+// (TransferClaim, by the same CompleteTransfer command that removes the
+// accepted ones when it can); the claim is replicated, so the forwarder
+// of a later leader knows which messages an earlier one may have sent,
+// and a gone target's dead-lettering spares those, which stay in
+// transfer until an entity of its name exists again.
 
 // Application properties a dead-lettered message carries when it is
 // forwarded, as in Service Bus.
@@ -72,6 +84,10 @@ type transferTable struct {
 	byMessage map[*message]*transfer
 	all       numberList
 	byTarget  map[string]*numberList
+	// claimed is, by target, the highest number a forwarder may have sent
+	// it (see TransferClaim); kept while messages are in transfer to it
+	// (any later one gets a higher number).
+	claimed map[string]uint64
 }
 
 // numberList is transfer numbers in ascending order; numbers no longer in
@@ -88,7 +104,8 @@ func (l *numberList) compact(in map[uint64]*transfer) {
 }
 
 func newTransferTable() transferTable {
-	return transferTable{byNumber: make(map[uint64]*transfer), byMessage: make(map[*message]*transfer), byTarget: make(map[string]*numberList)}
+	return transferTable{byNumber: make(map[uint64]*transfer), byMessage: make(map[*message]*transfer), byTarget: make(map[string]*numberList),
+		claimed: make(map[string]uint64)}
 }
 
 func (t *transferTable) add(x *transfer) {
@@ -113,9 +130,20 @@ func (t *transferTable) remove(x *transfer) {
 	l := t.byTarget[x.to]
 	if l.live--; l.live == 0 {
 		delete(t.byTarget, x.to)
+		delete(t.claimed, x.to)
 	} else {
 		l.compact(t.byNumber)
 	}
+}
+
+// claims are the claims in target order, for snapshots.
+func (t *transferTable) claims() []*enginev1.TransferClaim {
+	out := make([]*enginev1.TransferClaim, 0, len(t.claimed))
+	for to, upTo := range t.claimed {
+		out = append(out, &enginev1.TransferClaim{Target: to, UpTo: upTo})
+	}
+	slices.SortFunc(out, func(a, b *enginev1.TransferClaim) int { return strings.Compare(a.GetTarget(), b.GetTarget()) })
+	return out
 }
 
 // sort puts the lists in order after a restore added transfers entity by
@@ -189,8 +217,9 @@ func (e *Engine) dropTransfers(gone []*entity) {
 	}
 }
 
-// completeTransfer removes the transfers the target accepted and ends
-// those it refused for good (see FailedTransfer).
+// completeTransfer removes the transfers the target accepted, ends those
+// it refused for good (see FailedTransfer) and those of deleted targets
+// that no forwarder sent (see GoneTarget), and records claims.
 func (e *Engine) completeTransfer(c *enginev1.CompleteTransfer) int32 {
 	var n int32
 	for _, num := range c.GetNumbers() {
@@ -201,24 +230,74 @@ func (e *Engine) completeTransfer(c *enginev1.CompleteTransfer) int32 {
 		}
 	}
 	for _, f := range c.GetFailed() {
-		x := e.transfers.byNumber[f.GetNumber()]
-		if x == nil {
-			continue
+		if x := e.transfers.byNumber[f.GetNumber()]; x != nil {
+			e.failTransfer(x, f.GetDescription())
+			n++
 		}
-		e.transfers.remove(x)
-		q, m := x.q, x.m
-		q.remove(m)
-		m.state = stateAvailable
-		n++
-		if q.deadLetter {
-			q.insert(m) // a dead letter stays one
-			continue
+	}
+	if e.version < versionTransferClaims {
+		return n
+	}
+	for _, g := range c.GetGone() {
+		var unsent []*transfer
+		if l := e.transfers.byTarget[g.GetTarget()]; l != nil {
+			e.transfers.eachIn(l, func(x *transfer) bool {
+				if x.number > g.GetSentUpTo() {
+					unsent = append(unsent, x)
+				}
+				return true
+			})
 		}
-		q.entity.counters.DeadLettered++
-		m.deadLetter = &deadLetterInfo{reason: ReasonTransferFailed, description: f.GetDescription(), source: q.entity.path, enqueuedSeq: m.seq, origin: m.order}
-		q.entity.deadLetter.insert(m) // not forwarded again
+		for _, x := range unsent {
+			e.failTransfer(x, g.GetDescription())
+			n++
+		}
+	}
+	for _, cl := range c.GetClaims() {
+		if to := cl.GetTarget(); e.transfers.byTarget[to] != nil {
+			e.transfers.claimed[to] = max(e.transfers.claimed[to], cl.GetUpTo())
+		}
 	}
 	return n
+}
+
+// failTransfer ends x's transfer: its message goes to the dead-letter
+// sub-queue of its entity with the reason ReasonTransferFailed, and is not
+// forwarded again; a dead letter stays one as it was.
+func (e *Engine) failTransfer(x *transfer, description string) {
+	e.transfers.remove(x)
+	q, m := x.q, x.m
+	q.remove(m)
+	m.state = stateAvailable
+	if q.deadLetter {
+		q.insert(m)
+		return
+	}
+	q.entity.counters.DeadLettered++
+	m.deadLetter = &deadLetterInfo{reason: ReasonTransferFailed, description: description, source: q.entity.path, enqueuedSeq: m.seq, origin: m.order}
+	q.entity.deadLetter.insert(m)
+}
+
+// TransferClaim is the highest number of the messages in transfer to the
+// entity to that a forwarder may have sent it (see TransferClaim).
+func (e *Engine) TransferClaim(to string) uint64 { return e.transfers.claimed[to] }
+
+// TransferClaimAhead is the number up to which a forwarder about to send
+// to the entity to claims: that of its n-th oldest message in transfer,
+// or of its newest when it has fewer; 0 when it has none.
+func (e *Engine) TransferClaimAhead(to string, n int) uint64 {
+	l := e.transfers.byTarget[to]
+	if l == nil {
+		return 0
+	}
+	var last uint64
+	i := 0
+	e.transfers.eachIn(l, func(x *transfer) bool {
+		last = x.number
+		i++
+		return i < n
+	})
+	return last
 }
 
 // acceptTransfer enqueues forwarded messages not accepted before (see
@@ -228,7 +307,7 @@ func (e *Engine) acceptTransfer(now int64, c *enginev1.AcceptTransfer) ([]*raftb
 	if err != nil {
 		return nil, err
 	}
-	mark := ent.transfersIn[c.GetStream()]
+	mark := ent.transfersIn[c.GetStream()].number
 	in := c.GetMessages()
 	fresh := make([]*raftbusv1.Message, 0, len(in))
 	last := mark
@@ -243,10 +322,7 @@ func (e *Engine) acceptTransfer(now int64, c *enginev1.AcceptTransfer) ([]*raftb
 		return nil, err
 	}
 	if last > mark {
-		if ent.transfersIn == nil {
-			ent.transfersIn = make(map[string]uint64)
-		}
-		ent.transfersIn[c.GetStream()] = last
+		ent.raiseMark(c.GetStream(), last, now, e.version)
 	}
 	out := make([]*raftbusv1.SendResult, len(in))
 	j := 0
@@ -358,18 +434,4 @@ func forwarded(m *message) *raftbusv1.Message {
 		msg.ApplicationProperties[DeadLetterErrorDescriptionProperty] = &raftbusv1.PropertyValue{Value: &raftbusv1.PropertyValue_StringValue{StringValue: dl.description}}
 	}
 	return msg
-}
-
-// transferMarks are an entity's marks in stream order, for snapshots.
-func (ent *entity) transferMarks() []*enginev1.TransferMark {
-	streams := make([]string, 0, len(ent.transfersIn))
-	for s := range ent.transfersIn {
-		streams = append(streams, s)
-	}
-	sort.Strings(streams)
-	out := make([]*enginev1.TransferMark, len(streams))
-	for i, s := range streams {
-		out[i] = &enginev1.TransferMark{Stream: s, Number: ent.transfersIn[s]}
-	}
-	return out
 }

@@ -38,7 +38,22 @@ func validate(cmd *enginev1.Command) *Error {
 				return err
 			}
 		}
+		for _, g := range b.CompleteTransfer.GetGone() {
+			if err := checkText("gone target description", g.GetDescription()); err != nil {
+				return err
+			}
+		}
 		return nil
+	case *enginev1.Command_ForgetTransferStreams:
+		for _, st := range b.ForgetTransferStreams.GetStreams() {
+			if st == "" || len(st) > maxStreamLength || !utf8.ValidString(st) {
+				return invalidf("stream must be 1 to %d bytes of UTF-8", maxStreamLength)
+			}
+		}
+		if b.ForgetTransferStreams.GetUnusedForMs() < 0 {
+			return invalidf("unused_for_ms must not be negative")
+		}
+		return checkPath(b.ForgetTransferStreams.GetEntityPath())
 	case *enginev1.Command_Schedule:
 		return checkMessages(b.Schedule.GetEntityPath(), b.Schedule.GetMessages(), true)
 	case *enginev1.Command_CancelScheduled:

@@ -158,6 +158,9 @@ func apply(s *clusterv1.MetaSnapshot, cmd *clusterv1.MetaCommand, index uint64) 
 		if !found {
 			return failure(raftbusv1.ErrorReason_ERROR_REASON_NOT_FOUND, "entity %q does not exist", b.DeleteEntity.GetName())
 		}
+		if fail := checkGuard(s.Entities[i], b.DeleteEntity.GetGuard()); fail != nil {
+			return fail
+		}
 		s.Entities = slices.Delete(s.Entities, i, i+1)
 		deletePoliciesOf(s, b.DeleteEntity.GetName())
 		return &clusterv1.MetaResult{}
@@ -178,6 +181,17 @@ func apply(s *clusterv1.MetaSnapshot, cmd *clusterv1.MetaCommand, index uint64) 
 	default:
 		return failure(raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT, "unknown metadata command %T", b)
 	}
+}
+
+// checkGuard refuses a guarded deletion of e when e is not the entity, in
+// the state, that the guard names: it was created again or changed since
+// the deletion was decided.
+func checkGuard(e *clusterv1.Entity, g *clusterv1.EntityGuard) *clusterv1.MetaResult {
+	if g == nil || g.GetIncarnation() == e.GetIncarnation() && g.GetGeneration() == e.GetGeneration() {
+		return nil
+	}
+	return failure(raftbusv1.ErrorReason_ERROR_REASON_NOT_FOUND, "entity %q changed since the deletion was decided (incarnation %d, generation %d; now %d, %d)",
+		e.GetName(), g.GetIncarnation(), g.GetGeneration(), e.GetIncarnation(), e.GetGeneration())
 }
 
 func putQueue(s *clusterv1.MetaSnapshot, put *clusterv1.PutQueue, now *timestamppb.Timestamp, index uint64) *clusterv1.MetaResult {

@@ -150,6 +150,9 @@ func deleteSubscription(s *clusterv1.MetaSnapshot, del *clusterv1.DeleteSubscrip
 	if !found {
 		return failure(raftbusv1.ErrorReason_ERROR_REASON_NOT_FOUND, "subscription %q of topic %q does not exist", del.GetSubscriptionName(), e.GetName())
 	}
+	if fail := checkGuard(e, del.GetGuard()); fail != nil {
+		return fail
+	}
 	e.Subscriptions = slices.Delete(e.Subscriptions, i, i+1)
 	e.Generation++
 	return &clusterv1.MetaResult{Entity: proto.Clone(e).(*clusterv1.Entity)}

@@ -329,7 +329,7 @@ var unlimitedDuration = func() string {
 }()
 
 // printFields writes a proto message as "name: value" lines; an unlimited
-// duration reads "unlimited".
+// duration reads "unlimited" ("never" for auto_delete_on_idle).
 func (a *app) printFields(m proto.Message) error {
 	b, err := protojson.MarshalOptions{EmitUnpopulated: true}.Marshal(m)
 	if err != nil {
@@ -350,6 +350,9 @@ func (a *app) printFields(m proto.Message) error {
 		if s, ok := v.(string); ok {
 			if s == unlimitedDuration {
 				s = "unlimited"
+				if k == "autoDeleteOnIdle" {
+					s = "never"
+				}
 			}
 			fmt.Fprintf(w, "%s:\t%s\n", k, s)
 			continue

@@ -40,6 +40,16 @@ func TestCommands(t *testing.T) {
 		if out := c.ok("queue", "update", "orders", "--ttl", "90s"); !regexp.MustCompile(`defaultMessageTimeToLive:\s+90s\n`).MatchString(out) {
 			t.Fatalf("update of the time to live: %s", out)
 		}
+		if !regexp.MustCompile(`autoDeleteOnIdle:\s+never\n`).MatchString(out) {
+			t.Fatalf("create without auto-delete: %s", out)
+		}
+		if out := c.ok("queue", "update", "orders", "--auto-delete-on-idle", "10m"); !regexp.MustCompile(`autoDeleteOnIdle:\s+600s\n`).MatchString(out) {
+			t.Fatalf("update of auto-delete on idle: %s", out)
+		}
+		c.fails(1, "INVALID_ARGUMENT", "queue", "update", "orders", "--auto-delete-on-idle", "1m")
+		if out := c.ok("queue", "update", "orders", "--auto-delete-on-idle", "never"); !regexp.MustCompile(`autoDeleteOnIdle:\s+never\n`).MatchString(out) {
+			t.Fatalf("auto-delete on idle turned off: %s", out)
+		}
 		var q map[string]any
 		c.json(&q, "queue", "update", "orders", "--max-delivery-count", "3")
 		if q["maxDeliveryCount"] != float64(3) || q["lockDuration"] != "30s" || q["partitionCount"] != float64(2) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -32,6 +33,8 @@ Settings:
   --max-message-size-kb n     largest accepted message
   --forward-to name           forward accepted messages
   --forward-dead-letters-to name
+  --auto-delete-on-idle d     delete the queue once unused this long (at
+                              least 5m; "never" turns it off)
 
 Examples:
   raftbus queue create orders --partitions 3 --lock-duration 30s
@@ -48,6 +51,7 @@ type entitySettings struct {
 	session, dup, dlqOnExpiry bool
 	maxSizeMB, maxMessageKB   int64
 	forwardTo, forwardDLQTo   string
+	autoDelete                *durationpb.Duration
 }
 
 func newEntitySettings(fs *flag.FlagSet) *entitySettings {
@@ -64,6 +68,18 @@ func newEntitySettings(fs *flag.FlagSet) *entitySettings {
 	fs.Int64Var(&s.maxMessageKB, "max-message-size-kb", 0, "")
 	fs.StringVar(&s.forwardTo, "forward-to", "", "")
 	fs.StringVar(&s.forwardDLQTo, "forward-dead-letters-to", "", "")
+	fs.Func("auto-delete-on-idle", "", func(v string) error {
+		if v == "never" {
+			s.autoDelete = durationpb.New(math.MaxInt64)
+			return nil
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf(`a duration such as 10m or 24h, or "never": %w`, err)
+		}
+		s.autoDelete = durationpb.New(d)
+		return nil
+	})
 	return s
 }
 
@@ -108,6 +124,7 @@ func (s *entitySettings) queue() *admin.QueueProperties {
 		q.MaxMessageSizeInKilobytes = proto.Int64(s.maxMessageKB)
 	}
 	q.ForwardTo, q.ForwardDeadLetteredMessagesTo = s.forwardTo, s.forwardDLQTo
+	q.AutoDeleteOnIdle = s.autoDelete
 	return q
 }
 
@@ -117,6 +134,7 @@ func (s *entitySettings) topic() *admin.TopicProperties {
 		DefaultMessageTimeToLive: q.DefaultMessageTimeToLive, RequiresDuplicateDetection: q.RequiresDuplicateDetection,
 		DuplicateDetectionHistoryTimeWindow: q.DuplicateDetectionHistoryTimeWindow, MaxSizeInMegabytes: q.MaxSizeInMegabytes,
 		MaxMessageSizeInKilobytes: q.MaxMessageSizeInKilobytes, PartitionCount: q.PartitionCount,
+		AutoDeleteOnIdle: q.AutoDeleteOnIdle,
 	}
 }
 
@@ -126,6 +144,7 @@ func (s *entitySettings) subscription() *admin.SubscriptionProperties {
 		LockDuration: q.LockDuration, MaxDeliveryCount: q.MaxDeliveryCount, RequiresSession: q.RequiresSession,
 		DefaultMessageTimeToLive: q.DefaultMessageTimeToLive, DeadLetteringOnMessageExpiration: q.DeadLetteringOnMessageExpiration,
 		ForwardTo: q.ForwardTo, ForwardDeadLetteredMessagesTo: q.ForwardDeadLetteredMessagesTo,
+		AutoDeleteOnIdle: q.AutoDeleteOnIdle,
 	}
 }
 

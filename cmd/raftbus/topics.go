@@ -13,6 +13,7 @@ import (
 const topicUsage = `Usage:
   raftbus topic create <name> [--partitions n] [--ttl d] [--duplicate-detection]
                               [--duplicate-window d] [--max-size-mb n] [--max-message-size-kb n]
+                              [--auto-delete-on-idle d|never]
   raftbus topic update <name> [settings]
   raftbus topic get <name>
   raftbus topic delete <name>
@@ -32,7 +33,8 @@ const subscriptionUsage = `Usage:
 
 Settings: --lock-duration d, --max-delivery-count n, --requires-session,
 --ttl d, --dead-letter-on-expiration, --forward-to name,
---forward-dead-letters-to name. --sql makes the first rule a SQL filter
+--forward-dead-letters-to name, --auto-delete-on-idle d|never (at least
+5m; receives, peeks, settlements and management calls are uses). --sql makes the first rule a SQL filter
 instead of "$Default" (every message).
 
 Examples:

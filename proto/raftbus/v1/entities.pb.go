@@ -72,10 +72,16 @@ type QueueProperties struct {
 	// most 16 unless the server allows more. Fixed at creation.
 	PartitionCount *uint32 `protobuf:"varint,14,opt,name=partition_count,json=partitionCount,proto3,oneof" json:"partition_count,omitempty"`
 	// Metadata, set by the broker.
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// Delete the queue once it has been idle this long: no send, receive
+	// attempt, settlement, peek or management operation on it (see "Auto
+	// delete on idle" in the README). At least 5 minutes. Default: never,
+	// represented as the longest duration the broker handles (as
+	// default_message_time_to_live); setting that again turns it off.
+	AutoDeleteOnIdle *durationpb.Duration `protobuf:"bytes,17,opt,name=auto_delete_on_idle,json=autoDeleteOnIdle,proto3" json:"auto_delete_on_idle,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *QueueProperties) Reset() {
@@ -220,6 +226,13 @@ func (x *QueueProperties) GetUpdatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *QueueProperties) GetAutoDeleteOnIdle() *durationpb.Duration {
+	if x != nil {
+		return x.AutoDeleteOnIdle
+	}
+	return nil
+}
+
 // TopicProperties are a topic's settings (defaults as for queues).
 type TopicProperties struct {
 	state                               protoimpl.MessageState `protogen:"open.v1"`
@@ -237,8 +250,11 @@ type TopicProperties struct {
 	PartitionCount  *uint32                `protobuf:"varint,9,opt,name=partition_count,json=partitionCount,proto3,oneof" json:"partition_count,omitempty"`
 	CreatedAt       *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	UpdatedAt       *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// As a queue's; a topic is idle while nothing is sent to it and none of
+	// its subscriptions is in use.
+	AutoDeleteOnIdle *durationpb.Duration `protobuf:"bytes,12,opt,name=auto_delete_on_idle,json=autoDeleteOnIdle,proto3" json:"auto_delete_on_idle,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *TopicProperties) Reset() {
@@ -348,6 +364,13 @@ func (x *TopicProperties) GetUpdatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *TopicProperties) GetAutoDeleteOnIdle() *durationpb.Duration {
+	if x != nil {
+		return x.AutoDeleteOnIdle
+	}
+	return nil
+}
+
 // SubscriptionProperties are a subscription's settings (defaults as for
 // queues). A subscription receives a copy of each topic message that one of
 // its rules accepts.
@@ -369,8 +392,12 @@ type SubscriptionProperties struct {
 	ForwardDeadLetteredMessagesTo string                 `protobuf:"bytes,11,opt,name=forward_dead_lettered_messages_to,json=forwardDeadLetteredMessagesTo,proto3" json:"forward_dead_lettered_messages_to,omitempty"`
 	CreatedAt                     *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	UpdatedAt                     *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
-	unknownFields                 protoimpl.UnknownFields
-	sizeCache                     protoimpl.SizeCache
+	// As a queue's; a subscription is idle while nobody receives from,
+	// peeks at, settles in or manages it (messages the topic copies into it
+	// do not count).
+	AutoDeleteOnIdle *durationpb.Duration `protobuf:"bytes,14,opt,name=auto_delete_on_idle,json=autoDeleteOnIdle,proto3" json:"auto_delete_on_idle,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *SubscriptionProperties) Reset() {
@@ -490,6 +517,13 @@ func (x *SubscriptionProperties) GetCreatedAt() *timestamppb.Timestamp {
 func (x *SubscriptionProperties) GetUpdatedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.UpdatedAt
+	}
+	return nil
+}
+
+func (x *SubscriptionProperties) GetAutoDeleteOnIdle() *durationpb.Duration {
+	if x != nil {
+		return x.AutoDeleteOnIdle
 	}
 	return nil
 }
@@ -1262,7 +1296,8 @@ var File_raftbus_v1_entities_proto protoreflect.FileDescriptor
 const file_raftbus_v1_entities_proto_rawDesc = "" +
 	"\n" +
 	"\x19raftbus/v1/entities.proto\x12\n" +
-	"raftbus.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18raftbus/v1/message.proto\"\xe1\t\n" +
+	"raftbus.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18raftbus/v1/message.proto\"\xab\n" +
+	"\n" +
 	"\x0fQueueProperties\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12>\n" +
 	"\rlock_duration\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\flockDuration\x121\n" +
@@ -1283,7 +1318,8 @@ const file_raftbus_v1_entities_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAtB\x15\n" +
+	"updated_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12H\n" +
+	"\x13auto_delete_on_idle\x18\x11 \x01(\v2\x19.google.protobuf.DurationR\x10autoDeleteOnIdleB\x15\n" +
 	"\x13_max_delivery_countB\x13\n" +
 	"\x11_requires_sessionB'\n" +
 	"%_dead_lettering_on_message_expirationB\x1f\n" +
@@ -1291,7 +1327,7 @@ const file_raftbus_v1_entities_proto_rawDesc = "" +
 	"\x16_max_size_in_megabytesB \n" +
 	"\x1e_max_message_size_in_kilobytesB\x1c\n" +
 	"\x1a_enable_batched_operationsB\x12\n" +
-	"\x10_partition_count\"\xf0\x06\n" +
+	"\x10_partition_count\"\xba\a\n" +
 	"\x0fTopicProperties\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12Y\n" +
 	"\x1cdefault_message_time_to_live\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x18defaultMessageTimeToLive\x12E\n" +
@@ -1306,13 +1342,14 @@ const file_raftbus_v1_entities_proto_rawDesc = "" +
 	"created_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAtB\x1f\n" +
+	"updated_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12H\n" +
+	"\x13auto_delete_on_idle\x18\f \x01(\v2\x19.google.protobuf.DurationR\x10autoDeleteOnIdleB\x1f\n" +
 	"\x1d_requires_duplicate_detectionB\x18\n" +
 	"\x16_max_size_in_megabytesB \n" +
 	"\x1e_max_message_size_in_kilobytesB\x1c\n" +
 	"\x1a_enable_batched_operationsB\x13\n" +
 	"\x11_support_orderingB\x12\n" +
-	"\x10_partition_count\"\xe5\a\n" +
+	"\x10_partition_count\"\xaf\b\n" +
 	"\x16SubscriptionProperties\x12\x1d\n" +
 	"\n" +
 	"topic_name\x18\x01 \x01(\tR\ttopicName\x12+\n" +
@@ -1331,7 +1368,8 @@ const file_raftbus_v1_entities_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAtB\x15\n" +
+	"updated_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12H\n" +
+	"\x13auto_delete_on_idle\x18\x0e \x01(\v2\x19.google.protobuf.DurationR\x10autoDeleteOnIdleB\x15\n" +
 	"\x13_max_delivery_countB\x13\n" +
 	"\x11_requires_sessionB'\n" +
 	"%_dead_lettering_on_message_expirationB1\n" +
@@ -1459,36 +1497,39 @@ var file_raftbus_v1_entities_proto_depIdxs = []int32{
 	15, // 2: raftbus.v1.QueueProperties.duplicate_detection_history_time_window:type_name -> google.protobuf.Duration
 	16, // 3: raftbus.v1.QueueProperties.created_at:type_name -> google.protobuf.Timestamp
 	16, // 4: raftbus.v1.QueueProperties.updated_at:type_name -> google.protobuf.Timestamp
-	15, // 5: raftbus.v1.TopicProperties.default_message_time_to_live:type_name -> google.protobuf.Duration
-	15, // 6: raftbus.v1.TopicProperties.duplicate_detection_history_time_window:type_name -> google.protobuf.Duration
-	16, // 7: raftbus.v1.TopicProperties.created_at:type_name -> google.protobuf.Timestamp
-	16, // 8: raftbus.v1.TopicProperties.updated_at:type_name -> google.protobuf.Timestamp
-	15, // 9: raftbus.v1.SubscriptionProperties.lock_duration:type_name -> google.protobuf.Duration
-	15, // 10: raftbus.v1.SubscriptionProperties.default_message_time_to_live:type_name -> google.protobuf.Duration
-	16, // 11: raftbus.v1.SubscriptionProperties.created_at:type_name -> google.protobuf.Timestamp
-	16, // 12: raftbus.v1.SubscriptionProperties.updated_at:type_name -> google.protobuf.Timestamp
-	4,  // 13: raftbus.v1.RuleProperties.filter:type_name -> raftbus.v1.RuleFilter
-	9,  // 14: raftbus.v1.RuleProperties.action:type_name -> raftbus.v1.SqlRuleAction
-	16, // 15: raftbus.v1.RuleProperties.created_at:type_name -> google.protobuf.Timestamp
-	5,  // 16: raftbus.v1.RuleFilter.sql_filter:type_name -> raftbus.v1.SqlFilter
-	6,  // 17: raftbus.v1.RuleFilter.correlation_filter:type_name -> raftbus.v1.CorrelationFilter
-	7,  // 18: raftbus.v1.RuleFilter.true_filter:type_name -> raftbus.v1.TrueFilter
-	8,  // 19: raftbus.v1.RuleFilter.false_filter:type_name -> raftbus.v1.FalseFilter
-	12, // 20: raftbus.v1.SqlFilter.parameters:type_name -> raftbus.v1.SqlFilter.ParametersEntry
-	13, // 21: raftbus.v1.CorrelationFilter.application_properties:type_name -> raftbus.v1.CorrelationFilter.ApplicationPropertiesEntry
-	14, // 22: raftbus.v1.SqlRuleAction.parameters:type_name -> raftbus.v1.SqlRuleAction.ParametersEntry
-	16, // 23: raftbus.v1.RuntimeProperties.created_at:type_name -> google.protobuf.Timestamp
-	16, // 24: raftbus.v1.RuntimeProperties.updated_at:type_name -> google.protobuf.Timestamp
-	16, // 25: raftbus.v1.RuntimeProperties.accessed_at:type_name -> google.protobuf.Timestamp
-	11, // 26: raftbus.v1.RuntimeProperties.partitions:type_name -> raftbus.v1.PartitionRuntimeProperties
-	17, // 27: raftbus.v1.SqlFilter.ParametersEntry.value:type_name -> raftbus.v1.PropertyValue
-	17, // 28: raftbus.v1.CorrelationFilter.ApplicationPropertiesEntry.value:type_name -> raftbus.v1.PropertyValue
-	17, // 29: raftbus.v1.SqlRuleAction.ParametersEntry.value:type_name -> raftbus.v1.PropertyValue
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	15, // 5: raftbus.v1.QueueProperties.auto_delete_on_idle:type_name -> google.protobuf.Duration
+	15, // 6: raftbus.v1.TopicProperties.default_message_time_to_live:type_name -> google.protobuf.Duration
+	15, // 7: raftbus.v1.TopicProperties.duplicate_detection_history_time_window:type_name -> google.protobuf.Duration
+	16, // 8: raftbus.v1.TopicProperties.created_at:type_name -> google.protobuf.Timestamp
+	16, // 9: raftbus.v1.TopicProperties.updated_at:type_name -> google.protobuf.Timestamp
+	15, // 10: raftbus.v1.TopicProperties.auto_delete_on_idle:type_name -> google.protobuf.Duration
+	15, // 11: raftbus.v1.SubscriptionProperties.lock_duration:type_name -> google.protobuf.Duration
+	15, // 12: raftbus.v1.SubscriptionProperties.default_message_time_to_live:type_name -> google.protobuf.Duration
+	16, // 13: raftbus.v1.SubscriptionProperties.created_at:type_name -> google.protobuf.Timestamp
+	16, // 14: raftbus.v1.SubscriptionProperties.updated_at:type_name -> google.protobuf.Timestamp
+	15, // 15: raftbus.v1.SubscriptionProperties.auto_delete_on_idle:type_name -> google.protobuf.Duration
+	4,  // 16: raftbus.v1.RuleProperties.filter:type_name -> raftbus.v1.RuleFilter
+	9,  // 17: raftbus.v1.RuleProperties.action:type_name -> raftbus.v1.SqlRuleAction
+	16, // 18: raftbus.v1.RuleProperties.created_at:type_name -> google.protobuf.Timestamp
+	5,  // 19: raftbus.v1.RuleFilter.sql_filter:type_name -> raftbus.v1.SqlFilter
+	6,  // 20: raftbus.v1.RuleFilter.correlation_filter:type_name -> raftbus.v1.CorrelationFilter
+	7,  // 21: raftbus.v1.RuleFilter.true_filter:type_name -> raftbus.v1.TrueFilter
+	8,  // 22: raftbus.v1.RuleFilter.false_filter:type_name -> raftbus.v1.FalseFilter
+	12, // 23: raftbus.v1.SqlFilter.parameters:type_name -> raftbus.v1.SqlFilter.ParametersEntry
+	13, // 24: raftbus.v1.CorrelationFilter.application_properties:type_name -> raftbus.v1.CorrelationFilter.ApplicationPropertiesEntry
+	14, // 25: raftbus.v1.SqlRuleAction.parameters:type_name -> raftbus.v1.SqlRuleAction.ParametersEntry
+	16, // 26: raftbus.v1.RuntimeProperties.created_at:type_name -> google.protobuf.Timestamp
+	16, // 27: raftbus.v1.RuntimeProperties.updated_at:type_name -> google.protobuf.Timestamp
+	16, // 28: raftbus.v1.RuntimeProperties.accessed_at:type_name -> google.protobuf.Timestamp
+	11, // 29: raftbus.v1.RuntimeProperties.partitions:type_name -> raftbus.v1.PartitionRuntimeProperties
+	17, // 30: raftbus.v1.SqlFilter.ParametersEntry.value:type_name -> raftbus.v1.PropertyValue
+	17, // 31: raftbus.v1.CorrelationFilter.ApplicationPropertiesEntry.value:type_name -> raftbus.v1.PropertyValue
+	17, // 32: raftbus.v1.SqlRuleAction.ParametersEntry.value:type_name -> raftbus.v1.PropertyValue
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_v1_entities_proto_init() }

@@ -74,6 +74,97 @@ func (EntityKind) EnumDescriptor() ([]byte, []int) {
 	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{0}
 }
 
+type IdleTimesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Queue, topic and subscription paths.
+	Paths         []string `protobuf:"bytes,1,rep,name=paths,proto3" json:"paths,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IdleTimesRequest) Reset() {
+	*x = IdleTimesRequest{}
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IdleTimesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IdleTimesRequest) ProtoMessage() {}
+
+func (x *IdleTimesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IdleTimesRequest.ProtoReflect.Descriptor instead.
+func (*IdleTimesRequest) Descriptor() ([]byte, []int) {
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *IdleTimesRequest) GetPaths() []string {
+	if x != nil {
+		return x.Paths
+	}
+	return nil
+}
+
+type IdleTimesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per path, in order: how long the path has been idle on the
+	// answering node, never more than the node has been running.
+	Idle          []*durationpb.Duration `protobuf:"bytes,1,rep,name=idle,proto3" json:"idle,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IdleTimesResponse) Reset() {
+	*x = IdleTimesResponse{}
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IdleTimesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IdleTimesResponse) ProtoMessage() {}
+
+func (x *IdleTimesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IdleTimesResponse.ProtoReflect.Descriptor instead.
+func (*IdleTimesResponse) Descriptor() ([]byte, []int) {
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *IdleTimesResponse) GetIdle() []*durationpb.Duration {
+	if x != nil {
+		return x.Idle
+	}
+	return nil
+}
+
 type AcceptTransferRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The partition of accept.entity_path the messages go to.
@@ -85,7 +176,7 @@ type AcceptTransferRequest struct {
 
 func (x *AcceptTransferRequest) Reset() {
 	*x = AcceptTransferRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[0]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -97,7 +188,7 @@ func (x *AcceptTransferRequest) String() string {
 func (*AcceptTransferRequest) ProtoMessage() {}
 
 func (x *AcceptTransferRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[0]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -110,7 +201,7 @@ func (x *AcceptTransferRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptTransferRequest.ProtoReflect.Descriptor instead.
 func (*AcceptTransferRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{0}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *AcceptTransferRequest) GetPartitionId() uint32 {
@@ -137,7 +228,7 @@ type AcceptTransferResponse struct {
 
 func (x *AcceptTransferResponse) Reset() {
 	*x = AcceptTransferResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[1]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -149,7 +240,7 @@ func (x *AcceptTransferResponse) String() string {
 func (*AcceptTransferResponse) ProtoMessage() {}
 
 func (x *AcceptTransferResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[1]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -162,7 +253,7 @@ func (x *AcceptTransferResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptTransferResponse.ProtoReflect.Descriptor instead.
 func (*AcceptTransferResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{1}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AcceptTransferResponse) GetMessages() []*v11.SendResult {
@@ -181,7 +272,7 @@ type FinishMoveRequest struct {
 
 func (x *FinishMoveRequest) Reset() {
 	*x = FinishMoveRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[2]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -193,7 +284,7 @@ func (x *FinishMoveRequest) String() string {
 func (*FinishMoveRequest) ProtoMessage() {}
 
 func (x *FinishMoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[2]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -206,7 +297,7 @@ func (x *FinishMoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishMoveRequest.ProtoReflect.Descriptor instead.
 func (*FinishMoveRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{2}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *FinishMoveRequest) GetMove() *FinishMove {
@@ -224,7 +315,7 @@ type FinishMoveResponse struct {
 
 func (x *FinishMoveResponse) Reset() {
 	*x = FinishMoveResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[3]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -236,7 +327,7 @@ func (x *FinishMoveResponse) String() string {
 func (*FinishMoveResponse) ProtoMessage() {}
 
 func (x *FinishMoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[3]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -249,7 +340,7 @@ func (x *FinishMoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishMoveResponse.ProtoReflect.Descriptor instead.
 func (*FinishMoveResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{3}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{5}
 }
 
 type AwaitMessagesRequest struct {
@@ -264,7 +355,7 @@ type AwaitMessagesRequest struct {
 
 func (x *AwaitMessagesRequest) Reset() {
 	*x = AwaitMessagesRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[4]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -276,7 +367,7 @@ func (x *AwaitMessagesRequest) String() string {
 func (*AwaitMessagesRequest) ProtoMessage() {}
 
 func (x *AwaitMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[4]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -289,7 +380,7 @@ func (x *AwaitMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitMessagesRequest.ProtoReflect.Descriptor instead.
 func (*AwaitMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{4}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AwaitMessagesRequest) GetEntityPath() string {
@@ -323,7 +414,7 @@ type AwaitMessagesResponse struct {
 
 func (x *AwaitMessagesResponse) Reset() {
 	*x = AwaitMessagesResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[5]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -335,7 +426,7 @@ func (x *AwaitMessagesResponse) String() string {
 func (*AwaitMessagesResponse) ProtoMessage() {}
 
 func (x *AwaitMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[5]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -348,7 +439,7 @@ func (x *AwaitMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitMessagesResponse.ProtoReflect.Descriptor instead.
 func (*AwaitMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{5}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AwaitMessagesResponse) GetAvailable() bool {
@@ -372,7 +463,7 @@ type DemoteReplicaRequest struct {
 
 func (x *DemoteReplicaRequest) Reset() {
 	*x = DemoteReplicaRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[6]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -384,7 +475,7 @@ func (x *DemoteReplicaRequest) String() string {
 func (*DemoteReplicaRequest) ProtoMessage() {}
 
 func (x *DemoteReplicaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[6]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -397,7 +488,7 @@ func (x *DemoteReplicaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DemoteReplicaRequest.ProtoReflect.Descriptor instead.
 func (*DemoteReplicaRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{6}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DemoteReplicaRequest) GetEntityPath() string {
@@ -436,7 +527,7 @@ type DemoteReplicaResponse struct {
 
 func (x *DemoteReplicaResponse) Reset() {
 	*x = DemoteReplicaResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[7]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -448,7 +539,7 @@ func (x *DemoteReplicaResponse) String() string {
 func (*DemoteReplicaResponse) ProtoMessage() {}
 
 func (x *DemoteReplicaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[7]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -461,7 +552,7 @@ func (x *DemoteReplicaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DemoteReplicaResponse.ProtoReflect.Descriptor instead.
 func (*DemoteReplicaResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{7}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 type NodeStatusRequest struct {
@@ -472,7 +563,7 @@ type NodeStatusRequest struct {
 
 func (x *NodeStatusRequest) Reset() {
 	*x = NodeStatusRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[8]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -484,7 +575,7 @@ func (x *NodeStatusRequest) String() string {
 func (*NodeStatusRequest) ProtoMessage() {}
 
 func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[8]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -497,7 +588,7 @@ func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*NodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{8}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 type NodeStatusResponse struct {
@@ -510,7 +601,7 @@ type NodeStatusResponse struct {
 
 func (x *NodeStatusResponse) Reset() {
 	*x = NodeStatusResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[9]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -522,7 +613,7 @@ func (x *NodeStatusResponse) String() string {
 func (*NodeStatusResponse) ProtoMessage() {}
 
 func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[9]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -535,7 +626,7 @@ func (x *NodeStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusResponse.ProtoReflect.Descriptor instead.
 func (*NodeStatusResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{9}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *NodeStatusResponse) GetLog() *v11.NodeLogStats {
@@ -560,7 +651,7 @@ type PingRequest struct {
 
 func (x *PingRequest) Reset() {
 	*x = PingRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[10]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +663,7 @@ func (x *PingRequest) String() string {
 func (*PingRequest) ProtoMessage() {}
 
 func (x *PingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[10]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +676,7 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{10}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 type PingResponse struct {
@@ -613,7 +704,7 @@ type PingResponse struct {
 
 func (x *PingResponse) Reset() {
 	*x = PingResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[11]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +716,7 @@ func (x *PingResponse) String() string {
 func (*PingResponse) ProtoMessage() {}
 
 func (x *PingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[11]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +729,7 @@ func (x *PingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
 func (*PingResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{11}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PingResponse) GetNodeId() string {
@@ -714,7 +805,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[12]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -726,7 +817,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[12]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -739,7 +830,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{12}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *JoinRequest) GetNodeId() string {
@@ -779,7 +870,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[13]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -791,7 +882,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[13]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -804,7 +895,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{13}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *JoinResponse) GetClusterId() string {
@@ -824,7 +915,7 @@ type PartitionRuntimeRequest struct {
 
 func (x *PartitionRuntimeRequest) Reset() {
 	*x = PartitionRuntimeRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[14]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -836,7 +927,7 @@ func (x *PartitionRuntimeRequest) String() string {
 func (*PartitionRuntimeRequest) ProtoMessage() {}
 
 func (x *PartitionRuntimeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[14]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -849,7 +940,7 @@ func (x *PartitionRuntimeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRuntimeRequest.ProtoReflect.Descriptor instead.
 func (*PartitionRuntimeRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{14}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PartitionRuntimeRequest) GetEntityPath() string {
@@ -875,7 +966,7 @@ type PartitionRuntimeResponse struct {
 
 func (x *PartitionRuntimeResponse) Reset() {
 	*x = PartitionRuntimeResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -887,7 +978,7 @@ func (x *PartitionRuntimeResponse) String() string {
 func (*PartitionRuntimeResponse) ProtoMessage() {}
 
 func (x *PartitionRuntimeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[15]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -900,7 +991,7 @@ func (x *PartitionRuntimeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRuntimeResponse.ProtoReflect.Descriptor instead.
 func (*PartitionRuntimeResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{15}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PartitionRuntimeResponse) GetProperties() *v11.PartitionRuntimeProperties {
@@ -924,7 +1015,7 @@ type PartitionStatusRequest struct {
 
 func (x *PartitionStatusRequest) Reset() {
 	*x = PartitionStatusRequest{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[16]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -936,7 +1027,7 @@ func (x *PartitionStatusRequest) String() string {
 func (*PartitionStatusRequest) ProtoMessage() {}
 
 func (x *PartitionStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[16]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -949,7 +1040,7 @@ func (x *PartitionStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatusRequest.ProtoReflect.Descriptor instead.
 func (*PartitionStatusRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{16}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PartitionStatusRequest) GetEntityPath() string {
@@ -998,7 +1089,7 @@ type PartitionStatusResponse struct {
 
 func (x *PartitionStatusResponse) Reset() {
 	*x = PartitionStatusResponse{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1010,7 +1101,7 @@ func (x *PartitionStatusResponse) String() string {
 func (*PartitionStatusResponse) ProtoMessage() {}
 
 func (x *PartitionStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[17]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1023,7 +1114,7 @@ func (x *PartitionStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatusResponse.ProtoReflect.Descriptor instead.
 func (*PartitionStatusResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{17}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PartitionStatusResponse) GetRole() v11.ReplicaRole {
@@ -1126,7 +1217,7 @@ type MetaCommand struct {
 
 func (x *MetaCommand) Reset() {
 	*x = MetaCommand{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1138,7 +1229,7 @@ func (x *MetaCommand) String() string {
 func (*MetaCommand) ProtoMessage() {}
 
 func (x *MetaCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[18]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1151,7 +1242,7 @@ func (x *MetaCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaCommand.ProtoReflect.Descriptor instead.
 func (*MetaCommand) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{18}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *MetaCommand) GetNowUnixMs() int64 {
@@ -1428,7 +1519,7 @@ type RedirectMove struct {
 
 func (x *RedirectMove) Reset() {
 	*x = RedirectMove{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1440,7 +1531,7 @@ func (x *RedirectMove) String() string {
 func (*RedirectMove) ProtoMessage() {}
 
 func (x *RedirectMove) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[19]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1453,7 +1544,7 @@ func (x *RedirectMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedirectMove.ProtoReflect.Descriptor instead.
 func (*RedirectMove) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{19}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RedirectMove) GetEntity() string {
@@ -1496,7 +1587,7 @@ type SetNodeMembership struct {
 
 func (x *SetNodeMembership) Reset() {
 	*x = SetNodeMembership{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1508,7 +1599,7 @@ func (x *SetNodeMembership) String() string {
 func (*SetNodeMembership) ProtoMessage() {}
 
 func (x *SetNodeMembership) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[20]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1521,7 +1612,7 @@ func (x *SetNodeMembership) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNodeMembership.ProtoReflect.Descriptor instead.
 func (*SetNodeMembership) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{20}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SetNodeMembership) GetNodeId() string {
@@ -1557,7 +1648,7 @@ type MoveReplica struct {
 
 func (x *MoveReplica) Reset() {
 	*x = MoveReplica{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1569,7 +1660,7 @@ func (x *MoveReplica) String() string {
 func (*MoveReplica) ProtoMessage() {}
 
 func (x *MoveReplica) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[21]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1582,7 +1673,7 @@ func (x *MoveReplica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MoveReplica.ProtoReflect.Descriptor instead.
 func (*MoveReplica) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{21}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *MoveReplica) GetEntity() string {
@@ -1636,7 +1727,7 @@ type FinishMove struct {
 
 func (x *FinishMove) Reset() {
 	*x = FinishMove{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[22]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1648,7 +1739,7 @@ func (x *FinishMove) String() string {
 func (*FinishMove) ProtoMessage() {}
 
 func (x *FinishMove) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[22]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1661,7 +1752,7 @@ func (x *FinishMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishMove.ProtoReflect.Descriptor instead.
 func (*FinishMove) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{22}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FinishMove) GetEntity() string {
@@ -1713,7 +1804,7 @@ type SetPreferredLeader struct {
 
 func (x *SetPreferredLeader) Reset() {
 	*x = SetPreferredLeader{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[23]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1725,7 +1816,7 @@ func (x *SetPreferredLeader) String() string {
 func (*SetPreferredLeader) ProtoMessage() {}
 
 func (x *SetPreferredLeader) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[23]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1738,7 +1829,7 @@ func (x *SetPreferredLeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPreferredLeader.ProtoReflect.Descriptor instead.
 func (*SetPreferredLeader) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{23}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SetPreferredLeader) GetEntity() string {
@@ -1782,7 +1873,7 @@ type PutAccessPolicy struct {
 
 func (x *PutAccessPolicy) Reset() {
 	*x = PutAccessPolicy{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[24]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1794,7 +1885,7 @@ func (x *PutAccessPolicy) String() string {
 func (*PutAccessPolicy) ProtoMessage() {}
 
 func (x *PutAccessPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[24]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1807,7 +1898,7 @@ func (x *PutAccessPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutAccessPolicy.ProtoReflect.Descriptor instead.
 func (*PutAccessPolicy) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{24}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PutAccessPolicy) GetPolicy() *v11.AccessPolicy {
@@ -1835,7 +1926,7 @@ type DeleteAccessPolicy struct {
 
 func (x *DeleteAccessPolicy) Reset() {
 	*x = DeleteAccessPolicy{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[25]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1847,7 +1938,7 @@ func (x *DeleteAccessPolicy) String() string {
 func (*DeleteAccessPolicy) ProtoMessage() {}
 
 func (x *DeleteAccessPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[25]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1860,7 +1951,7 @@ func (x *DeleteAccessPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAccessPolicy.ProtoReflect.Descriptor instead.
 func (*DeleteAccessPolicy) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{25}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteAccessPolicy) GetName() string {
@@ -1889,7 +1980,7 @@ type PutTopic struct {
 
 func (x *PutTopic) Reset() {
 	*x = PutTopic{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[26]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1901,7 +1992,7 @@ func (x *PutTopic) String() string {
 func (*PutTopic) ProtoMessage() {}
 
 func (x *PutTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[26]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1914,7 +2005,7 @@ func (x *PutTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutTopic.ProtoReflect.Descriptor instead.
 func (*PutTopic) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{26}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PutTopic) GetTopic() *v11.TopicProperties {
@@ -1950,7 +2041,7 @@ type PutSubscription struct {
 
 func (x *PutSubscription) Reset() {
 	*x = PutSubscription{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[27]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1962,7 +2053,7 @@ func (x *PutSubscription) String() string {
 func (*PutSubscription) ProtoMessage() {}
 
 func (x *PutSubscription) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[27]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1975,7 +2066,7 @@ func (x *PutSubscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutSubscription.ProtoReflect.Descriptor instead.
 func (*PutSubscription) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{27}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PutSubscription) GetSubscription() *v11.SubscriptionProperties {
@@ -2011,13 +2102,15 @@ type DeleteSubscription struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	TopicName        string                 `protobuf:"bytes,1,opt,name=topic_name,json=topicName,proto3" json:"topic_name,omitempty"`
 	SubscriptionName string                 `protobuf:"bytes,2,opt,name=subscription_name,json=subscriptionName,proto3" json:"subscription_name,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// When set, delete only while the topic is still that one, unchanged.
+	Guard         *EntityGuard `protobuf:"bytes,3,opt,name=guard,proto3" json:"guard,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeleteSubscription) Reset() {
 	*x = DeleteSubscription{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[28]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2029,7 +2122,7 @@ func (x *DeleteSubscription) String() string {
 func (*DeleteSubscription) ProtoMessage() {}
 
 func (x *DeleteSubscription) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[28]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2042,7 +2135,7 @@ func (x *DeleteSubscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSubscription.ProtoReflect.Descriptor instead.
 func (*DeleteSubscription) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{28}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeleteSubscription) GetTopicName() string {
@@ -2059,6 +2152,13 @@ func (x *DeleteSubscription) GetSubscriptionName() string {
 	return ""
 }
 
+func (x *DeleteSubscription) GetGuard() *EntityGuard {
+	if x != nil {
+		return x.Guard
+	}
+	return nil
+}
+
 // PutRule adds (create set) or replaces a subscription's rule.
 type PutRule struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
@@ -2072,7 +2172,7 @@ type PutRule struct {
 
 func (x *PutRule) Reset() {
 	*x = PutRule{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[29]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2084,7 +2184,7 @@ func (x *PutRule) String() string {
 func (*PutRule) ProtoMessage() {}
 
 func (x *PutRule) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[29]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2097,7 +2197,7 @@ func (x *PutRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRule.ProtoReflect.Descriptor instead.
 func (*PutRule) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{29}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PutRule) GetTopicName() string {
@@ -2140,7 +2240,7 @@ type DeleteRule struct {
 
 func (x *DeleteRule) Reset() {
 	*x = DeleteRule{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[30]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2152,7 +2252,7 @@ func (x *DeleteRule) String() string {
 func (*DeleteRule) ProtoMessage() {}
 
 func (x *DeleteRule) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[30]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2165,7 +2265,7 @@ func (x *DeleteRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRule.ProtoReflect.Descriptor instead.
 func (*DeleteRule) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{30}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DeleteRule) GetTopicName() string {
@@ -2200,7 +2300,7 @@ type AddNode struct {
 
 func (x *AddNode) Reset() {
 	*x = AddNode{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[31]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2212,7 +2312,7 @@ func (x *AddNode) String() string {
 func (*AddNode) ProtoMessage() {}
 
 func (x *AddNode) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[31]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2225,7 +2325,7 @@ func (x *AddNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddNode.ProtoReflect.Descriptor instead.
 func (*AddNode) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{31}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AddNode) GetNode() *Node {
@@ -2250,7 +2350,7 @@ type PutQueue struct {
 
 func (x *PutQueue) Reset() {
 	*x = PutQueue{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[32]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2262,7 +2362,7 @@ func (x *PutQueue) String() string {
 func (*PutQueue) ProtoMessage() {}
 
 func (x *PutQueue) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[32]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2275,7 +2375,7 @@ func (x *PutQueue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutQueue.ProtoReflect.Descriptor instead.
 func (*PutQueue) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{32}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PutQueue) GetQueue() *v11.QueueProperties {
@@ -2301,15 +2401,17 @@ func (x *PutQueue) GetCheckForwarding() bool {
 
 // DeleteEntity removes an entity and its partitions.
 type DeleteEntity struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// When set, delete only while the entity is still that one, unchanged.
+	Guard         *EntityGuard `protobuf:"bytes,2,opt,name=guard,proto3" json:"guard,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeleteEntity) Reset() {
 	*x = DeleteEntity{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[33]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2321,7 +2423,7 @@ func (x *DeleteEntity) String() string {
 func (*DeleteEntity) ProtoMessage() {}
 
 func (x *DeleteEntity) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[33]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2334,7 +2436,7 @@ func (x *DeleteEntity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEntity.ProtoReflect.Descriptor instead.
 func (*DeleteEntity) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{33}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DeleteEntity) GetName() string {
@@ -2342,6 +2444,70 @@ func (x *DeleteEntity) GetName() string {
 		return x.Name
 	}
 	return ""
+}
+
+func (x *DeleteEntity) GetGuard() *EntityGuard {
+	if x != nil {
+		return x.Guard
+	}
+	return nil
+}
+
+// EntityGuard makes a deletion conditional: the entity must still have
+// this incarnation (it was not deleted and created again) and this
+// generation (nothing changed it, its subscriptions or their rules since
+// the deletion was decided). The idle check deletes with one, so that it
+// never deletes a re-created entity or one touched by a change.
+type EntityGuard struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Incarnation   uint64                 `protobuf:"varint,1,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	Generation    uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EntityGuard) Reset() {
+	*x = EntityGuard{}
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EntityGuard) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EntityGuard) ProtoMessage() {}
+
+func (x *EntityGuard) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EntityGuard.ProtoReflect.Descriptor instead.
+func (*EntityGuard) Descriptor() ([]byte, []int) {
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *EntityGuard) GetIncarnation() uint64 {
+	if x != nil {
+		return x.Incarnation
+	}
+	return 0
+}
+
+func (x *EntityGuard) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
 }
 
 // SetClusterID names the cluster once, when it is first formed.
@@ -2354,7 +2520,7 @@ type SetClusterID struct {
 
 func (x *SetClusterID) Reset() {
 	*x = SetClusterID{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[34]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2366,7 +2532,7 @@ func (x *SetClusterID) String() string {
 func (*SetClusterID) ProtoMessage() {}
 
 func (x *SetClusterID) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[34]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2379,7 +2545,7 @@ func (x *SetClusterID) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterID.ProtoReflect.Descriptor instead.
 func (*SetClusterID) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{34}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SetClusterID) GetClusterId() string {
@@ -2404,7 +2570,7 @@ type MetaResult struct {
 
 func (x *MetaResult) Reset() {
 	*x = MetaResult{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[35]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2416,7 +2582,7 @@ func (x *MetaResult) String() string {
 func (*MetaResult) ProtoMessage() {}
 
 func (x *MetaResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[35]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2429,7 +2595,7 @@ func (x *MetaResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaResult.ProtoReflect.Descriptor instead.
 func (*MetaResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{35}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *MetaResult) GetErrorReason() v11.ErrorReason {
@@ -2484,7 +2650,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[36]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2496,7 +2662,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[36]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2509,7 +2675,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{36}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Node) GetNodeId() string {
@@ -2565,7 +2731,7 @@ type Entity struct {
 
 func (x *Entity) Reset() {
 	*x = Entity{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[37]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2577,7 +2743,7 @@ func (x *Entity) String() string {
 func (*Entity) ProtoMessage() {}
 
 func (x *Entity) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[37]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2590,7 +2756,7 @@ func (x *Entity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Entity.ProtoReflect.Descriptor instead.
 func (*Entity) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{37}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Entity) GetName() string {
@@ -2660,7 +2826,7 @@ type Subscription struct {
 
 func (x *Subscription) Reset() {
 	*x = Subscription{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[38]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2672,7 +2838,7 @@ func (x *Subscription) String() string {
 func (*Subscription) ProtoMessage() {}
 
 func (x *Subscription) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[38]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2685,7 +2851,7 @@ func (x *Subscription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Subscription.ProtoReflect.Descriptor instead.
 func (*Subscription) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{38}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Subscription) GetProperties() *v11.SubscriptionProperties {
@@ -2725,7 +2891,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[39]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2737,7 +2903,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[39]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2750,7 +2916,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{39}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Placement) GetNodeIds() []string {
@@ -2792,7 +2958,7 @@ type ReplicaMove struct {
 
 func (x *ReplicaMove) Reset() {
 	*x = ReplicaMove{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[40]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2804,7 +2970,7 @@ func (x *ReplicaMove) String() string {
 func (*ReplicaMove) ProtoMessage() {}
 
 func (x *ReplicaMove) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[40]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2817,7 +2983,7 @@ func (x *ReplicaMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaMove.ProtoReflect.Descriptor instead.
 func (*ReplicaMove) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{40}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ReplicaMove) GetFrom() string {
@@ -2848,7 +3014,7 @@ type MetaSnapshot struct {
 
 func (x *MetaSnapshot) Reset() {
 	*x = MetaSnapshot{}
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[41]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2860,7 +3026,7 @@ func (x *MetaSnapshot) String() string {
 func (*MetaSnapshot) ProtoMessage() {}
 
 func (x *MetaSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[41]
+	mi := &file_raftbus_cluster_v1_cluster_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2873,7 +3039,7 @@ func (x *MetaSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaSnapshot.ProtoReflect.Descriptor instead.
 func (*MetaSnapshot) Descriptor() ([]byte, []int) {
-	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{41}
+	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *MetaSnapshot) GetClusterId() string {
@@ -2908,7 +3074,11 @@ var File_raftbus_cluster_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	" raftbus/cluster/v1/cluster.proto\x12\x12raftbus.cluster.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fraftbus/engine/v1/command.proto\x1a\x17raftbus/v1/access.proto\x1a\x16raftbus/v1/admin.proto\x1a\x19raftbus/v1/entities.proto\x1a\x17raftbus/v1/errors.proto\x1a\x18raftbus/v1/message.proto\x1a\x1araftbus/v1/messaging.proto\"u\n" +
+	" raftbus/cluster/v1/cluster.proto\x12\x12raftbus.cluster.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fraftbus/engine/v1/command.proto\x1a\x17raftbus/v1/access.proto\x1a\x16raftbus/v1/admin.proto\x1a\x19raftbus/v1/entities.proto\x1a\x17raftbus/v1/errors.proto\x1a\x18raftbus/v1/message.proto\x1a\x1araftbus/v1/messaging.proto\"(\n" +
+	"\x10IdleTimesRequest\x12\x14\n" +
+	"\x05paths\x18\x01 \x03(\tR\x05paths\"B\n" +
+	"\x11IdleTimesResponse\x12-\n" +
+	"\x04idle\x18\x01 \x03(\v2\x19.google.protobuf.DurationR\x04idle\"u\n" +
 	"\x15AcceptTransferRequest\x12!\n" +
 	"\fpartition_id\x18\x01 \x01(\rR\vpartitionId\x129\n" +
 	"\x06accept\x18\x02 \x01(\v2!.raftbus.engine.v1.AcceptTransferR\x06accept\"L\n" +
@@ -3045,11 +3215,12 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\fsubscription\x18\x01 \x01(\v2\".raftbus.v1.SubscriptionPropertiesR\fsubscription\x120\n" +
 	"\x05rules\x18\x02 \x03(\v2\x1a.raftbus.v1.RulePropertiesR\x05rules\x12\x16\n" +
 	"\x06create\x18\x03 \x01(\bR\x06create\x12)\n" +
-	"\x10check_forwarding\x18\x04 \x01(\bR\x0fcheckForwarding\"`\n" +
+	"\x10check_forwarding\x18\x04 \x01(\bR\x0fcheckForwarding\"\x97\x01\n" +
 	"\x12DeleteSubscription\x12\x1d\n" +
 	"\n" +
 	"topic_name\x18\x01 \x01(\tR\ttopicName\x12+\n" +
-	"\x11subscription_name\x18\x02 \x01(\tR\x10subscriptionName\"\x9d\x01\n" +
+	"\x11subscription_name\x18\x02 \x01(\tR\x10subscriptionName\x125\n" +
+	"\x05guard\x18\x03 \x01(\v2\x1f.raftbus.cluster.v1.EntityGuardR\x05guard\"\x9d\x01\n" +
 	"\aPutRule\x12\x1d\n" +
 	"\n" +
 	"topic_name\x18\x01 \x01(\tR\ttopicName\x12+\n" +
@@ -3067,9 +3238,15 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\bPutQueue\x121\n" +
 	"\x05queue\x18\x01 \x01(\v2\x1b.raftbus.v1.QueuePropertiesR\x05queue\x12\x16\n" +
 	"\x06create\x18\x02 \x01(\bR\x06create\x12)\n" +
-	"\x10check_forwarding\x18\x03 \x01(\bR\x0fcheckForwarding\"\"\n" +
+	"\x10check_forwarding\x18\x03 \x01(\bR\x0fcheckForwarding\"Y\n" +
 	"\fDeleteEntity\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"-\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x125\n" +
+	"\x05guard\x18\x02 \x01(\v2\x1f.raftbus.cluster.v1.EntityGuardR\x05guard\"O\n" +
+	"\vEntityGuard\x12 \n" +
+	"\vincarnation\x18\x01 \x01(\x04R\vincarnation\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x04R\n" +
+	"generation\"-\n" +
 	"\fSetClusterID\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\"\x97\x02\n" +
@@ -3123,7 +3300,7 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"EntityKind\x12\x1b\n" +
 	"\x17ENTITY_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11ENTITY_KIND_QUEUE\x10\x01\x12\x15\n" +
-	"\x11ENTITY_KIND_TOPIC\x10\x022\xed\x06\n" +
+	"\x11ENTITY_KIND_TOPIC\x10\x022\xc7\a\n" +
 	"\vNodeService\x12I\n" +
 	"\x04Join\x12\x1f.raftbus.cluster.v1.JoinRequest\x1a .raftbus.cluster.v1.JoinResponse\x12m\n" +
 	"\x10PartitionRuntime\x12+.raftbus.cluster.v1.PartitionRuntimeRequest\x1a,.raftbus.cluster.v1.PartitionRuntimeResponse\x12j\n" +
@@ -3135,7 +3312,8 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\rAwaitMessages\x12(.raftbus.cluster.v1.AwaitMessagesRequest\x1a).raftbus.cluster.v1.AwaitMessagesResponse\x12[\n" +
 	"\n" +
 	"FinishMove\x12%.raftbus.cluster.v1.FinishMoveRequest\x1a&.raftbus.cluster.v1.FinishMoveResponse\x12g\n" +
-	"\x0eAcceptTransfer\x12).raftbus.cluster.v1.AcceptTransferRequest\x1a*.raftbus.cluster.v1.AcceptTransferResponseB?Z=github.com/raftbus/raftbus/proto/raftbus/cluster/v1;clusterv1b\x06proto3"
+	"\x0eAcceptTransfer\x12).raftbus.cluster.v1.AcceptTransferRequest\x1a*.raftbus.cluster.v1.AcceptTransferResponse\x12X\n" +
+	"\tIdleTimes\x12$.raftbus.cluster.v1.IdleTimesRequest\x1a%.raftbus.cluster.v1.IdleTimesResponseB?Z=github.com/raftbus/raftbus/proto/raftbus/cluster/v1;clusterv1b\x06proto3"
 
 var (
 	file_raftbus_cluster_v1_cluster_proto_rawDescOnce sync.Once
@@ -3150,144 +3328,152 @@ func file_raftbus_cluster_v1_cluster_proto_rawDescGZIP() []byte {
 }
 
 var file_raftbus_cluster_v1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_raftbus_cluster_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_raftbus_cluster_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_raftbus_cluster_v1_cluster_proto_goTypes = []any{
 	(EntityKind)(0),                        // 0: raftbus.cluster.v1.EntityKind
-	(*AcceptTransferRequest)(nil),          // 1: raftbus.cluster.v1.AcceptTransferRequest
-	(*AcceptTransferResponse)(nil),         // 2: raftbus.cluster.v1.AcceptTransferResponse
-	(*FinishMoveRequest)(nil),              // 3: raftbus.cluster.v1.FinishMoveRequest
-	(*FinishMoveResponse)(nil),             // 4: raftbus.cluster.v1.FinishMoveResponse
-	(*AwaitMessagesRequest)(nil),           // 5: raftbus.cluster.v1.AwaitMessagesRequest
-	(*AwaitMessagesResponse)(nil),          // 6: raftbus.cluster.v1.AwaitMessagesResponse
-	(*DemoteReplicaRequest)(nil),           // 7: raftbus.cluster.v1.DemoteReplicaRequest
-	(*DemoteReplicaResponse)(nil),          // 8: raftbus.cluster.v1.DemoteReplicaResponse
-	(*NodeStatusRequest)(nil),              // 9: raftbus.cluster.v1.NodeStatusRequest
-	(*NodeStatusResponse)(nil),             // 10: raftbus.cluster.v1.NodeStatusResponse
-	(*PingRequest)(nil),                    // 11: raftbus.cluster.v1.PingRequest
-	(*PingResponse)(nil),                   // 12: raftbus.cluster.v1.PingResponse
-	(*JoinRequest)(nil),                    // 13: raftbus.cluster.v1.JoinRequest
-	(*JoinResponse)(nil),                   // 14: raftbus.cluster.v1.JoinResponse
-	(*PartitionRuntimeRequest)(nil),        // 15: raftbus.cluster.v1.PartitionRuntimeRequest
-	(*PartitionRuntimeResponse)(nil),       // 16: raftbus.cluster.v1.PartitionRuntimeResponse
-	(*PartitionStatusRequest)(nil),         // 17: raftbus.cluster.v1.PartitionStatusRequest
-	(*PartitionStatusResponse)(nil),        // 18: raftbus.cluster.v1.PartitionStatusResponse
-	(*MetaCommand)(nil),                    // 19: raftbus.cluster.v1.MetaCommand
-	(*RedirectMove)(nil),                   // 20: raftbus.cluster.v1.RedirectMove
-	(*SetNodeMembership)(nil),              // 21: raftbus.cluster.v1.SetNodeMembership
-	(*MoveReplica)(nil),                    // 22: raftbus.cluster.v1.MoveReplica
-	(*FinishMove)(nil),                     // 23: raftbus.cluster.v1.FinishMove
-	(*SetPreferredLeader)(nil),             // 24: raftbus.cluster.v1.SetPreferredLeader
-	(*PutAccessPolicy)(nil),                // 25: raftbus.cluster.v1.PutAccessPolicy
-	(*DeleteAccessPolicy)(nil),             // 26: raftbus.cluster.v1.DeleteAccessPolicy
-	(*PutTopic)(nil),                       // 27: raftbus.cluster.v1.PutTopic
-	(*PutSubscription)(nil),                // 28: raftbus.cluster.v1.PutSubscription
-	(*DeleteSubscription)(nil),             // 29: raftbus.cluster.v1.DeleteSubscription
-	(*PutRule)(nil),                        // 30: raftbus.cluster.v1.PutRule
-	(*DeleteRule)(nil),                     // 31: raftbus.cluster.v1.DeleteRule
-	(*AddNode)(nil),                        // 32: raftbus.cluster.v1.AddNode
-	(*PutQueue)(nil),                       // 33: raftbus.cluster.v1.PutQueue
-	(*DeleteEntity)(nil),                   // 34: raftbus.cluster.v1.DeleteEntity
-	(*SetClusterID)(nil),                   // 35: raftbus.cluster.v1.SetClusterID
-	(*MetaResult)(nil),                     // 36: raftbus.cluster.v1.MetaResult
-	(*Node)(nil),                           // 37: raftbus.cluster.v1.Node
-	(*Entity)(nil),                         // 38: raftbus.cluster.v1.Entity
-	(*Subscription)(nil),                   // 39: raftbus.cluster.v1.Subscription
-	(*Placement)(nil),                      // 40: raftbus.cluster.v1.Placement
-	(*ReplicaMove)(nil),                    // 41: raftbus.cluster.v1.ReplicaMove
-	(*MetaSnapshot)(nil),                   // 42: raftbus.cluster.v1.MetaSnapshot
-	(*v1.AcceptTransfer)(nil),              // 43: raftbus.engine.v1.AcceptTransfer
-	(*v11.SendResult)(nil),                 // 44: raftbus.v1.SendResult
-	(v11.SubQueue)(0),                      // 45: raftbus.v1.SubQueue
+	(*IdleTimesRequest)(nil),               // 1: raftbus.cluster.v1.IdleTimesRequest
+	(*IdleTimesResponse)(nil),              // 2: raftbus.cluster.v1.IdleTimesResponse
+	(*AcceptTransferRequest)(nil),          // 3: raftbus.cluster.v1.AcceptTransferRequest
+	(*AcceptTransferResponse)(nil),         // 4: raftbus.cluster.v1.AcceptTransferResponse
+	(*FinishMoveRequest)(nil),              // 5: raftbus.cluster.v1.FinishMoveRequest
+	(*FinishMoveResponse)(nil),             // 6: raftbus.cluster.v1.FinishMoveResponse
+	(*AwaitMessagesRequest)(nil),           // 7: raftbus.cluster.v1.AwaitMessagesRequest
+	(*AwaitMessagesResponse)(nil),          // 8: raftbus.cluster.v1.AwaitMessagesResponse
+	(*DemoteReplicaRequest)(nil),           // 9: raftbus.cluster.v1.DemoteReplicaRequest
+	(*DemoteReplicaResponse)(nil),          // 10: raftbus.cluster.v1.DemoteReplicaResponse
+	(*NodeStatusRequest)(nil),              // 11: raftbus.cluster.v1.NodeStatusRequest
+	(*NodeStatusResponse)(nil),             // 12: raftbus.cluster.v1.NodeStatusResponse
+	(*PingRequest)(nil),                    // 13: raftbus.cluster.v1.PingRequest
+	(*PingResponse)(nil),                   // 14: raftbus.cluster.v1.PingResponse
+	(*JoinRequest)(nil),                    // 15: raftbus.cluster.v1.JoinRequest
+	(*JoinResponse)(nil),                   // 16: raftbus.cluster.v1.JoinResponse
+	(*PartitionRuntimeRequest)(nil),        // 17: raftbus.cluster.v1.PartitionRuntimeRequest
+	(*PartitionRuntimeResponse)(nil),       // 18: raftbus.cluster.v1.PartitionRuntimeResponse
+	(*PartitionStatusRequest)(nil),         // 19: raftbus.cluster.v1.PartitionStatusRequest
+	(*PartitionStatusResponse)(nil),        // 20: raftbus.cluster.v1.PartitionStatusResponse
+	(*MetaCommand)(nil),                    // 21: raftbus.cluster.v1.MetaCommand
+	(*RedirectMove)(nil),                   // 22: raftbus.cluster.v1.RedirectMove
+	(*SetNodeMembership)(nil),              // 23: raftbus.cluster.v1.SetNodeMembership
+	(*MoveReplica)(nil),                    // 24: raftbus.cluster.v1.MoveReplica
+	(*FinishMove)(nil),                     // 25: raftbus.cluster.v1.FinishMove
+	(*SetPreferredLeader)(nil),             // 26: raftbus.cluster.v1.SetPreferredLeader
+	(*PutAccessPolicy)(nil),                // 27: raftbus.cluster.v1.PutAccessPolicy
+	(*DeleteAccessPolicy)(nil),             // 28: raftbus.cluster.v1.DeleteAccessPolicy
+	(*PutTopic)(nil),                       // 29: raftbus.cluster.v1.PutTopic
+	(*PutSubscription)(nil),                // 30: raftbus.cluster.v1.PutSubscription
+	(*DeleteSubscription)(nil),             // 31: raftbus.cluster.v1.DeleteSubscription
+	(*PutRule)(nil),                        // 32: raftbus.cluster.v1.PutRule
+	(*DeleteRule)(nil),                     // 33: raftbus.cluster.v1.DeleteRule
+	(*AddNode)(nil),                        // 34: raftbus.cluster.v1.AddNode
+	(*PutQueue)(nil),                       // 35: raftbus.cluster.v1.PutQueue
+	(*DeleteEntity)(nil),                   // 36: raftbus.cluster.v1.DeleteEntity
+	(*EntityGuard)(nil),                    // 37: raftbus.cluster.v1.EntityGuard
+	(*SetClusterID)(nil),                   // 38: raftbus.cluster.v1.SetClusterID
+	(*MetaResult)(nil),                     // 39: raftbus.cluster.v1.MetaResult
+	(*Node)(nil),                           // 40: raftbus.cluster.v1.Node
+	(*Entity)(nil),                         // 41: raftbus.cluster.v1.Entity
+	(*Subscription)(nil),                   // 42: raftbus.cluster.v1.Subscription
+	(*Placement)(nil),                      // 43: raftbus.cluster.v1.Placement
+	(*ReplicaMove)(nil),                    // 44: raftbus.cluster.v1.ReplicaMove
+	(*MetaSnapshot)(nil),                   // 45: raftbus.cluster.v1.MetaSnapshot
 	(*durationpb.Duration)(nil),            // 46: google.protobuf.Duration
-	(*v11.NodeLogStats)(nil),               // 47: raftbus.v1.NodeLogStats
-	(*v11.NodeMessageStats)(nil),           // 48: raftbus.v1.NodeMessageStats
-	(v11.ClockState)(0),                    // 49: raftbus.v1.ClockState
-	(*v11.PartitionRuntimeProperties)(nil), // 50: raftbus.v1.PartitionRuntimeProperties
-	(v11.ReplicaRole)(0),                   // 51: raftbus.v1.ReplicaRole
-	(v11.ReplicaHealth)(0),                 // 52: raftbus.v1.ReplicaHealth
-	(v11.NodeMembership)(0),                // 53: raftbus.v1.NodeMembership
-	(*v11.AccessPolicy)(nil),               // 54: raftbus.v1.AccessPolicy
-	(*v11.TopicProperties)(nil),            // 55: raftbus.v1.TopicProperties
-	(*v11.SubscriptionProperties)(nil),     // 56: raftbus.v1.SubscriptionProperties
-	(*v11.RuleProperties)(nil),             // 57: raftbus.v1.RuleProperties
-	(*v11.QueueProperties)(nil),            // 58: raftbus.v1.QueueProperties
-	(v11.ErrorReason)(0),                   // 59: raftbus.v1.ErrorReason
+	(*v1.AcceptTransfer)(nil),              // 47: raftbus.engine.v1.AcceptTransfer
+	(*v11.SendResult)(nil),                 // 48: raftbus.v1.SendResult
+	(v11.SubQueue)(0),                      // 49: raftbus.v1.SubQueue
+	(*v11.NodeLogStats)(nil),               // 50: raftbus.v1.NodeLogStats
+	(*v11.NodeMessageStats)(nil),           // 51: raftbus.v1.NodeMessageStats
+	(v11.ClockState)(0),                    // 52: raftbus.v1.ClockState
+	(*v11.PartitionRuntimeProperties)(nil), // 53: raftbus.v1.PartitionRuntimeProperties
+	(v11.ReplicaRole)(0),                   // 54: raftbus.v1.ReplicaRole
+	(v11.ReplicaHealth)(0),                 // 55: raftbus.v1.ReplicaHealth
+	(v11.NodeMembership)(0),                // 56: raftbus.v1.NodeMembership
+	(*v11.AccessPolicy)(nil),               // 57: raftbus.v1.AccessPolicy
+	(*v11.TopicProperties)(nil),            // 58: raftbus.v1.TopicProperties
+	(*v11.SubscriptionProperties)(nil),     // 59: raftbus.v1.SubscriptionProperties
+	(*v11.RuleProperties)(nil),             // 60: raftbus.v1.RuleProperties
+	(*v11.QueueProperties)(nil),            // 61: raftbus.v1.QueueProperties
+	(v11.ErrorReason)(0),                   // 62: raftbus.v1.ErrorReason
 }
 var file_raftbus_cluster_v1_cluster_proto_depIdxs = []int32{
-	43, // 0: raftbus.cluster.v1.AcceptTransferRequest.accept:type_name -> raftbus.engine.v1.AcceptTransfer
-	44, // 1: raftbus.cluster.v1.AcceptTransferResponse.messages:type_name -> raftbus.v1.SendResult
-	23, // 2: raftbus.cluster.v1.FinishMoveRequest.move:type_name -> raftbus.cluster.v1.FinishMove
-	45, // 3: raftbus.cluster.v1.AwaitMessagesRequest.sub_queue:type_name -> raftbus.v1.SubQueue
-	46, // 4: raftbus.cluster.v1.AwaitMessagesRequest.max_wait:type_name -> google.protobuf.Duration
-	47, // 5: raftbus.cluster.v1.NodeStatusResponse.log:type_name -> raftbus.v1.NodeLogStats
-	48, // 6: raftbus.cluster.v1.NodeStatusResponse.messages:type_name -> raftbus.v1.NodeMessageStats
-	49, // 7: raftbus.cluster.v1.PingResponse.clock_state:type_name -> raftbus.v1.ClockState
-	50, // 8: raftbus.cluster.v1.PartitionRuntimeResponse.properties:type_name -> raftbus.v1.PartitionRuntimeProperties
-	51, // 9: raftbus.cluster.v1.PartitionStatusResponse.role:type_name -> raftbus.v1.ReplicaRole
-	52, // 10: raftbus.cluster.v1.PartitionStatusResponse.health:type_name -> raftbus.v1.ReplicaHealth
-	32, // 11: raftbus.cluster.v1.MetaCommand.add_node:type_name -> raftbus.cluster.v1.AddNode
-	33, // 12: raftbus.cluster.v1.MetaCommand.put_queue:type_name -> raftbus.cluster.v1.PutQueue
-	34, // 13: raftbus.cluster.v1.MetaCommand.delete_entity:type_name -> raftbus.cluster.v1.DeleteEntity
-	35, // 14: raftbus.cluster.v1.MetaCommand.set_cluster_id:type_name -> raftbus.cluster.v1.SetClusterID
-	27, // 15: raftbus.cluster.v1.MetaCommand.put_topic:type_name -> raftbus.cluster.v1.PutTopic
-	28, // 16: raftbus.cluster.v1.MetaCommand.put_subscription:type_name -> raftbus.cluster.v1.PutSubscription
-	29, // 17: raftbus.cluster.v1.MetaCommand.delete_subscription:type_name -> raftbus.cluster.v1.DeleteSubscription
-	30, // 18: raftbus.cluster.v1.MetaCommand.put_rule:type_name -> raftbus.cluster.v1.PutRule
-	31, // 19: raftbus.cluster.v1.MetaCommand.delete_rule:type_name -> raftbus.cluster.v1.DeleteRule
-	25, // 20: raftbus.cluster.v1.MetaCommand.put_access_policy:type_name -> raftbus.cluster.v1.PutAccessPolicy
-	26, // 21: raftbus.cluster.v1.MetaCommand.delete_access_policy:type_name -> raftbus.cluster.v1.DeleteAccessPolicy
-	21, // 22: raftbus.cluster.v1.MetaCommand.set_node_membership:type_name -> raftbus.cluster.v1.SetNodeMembership
-	22, // 23: raftbus.cluster.v1.MetaCommand.move_replica:type_name -> raftbus.cluster.v1.MoveReplica
-	23, // 24: raftbus.cluster.v1.MetaCommand.finish_move:type_name -> raftbus.cluster.v1.FinishMove
-	24, // 25: raftbus.cluster.v1.MetaCommand.set_preferred_leader:type_name -> raftbus.cluster.v1.SetPreferredLeader
-	20, // 26: raftbus.cluster.v1.MetaCommand.redirect_move:type_name -> raftbus.cluster.v1.RedirectMove
-	53, // 27: raftbus.cluster.v1.SetNodeMembership.membership:type_name -> raftbus.v1.NodeMembership
-	54, // 28: raftbus.cluster.v1.PutAccessPolicy.policy:type_name -> raftbus.v1.AccessPolicy
-	55, // 29: raftbus.cluster.v1.PutTopic.topic:type_name -> raftbus.v1.TopicProperties
-	56, // 30: raftbus.cluster.v1.PutSubscription.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	57, // 31: raftbus.cluster.v1.PutSubscription.rules:type_name -> raftbus.v1.RuleProperties
-	57, // 32: raftbus.cluster.v1.PutRule.rule:type_name -> raftbus.v1.RuleProperties
-	37, // 33: raftbus.cluster.v1.AddNode.node:type_name -> raftbus.cluster.v1.Node
-	58, // 34: raftbus.cluster.v1.PutQueue.queue:type_name -> raftbus.v1.QueueProperties
-	59, // 35: raftbus.cluster.v1.MetaResult.error_reason:type_name -> raftbus.v1.ErrorReason
-	38, // 36: raftbus.cluster.v1.MetaResult.entity:type_name -> raftbus.cluster.v1.Entity
-	39, // 37: raftbus.cluster.v1.MetaResult.subscription:type_name -> raftbus.cluster.v1.Subscription
-	57, // 38: raftbus.cluster.v1.MetaResult.rule:type_name -> raftbus.v1.RuleProperties
-	53, // 39: raftbus.cluster.v1.Node.membership:type_name -> raftbus.v1.NodeMembership
-	0,  // 40: raftbus.cluster.v1.Entity.kind:type_name -> raftbus.cluster.v1.EntityKind
-	58, // 41: raftbus.cluster.v1.Entity.queue:type_name -> raftbus.v1.QueueProperties
-	40, // 42: raftbus.cluster.v1.Entity.partitions:type_name -> raftbus.cluster.v1.Placement
-	55, // 43: raftbus.cluster.v1.Entity.topic:type_name -> raftbus.v1.TopicProperties
-	39, // 44: raftbus.cluster.v1.Entity.subscriptions:type_name -> raftbus.cluster.v1.Subscription
-	56, // 45: raftbus.cluster.v1.Subscription.properties:type_name -> raftbus.v1.SubscriptionProperties
-	57, // 46: raftbus.cluster.v1.Subscription.rules:type_name -> raftbus.v1.RuleProperties
-	41, // 47: raftbus.cluster.v1.Placement.move:type_name -> raftbus.cluster.v1.ReplicaMove
-	37, // 48: raftbus.cluster.v1.MetaSnapshot.nodes:type_name -> raftbus.cluster.v1.Node
-	38, // 49: raftbus.cluster.v1.MetaSnapshot.entities:type_name -> raftbus.cluster.v1.Entity
-	54, // 50: raftbus.cluster.v1.MetaSnapshot.access_policies:type_name -> raftbus.v1.AccessPolicy
-	13, // 51: raftbus.cluster.v1.NodeService.Join:input_type -> raftbus.cluster.v1.JoinRequest
-	15, // 52: raftbus.cluster.v1.NodeService.PartitionRuntime:input_type -> raftbus.cluster.v1.PartitionRuntimeRequest
-	17, // 53: raftbus.cluster.v1.NodeService.PartitionStatus:input_type -> raftbus.cluster.v1.PartitionStatusRequest
-	11, // 54: raftbus.cluster.v1.NodeService.Ping:input_type -> raftbus.cluster.v1.PingRequest
-	7,  // 55: raftbus.cluster.v1.NodeService.DemoteReplica:input_type -> raftbus.cluster.v1.DemoteReplicaRequest
-	9,  // 56: raftbus.cluster.v1.NodeService.NodeStatus:input_type -> raftbus.cluster.v1.NodeStatusRequest
-	5,  // 57: raftbus.cluster.v1.NodeService.AwaitMessages:input_type -> raftbus.cluster.v1.AwaitMessagesRequest
-	3,  // 58: raftbus.cluster.v1.NodeService.FinishMove:input_type -> raftbus.cluster.v1.FinishMoveRequest
-	1,  // 59: raftbus.cluster.v1.NodeService.AcceptTransfer:input_type -> raftbus.cluster.v1.AcceptTransferRequest
-	14, // 60: raftbus.cluster.v1.NodeService.Join:output_type -> raftbus.cluster.v1.JoinResponse
-	16, // 61: raftbus.cluster.v1.NodeService.PartitionRuntime:output_type -> raftbus.cluster.v1.PartitionRuntimeResponse
-	18, // 62: raftbus.cluster.v1.NodeService.PartitionStatus:output_type -> raftbus.cluster.v1.PartitionStatusResponse
-	12, // 63: raftbus.cluster.v1.NodeService.Ping:output_type -> raftbus.cluster.v1.PingResponse
-	8,  // 64: raftbus.cluster.v1.NodeService.DemoteReplica:output_type -> raftbus.cluster.v1.DemoteReplicaResponse
-	10, // 65: raftbus.cluster.v1.NodeService.NodeStatus:output_type -> raftbus.cluster.v1.NodeStatusResponse
-	6,  // 66: raftbus.cluster.v1.NodeService.AwaitMessages:output_type -> raftbus.cluster.v1.AwaitMessagesResponse
-	4,  // 67: raftbus.cluster.v1.NodeService.FinishMove:output_type -> raftbus.cluster.v1.FinishMoveResponse
-	2,  // 68: raftbus.cluster.v1.NodeService.AcceptTransfer:output_type -> raftbus.cluster.v1.AcceptTransferResponse
-	60, // [60:69] is the sub-list for method output_type
-	51, // [51:60] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	46, // 0: raftbus.cluster.v1.IdleTimesResponse.idle:type_name -> google.protobuf.Duration
+	47, // 1: raftbus.cluster.v1.AcceptTransferRequest.accept:type_name -> raftbus.engine.v1.AcceptTransfer
+	48, // 2: raftbus.cluster.v1.AcceptTransferResponse.messages:type_name -> raftbus.v1.SendResult
+	25, // 3: raftbus.cluster.v1.FinishMoveRequest.move:type_name -> raftbus.cluster.v1.FinishMove
+	49, // 4: raftbus.cluster.v1.AwaitMessagesRequest.sub_queue:type_name -> raftbus.v1.SubQueue
+	46, // 5: raftbus.cluster.v1.AwaitMessagesRequest.max_wait:type_name -> google.protobuf.Duration
+	50, // 6: raftbus.cluster.v1.NodeStatusResponse.log:type_name -> raftbus.v1.NodeLogStats
+	51, // 7: raftbus.cluster.v1.NodeStatusResponse.messages:type_name -> raftbus.v1.NodeMessageStats
+	52, // 8: raftbus.cluster.v1.PingResponse.clock_state:type_name -> raftbus.v1.ClockState
+	53, // 9: raftbus.cluster.v1.PartitionRuntimeResponse.properties:type_name -> raftbus.v1.PartitionRuntimeProperties
+	54, // 10: raftbus.cluster.v1.PartitionStatusResponse.role:type_name -> raftbus.v1.ReplicaRole
+	55, // 11: raftbus.cluster.v1.PartitionStatusResponse.health:type_name -> raftbus.v1.ReplicaHealth
+	34, // 12: raftbus.cluster.v1.MetaCommand.add_node:type_name -> raftbus.cluster.v1.AddNode
+	35, // 13: raftbus.cluster.v1.MetaCommand.put_queue:type_name -> raftbus.cluster.v1.PutQueue
+	36, // 14: raftbus.cluster.v1.MetaCommand.delete_entity:type_name -> raftbus.cluster.v1.DeleteEntity
+	38, // 15: raftbus.cluster.v1.MetaCommand.set_cluster_id:type_name -> raftbus.cluster.v1.SetClusterID
+	29, // 16: raftbus.cluster.v1.MetaCommand.put_topic:type_name -> raftbus.cluster.v1.PutTopic
+	30, // 17: raftbus.cluster.v1.MetaCommand.put_subscription:type_name -> raftbus.cluster.v1.PutSubscription
+	31, // 18: raftbus.cluster.v1.MetaCommand.delete_subscription:type_name -> raftbus.cluster.v1.DeleteSubscription
+	32, // 19: raftbus.cluster.v1.MetaCommand.put_rule:type_name -> raftbus.cluster.v1.PutRule
+	33, // 20: raftbus.cluster.v1.MetaCommand.delete_rule:type_name -> raftbus.cluster.v1.DeleteRule
+	27, // 21: raftbus.cluster.v1.MetaCommand.put_access_policy:type_name -> raftbus.cluster.v1.PutAccessPolicy
+	28, // 22: raftbus.cluster.v1.MetaCommand.delete_access_policy:type_name -> raftbus.cluster.v1.DeleteAccessPolicy
+	23, // 23: raftbus.cluster.v1.MetaCommand.set_node_membership:type_name -> raftbus.cluster.v1.SetNodeMembership
+	24, // 24: raftbus.cluster.v1.MetaCommand.move_replica:type_name -> raftbus.cluster.v1.MoveReplica
+	25, // 25: raftbus.cluster.v1.MetaCommand.finish_move:type_name -> raftbus.cluster.v1.FinishMove
+	26, // 26: raftbus.cluster.v1.MetaCommand.set_preferred_leader:type_name -> raftbus.cluster.v1.SetPreferredLeader
+	22, // 27: raftbus.cluster.v1.MetaCommand.redirect_move:type_name -> raftbus.cluster.v1.RedirectMove
+	56, // 28: raftbus.cluster.v1.SetNodeMembership.membership:type_name -> raftbus.v1.NodeMembership
+	57, // 29: raftbus.cluster.v1.PutAccessPolicy.policy:type_name -> raftbus.v1.AccessPolicy
+	58, // 30: raftbus.cluster.v1.PutTopic.topic:type_name -> raftbus.v1.TopicProperties
+	59, // 31: raftbus.cluster.v1.PutSubscription.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	60, // 32: raftbus.cluster.v1.PutSubscription.rules:type_name -> raftbus.v1.RuleProperties
+	37, // 33: raftbus.cluster.v1.DeleteSubscription.guard:type_name -> raftbus.cluster.v1.EntityGuard
+	60, // 34: raftbus.cluster.v1.PutRule.rule:type_name -> raftbus.v1.RuleProperties
+	40, // 35: raftbus.cluster.v1.AddNode.node:type_name -> raftbus.cluster.v1.Node
+	61, // 36: raftbus.cluster.v1.PutQueue.queue:type_name -> raftbus.v1.QueueProperties
+	37, // 37: raftbus.cluster.v1.DeleteEntity.guard:type_name -> raftbus.cluster.v1.EntityGuard
+	62, // 38: raftbus.cluster.v1.MetaResult.error_reason:type_name -> raftbus.v1.ErrorReason
+	41, // 39: raftbus.cluster.v1.MetaResult.entity:type_name -> raftbus.cluster.v1.Entity
+	42, // 40: raftbus.cluster.v1.MetaResult.subscription:type_name -> raftbus.cluster.v1.Subscription
+	60, // 41: raftbus.cluster.v1.MetaResult.rule:type_name -> raftbus.v1.RuleProperties
+	56, // 42: raftbus.cluster.v1.Node.membership:type_name -> raftbus.v1.NodeMembership
+	0,  // 43: raftbus.cluster.v1.Entity.kind:type_name -> raftbus.cluster.v1.EntityKind
+	61, // 44: raftbus.cluster.v1.Entity.queue:type_name -> raftbus.v1.QueueProperties
+	43, // 45: raftbus.cluster.v1.Entity.partitions:type_name -> raftbus.cluster.v1.Placement
+	58, // 46: raftbus.cluster.v1.Entity.topic:type_name -> raftbus.v1.TopicProperties
+	42, // 47: raftbus.cluster.v1.Entity.subscriptions:type_name -> raftbus.cluster.v1.Subscription
+	59, // 48: raftbus.cluster.v1.Subscription.properties:type_name -> raftbus.v1.SubscriptionProperties
+	60, // 49: raftbus.cluster.v1.Subscription.rules:type_name -> raftbus.v1.RuleProperties
+	44, // 50: raftbus.cluster.v1.Placement.move:type_name -> raftbus.cluster.v1.ReplicaMove
+	40, // 51: raftbus.cluster.v1.MetaSnapshot.nodes:type_name -> raftbus.cluster.v1.Node
+	41, // 52: raftbus.cluster.v1.MetaSnapshot.entities:type_name -> raftbus.cluster.v1.Entity
+	57, // 53: raftbus.cluster.v1.MetaSnapshot.access_policies:type_name -> raftbus.v1.AccessPolicy
+	15, // 54: raftbus.cluster.v1.NodeService.Join:input_type -> raftbus.cluster.v1.JoinRequest
+	17, // 55: raftbus.cluster.v1.NodeService.PartitionRuntime:input_type -> raftbus.cluster.v1.PartitionRuntimeRequest
+	19, // 56: raftbus.cluster.v1.NodeService.PartitionStatus:input_type -> raftbus.cluster.v1.PartitionStatusRequest
+	13, // 57: raftbus.cluster.v1.NodeService.Ping:input_type -> raftbus.cluster.v1.PingRequest
+	9,  // 58: raftbus.cluster.v1.NodeService.DemoteReplica:input_type -> raftbus.cluster.v1.DemoteReplicaRequest
+	11, // 59: raftbus.cluster.v1.NodeService.NodeStatus:input_type -> raftbus.cluster.v1.NodeStatusRequest
+	7,  // 60: raftbus.cluster.v1.NodeService.AwaitMessages:input_type -> raftbus.cluster.v1.AwaitMessagesRequest
+	5,  // 61: raftbus.cluster.v1.NodeService.FinishMove:input_type -> raftbus.cluster.v1.FinishMoveRequest
+	3,  // 62: raftbus.cluster.v1.NodeService.AcceptTransfer:input_type -> raftbus.cluster.v1.AcceptTransferRequest
+	1,  // 63: raftbus.cluster.v1.NodeService.IdleTimes:input_type -> raftbus.cluster.v1.IdleTimesRequest
+	16, // 64: raftbus.cluster.v1.NodeService.Join:output_type -> raftbus.cluster.v1.JoinResponse
+	18, // 65: raftbus.cluster.v1.NodeService.PartitionRuntime:output_type -> raftbus.cluster.v1.PartitionRuntimeResponse
+	20, // 66: raftbus.cluster.v1.NodeService.PartitionStatus:output_type -> raftbus.cluster.v1.PartitionStatusResponse
+	14, // 67: raftbus.cluster.v1.NodeService.Ping:output_type -> raftbus.cluster.v1.PingResponse
+	10, // 68: raftbus.cluster.v1.NodeService.DemoteReplica:output_type -> raftbus.cluster.v1.DemoteReplicaResponse
+	12, // 69: raftbus.cluster.v1.NodeService.NodeStatus:output_type -> raftbus.cluster.v1.NodeStatusResponse
+	8,  // 70: raftbus.cluster.v1.NodeService.AwaitMessages:output_type -> raftbus.cluster.v1.AwaitMessagesResponse
+	6,  // 71: raftbus.cluster.v1.NodeService.FinishMove:output_type -> raftbus.cluster.v1.FinishMoveResponse
+	4,  // 72: raftbus.cluster.v1.NodeService.AcceptTransfer:output_type -> raftbus.cluster.v1.AcceptTransferResponse
+	2,  // 73: raftbus.cluster.v1.NodeService.IdleTimes:output_type -> raftbus.cluster.v1.IdleTimesResponse
+	64, // [64:74] is the sub-list for method output_type
+	54, // [54:64] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_cluster_v1_cluster_proto_init() }
@@ -3295,7 +3481,7 @@ func file_raftbus_cluster_v1_cluster_proto_init() {
 	if File_raftbus_cluster_v1_cluster_proto != nil {
 		return
 	}
-	file_raftbus_cluster_v1_cluster_proto_msgTypes[18].OneofWrappers = []any{
+	file_raftbus_cluster_v1_cluster_proto_msgTypes[20].OneofWrappers = []any{
 		(*MetaCommand_AddNode)(nil),
 		(*MetaCommand_PutQueue)(nil),
 		(*MetaCommand_DeleteEntity)(nil),
@@ -3319,7 +3505,7 @@ func file_raftbus_cluster_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftbus_cluster_v1_cluster_proto_rawDesc), len(file_raftbus_cluster_v1_cluster_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   42,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,7 @@ const (
 	NodeService_AwaitMessages_FullMethodName    = "/raftbus.cluster.v1.NodeService/AwaitMessages"
 	NodeService_FinishMove_FullMethodName       = "/raftbus.cluster.v1.NodeService/FinishMove"
 	NodeService_AcceptTransfer_FullMethodName   = "/raftbus.cluster.v1.NodeService/AcceptTransfer"
+	NodeService_IdleTimes_FullMethodName        = "/raftbus.cluster.v1.NodeService/IdleTimes"
 )
 
 // NodeServiceClient is the client API for NodeService service.
@@ -75,6 +76,10 @@ type NodeServiceClient interface {
 	// answering node forwards it there when it is not). A repeat is answered
 	// with duplicates and enqueues nothing (see engine/transfer.go).
 	AcceptTransfer(ctx context.Context, in *AcceptTransferRequest, opts ...grpc.CallOption) (*AcceptTransferResponse, error)
+	// IdleTimes tells the metadata leader how long each entity has gone
+	// unused as seen from the answering node (see cluster/idle): its part
+	// of the check of auto_delete_on_idle.
+	IdleTimes(ctx context.Context, in *IdleTimesRequest, opts ...grpc.CallOption) (*IdleTimesResponse, error)
 }
 
 type nodeServiceClient struct {
@@ -175,6 +180,16 @@ func (c *nodeServiceClient) AcceptTransfer(ctx context.Context, in *AcceptTransf
 	return out, nil
 }
 
+func (c *nodeServiceClient) IdleTimes(ctx context.Context, in *IdleTimesRequest, opts ...grpc.CallOption) (*IdleTimesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(IdleTimesResponse)
+	err := c.cc.Invoke(ctx, NodeService_IdleTimes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServiceServer is the server API for NodeService service.
 // All implementations must embed UnimplementedNodeServiceServer
 // for forward compatibility.
@@ -220,6 +235,10 @@ type NodeServiceServer interface {
 	// answering node forwards it there when it is not). A repeat is answered
 	// with duplicates and enqueues nothing (see engine/transfer.go).
 	AcceptTransfer(context.Context, *AcceptTransferRequest) (*AcceptTransferResponse, error)
+	// IdleTimes tells the metadata leader how long each entity has gone
+	// unused as seen from the answering node (see cluster/idle): its part
+	// of the check of auto_delete_on_idle.
+	IdleTimes(context.Context, *IdleTimesRequest) (*IdleTimesResponse, error)
 	mustEmbedUnimplementedNodeServiceServer()
 }
 
@@ -256,6 +275,9 @@ func (UnimplementedNodeServiceServer) FinishMove(context.Context, *FinishMoveReq
 }
 func (UnimplementedNodeServiceServer) AcceptTransfer(context.Context, *AcceptTransferRequest) (*AcceptTransferResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AcceptTransfer not implemented")
+}
+func (UnimplementedNodeServiceServer) IdleTimes(context.Context, *IdleTimesRequest) (*IdleTimesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method IdleTimes not implemented")
 }
 func (UnimplementedNodeServiceServer) mustEmbedUnimplementedNodeServiceServer() {}
 func (UnimplementedNodeServiceServer) testEmbeddedByValue()                     {}
@@ -440,6 +462,24 @@ func _NodeService_AcceptTransfer_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _NodeService_IdleTimes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(IdleTimesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServiceServer).IdleTimes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: NodeService_IdleTimes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServiceServer).IdleTimes(ctx, req.(*IdleTimesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // NodeService_ServiceDesc is the grpc.ServiceDesc for NodeService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -482,6 +522,10 @@ var NodeService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AcceptTransfer",
 			Handler:    _NodeService_AcceptTransfer_Handler,
+		},
+		{
+			MethodName: "IdleTimes",
+			Handler:    _NodeService_IdleTimes_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -167,6 +167,7 @@ type Command struct {
 	//	*Command_ReleaseSession
 	//	*Command_AcceptTransfer
 	//	*Command_CompleteTransfer
+	//	*Command_ForgetTransferStreams
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -383,6 +384,15 @@ func (x *Command) GetCompleteTransfer() *CompleteTransfer {
 	return nil
 }
 
+func (x *Command) GetForgetTransferStreams() *ForgetTransferStreams {
+	if x != nil {
+		if x, ok := x.Body.(*Command_ForgetTransferStreams); ok {
+			return x.ForgetTransferStreams
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -455,6 +465,10 @@ type Command_CompleteTransfer struct {
 	CompleteTransfer *CompleteTransfer `protobuf:"bytes,28,opt,name=complete_transfer,json=completeTransfer,proto3,oneof"`
 }
 
+type Command_ForgetTransferStreams struct {
+	ForgetTransferStreams *ForgetTransferStreams `protobuf:"bytes,29,opt,name=forget_transfer_streams,json=forgetTransferStreams,proto3,oneof"`
+}
+
 func (*Command_ConfigureEntity) isCommand_Body() {}
 
 func (*Command_Send) isCommand_Body() {}
@@ -488,6 +502,8 @@ func (*Command_ReleaseSession) isCommand_Body() {}
 func (*Command_AcceptTransfer) isCommand_Body() {}
 
 func (*Command_CompleteTransfer) isCommand_Body() {}
+
+func (*Command_ForgetTransferStreams) isCommand_Body() {}
 
 // ConfigureEntity creates, updates or deletes this partition's slice of a
 // queue, a topic or a subscription. A subscription's path is
@@ -1366,9 +1382,14 @@ func (x *TransferredMessage) GetMessage() *v1.Message {
 // target has accepted them, and ends the transfer of those it refused for
 // good. Numbers not in transfer are ignored.
 type CompleteTransfer struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Numbers       []uint64               `protobuf:"varint,1,rep,packed,name=numbers,proto3" json:"numbers,omitempty"`
-	Failed        []*FailedTransfer      `protobuf:"bytes,2,rep,name=failed,proto3" json:"failed,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Numbers []uint64               `protobuf:"varint,1,rep,packed,name=numbers,proto3" json:"numbers,omitempty"`
+	Failed  []*FailedTransfer      `protobuf:"bytes,2,rep,name=failed,proto3" json:"failed,omitempty"`
+	// Raise what the forwarder may send of each target's transfers, before
+	// it sends them (see TransferClaim).
+	Claims []*TransferClaim `protobuf:"bytes,3,rep,name=claims,proto3" json:"claims,omitempty"`
+	// Targets the metadata says are deleted (see GoneTarget).
+	Gone          []*GoneTarget `protobuf:"bytes,4,rep,name=gone,proto3" json:"gone,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1417,6 +1438,208 @@ func (x *CompleteTransfer) GetFailed() []*FailedTransfer {
 	return nil
 }
 
+func (x *CompleteTransfer) GetClaims() []*TransferClaim {
+	if x != nil {
+		return x.Claims
+	}
+	return nil
+}
+
+func (x *CompleteTransfer) GetGone() []*GoneTarget {
+	if x != nil {
+		return x.Gone
+	}
+	return nil
+}
+
+// TransferClaim records that the forwarder may send a target the
+// messages in transfer to it numbered up to up_to: a forwarder sends no
+// other. Claims only rise; a later forwarder (after a leader change)
+// counts every claimed message as one an earlier forwarder may have
+// delivered.
+type TransferClaim struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Target        string                 `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	UpTo          uint64                 `protobuf:"varint,2,opt,name=up_to,json=upTo,proto3" json:"up_to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferClaim) Reset() {
+	*x = TransferClaim{}
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferClaim) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferClaim) ProtoMessage() {}
+
+func (x *TransferClaim) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferClaim.ProtoReflect.Descriptor instead.
+func (*TransferClaim) Descriptor() ([]byte, []int) {
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *TransferClaim) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *TransferClaim) GetUpTo() uint64 {
+	if x != nil {
+		return x.UpTo
+	}
+	return 0
+}
+
+// GoneTarget ends the transfer of the messages bound for a deleted target
+// that no forwarder sent it: those numbered above sent_up_to, the highest
+// number that one may have been (the claims of earlier forwarders and the
+// sends of the one proposing this). They go to the dead-letter sub-queue
+// of the entity they were in transfer from, as for FailedTransfer, with
+// description; the others stay in transfer (the target may have them).
+type GoneTarget struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Target        string                 `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	SentUpTo      uint64                 `protobuf:"varint,2,opt,name=sent_up_to,json=sentUpTo,proto3" json:"sent_up_to,omitempty"`
+	Description   string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GoneTarget) Reset() {
+	*x = GoneTarget{}
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GoneTarget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GoneTarget) ProtoMessage() {}
+
+func (x *GoneTarget) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GoneTarget.ProtoReflect.Descriptor instead.
+func (*GoneTarget) Descriptor() ([]byte, []int) {
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *GoneTarget) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *GoneTarget) GetSentUpTo() uint64 {
+	if x != nil {
+		return x.SentUpTo
+	}
+	return 0
+}
+
+func (x *GoneTarget) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+// ForgetTransferStreams drops an entity's marks of source streams whose
+// source the metadata says is deleted (see AcceptTransfer), each only when
+// no transfer of that stream was accepted for unused_for_ms: a transfer
+// still on its way when its source was deleted is answered as a
+// duplicate still.
+type ForgetTransferStreams struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	EntityPath    string                 `protobuf:"bytes,1,opt,name=entity_path,json=entityPath,proto3" json:"entity_path,omitempty"`
+	Streams       []string               `protobuf:"bytes,2,rep,name=streams,proto3" json:"streams,omitempty"`
+	UnusedForMs   int64                  `protobuf:"varint,3,opt,name=unused_for_ms,json=unusedForMs,proto3" json:"unused_for_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForgetTransferStreams) Reset() {
+	*x = ForgetTransferStreams{}
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForgetTransferStreams) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForgetTransferStreams) ProtoMessage() {}
+
+func (x *ForgetTransferStreams) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForgetTransferStreams.ProtoReflect.Descriptor instead.
+func (*ForgetTransferStreams) Descriptor() ([]byte, []int) {
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ForgetTransferStreams) GetEntityPath() string {
+	if x != nil {
+		return x.EntityPath
+	}
+	return ""
+}
+
+func (x *ForgetTransferStreams) GetStreams() []string {
+	if x != nil {
+		return x.Streams
+	}
+	return nil
+}
+
+func (x *ForgetTransferStreams) GetUnusedForMs() int64 {
+	if x != nil {
+		return x.UnusedForMs
+	}
+	return 0
+}
+
 // FailedTransfer is a message its target refused for a reason a repeat
 // cannot get past (it requires a session id the message lacks, its size
 // limit is smaller, ...). The message goes to the dead-letter sub-queue of
@@ -1433,7 +1656,7 @@ type FailedTransfer struct {
 
 func (x *FailedTransfer) Reset() {
 	*x = FailedTransfer{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[14]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1445,7 +1668,7 @@ func (x *FailedTransfer) String() string {
 func (*FailedTransfer) ProtoMessage() {}
 
 func (x *FailedTransfer) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[14]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1458,7 +1681,7 @@ func (x *FailedTransfer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailedTransfer.ProtoReflect.Descriptor instead.
 func (*FailedTransfer) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{14}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FailedTransfer) GetNumber() uint64 {
@@ -1498,6 +1721,7 @@ type Result struct {
 	//	*Result_ReleaseSession
 	//	*Result_AcceptTransfer
 	//	*Result_CompleteTransfer
+	//	*Result_ForgetTransferStreams
 	Result        isResult_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1505,7 +1729,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[15]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1517,7 +1741,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[15]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1530,7 +1754,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{15}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Result) GetResult() isResult_Result {
@@ -1702,6 +1926,15 @@ func (x *Result) GetCompleteTransfer() *CompleteTransferResult {
 	return nil
 }
 
+func (x *Result) GetForgetTransferStreams() *ForgetTransferStreamsResult {
+	if x != nil {
+		if x, ok := x.Result.(*Result_ForgetTransferStreams); ok {
+			return x.ForgetTransferStreams
+		}
+	}
+	return nil
+}
+
 type isResult_Result interface {
 	isResult_Result()
 }
@@ -1778,6 +2011,10 @@ type Result_CompleteTransfer struct {
 	CompleteTransfer *CompleteTransferResult `protobuf:"bytes,28,opt,name=complete_transfer,json=completeTransfer,proto3,oneof"`
 }
 
+type Result_ForgetTransferStreams struct {
+	ForgetTransferStreams *ForgetTransferStreamsResult `protobuf:"bytes,29,opt,name=forget_transfer_streams,json=forgetTransferStreams,proto3,oneof"`
+}
+
 func (*Result_Error) isResult_Result() {}
 
 func (*Result_ConfigureEntity) isResult_Result() {}
@@ -1814,6 +2051,8 @@ func (*Result_AcceptTransfer) isResult_Result() {}
 
 func (*Result_CompleteTransfer) isResult_Result() {}
 
+func (*Result_ForgetTransferStreams) isResult_Result() {}
+
 // Error says why a command failed. A failed command has no effect of its
 // own (the time effects due at its time are applied all the same).
 type Error struct {
@@ -1826,7 +2065,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[16]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1838,7 +2077,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[16]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1851,7 +2090,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{16}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Error) GetReason() v1.ErrorReason {
@@ -1877,7 +2116,7 @@ type ConfigureEntityResult struct {
 
 func (x *ConfigureEntityResult) Reset() {
 	*x = ConfigureEntityResult{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[17]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1889,7 +2128,7 @@ func (x *ConfigureEntityResult) String() string {
 func (*ConfigureEntityResult) ProtoMessage() {}
 
 func (x *ConfigureEntityResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[17]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1902,7 +2141,7 @@ func (x *ConfigureEntityResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureEntityResult.ProtoReflect.Descriptor instead.
 func (*ConfigureEntityResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{17}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{20}
 }
 
 // SendResult has one result per sent message, in order.
@@ -1915,7 +2154,7 @@ type SendResult struct {
 
 func (x *SendResult) Reset() {
 	*x = SendResult{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[18]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1927,7 +2166,7 @@ func (x *SendResult) String() string {
 func (*SendResult) ProtoMessage() {}
 
 func (x *SendResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[18]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1940,7 +2179,7 @@ func (x *SendResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendResult.ProtoReflect.Descriptor instead.
 func (*SendResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{18}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SendResult) GetMessages() []*v1.SendResult {
@@ -1960,7 +2199,7 @@ type ScheduleResult struct {
 
 func (x *ScheduleResult) Reset() {
 	*x = ScheduleResult{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[19]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1972,7 +2211,7 @@ func (x *ScheduleResult) String() string {
 func (*ScheduleResult) ProtoMessage() {}
 
 func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[19]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1985,7 +2224,7 @@ func (x *ScheduleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResult.ProtoReflect.Descriptor instead.
 func (*ScheduleResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{19}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ScheduleResult) GetMessages() []*v1.SendResult {
@@ -2005,7 +2244,7 @@ type CancelScheduledResult struct {
 
 func (x *CancelScheduledResult) Reset() {
 	*x = CancelScheduledResult{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[20]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2017,7 +2256,7 @@ func (x *CancelScheduledResult) String() string {
 func (*CancelScheduledResult) ProtoMessage() {}
 
 func (x *CancelScheduledResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[20]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2030,7 +2269,7 @@ func (x *CancelScheduledResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelScheduledResult.ProtoReflect.Descriptor instead.
 func (*CancelScheduledResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{20}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CancelScheduledResult) GetCancelled() int32 {
@@ -2050,7 +2289,7 @@ type LockResult struct {
 
 func (x *LockResult) Reset() {
 	*x = LockResult{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[21]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2062,7 +2301,7 @@ func (x *LockResult) String() string {
 func (*LockResult) ProtoMessage() {}
 
 func (x *LockResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[21]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2075,7 +2314,7 @@ func (x *LockResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockResult.ProtoReflect.Descriptor instead.
 func (*LockResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{21}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *LockResult) GetMessages() []*v1.ReceivedMessage {
@@ -2094,7 +2333,7 @@ type SettleResult struct {
 
 func (x *SettleResult) Reset() {
 	*x = SettleResult{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[22]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2106,7 +2345,7 @@ func (x *SettleResult) String() string {
 func (*SettleResult) ProtoMessage() {}
 
 func (x *SettleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[22]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2119,7 +2358,7 @@ func (x *SettleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleResult.ProtoReflect.Descriptor instead.
 func (*SettleResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{22}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{25}
 }
 
 // RenewLockResult carries the new lock expiry.
@@ -2132,7 +2371,7 @@ type RenewLockResult struct {
 
 func (x *RenewLockResult) Reset() {
 	*x = RenewLockResult{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[23]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2144,7 +2383,7 @@ func (x *RenewLockResult) String() string {
 func (*RenewLockResult) ProtoMessage() {}
 
 func (x *RenewLockResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[23]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2157,7 +2396,7 @@ func (x *RenewLockResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLockResult.ProtoReflect.Descriptor instead.
 func (*RenewLockResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{23}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RenewLockResult) GetLockedUntil() *timestamppb.Timestamp {
@@ -2176,7 +2415,7 @@ type TickResult struct {
 
 func (x *TickResult) Reset() {
 	*x = TickResult{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[24]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2188,7 +2427,7 @@ func (x *TickResult) String() string {
 func (*TickResult) ProtoMessage() {}
 
 func (x *TickResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[24]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2201,7 +2440,7 @@ func (x *TickResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TickResult.ProtoReflect.Descriptor instead.
 func (*TickResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{24}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{27}
 }
 
 // AcceptTransferResult has one result per message, in order; a message
@@ -2215,7 +2454,7 @@ type AcceptTransferResult struct {
 
 func (x *AcceptTransferResult) Reset() {
 	*x = AcceptTransferResult{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[25]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2227,7 +2466,7 @@ func (x *AcceptTransferResult) String() string {
 func (*AcceptTransferResult) ProtoMessage() {}
 
 func (x *AcceptTransferResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[25]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2240,7 +2479,7 @@ func (x *AcceptTransferResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptTransferResult.ProtoReflect.Descriptor instead.
 func (*AcceptTransferResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{25}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AcceptTransferResult) GetMessages() []*v1.SendResult {
@@ -2260,7 +2499,7 @@ type CompleteTransferResult struct {
 
 func (x *CompleteTransferResult) Reset() {
 	*x = CompleteTransferResult{}
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[26]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2272,7 +2511,7 @@ func (x *CompleteTransferResult) String() string {
 func (*CompleteTransferResult) ProtoMessage() {}
 
 func (x *CompleteTransferResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_command_proto_msgTypes[26]
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2285,12 +2524,57 @@ func (x *CompleteTransferResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteTransferResult.ProtoReflect.Descriptor instead.
 func (*CompleteTransferResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{26}
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CompleteTransferResult) GetCompleted() int32 {
 	if x != nil {
 		return x.Completed
+	}
+	return 0
+}
+
+type ForgetTransferStreamsResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How many marks were dropped.
+	Forgotten     int32 `protobuf:"varint,1,opt,name=forgotten,proto3" json:"forgotten,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForgetTransferStreamsResult) Reset() {
+	*x = ForgetTransferStreamsResult{}
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForgetTransferStreamsResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForgetTransferStreamsResult) ProtoMessage() {}
+
+func (x *ForgetTransferStreamsResult) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_engine_v1_command_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForgetTransferStreamsResult.ProtoReflect.Descriptor instead.
+func (*ForgetTransferStreamsResult) Descriptor() ([]byte, []int) {
+	return file_raftbus_engine_v1_command_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ForgetTransferStreamsResult) GetForgotten() int32 {
+	if x != nil {
+		return x.Forgotten
 	}
 	return 0
 }
@@ -2301,7 +2585,7 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\n" +
 	"\x1fraftbus/engine/v1/command.proto\x12\x11raftbus.engine.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1draftbus/engine/v1/topic.proto\x1a\x1fraftbus/engine/v1/session.proto\x1a\x19raftbus/v1/entities.proto\x1a\x17raftbus/v1/errors.proto\x1a\x18raftbus/v1/message.proto\x1a\x1araftbus/v1/messaging.proto\"?\n" +
 	"\x05Entry\x126\n" +
-	"\bcommands\x18\x01 \x03(\v2\x1a.raftbus.engine.v1.CommandR\bcommands\"\x83\n" +
+	"\bcommands\x18\x01 \x03(\v2\x1a.raftbus.engine.v1.CommandR\bcommands\"\xe7\n" +
 	"\n" +
 	"\aCommand\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x01 \x01(\x03R\tnowUnixMs\x12\x1d\n" +
@@ -2327,7 +2611,8 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\x11set_session_state\x18\x15 \x01(\v2\".raftbus.engine.v1.SetSessionStateH\x00R\x0fsetSessionState\x12L\n" +
 	"\x0frelease_session\x18\x16 \x01(\v2!.raftbus.engine.v1.ReleaseSessionH\x00R\x0ereleaseSession\x12L\n" +
 	"\x0faccept_transfer\x18\x1b \x01(\v2!.raftbus.engine.v1.AcceptTransferH\x00R\x0eacceptTransfer\x12R\n" +
-	"\x11complete_transfer\x18\x1c \x01(\v2#.raftbus.engine.v1.CompleteTransferH\x00R\x10completeTransferB\x06\n" +
+	"\x11complete_transfer\x18\x1c \x01(\v2#.raftbus.engine.v1.CompleteTransferH\x00R\x10completeTransfer\x12b\n" +
+	"\x17forget_transfer_streams\x18\x1d \x01(\v2(.raftbus.engine.v1.ForgetTransferStreamsH\x00R\x15forgetTransferStreamsB\x06\n" +
 	"\x04body\"\xfa\x02\n" +
 	"\x0fConfigureEntity\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
@@ -2415,14 +2700,29 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\bmessages\x18\x03 \x03(\v2%.raftbus.engine.v1.TransferredMessageR\bmessages\"[\n" +
 	"\x12TransferredMessage\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\x04R\x06number\x12-\n" +
-	"\amessage\x18\x02 \x01(\v2\x13.raftbus.v1.MessageR\amessage\"g\n" +
+	"\amessage\x18\x02 \x01(\v2\x13.raftbus.v1.MessageR\amessage\"\xd4\x01\n" +
 	"\x10CompleteTransfer\x12\x18\n" +
 	"\anumbers\x18\x01 \x03(\x04R\anumbers\x129\n" +
-	"\x06failed\x18\x02 \x03(\v2!.raftbus.engine.v1.FailedTransferR\x06failed\"J\n" +
+	"\x06failed\x18\x02 \x03(\v2!.raftbus.engine.v1.FailedTransferR\x06failed\x128\n" +
+	"\x06claims\x18\x03 \x03(\v2 .raftbus.engine.v1.TransferClaimR\x06claims\x121\n" +
+	"\x04gone\x18\x04 \x03(\v2\x1d.raftbus.engine.v1.GoneTargetR\x04gone\"<\n" +
+	"\rTransferClaim\x12\x16\n" +
+	"\x06target\x18\x01 \x01(\tR\x06target\x12\x13\n" +
+	"\x05up_to\x18\x02 \x01(\x04R\x04upTo\"d\n" +
+	"\n" +
+	"GoneTarget\x12\x16\n" +
+	"\x06target\x18\x01 \x01(\tR\x06target\x12\x1c\n" +
+	"\n" +
+	"sent_up_to\x18\x02 \x01(\x04R\bsentUpTo\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\"v\n" +
+	"\x15ForgetTransferStreams\x12\x1f\n" +
+	"\ventity_path\x18\x01 \x01(\tR\n" +
+	"entityPath\x12\x18\n" +
+	"\astreams\x18\x02 \x03(\tR\astreams\x12\"\n" +
+	"\runused_for_ms\x18\x03 \x01(\x03R\vunusedForMs\"J\n" +
 	"\x0eFailedTransfer\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\x04R\x06number\x12 \n" +
-	"\vdescription\x18\x02 \x01(\tR\vdescription\"\xab\n" +
-	"\n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\"\x95\v\n" +
 	"\x06Result\x120\n" +
 	"\x05error\x18\x01 \x01(\v2\x18.raftbus.engine.v1.ErrorH\x00R\x05error\x12U\n" +
 	"\x10configure_entity\x18\n" +
@@ -2444,7 +2744,8 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\x11set_session_state\x18\x15 \x01(\v2(.raftbus.engine.v1.SetSessionStateResultH\x00R\x0fsetSessionState\x12R\n" +
 	"\x0frelease_session\x18\x16 \x01(\v2'.raftbus.engine.v1.ReleaseSessionResultH\x00R\x0ereleaseSession\x12R\n" +
 	"\x0faccept_transfer\x18\x1b \x01(\v2'.raftbus.engine.v1.AcceptTransferResultH\x00R\x0eacceptTransfer\x12X\n" +
-	"\x11complete_transfer\x18\x1c \x01(\v2).raftbus.engine.v1.CompleteTransferResultH\x00R\x10completeTransferB\b\n" +
+	"\x11complete_transfer\x18\x1c \x01(\v2).raftbus.engine.v1.CompleteTransferResultH\x00R\x10completeTransfer\x12h\n" +
+	"\x17forget_transfer_streams\x18\x1d \x01(\v2..raftbus.engine.v1.ForgetTransferStreamsResultH\x00R\x15forgetTransferStreamsB\b\n" +
 	"\x06result\"R\n" +
 	"\x05Error\x12/\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x17.raftbus.v1.ErrorReasonR\x06reason\x12\x18\n" +
@@ -2468,7 +2769,9 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\x14AcceptTransferResult\x122\n" +
 	"\bmessages\x18\x01 \x03(\v2\x16.raftbus.v1.SendResultR\bmessages\"6\n" +
 	"\x16CompleteTransferResult\x12\x1c\n" +
-	"\tcompleted\x18\x01 \x01(\x05R\tcompleted*\x91\x01\n" +
+	"\tcompleted\x18\x01 \x01(\x05R\tcompleted\";\n" +
+	"\x1bForgetTransferStreamsResult\x12\x1c\n" +
+	"\tforgotten\x18\x01 \x01(\x05R\tforgotten*\x91\x01\n" +
 	"\vDisposition\x12\x1b\n" +
 	"\x17DISPOSITION_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14DISPOSITION_COMPLETE\x10\x01\x12\x17\n" +
@@ -2489,61 +2792,65 @@ func file_raftbus_engine_v1_command_proto_rawDescGZIP() []byte {
 }
 
 var file_raftbus_engine_v1_command_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_raftbus_engine_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_raftbus_engine_v1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_raftbus_engine_v1_command_proto_goTypes = []any{
-	(Disposition)(0),                  // 0: raftbus.engine.v1.Disposition
-	(*Entry)(nil),                     // 1: raftbus.engine.v1.Entry
-	(*Command)(nil),                   // 2: raftbus.engine.v1.Command
-	(*ConfigureEntity)(nil),           // 3: raftbus.engine.v1.ConfigureEntity
-	(*Send)(nil),                      // 4: raftbus.engine.v1.Send
-	(*Schedule)(nil),                  // 5: raftbus.engine.v1.Schedule
-	(*CancelScheduled)(nil),           // 6: raftbus.engine.v1.CancelScheduled
-	(*Lock)(nil),                      // 7: raftbus.engine.v1.Lock
-	(*Settle)(nil),                    // 8: raftbus.engine.v1.Settle
-	(*RenewLock)(nil),                 // 9: raftbus.engine.v1.RenewLock
-	(*ReceiveDeferred)(nil),           // 10: raftbus.engine.v1.ReceiveDeferred
-	(*Tick)(nil),                      // 11: raftbus.engine.v1.Tick
-	(*AcceptTransfer)(nil),            // 12: raftbus.engine.v1.AcceptTransfer
-	(*TransferredMessage)(nil),        // 13: raftbus.engine.v1.TransferredMessage
-	(*CompleteTransfer)(nil),          // 14: raftbus.engine.v1.CompleteTransfer
-	(*FailedTransfer)(nil),            // 15: raftbus.engine.v1.FailedTransfer
-	(*Result)(nil),                    // 16: raftbus.engine.v1.Result
-	(*Error)(nil),                     // 17: raftbus.engine.v1.Error
-	(*ConfigureEntityResult)(nil),     // 18: raftbus.engine.v1.ConfigureEntityResult
-	(*SendResult)(nil),                // 19: raftbus.engine.v1.SendResult
-	(*ScheduleResult)(nil),            // 20: raftbus.engine.v1.ScheduleResult
-	(*CancelScheduledResult)(nil),     // 21: raftbus.engine.v1.CancelScheduledResult
-	(*LockResult)(nil),                // 22: raftbus.engine.v1.LockResult
-	(*SettleResult)(nil),              // 23: raftbus.engine.v1.SettleResult
-	(*RenewLockResult)(nil),           // 24: raftbus.engine.v1.RenewLockResult
-	(*TickResult)(nil),                // 25: raftbus.engine.v1.TickResult
-	(*AcceptTransferResult)(nil),      // 26: raftbus.engine.v1.AcceptTransferResult
-	(*CompleteTransferResult)(nil),    // 27: raftbus.engine.v1.CompleteTransferResult
-	nil,                               // 28: raftbus.engine.v1.Settle.PropertiesToModifyEntry
-	(*AddRule)(nil),                   // 29: raftbus.engine.v1.AddRule
-	(*RemoveRule)(nil),                // 30: raftbus.engine.v1.RemoveRule
-	(*AcceptSession)(nil),             // 31: raftbus.engine.v1.AcceptSession
-	(*RenewSessionLock)(nil),          // 32: raftbus.engine.v1.RenewSessionLock
-	(*SetSessionState)(nil),           // 33: raftbus.engine.v1.SetSessionState
-	(*ReleaseSession)(nil),            // 34: raftbus.engine.v1.ReleaseSession
-	(*v1.QueueProperties)(nil),        // 35: raftbus.v1.QueueProperties
-	(*v1.TopicProperties)(nil),        // 36: raftbus.v1.TopicProperties
-	(*v1.SubscriptionProperties)(nil), // 37: raftbus.v1.SubscriptionProperties
-	(*v1.RuleProperties)(nil),         // 38: raftbus.v1.RuleProperties
-	(*v1.Message)(nil),                // 39: raftbus.v1.Message
-	(v1.SubQueue)(0),                  // 40: raftbus.v1.SubQueue
-	(v1.ReceiveMode)(0),               // 41: raftbus.v1.ReceiveMode
-	(*AddRuleResult)(nil),             // 42: raftbus.engine.v1.AddRuleResult
-	(*RemoveRuleResult)(nil),          // 43: raftbus.engine.v1.RemoveRuleResult
-	(*AcceptSessionResult)(nil),       // 44: raftbus.engine.v1.AcceptSessionResult
-	(*RenewSessionLockResult)(nil),    // 45: raftbus.engine.v1.RenewSessionLockResult
-	(*SetSessionStateResult)(nil),     // 46: raftbus.engine.v1.SetSessionStateResult
-	(*ReleaseSessionResult)(nil),      // 47: raftbus.engine.v1.ReleaseSessionResult
-	(v1.ErrorReason)(0),               // 48: raftbus.v1.ErrorReason
-	(*v1.SendResult)(nil),             // 49: raftbus.v1.SendResult
-	(*v1.ReceivedMessage)(nil),        // 50: raftbus.v1.ReceivedMessage
-	(*timestamppb.Timestamp)(nil),     // 51: google.protobuf.Timestamp
-	(*v1.PropertyValue)(nil),          // 52: raftbus.v1.PropertyValue
+	(Disposition)(0),                    // 0: raftbus.engine.v1.Disposition
+	(*Entry)(nil),                       // 1: raftbus.engine.v1.Entry
+	(*Command)(nil),                     // 2: raftbus.engine.v1.Command
+	(*ConfigureEntity)(nil),             // 3: raftbus.engine.v1.ConfigureEntity
+	(*Send)(nil),                        // 4: raftbus.engine.v1.Send
+	(*Schedule)(nil),                    // 5: raftbus.engine.v1.Schedule
+	(*CancelScheduled)(nil),             // 6: raftbus.engine.v1.CancelScheduled
+	(*Lock)(nil),                        // 7: raftbus.engine.v1.Lock
+	(*Settle)(nil),                      // 8: raftbus.engine.v1.Settle
+	(*RenewLock)(nil),                   // 9: raftbus.engine.v1.RenewLock
+	(*ReceiveDeferred)(nil),             // 10: raftbus.engine.v1.ReceiveDeferred
+	(*Tick)(nil),                        // 11: raftbus.engine.v1.Tick
+	(*AcceptTransfer)(nil),              // 12: raftbus.engine.v1.AcceptTransfer
+	(*TransferredMessage)(nil),          // 13: raftbus.engine.v1.TransferredMessage
+	(*CompleteTransfer)(nil),            // 14: raftbus.engine.v1.CompleteTransfer
+	(*TransferClaim)(nil),               // 15: raftbus.engine.v1.TransferClaim
+	(*GoneTarget)(nil),                  // 16: raftbus.engine.v1.GoneTarget
+	(*ForgetTransferStreams)(nil),       // 17: raftbus.engine.v1.ForgetTransferStreams
+	(*FailedTransfer)(nil),              // 18: raftbus.engine.v1.FailedTransfer
+	(*Result)(nil),                      // 19: raftbus.engine.v1.Result
+	(*Error)(nil),                       // 20: raftbus.engine.v1.Error
+	(*ConfigureEntityResult)(nil),       // 21: raftbus.engine.v1.ConfigureEntityResult
+	(*SendResult)(nil),                  // 22: raftbus.engine.v1.SendResult
+	(*ScheduleResult)(nil),              // 23: raftbus.engine.v1.ScheduleResult
+	(*CancelScheduledResult)(nil),       // 24: raftbus.engine.v1.CancelScheduledResult
+	(*LockResult)(nil),                  // 25: raftbus.engine.v1.LockResult
+	(*SettleResult)(nil),                // 26: raftbus.engine.v1.SettleResult
+	(*RenewLockResult)(nil),             // 27: raftbus.engine.v1.RenewLockResult
+	(*TickResult)(nil),                  // 28: raftbus.engine.v1.TickResult
+	(*AcceptTransferResult)(nil),        // 29: raftbus.engine.v1.AcceptTransferResult
+	(*CompleteTransferResult)(nil),      // 30: raftbus.engine.v1.CompleteTransferResult
+	(*ForgetTransferStreamsResult)(nil), // 31: raftbus.engine.v1.ForgetTransferStreamsResult
+	nil,                                 // 32: raftbus.engine.v1.Settle.PropertiesToModifyEntry
+	(*AddRule)(nil),                     // 33: raftbus.engine.v1.AddRule
+	(*RemoveRule)(nil),                  // 34: raftbus.engine.v1.RemoveRule
+	(*AcceptSession)(nil),               // 35: raftbus.engine.v1.AcceptSession
+	(*RenewSessionLock)(nil),            // 36: raftbus.engine.v1.RenewSessionLock
+	(*SetSessionState)(nil),             // 37: raftbus.engine.v1.SetSessionState
+	(*ReleaseSession)(nil),              // 38: raftbus.engine.v1.ReleaseSession
+	(*v1.QueueProperties)(nil),          // 39: raftbus.v1.QueueProperties
+	(*v1.TopicProperties)(nil),          // 40: raftbus.v1.TopicProperties
+	(*v1.SubscriptionProperties)(nil),   // 41: raftbus.v1.SubscriptionProperties
+	(*v1.RuleProperties)(nil),           // 42: raftbus.v1.RuleProperties
+	(*v1.Message)(nil),                  // 43: raftbus.v1.Message
+	(v1.SubQueue)(0),                    // 44: raftbus.v1.SubQueue
+	(v1.ReceiveMode)(0),                 // 45: raftbus.v1.ReceiveMode
+	(*AddRuleResult)(nil),               // 46: raftbus.engine.v1.AddRuleResult
+	(*RemoveRuleResult)(nil),            // 47: raftbus.engine.v1.RemoveRuleResult
+	(*AcceptSessionResult)(nil),         // 48: raftbus.engine.v1.AcceptSessionResult
+	(*RenewSessionLockResult)(nil),      // 49: raftbus.engine.v1.RenewSessionLockResult
+	(*SetSessionStateResult)(nil),       // 50: raftbus.engine.v1.SetSessionStateResult
+	(*ReleaseSessionResult)(nil),        // 51: raftbus.engine.v1.ReleaseSessionResult
+	(v1.ErrorReason)(0),                 // 52: raftbus.v1.ErrorReason
+	(*v1.SendResult)(nil),               // 53: raftbus.v1.SendResult
+	(*v1.ReceivedMessage)(nil),          // 54: raftbus.v1.ReceivedMessage
+	(*timestamppb.Timestamp)(nil),       // 55: google.protobuf.Timestamp
+	(*v1.PropertyValue)(nil),            // 56: raftbus.v1.PropertyValue
 }
 var file_raftbus_engine_v1_command_proto_depIdxs = []int32{
 	2,  // 0: raftbus.engine.v1.Entry.commands:type_name -> raftbus.engine.v1.Command
@@ -2556,61 +2863,65 @@ var file_raftbus_engine_v1_command_proto_depIdxs = []int32{
 	9,  // 7: raftbus.engine.v1.Command.renew_lock:type_name -> raftbus.engine.v1.RenewLock
 	10, // 8: raftbus.engine.v1.Command.receive_deferred:type_name -> raftbus.engine.v1.ReceiveDeferred
 	11, // 9: raftbus.engine.v1.Command.tick:type_name -> raftbus.engine.v1.Tick
-	29, // 10: raftbus.engine.v1.Command.add_rule:type_name -> raftbus.engine.v1.AddRule
-	30, // 11: raftbus.engine.v1.Command.remove_rule:type_name -> raftbus.engine.v1.RemoveRule
-	31, // 12: raftbus.engine.v1.Command.accept_session:type_name -> raftbus.engine.v1.AcceptSession
-	32, // 13: raftbus.engine.v1.Command.renew_session_lock:type_name -> raftbus.engine.v1.RenewSessionLock
-	33, // 14: raftbus.engine.v1.Command.set_session_state:type_name -> raftbus.engine.v1.SetSessionState
-	34, // 15: raftbus.engine.v1.Command.release_session:type_name -> raftbus.engine.v1.ReleaseSession
+	33, // 10: raftbus.engine.v1.Command.add_rule:type_name -> raftbus.engine.v1.AddRule
+	34, // 11: raftbus.engine.v1.Command.remove_rule:type_name -> raftbus.engine.v1.RemoveRule
+	35, // 12: raftbus.engine.v1.Command.accept_session:type_name -> raftbus.engine.v1.AcceptSession
+	36, // 13: raftbus.engine.v1.Command.renew_session_lock:type_name -> raftbus.engine.v1.RenewSessionLock
+	37, // 14: raftbus.engine.v1.Command.set_session_state:type_name -> raftbus.engine.v1.SetSessionState
+	38, // 15: raftbus.engine.v1.Command.release_session:type_name -> raftbus.engine.v1.ReleaseSession
 	12, // 16: raftbus.engine.v1.Command.accept_transfer:type_name -> raftbus.engine.v1.AcceptTransfer
 	14, // 17: raftbus.engine.v1.Command.complete_transfer:type_name -> raftbus.engine.v1.CompleteTransfer
-	35, // 18: raftbus.engine.v1.ConfigureEntity.properties:type_name -> raftbus.v1.QueueProperties
-	36, // 19: raftbus.engine.v1.ConfigureEntity.topic:type_name -> raftbus.v1.TopicProperties
-	37, // 20: raftbus.engine.v1.ConfigureEntity.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	38, // 21: raftbus.engine.v1.ConfigureEntity.rules:type_name -> raftbus.v1.RuleProperties
-	39, // 22: raftbus.engine.v1.Send.messages:type_name -> raftbus.v1.Message
-	39, // 23: raftbus.engine.v1.Schedule.messages:type_name -> raftbus.v1.Message
-	40, // 24: raftbus.engine.v1.Lock.sub_queue:type_name -> raftbus.v1.SubQueue
-	41, // 25: raftbus.engine.v1.Lock.receive_mode:type_name -> raftbus.v1.ReceiveMode
-	40, // 26: raftbus.engine.v1.Settle.sub_queue:type_name -> raftbus.v1.SubQueue
-	0,  // 27: raftbus.engine.v1.Settle.disposition:type_name -> raftbus.engine.v1.Disposition
-	28, // 28: raftbus.engine.v1.Settle.properties_to_modify:type_name -> raftbus.engine.v1.Settle.PropertiesToModifyEntry
-	40, // 29: raftbus.engine.v1.RenewLock.sub_queue:type_name -> raftbus.v1.SubQueue
-	40, // 30: raftbus.engine.v1.ReceiveDeferred.sub_queue:type_name -> raftbus.v1.SubQueue
-	41, // 31: raftbus.engine.v1.ReceiveDeferred.receive_mode:type_name -> raftbus.v1.ReceiveMode
-	13, // 32: raftbus.engine.v1.AcceptTransfer.messages:type_name -> raftbus.engine.v1.TransferredMessage
-	39, // 33: raftbus.engine.v1.TransferredMessage.message:type_name -> raftbus.v1.Message
-	15, // 34: raftbus.engine.v1.CompleteTransfer.failed:type_name -> raftbus.engine.v1.FailedTransfer
-	17, // 35: raftbus.engine.v1.Result.error:type_name -> raftbus.engine.v1.Error
-	18, // 36: raftbus.engine.v1.Result.configure_entity:type_name -> raftbus.engine.v1.ConfigureEntityResult
-	19, // 37: raftbus.engine.v1.Result.send:type_name -> raftbus.engine.v1.SendResult
-	20, // 38: raftbus.engine.v1.Result.schedule:type_name -> raftbus.engine.v1.ScheduleResult
-	21, // 39: raftbus.engine.v1.Result.cancel_scheduled:type_name -> raftbus.engine.v1.CancelScheduledResult
-	22, // 40: raftbus.engine.v1.Result.lock:type_name -> raftbus.engine.v1.LockResult
-	23, // 41: raftbus.engine.v1.Result.settle:type_name -> raftbus.engine.v1.SettleResult
-	24, // 42: raftbus.engine.v1.Result.renew_lock:type_name -> raftbus.engine.v1.RenewLockResult
-	22, // 43: raftbus.engine.v1.Result.receive_deferred:type_name -> raftbus.engine.v1.LockResult
-	25, // 44: raftbus.engine.v1.Result.tick:type_name -> raftbus.engine.v1.TickResult
-	42, // 45: raftbus.engine.v1.Result.add_rule:type_name -> raftbus.engine.v1.AddRuleResult
-	43, // 46: raftbus.engine.v1.Result.remove_rule:type_name -> raftbus.engine.v1.RemoveRuleResult
-	44, // 47: raftbus.engine.v1.Result.accept_session:type_name -> raftbus.engine.v1.AcceptSessionResult
-	45, // 48: raftbus.engine.v1.Result.renew_session_lock:type_name -> raftbus.engine.v1.RenewSessionLockResult
-	46, // 49: raftbus.engine.v1.Result.set_session_state:type_name -> raftbus.engine.v1.SetSessionStateResult
-	47, // 50: raftbus.engine.v1.Result.release_session:type_name -> raftbus.engine.v1.ReleaseSessionResult
-	26, // 51: raftbus.engine.v1.Result.accept_transfer:type_name -> raftbus.engine.v1.AcceptTransferResult
-	27, // 52: raftbus.engine.v1.Result.complete_transfer:type_name -> raftbus.engine.v1.CompleteTransferResult
-	48, // 53: raftbus.engine.v1.Error.reason:type_name -> raftbus.v1.ErrorReason
-	49, // 54: raftbus.engine.v1.SendResult.messages:type_name -> raftbus.v1.SendResult
-	49, // 55: raftbus.engine.v1.ScheduleResult.messages:type_name -> raftbus.v1.SendResult
-	50, // 56: raftbus.engine.v1.LockResult.messages:type_name -> raftbus.v1.ReceivedMessage
-	51, // 57: raftbus.engine.v1.RenewLockResult.locked_until:type_name -> google.protobuf.Timestamp
-	49, // 58: raftbus.engine.v1.AcceptTransferResult.messages:type_name -> raftbus.v1.SendResult
-	52, // 59: raftbus.engine.v1.Settle.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
-	60, // [60:60] is the sub-list for method output_type
-	60, // [60:60] is the sub-list for method input_type
-	60, // [60:60] is the sub-list for extension type_name
-	60, // [60:60] is the sub-list for extension extendee
-	0,  // [0:60] is the sub-list for field type_name
+	17, // 18: raftbus.engine.v1.Command.forget_transfer_streams:type_name -> raftbus.engine.v1.ForgetTransferStreams
+	39, // 19: raftbus.engine.v1.ConfigureEntity.properties:type_name -> raftbus.v1.QueueProperties
+	40, // 20: raftbus.engine.v1.ConfigureEntity.topic:type_name -> raftbus.v1.TopicProperties
+	41, // 21: raftbus.engine.v1.ConfigureEntity.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	42, // 22: raftbus.engine.v1.ConfigureEntity.rules:type_name -> raftbus.v1.RuleProperties
+	43, // 23: raftbus.engine.v1.Send.messages:type_name -> raftbus.v1.Message
+	43, // 24: raftbus.engine.v1.Schedule.messages:type_name -> raftbus.v1.Message
+	44, // 25: raftbus.engine.v1.Lock.sub_queue:type_name -> raftbus.v1.SubQueue
+	45, // 26: raftbus.engine.v1.Lock.receive_mode:type_name -> raftbus.v1.ReceiveMode
+	44, // 27: raftbus.engine.v1.Settle.sub_queue:type_name -> raftbus.v1.SubQueue
+	0,  // 28: raftbus.engine.v1.Settle.disposition:type_name -> raftbus.engine.v1.Disposition
+	32, // 29: raftbus.engine.v1.Settle.properties_to_modify:type_name -> raftbus.engine.v1.Settle.PropertiesToModifyEntry
+	44, // 30: raftbus.engine.v1.RenewLock.sub_queue:type_name -> raftbus.v1.SubQueue
+	44, // 31: raftbus.engine.v1.ReceiveDeferred.sub_queue:type_name -> raftbus.v1.SubQueue
+	45, // 32: raftbus.engine.v1.ReceiveDeferred.receive_mode:type_name -> raftbus.v1.ReceiveMode
+	13, // 33: raftbus.engine.v1.AcceptTransfer.messages:type_name -> raftbus.engine.v1.TransferredMessage
+	43, // 34: raftbus.engine.v1.TransferredMessage.message:type_name -> raftbus.v1.Message
+	18, // 35: raftbus.engine.v1.CompleteTransfer.failed:type_name -> raftbus.engine.v1.FailedTransfer
+	15, // 36: raftbus.engine.v1.CompleteTransfer.claims:type_name -> raftbus.engine.v1.TransferClaim
+	16, // 37: raftbus.engine.v1.CompleteTransfer.gone:type_name -> raftbus.engine.v1.GoneTarget
+	20, // 38: raftbus.engine.v1.Result.error:type_name -> raftbus.engine.v1.Error
+	21, // 39: raftbus.engine.v1.Result.configure_entity:type_name -> raftbus.engine.v1.ConfigureEntityResult
+	22, // 40: raftbus.engine.v1.Result.send:type_name -> raftbus.engine.v1.SendResult
+	23, // 41: raftbus.engine.v1.Result.schedule:type_name -> raftbus.engine.v1.ScheduleResult
+	24, // 42: raftbus.engine.v1.Result.cancel_scheduled:type_name -> raftbus.engine.v1.CancelScheduledResult
+	25, // 43: raftbus.engine.v1.Result.lock:type_name -> raftbus.engine.v1.LockResult
+	26, // 44: raftbus.engine.v1.Result.settle:type_name -> raftbus.engine.v1.SettleResult
+	27, // 45: raftbus.engine.v1.Result.renew_lock:type_name -> raftbus.engine.v1.RenewLockResult
+	25, // 46: raftbus.engine.v1.Result.receive_deferred:type_name -> raftbus.engine.v1.LockResult
+	28, // 47: raftbus.engine.v1.Result.tick:type_name -> raftbus.engine.v1.TickResult
+	46, // 48: raftbus.engine.v1.Result.add_rule:type_name -> raftbus.engine.v1.AddRuleResult
+	47, // 49: raftbus.engine.v1.Result.remove_rule:type_name -> raftbus.engine.v1.RemoveRuleResult
+	48, // 50: raftbus.engine.v1.Result.accept_session:type_name -> raftbus.engine.v1.AcceptSessionResult
+	49, // 51: raftbus.engine.v1.Result.renew_session_lock:type_name -> raftbus.engine.v1.RenewSessionLockResult
+	50, // 52: raftbus.engine.v1.Result.set_session_state:type_name -> raftbus.engine.v1.SetSessionStateResult
+	51, // 53: raftbus.engine.v1.Result.release_session:type_name -> raftbus.engine.v1.ReleaseSessionResult
+	29, // 54: raftbus.engine.v1.Result.accept_transfer:type_name -> raftbus.engine.v1.AcceptTransferResult
+	30, // 55: raftbus.engine.v1.Result.complete_transfer:type_name -> raftbus.engine.v1.CompleteTransferResult
+	31, // 56: raftbus.engine.v1.Result.forget_transfer_streams:type_name -> raftbus.engine.v1.ForgetTransferStreamsResult
+	52, // 57: raftbus.engine.v1.Error.reason:type_name -> raftbus.v1.ErrorReason
+	53, // 58: raftbus.engine.v1.SendResult.messages:type_name -> raftbus.v1.SendResult
+	53, // 59: raftbus.engine.v1.ScheduleResult.messages:type_name -> raftbus.v1.SendResult
+	54, // 60: raftbus.engine.v1.LockResult.messages:type_name -> raftbus.v1.ReceivedMessage
+	55, // 61: raftbus.engine.v1.RenewLockResult.locked_until:type_name -> google.protobuf.Timestamp
+	53, // 62: raftbus.engine.v1.AcceptTransferResult.messages:type_name -> raftbus.v1.SendResult
+	56, // 63: raftbus.engine.v1.Settle.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
+	64, // [64:64] is the sub-list for method output_type
+	64, // [64:64] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_engine_v1_command_proto_init() }
@@ -2638,8 +2949,9 @@ func file_raftbus_engine_v1_command_proto_init() {
 		(*Command_ReleaseSession)(nil),
 		(*Command_AcceptTransfer)(nil),
 		(*Command_CompleteTransfer)(nil),
+		(*Command_ForgetTransferStreams)(nil),
 	}
-	file_raftbus_engine_v1_command_proto_msgTypes[15].OneofWrappers = []any{
+	file_raftbus_engine_v1_command_proto_msgTypes[18].OneofWrappers = []any{
 		(*Result_Error)(nil),
 		(*Result_ConfigureEntity)(nil),
 		(*Result_Send)(nil),
@@ -2658,6 +2970,7 @@ func file_raftbus_engine_v1_command_proto_init() {
 		(*Result_ReleaseSession)(nil),
 		(*Result_AcceptTransfer)(nil),
 		(*Result_CompleteTransfer)(nil),
+		(*Result_ForgetTransferStreams)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2665,7 +2978,7 @@ func file_raftbus_engine_v1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftbus_engine_v1_command_proto_rawDesc), len(file_raftbus_engine_v1_command_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   28,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

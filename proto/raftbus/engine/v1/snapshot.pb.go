@@ -88,7 +88,9 @@ func (StoredState) EnumDescriptor() ([]byte, []int) {
 // entity record, its messages (main queue then dead-letter sub-queue, each
 // in sequence order), its remembered message ids, its held or stateful
 // sessions in id order and its transfer marks in stream order; then the receipts of recent receives, oldest first;
-// then the recent settlements, oldest first; then one trailer.
+// then the recent settlements, oldest first; then the claims of the
+// partition's transfers (see TransferClaim) in target order; then one
+// trailer.
 type SnapshotRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Record:
@@ -102,6 +104,7 @@ type SnapshotRecord struct {
 	//	*SnapshotRecord_Receipt
 	//	*SnapshotRecord_SettledLock
 	//	*SnapshotRecord_TransferMark
+	//	*SnapshotRecord_TransferClaim
 	Record        isSnapshotRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -225,6 +228,15 @@ func (x *SnapshotRecord) GetTransferMark() *TransferMark {
 	return nil
 }
 
+func (x *SnapshotRecord) GetTransferClaim() *TransferClaim {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_TransferClaim); ok {
+			return x.TransferClaim
+		}
+	}
+	return nil
+}
+
 type isSnapshotRecord_Record interface {
 	isSnapshotRecord_Record()
 }
@@ -265,6 +277,10 @@ type SnapshotRecord_TransferMark struct {
 	TransferMark *TransferMark `protobuf:"bytes,9,opt,name=transfer_mark,json=transferMark,proto3,oneof"`
 }
 
+type SnapshotRecord_TransferClaim struct {
+	TransferClaim *TransferClaim `protobuf:"bytes,10,opt,name=transfer_claim,json=transferClaim,proto3,oneof"`
+}
+
 func (*SnapshotRecord_Header) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Entity) isSnapshotRecord_Record() {}
@@ -282,6 +298,8 @@ func (*SnapshotRecord_Receipt) isSnapshotRecord_Record() {}
 func (*SnapshotRecord_SettledLock) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_TransferMark) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_TransferClaim) isSnapshotRecord_Record() {}
 
 // SnapshotHeader is the partition-wide state.
 type SnapshotHeader struct {
@@ -715,11 +733,13 @@ func (x *StoredMessage) GetTransferTo() string {
 // highest number of a source's stream of transfers it accepted (see
 // AcceptTransfer).
 type TransferMark struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Stream        string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
-	Number        uint64                 `protobuf:"varint,2,opt,name=number,proto3" json:"number,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Stream string                 `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
+	Number uint64                 `protobuf:"varint,2,opt,name=number,proto3" json:"number,omitempty"`
+	// When it last rose (zero in snapshots written before it was kept).
+	AcceptedUnixMs int64 `protobuf:"varint,3,opt,name=accepted_unix_ms,json=acceptedUnixMs,proto3" json:"accepted_unix_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *TransferMark) Reset() {
@@ -762,6 +782,13 @@ func (x *TransferMark) GetStream() string {
 func (x *TransferMark) GetNumber() uint64 {
 	if x != nil {
 		return x.Number
+	}
+	return 0
+}
+
+func (x *TransferMark) GetAcceptedUnixMs() int64 {
+	if x != nil {
+		return x.AcceptedUnixMs
 	}
 	return 0
 }
@@ -1103,7 +1130,7 @@ var File_raftbus_engine_v1_snapshot_proto protoreflect.FileDescriptor
 
 const file_raftbus_engine_v1_snapshot_proto_rawDesc = "" +
 	"\n" +
-	" raftbus/engine/v1/snapshot.proto\x12\x11raftbus.engine.v1\x1a\x1fraftbus/engine/v1/command.proto\x1a\x1fraftbus/engine/v1/session.proto\x1a\x18raftbus/v1/message.proto\x1a\x1araftbus/v1/messaging.proto\"\xda\x04\n" +
+	" raftbus/engine/v1/snapshot.proto\x12\x11raftbus.engine.v1\x1a\x1fraftbus/engine/v1/command.proto\x1a\x1fraftbus/engine/v1/session.proto\x1a\x18raftbus/v1/message.proto\x1a\x1araftbus/v1/messaging.proto\"\xa5\x05\n" +
 	"\x0eSnapshotRecord\x12;\n" +
 	"\x06header\x18\x01 \x01(\v2!.raftbus.engine.v1.SnapshotHeaderH\x00R\x06header\x12;\n" +
 	"\x06entity\x18\x02 \x01(\v2!.raftbus.engine.v1.SnapshotEntityH\x00R\x06entity\x12<\n" +
@@ -1113,7 +1140,9 @@ const file_raftbus_engine_v1_snapshot_proto_rawDesc = "" +
 	"\asession\x18\x06 \x01(\v2 .raftbus.engine.v1.StoredSessionH\x00R\asession\x126\n" +
 	"\areceipt\x18\a \x01(\v2\x1a.raftbus.engine.v1.ReceiptH\x00R\areceipt\x12C\n" +
 	"\fsettled_lock\x18\b \x01(\v2\x1e.raftbus.engine.v1.SettledLockH\x00R\vsettledLock\x12F\n" +
-	"\rtransfer_mark\x18\t \x01(\v2\x1f.raftbus.engine.v1.TransferMarkH\x00R\ftransferMarkB\b\n" +
+	"\rtransfer_mark\x18\t \x01(\v2\x1f.raftbus.engine.v1.TransferMarkH\x00R\ftransferMark\x12I\n" +
+	"\x0etransfer_claim\x18\n" +
+	" \x01(\v2 .raftbus.engine.v1.TransferClaimH\x00R\rtransferClaimB\b\n" +
 	"\x06record\"\xa1\x02\n" +
 	"\x0eSnapshotHeader\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12!\n" +
@@ -1158,10 +1187,11 @@ const file_raftbus_engine_v1_snapshot_proto_rawDesc = "" +
 	"\x12under_session_lock\x18\x17 \x01(\bR\x10underSessionLock\x12'\n" +
 	"\x0ftransfer_number\x18\x18 \x01(\x04R\x0etransferNumber\x12\x1f\n" +
 	"\vtransfer_to\x18\x19 \x01(\tR\n" +
-	"transferTo\">\n" +
+	"transferTo\"h\n" +
 	"\fTransferMark\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x16\n" +
-	"\x06number\x18\x02 \x01(\x04R\x06number\"\xc5\x01\n" +
+	"\x06number\x18\x02 \x01(\x04R\x06number\x12(\n" +
+	"\x10accepted_unix_ms\x18\x03 \x01(\x03R\x0eacceptedUnixMs\"\xc5\x01\n" +
 	"\vDuplicateId\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12&\n" +
@@ -1231,11 +1261,12 @@ var file_raftbus_engine_v1_snapshot_proto_goTypes = []any{
 	(*SettledLock)(nil),        // 9: raftbus.engine.v1.SettledLock
 	(*SnapshotTrailer)(nil),    // 10: raftbus.engine.v1.SnapshotTrailer
 	(*StoredSession)(nil),      // 11: raftbus.engine.v1.StoredSession
-	(*ConfigureEntity)(nil),    // 12: raftbus.engine.v1.ConfigureEntity
-	(v1.SubQueue)(0),           // 13: raftbus.v1.SubQueue
-	(v1.ReceiveMode)(0),        // 14: raftbus.v1.ReceiveMode
-	(*v1.ReceivedMessage)(nil), // 15: raftbus.v1.ReceivedMessage
-	(Disposition)(0),           // 16: raftbus.engine.v1.Disposition
+	(*TransferClaim)(nil),      // 12: raftbus.engine.v1.TransferClaim
+	(*ConfigureEntity)(nil),    // 13: raftbus.engine.v1.ConfigureEntity
+	(v1.SubQueue)(0),           // 14: raftbus.v1.SubQueue
+	(v1.ReceiveMode)(0),        // 15: raftbus.v1.ReceiveMode
+	(*v1.ReceivedMessage)(nil), // 16: raftbus.v1.ReceivedMessage
+	(Disposition)(0),           // 17: raftbus.engine.v1.Disposition
 }
 var file_raftbus_engine_v1_snapshot_proto_depIdxs = []int32{
 	2,  // 0: raftbus.engine.v1.SnapshotRecord.header:type_name -> raftbus.engine.v1.SnapshotHeader
@@ -1247,20 +1278,21 @@ var file_raftbus_engine_v1_snapshot_proto_depIdxs = []int32{
 	8,  // 6: raftbus.engine.v1.SnapshotRecord.receipt:type_name -> raftbus.engine.v1.Receipt
 	9,  // 7: raftbus.engine.v1.SnapshotRecord.settled_lock:type_name -> raftbus.engine.v1.SettledLock
 	6,  // 8: raftbus.engine.v1.SnapshotRecord.transfer_mark:type_name -> raftbus.engine.v1.TransferMark
-	3,  // 9: raftbus.engine.v1.SnapshotHeader.generations:type_name -> raftbus.engine.v1.EntityGeneration
-	12, // 10: raftbus.engine.v1.SnapshotEntity.configuration:type_name -> raftbus.engine.v1.ConfigureEntity
-	13, // 11: raftbus.engine.v1.StoredMessage.sub_queue:type_name -> raftbus.v1.SubQueue
-	0,  // 12: raftbus.engine.v1.StoredMessage.state:type_name -> raftbus.engine.v1.StoredState
-	13, // 13: raftbus.engine.v1.Receipt.sub_queue:type_name -> raftbus.v1.SubQueue
-	14, // 14: raftbus.engine.v1.Receipt.receive_mode:type_name -> raftbus.v1.ReceiveMode
-	15, // 15: raftbus.engine.v1.Receipt.removed:type_name -> raftbus.v1.ReceivedMessage
-	13, // 16: raftbus.engine.v1.SettledLock.sub_queue:type_name -> raftbus.v1.SubQueue
-	16, // 17: raftbus.engine.v1.SettledLock.disposition:type_name -> raftbus.engine.v1.Disposition
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	12, // 9: raftbus.engine.v1.SnapshotRecord.transfer_claim:type_name -> raftbus.engine.v1.TransferClaim
+	3,  // 10: raftbus.engine.v1.SnapshotHeader.generations:type_name -> raftbus.engine.v1.EntityGeneration
+	13, // 11: raftbus.engine.v1.SnapshotEntity.configuration:type_name -> raftbus.engine.v1.ConfigureEntity
+	14, // 12: raftbus.engine.v1.StoredMessage.sub_queue:type_name -> raftbus.v1.SubQueue
+	0,  // 13: raftbus.engine.v1.StoredMessage.state:type_name -> raftbus.engine.v1.StoredState
+	14, // 14: raftbus.engine.v1.Receipt.sub_queue:type_name -> raftbus.v1.SubQueue
+	15, // 15: raftbus.engine.v1.Receipt.receive_mode:type_name -> raftbus.v1.ReceiveMode
+	16, // 16: raftbus.engine.v1.Receipt.removed:type_name -> raftbus.v1.ReceivedMessage
+	14, // 17: raftbus.engine.v1.SettledLock.sub_queue:type_name -> raftbus.v1.SubQueue
+	17, // 18: raftbus.engine.v1.SettledLock.disposition:type_name -> raftbus.engine.v1.Disposition
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_engine_v1_snapshot_proto_init() }
@@ -1280,6 +1312,7 @@ func file_raftbus_engine_v1_snapshot_proto_init() {
 		(*SnapshotRecord_Receipt)(nil),
 		(*SnapshotRecord_SettledLock)(nil),
 		(*SnapshotRecord_TransferMark)(nil),
+		(*SnapshotRecord_TransferClaim)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
