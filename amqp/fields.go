@@ -147,12 +147,17 @@ func (r *fieldReader) fieldsMap(i int) map[Symbol]any {
 	case map[any]any:
 		out := make(map[Symbol]any, len(v))
 		for k, e := range v {
-			s, ok := k.(Symbol)
-			if !ok {
+			// Symbol keys, as the spec says; some clients send strings
+			// (go-amqp's error info).
+			switch s := k.(type) {
+			case Symbol:
+				out[s] = e
+			case string:
+				out[Symbol(s)] = e
+			default:
 				r.wrong(i, "map with symbol keys")
 				return nil
 			}
-			out[s] = e
 		}
 		return out
 	}

@@ -51,8 +51,7 @@ func (s *session) dispatch(p any) error {
 	case *transfer:
 		return s.transfer(p)
 	case *disposition:
-		s.disposition(p)
-		return nil
+		return s.disposition(p)
 	case *detach:
 		return s.detach(p)
 	}
@@ -151,9 +150,9 @@ func (s *session) transfer(t *transfer) error {
 // disposition applies the peer's dispositions of our deliveries (the
 // peer is their receiver). Dispositions of the peer's own deliveries to
 // us need nothing: we settle those on receipt.
-func (s *session) disposition(d *disposition) {
+func (s *session) disposition(d *disposition) error {
 	if d.Role != roleReceiver {
-		return
+		return nil
 	}
 	last := d.First
 	if d.Last != nil {
@@ -161,8 +160,8 @@ func (s *session) disposition(d *disposition) {
 	}
 	state, err := decodeState(d.State)
 	if err != nil {
-		s.c.srv.Log.Debug("amqp disposition with a bad state", "err", err)
-		return
+		// Ignoring it would leave the peer waiting for our settlement.
+		return &Error{Condition: ErrCondDecode, Description: fmt.Sprintf("disposition: %v", err)}
 	}
 	var ds []*OutgoingDelivery
 	s.mu.Lock()
@@ -193,6 +192,7 @@ func (s *session) disposition(d *disposition) {
 	for _, od := range ds {
 		od.link.disposition(od, state, d.Settled)
 	}
+	return nil
 }
 
 func (s *session) detach(d *detach) error {
