@@ -1,0 +1,207 @@
+package servicebus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/raftbus/raftbus/amqp"
+	"github.com/raftbus/raftbus/client"
+	"github.com/raftbus/raftbus/client/admin"
+)
+
+// Handler serves Service Bus over AMQP connections with a raftbus client.
+type Handler struct {
+	// Client reaches the cluster; the Handler does not close it.
+	Client *client.Client
+	Log    *slog.Logger
+}
+
+var _ amqp.Handler = (*Handler)(nil)
+
+// Connect serves one connection.
+func (h *Handler) Connect(c *amqp.Conn) amqp.ConnHandler {
+	log := h.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &connection{h: h, conn: c, log: log.With("remote", c.RemoteAddr().String()), admin: admin.NewFromClient(h.Client),
+		locks: map[[16]byte]*lock{}, replyTo: map[string]*amqp.Link{}, receivers: map[string]*client.Receiver{}}
+}
+
+// connection is the Service Bus state of one AMQP connection: the locks
+// its receivers hold, by token (settled on the receiver link or on the
+// $management node), and its management reply links, by address.
+type connection struct {
+	h     *Handler
+	conn  *amqp.Conn
+	log   *slog.Logger
+	admin *admin.Client
+
+	mu        sync.Mutex
+	locks     map[[16]byte]*lock
+	inserts   int
+	replyTo   map[string]*amqp.Link
+	receivers map[string]*client.Receiver // per entity and mode, for management receives
+}
+
+// lock is a message this connection holds locked and what settles it.
+type lock struct {
+	msg *client.ReceivedMessage
+	rcv *client.Receiver
+}
+
+func (c *connection) Closed() {}
+
+// Attach routes a link by its address: $cbs, an entity's $management
+// node, or the entity itself.
+func (c *connection) Attach(l *amqp.Link) error {
+	addr := ""
+	if l.Incoming {
+		if l.Target != nil {
+			addr = l.Target.Address
+		}
+	} else if l.Source != nil {
+		addr = l.Source.Address
+	}
+	if addr == cbsAddress {
+		return c.attachManagement(l, entity{}, true)
+	}
+	e, err := parseAddress(addr)
+	if err != nil {
+		return &amqp.Error{Condition: amqp.ErrCondNotFound, Description: err.Error()}
+	}
+	if e.Management {
+		return c.attachManagement(l, e, false)
+	}
+	if l.Incoming {
+		return c.attachSender(l, e)
+	}
+	return c.attachReceiver(l, e)
+}
+
+// remember keeps a lock for settlement, dropping locks long expired now
+// and then (their messages went back to the entity).
+func (c *connection) remember(rcv *client.Receiver, m *client.ReceivedMessage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.locks[m.LockToken] = &lock{msg: m, rcv: rcv}
+	c.inserts++
+	if c.inserts%256 == 0 {
+		cutoff := time.Now().Add(-time.Minute)
+		for t, lk := range c.locks {
+			if lk.msg.LockedUntil.Before(cutoff) {
+				delete(c.locks, t)
+			}
+		}
+	}
+}
+
+func (c *connection) lockOf(token [16]byte) *lock {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.locks[token]
+}
+
+func (c *connection) forget(token [16]byte) {
+	c.mu.Lock()
+	delete(c.locks, token)
+	c.mu.Unlock()
+}
+
+// checkEntity refuses a link to an entity that does not exist, as
+// Service Bus does at attach, rather than failing each operation later.
+func (c *connection) checkEntity(ctx context.Context, e entity, sender bool) error {
+	var err error
+	switch {
+	case e.Subscription != "":
+		if sender {
+			return &amqp.Error{Condition: amqp.ErrCondNotAllowed, Description: "cannot send to a subscription: send to its topic"}
+		}
+		_, err = c.admin.GetSubscription(ctx, e.Topic, e.Subscription)
+	case sender:
+		if _, err = c.admin.GetQueue(ctx, e.Path); isNotFound(err) {
+			_, err = c.admin.GetTopic(ctx, e.Path)
+		}
+	default:
+		if _, err = c.admin.GetQueue(ctx, e.Path); isNotFound(err) {
+			if _, terr := c.admin.GetTopic(ctx, e.Path); terr == nil {
+				return &amqp.Error{Condition: amqp.ErrCondNotAllowed, Description: fmt.Sprintf("%s is a topic: receive from one of its subscriptions", e.Path)}
+			}
+		}
+	}
+	if err != nil {
+		return toAMQPError(err)
+	}
+	return nil
+}
+
+func isNotFound(err error) bool { return errors.Is(err, client.ErrNotFound) }
+
+// Error conditions of Service Bus that the SDKs map to their own errors.
+const (
+	condLockLost        amqp.Symbol = "com.microsoft:message-lock-lost"
+	condSessionLockLost amqp.Symbol = "com.microsoft:session-lock-lost"
+	condServerBusy      amqp.Symbol = "com.microsoft:server-busy"
+	condTimeout         amqp.Symbol = "com.microsoft:timeout"
+	condDeadLetter      amqp.Symbol = "com.microsoft:dead-letter"
+	condEntityDisabled  amqp.Symbol = "com.microsoft:entity-disabled"
+	condArgumentError   amqp.Symbol = "com.microsoft:argument-error"
+)
+
+// toAMQPError maps a raftbus client error onto the AMQP condition a
+// Service Bus SDK understands.
+func toAMQPError(err error) *amqp.Error {
+	var ce *client.Error
+	if !errors.As(err, &ce) {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			return &amqp.Error{Condition: condTimeout, Description: err.Error()}
+		}
+		return &amqp.Error{Condition: amqp.ErrCondInternal, Description: err.Error()}
+	}
+	cond := amqp.ErrCondInternal
+	switch ce.Code {
+	case client.CodeNotFound:
+		cond = amqp.ErrCondNotFound
+	case client.CodeLockLost:
+		cond = condLockLost
+	case client.CodeSessionLockLost:
+		cond = condSessionLockLost
+	case client.CodeInvalidArgument:
+		cond = condArgumentError
+	case client.CodeUnauthorized:
+		cond = amqp.ErrCondUnauthorized
+	case client.CodeQuotaExceeded:
+		cond = amqp.ErrCondResourceLimit
+	case client.CodeMessageSizeExceeded:
+		cond = amqp.ErrCondMessageTooLarge
+	case client.CodeServerBusy:
+		cond = condServerBusy
+	}
+	return &amqp.Error{Condition: cond, Description: ce.Message}
+}
+
+// statusOf is the management status code of an error.
+func statusOf(err error) int32 {
+	var ce *client.Error
+	if errors.As(err, &ce) {
+		switch ce.Code {
+		case client.CodeNotFound:
+			return 404
+		case client.CodeLockLost, client.CodeSessionLockLost:
+			return 410
+		case client.CodeInvalidArgument:
+			return 400
+		case client.CodeUnauthorized:
+			return 401
+		case client.CodeQuotaExceeded, client.CodeMessageSizeExceeded:
+			return 403
+		case client.CodeServerBusy:
+			return 503
+		}
+	}
+	return 500
+}
