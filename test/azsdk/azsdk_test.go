@@ -1,0 +1,258 @@
+package azsdk
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/go-amqp"
+)
+
+// TestAzureSDK runs the Service Bus SDK's everyday operations against one
+// node, each case on a queue of its own.
+func TestAzureSDK(t *testing.T) {
+	b := startBroker(t)
+
+	t.Run("SendReceiveComplete", func(t *testing.T) {
+		ctx := testContext(t)
+		q := b.queue(t, "orders")
+		before := time.Now().Add(-time.Minute)
+		err := b.sender(t, q).SendMessage(ctx, &azservicebus.Message{
+			Body: []byte("hello"), MessageID: to.Ptr("m-1"), Subject: to.Ptr("greeting"),
+			ContentType: to.Ptr("text/plain"), CorrelationID: to.Ptr("c-1"),
+			ApplicationProperties: map[string]any{"tenant": "a", "attempt": int64(3), "ok": true},
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := b.receiver(t, q, nil)
+		m := receiveOne(t, ctx, r)
+		if string(m.Body) != "hello" || m.MessageID != "m-1" || *m.Subject != "greeting" || *m.ContentType != "text/plain" || *m.CorrelationID != "c-1" {
+			t.Fatalf("received %+v", m)
+		}
+		if m.ApplicationProperties["tenant"] != "a" || m.ApplicationProperties["attempt"] != int64(3) || m.ApplicationProperties["ok"] != true {
+			t.Fatalf("application properties %v", m.ApplicationProperties)
+		}
+		if m.SequenceNumber == nil || m.EnqueuedTime == nil || m.EnqueuedTime.Before(before) || m.LockedUntil == nil || !m.LockedUntil.After(*m.EnqueuedTime) {
+			t.Fatalf("broker properties: seq %v, enqueued %v, locked until %v", m.SequenceNumber, m.EnqueuedTime, m.LockedUntil)
+		}
+		if m.DeliveryCount != 1 || m.LockToken == ([16]byte{}) {
+			t.Fatalf("delivery count %d, lock token %x", m.DeliveryCount, m.LockToken)
+		}
+		if err := r.CompleteMessage(ctx, m, nil); err != nil {
+			t.Fatal(err)
+		}
+		if left, err := r.PeekMessages(ctx, 10, &azservicebus.PeekMessagesOptions{FromSequenceNumber: to.Ptr(int64(0))}); err != nil || len(left) != 0 {
+			t.Fatalf("after complete, peek = %d messages, %v", len(left), err)
+		}
+	})
+
+	t.Run("SendBatch", func(t *testing.T) {
+		ctx := testContext(t)
+		q := b.queue(t, "batch")
+		s := b.sender(t, q)
+		batch, err := s.NewMessageBatch(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, body := range []string{"a", "b", "c"} {
+			if err := batch.AddMessage(&azservicebus.Message{Body: []byte(body)}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.SendMessageBatch(ctx, batch, nil); err != nil {
+			t.Fatal(err)
+		}
+		r := b.receiver(t, q, &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+		var got []string
+		for len(got) < 3 {
+			msgs, err := r.ReceiveMessages(ctx, 3-len(got), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range msgs {
+				got = append(got, string(m.Body))
+			}
+		}
+		if got[0] != "a" || got[1] != "b" || got[2] != "c" {
+			t.Fatalf("received %v, want [a b c] in order", got)
+		}
+	})
+
+	t.Run("AbandonRedelivers", func(t *testing.T) {
+		ctx := testContext(t)
+		q := b.queue(t, "abandon")
+		send(t, ctx, b.sender(t, q), "again")
+		r := b.receiver(t, q, nil)
+		m := receiveOne(t, ctx, r)
+		if err := r.AbandonMessage(ctx, m, nil); err != nil {
+			t.Fatal(err)
+		}
+		m2 := receiveOne(t, ctx, r)
+		if *m2.SequenceNumber != *m.SequenceNumber || m2.DeliveryCount != m.DeliveryCount+1 {
+			t.Fatalf("redelivered seq %d count %d after seq %d count %d", *m2.SequenceNumber, m2.DeliveryCount, *m.SequenceNumber, m.DeliveryCount)
+		}
+		if err := r.CompleteMessage(ctx, m2, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("DeadLetterWithReason", func(t *testing.T) {
+		ctx := testContext(t)
+		q := b.queue(t, "poison")
+		send(t, ctx, b.sender(t, q), "bad")
+		r := b.receiver(t, q, nil)
+		m := receiveOne(t, ctx, r)
+		err := r.DeadLetterMessage(ctx, m, &azservicebus.DeadLetterOptions{Reason: to.Ptr("invalid"), ErrorDescription: to.Ptr("no such customer")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dlq := b.receiver(t, q, &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
+		d := receiveOne(t, ctx, dlq)
+		if string(d.Body) != "bad" || *d.SequenceNumber != *m.SequenceNumber {
+			t.Fatalf("dead-lettered %q seq %d, want %q seq %d", d.Body, *d.SequenceNumber, "bad", *m.SequenceNumber)
+		}
+		if d.DeadLetterReason == nil || *d.DeadLetterReason != "invalid" || d.DeadLetterErrorDescription == nil || *d.DeadLetterErrorDescription != "no such customer" {
+			t.Fatalf("dead-letter reason %v, description %v", d.DeadLetterReason, d.DeadLetterErrorDescription)
+		}
+		if err := dlq.CompleteMessage(ctx, d, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("ReceiveAndDelete", func(t *testing.T) {
+		ctx := testContext(t)
+		q := b.queue(t, "fireandforget")
+		send(t, ctx, b.sender(t, q), "once")
+		r := b.receiver(t, q, &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+		m := receiveOne(t, ctx, r)
+		if string(m.Body) != "once" {
+			t.Fatalf("received %q", m.Body)
+		}
+		if left, err := r.PeekMessages(ctx, 10, &azservicebus.PeekMessagesOptions{FromSequenceNumber: to.Ptr(int64(0))}); err != nil || len(left) != 0 {
+			t.Fatalf("after receive-and-delete, peek = %d messages, %v", len(left), err)
+		}
+	})
+
+	t.Run("PeekAndRenewLock", func(t *testing.T) {
+		ctx := testContext(t)
+		q := b.queue(t, "peek")
+		s := b.sender(t, q)
+		send(t, ctx, s, "p1")
+		send(t, ctx, s, "p2")
+		r := b.receiver(t, q, nil)
+		peeked, err := r.PeekMessages(ctx, 10, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(peeked) != 2 || string(peeked[0].Body) != "p1" || string(peeked[1].Body) != "p2" || peeked[0].State != azservicebus.MessageStateActive {
+			t.Fatalf("peeked %d messages", len(peeked))
+		}
+		m := receiveOne(t, ctx, r)
+		before := *m.LockedUntil
+		if err := r.RenewMessageLock(ctx, m, nil); err != nil {
+			t.Fatal(err)
+		}
+		if m.LockedUntil.Before(before) {
+			t.Fatalf("renewed lock ends %v, before %v", *m.LockedUntil, before)
+		}
+		if err := r.CompleteMessage(ctx, m, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("ScheduleAndCancel", func(t *testing.T) {
+		ctx := testContext(t)
+		q := b.queue(t, "later")
+		s := b.sender(t, q)
+		at := time.Now().Add(time.Hour)
+		seqs, err := s.ScheduleMessages(ctx, []*azservicebus.Message{{Body: []byte("s1")}, {Body: []byte("s2")}}, at, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(seqs) != 2 {
+			t.Fatalf("sequence numbers %v", seqs)
+		}
+		r := b.receiver(t, q, nil)
+		peeked, err := r.PeekMessages(ctx, 10, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(peeked) != 2 || peeked[0].State != azservicebus.MessageStateScheduled || peeked[0].ScheduledEnqueueTime == nil ||
+			peeked[0].ScheduledEnqueueTime.Sub(at).Abs() > time.Second {
+			t.Fatalf("peeked %d scheduled messages", len(peeked))
+		}
+		if err := s.CancelScheduledMessages(ctx, seqs, nil); err != nil {
+			t.Fatal(err)
+		}
+		if left, err := r.PeekMessages(ctx, 10, &azservicebus.PeekMessagesOptions{FromSequenceNumber: to.Ptr(int64(0))}); err != nil || len(left) != 0 {
+			t.Fatalf("after cancel, peek = %d messages, %v", len(left), err)
+		}
+	})
+
+	t.Run("DeferAndReceiveDeferred", func(t *testing.T) {
+		ctx := testContext(t)
+		q := b.queue(t, "deferred")
+		send(t, ctx, b.sender(t, q), "d1")
+		r := b.receiver(t, q, nil)
+		m := receiveOne(t, ctx, r)
+		if err := r.DeferMessage(ctx, m, nil); err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.ReceiveDeferredMessages(ctx, []int64{*m.SequenceNumber}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || string(got[0].Body) != "d1" || got[0].State != azservicebus.MessageStateDeferred {
+			t.Fatalf("received %d deferred messages", len(got))
+		}
+		// Settled through the management node: it came from no link.
+		if err := r.CompleteMessage(ctx, got[0], nil); err != nil {
+			t.Fatal(err)
+		}
+		if left, err := r.PeekMessages(ctx, 10, &azservicebus.PeekMessagesOptions{FromSequenceNumber: to.Ptr(int64(0))}); err != nil || len(left) != 0 {
+			t.Fatalf("after completing the deferred message, peek = %d messages, %v", len(left), err)
+		}
+	})
+
+	t.Run("TopicSubscription", func(t *testing.T) {
+		ctx := testContext(t)
+		if _, err := b.admin.CreateTopic(ctx, "events", nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.admin.CreateSubscription(ctx, "events", "audit", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		send(t, ctx, b.sender(t, "events"), "e1")
+		r, err := b.sb.NewReceiverForSubscription("events", "audit", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close(ctx)
+		m := receiveOne(t, ctx, r)
+		if string(m.Body) != "e1" {
+			t.Fatalf("received %q", m.Body)
+		}
+		if err := r.CompleteMessage(ctx, m, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("UnknownQueueFails", func(t *testing.T) {
+		ctx := testContext(t)
+		s, err := b.sb.NewSender("nosuchqueue", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close(ctx)
+		err = s.SendMessage(ctx, &azservicebus.Message{Body: []byte("x")}, nil)
+		// The SDK passes a link's AMQP error through, as it does
+		// against Service Bus.
+		var amqpErr *amqp.Error
+		if !errors.As(err, &amqpErr) || amqpErr.Condition != amqp.ErrCondNotFound {
+			t.Fatalf("send to an unknown queue: %v, want a not-found error", err)
+		}
+	})
+}
