@@ -34,12 +34,12 @@ func (a *amqpFrontDoor) Close() {
 	a.client.Close()
 }
 
-// serveAMQP starts the AMQP listener for the Azure Service Bus SDKs, or
-// none when --amqp is empty. It serves through a client of the node
-// itself (as the console does), which routes every call to the partition
-// leader. A listener at the default address that cannot listen is given
-// up with a warning; one asked for fails the start.
-func serveAMQP(opts options, node *cluster.Node, nodeTLS *certs.NodeTLS, log *slog.Logger) (*amqpFrontDoor, error) {
+// listenAMQP opens the AMQP listener for the Azure Service Bus SDKs, or
+// none when --amqp is empty, before the node starts: a wrong or busy
+// address fails the start at once. A listener at the default address
+// that cannot listen is given up with a warning; one asked for fails the
+// start.
+func listenAMQP(opts options, nodeTLS *certs.NodeTLS, log *slog.Logger) (net.Listener, error) {
 	addr, explicit := "", opts.AMQP != nil
 	if explicit {
 		addr = *opts.AMQP
@@ -69,16 +69,24 @@ func serveAMQP(opts options, node *cluster.Node, nodeTLS *certs.NodeTLS, log *sl
 		}
 		return nil, fmt.Errorf("--amqp: %w", err)
 	}
-	var peerTLS *tls.Config
-	scheme := "amqp"
 	if nodeTLS != nil {
-		peerTLS = nodeTLS.Peer
 		// The SDKs present no client certificate: AMQP clients are told
 		// apart by their tokens, not by certificates.
 		serverTLS := nodeTLS.Server.Clone()
 		serverTLS.ClientAuth = tls.NoClientCert
 		lis = tls.NewListener(lis, serverTLS)
-		scheme = "amqps"
+	}
+	return lis, nil
+}
+
+// serveAMQP serves the listener once the node has started, through a
+// client of the node itself (as the console does), which routes every
+// call to the partition leader.
+func serveAMQP(lis net.Listener, node *cluster.Node, nodeTLS *certs.NodeTLS, log *slog.Logger) (*amqpFrontDoor, error) {
+	var peerTLS *tls.Config
+	scheme := "amqp"
+	if nodeTLS != nil {
+		peerTLS, scheme = nodeTLS.Peer, "amqps"
 	}
 	c, err := client.New([]string{node.Addr()}, &client.ClientOptions{TLSConfig: peerTLS})
 	if err != nil {

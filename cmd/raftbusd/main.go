@@ -148,6 +148,13 @@ func run(args []string, stderr io.Writer) error {
 	if httpSrv != nil {
 		defer httpSrv.Close()
 	}
+	amqpLis, err := listenAMQP(opts, nodeTLS, log)
+	if err != nil {
+		return err
+	}
+	if amqpLis != nil {
+		defer amqpLis.Close() // in case the node fails to start
+	}
 	node, err := cluster.Start(cluster.Config{
 		NodeID:            opts.NodeID,
 		ListenAddr:        opts.Listen,
@@ -167,10 +174,12 @@ func run(args []string, stderr io.Writer) error {
 	}
 	started.Store(node)
 	log.Info("raftbusd serving", "node", node.ID(), "address", node.Addr(), "data_dir", opts.DataDir)
-	amqpSrv, err := serveAMQP(opts, node, nodeTLS, log)
-	if err != nil {
-		node.Close()
-		return err
+	var amqpSrv *amqpFrontDoor
+	if amqpLis != nil {
+		if amqpSrv, err = serveAMQP(amqpLis, node, nodeTLS, log); err != nil {
+			node.Close()
+			return err
+		}
 	}
 	// AMQP connections end before the node goes: they are its clients.
 	closeAMQP := func() {
