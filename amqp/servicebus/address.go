@@ -41,7 +41,7 @@ func parseAddress(addr string) (entity, error) {
 			a = ""
 		}
 	}
-	a = strings.Trim(a, "/")
+	a = strings.TrimPrefix(a, "/")
 	if hasSuffixFold(a, managementSuffix) {
 		e.Management = true
 		a = a[:len(a)-len(managementSuffix)]
@@ -50,7 +50,7 @@ func parseAddress(addr string) (entity, error) {
 		e.SubQueue = client.SubQueueDeadLetter
 		a = a[:len(a)-len(deadLetterSuffix)]
 	}
-	if a == "" || strings.Contains(a, "/$") {
+	if a == "" || strings.HasPrefix(a, "$") || strings.Contains(a, "/$") || strings.HasSuffix(a, "/") {
 		return e, fmt.Errorf("%q is not an entity address this broker serves", addr)
 	}
 	if i := strings.Index(strings.ToLower(a), subscriptionsSep); i >= 0 {
