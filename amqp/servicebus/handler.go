@@ -29,7 +29,8 @@ func (h *Handler) Connect(c *amqp.Conn) amqp.ConnHandler {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &connection{h: h, conn: c, log: log.With("remote", c.RemoteAddr().String()), admin: admin.NewFromClient(h.Client),
-		locks: map[[16]byte]*lock{}, replyTo: map[string]*amqp.Link{}, receivers: map[string]*client.Receiver{}}
+		locks: map[[16]byte]*lock{}, replyTo: map[string]*amqp.Link{}, receivers: map[string]*client.Receiver{},
+		sessions: map[string]*client.SessionReceiver{}}
 }
 
 // connection is the Service Bus state of one AMQP connection: the locks
@@ -45,7 +46,8 @@ type connection struct {
 	locks     map[[16]byte]*lock
 	inserts   int
 	replyTo   map[string]*amqp.Link
-	receivers map[string]*client.Receiver // per entity and mode, for management receives
+	receivers map[string]*client.Receiver        // per entity and mode, for management receives
+	sessions  map[string]*client.SessionReceiver // held by receiver links, by sessionKey
 }
 
 // lock is a message this connection holds locked and what settles it.
@@ -170,6 +172,8 @@ func toAMQPError(err error) *amqp.Error {
 		cond = condLockLost
 	case client.CodeSessionLockLost:
 		cond = condSessionLockLost
+	case client.CodeSessionCannotBeLocked:
+		cond = condSessionLocked
 	case client.CodeInvalidArgument:
 		cond = condArgumentError
 	case client.CodeUnauthorized:
@@ -193,6 +197,8 @@ func statusOf(err error) int32 {
 			return 404
 		case client.CodeLockLost, client.CodeSessionLockLost:
 			return 410
+		case client.CodeSessionCannotBeLocked:
+			return 409
 		case client.CodeInvalidArgument:
 			return 400
 		case client.CodeUnauthorized:

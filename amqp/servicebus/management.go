@@ -132,6 +132,12 @@ func (c *connection) operation(ctx context.Context, e entity, req *goamqp.Messag
 		return c.receiveDeferred(ctx, e, body)
 	case "com.microsoft:update-disposition":
 		return c.updateDisposition(ctx, body)
+	case "com.microsoft:renew-session-lock":
+		return c.renewSessionLock(ctx, e, body)
+	case "com.microsoft:get-session-state":
+		return c.getSessionState(ctx, e, body)
+	case "com.microsoft:set-session-state":
+		return c.setSessionState(ctx, e, body)
 	}
 	return status(501, fmt.Sprintf("the operation %q is not supported by this broker yet", op), nil)
 }

@@ -22,19 +22,20 @@ const (
 // the broker locks (or, in receive-and-delete mode, removes) only as many
 // messages as the SDK asked for.
 func (c *connection) attachReceiver(l *amqp.Link, e entity) error {
-	if l.Source != nil {
-		if _, ok := l.Source.Filter[sessionFilter]; ok {
-			return &amqp.Error{Condition: amqp.ErrCondNotImplemented, Description: "session receivers are not supported over AMQP yet"}
-		}
-	}
 	if err := c.checkEntity(l.Context(), e, false); err != nil {
 		return err
 	}
 	// Service Bus's receive-and-delete is settled on transfer; anything
 	// else is peek-lock, settled by the SDK's dispositions.
 	receiveAndDelete := l.ReceiverSettleMode == amqp.ReceiverSettleFirst && l.SenderSettleMode == amqp.SenderSettleSettled
-	rcv, err := c.newReceiver(e, receiveAndDelete)
-	if err != nil {
+	var rcv *client.Receiver
+	var err error
+	if filter, ok := l.Source.Filter[sessionFilter]; ok {
+		rcv, err = c.acceptSession(l, e, filter, receiveAndDelete)
+		if err != nil {
+			return err
+		}
+	} else if rcv, err = c.newReceiver(e, receiveAndDelete); err != nil {
 		return toAMQPError(err)
 	}
 	l.OnDisposition = func(d *amqp.OutgoingDelivery, state amqp.DeliveryState, settled bool) {
