@@ -24,6 +24,11 @@ type conn struct {
 
 	wmu sync.Mutex // serialises writes: a frame goes out whole
 
+	// wg counts the goroutines the connection starts (attaches,
+	// deliveries, dispositions, heartbeats): finish waits for them
+	// before telling the handler the connection is gone.
+	wg sync.WaitGroup
+
 	mu           sync.Mutex
 	sessions     map[uint16]*session // by channel (the peer's and ours)
 	peerMaxFrame uint32
@@ -33,8 +38,21 @@ type conn struct {
 
 func newConn(s *Server, nc net.Conn) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &conn{srv: s, nc: nc, fr: newFrameReader(nc), ctx: ctx, cancel: cancel,
+	fr := newFrameReader(nc)
+	// Frames before open may be at most 512 bytes by the spec; some
+	// clients send a larger open, and nothing is gained by refusing it.
+	fr.Max = s.MaxFrameSize
+	return &conn{srv: s, nc: nc, fr: fr, ctx: ctx, cancel: cancel,
 		sessions: map[uint16]*session{}, peerMaxFrame: minMaxFrameSize, done: make(chan struct{})}
+}
+
+// spawn runs f on a goroutine that finish waits for.
+func (c *conn) spawn(f func()) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
 }
 
 func (c *conn) writeRaw(b []byte) error {
@@ -139,12 +157,12 @@ func (c *conn) handshake() error {
 	c.mu.Lock()
 	c.peerMaxFrame = max(o.MaxFrameSize, minMaxFrameSize)
 	c.mu.Unlock()
-	c.fr.Max = c.srv.MaxFrameSize
 	if err := c.send(0, &open{ContainerID: c.srv.ContainerID, MaxFrameSize: c.srv.MaxFrameSize, ChannelMax: channelMax}); err != nil {
 		return err
 	}
 	if o.IdleTimeout > 0 {
-		go c.heartbeat(time.Duration(o.IdleTimeout) * time.Millisecond / 2)
+		every := time.Duration(o.IdleTimeout) * time.Millisecond / 2
+		c.spawn(func() { c.heartbeat(every) })
 	}
 	return nil
 }
@@ -261,6 +279,8 @@ func (c *conn) finish() {
 	for _, s := range sessions {
 		s.ended(nil)
 	}
+	// Every link's context has ended: what runs for them returns.
+	c.wg.Wait()
 	if c.handler != nil {
 		c.handler.Closed()
 	}

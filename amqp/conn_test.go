@@ -2,8 +2,10 @@ package amqp
 
 import (
 	"context"
+	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,4 +169,96 @@ func TestMalformedFrameClosesOnlyItsConnection(t *testing.T) {
 	if _, err := sess.NewSender(ctx, "q", nil); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// blockingHandler holds each delivery until its link ends, and records
+// what the engine told it.
+type blockingHandler struct {
+	got      chan struct{}
+	detached atomic.Bool
+	closed   atomic.Bool
+	creds    chan SASLCredentials
+}
+
+func (h *blockingHandler) Connect(c *Conn) ConnHandler {
+	h.creds <- c.Credentials()
+	return h
+}
+func (h *blockingHandler) Closed() { h.closed.Store(true) }
+func (h *blockingHandler) Attach(l *Link) error {
+	l.OnMessage = func(d *Delivery) DeliveryState {
+		h.got <- struct{}{}
+		<-l.Context().Done()
+		return &Released{}
+	}
+	l.OnDetach = func(*Error) { h.detached.Store(true) }
+	return nil
+}
+
+func TestCloseEndsLinksBeforeReturning(t *testing.T) {
+	h := &blockingHandler{got: make(chan struct{}, 1), creds: make(chan SASLCredentials, 1)}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &Server{Handler: h}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := goamqp.Dial(ctx, "amqp://"+lis.Addr().String(), &goamqp.ConnOptions{SASLType: goamqp.SASLTypePlain("user", "secret")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if c := <-h.creds; c.Mechanism != "PLAIN" || c.Username != "user" || c.Password != "secret" {
+		t.Fatalf("credentials %+v", c)
+	}
+	sess, err := conn.NewSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snd, err := sess.NewSender(ctx, "q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := make(chan error, 1)
+	go func() { sent <- snd.Send(ctx, goamqp.NewMessage([]byte("x")), nil) }()
+	<-h.got
+
+	srv.Close()
+	// Close returned: the delivery in progress has ended, the link and
+	// the connection have been reported gone.
+	if !h.detached.Load() || !h.closed.Load() {
+		t.Fatalf("after Close: link detached %v, connection closed %v", h.detached.Load(), h.closed.Load())
+	}
+	if err := <-served; !errors.Is(err, ErrServerClosed) {
+		t.Fatalf("Serve returned %v", err)
+	}
+	if err := <-sent; err == nil {
+		t.Fatal("a send cut short by the server's close succeeded")
+	}
+}
+
+func TestSASLRefusal(t *testing.T) {
+	h := &queueHandler{msgs: make(chan []byte, 1)}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &Server{Handler: h, Authenticate: func(c SASLCredentials) bool { return c.Password == "right" }}
+	go srv.Serve(lis)
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if c, err := goamqp.Dial(ctx, "amqp://"+lis.Addr().String(), &goamqp.ConnOptions{SASLType: goamqp.SASLTypePlain("u", "wrong")}); err == nil {
+		c.Close()
+		t.Fatal("wrong credentials were accepted")
+	}
+	c, err := goamqp.Dial(ctx, "amqp://"+lis.Addr().String(), &goamqp.ConnOptions{SASLType: goamqp.SASLTypePlain("u", "right")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
 }

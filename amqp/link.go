@@ -328,7 +328,7 @@ func (l *Link) disposition(d *OutgoingDelivery, state DeliveryState, settled boo
 		}
 		return
 	}
-	go l.OnDisposition(d, state, settled)
+	l.s.c.spawn(func() { l.OnDisposition(d, state, settled) })
 }
 
 // transfer takes one transfer frame of an incoming delivery.
@@ -365,7 +365,9 @@ func (l *Link) transfer(t *transfer) error {
 		l.partial = nil
 		l.inflight--
 		l.mu.Unlock()
-		go l.Detach(&Error{Condition: ErrCondMessageTooLarge, Description: fmt.Sprintf("a message larger than %d bytes", l.s.c.srv.MaxMessageSize)})
+		l.s.c.spawn(func() {
+			l.Detach(&Error{Condition: ErrCondMessageTooLarge, Description: fmt.Sprintf("a message larger than %d bytes", l.s.c.srv.MaxMessageSize)})
+		})
 		return nil
 	}
 	if t.More {
@@ -374,7 +376,7 @@ func (l *Link) transfer(t *transfer) error {
 	}
 	l.partial = nil
 	l.mu.Unlock()
-	go l.deliver(d)
+	l.s.c.spawn(func() { l.deliver(d) })
 	return nil
 }
 

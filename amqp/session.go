@@ -70,7 +70,7 @@ func (s *session) attach(a *attach) error {
 	l := newLink(s, a)
 	s.links[a.Handle] = l
 	s.mu.Unlock()
-	go l.attached()
+	s.c.spawn(l.attached)
 	return nil
 }
 

@@ -42,6 +42,10 @@ type connection struct {
 	log   *slog.Logger
 	admin *admin.Client
 
+	// wg counts the goroutines serving links (receive loops, session
+	// releases); Closed waits for them.
+	wg sync.WaitGroup
+
 	mu        sync.Mutex
 	locks     map[[16]byte]*lock
 	inserts   int
@@ -56,7 +60,17 @@ type lock struct {
 	rcv *client.Receiver
 }
 
-func (c *connection) Closed() {}
+// Closed waits for the link goroutines, which end with their links.
+func (c *connection) Closed() { c.wg.Wait() }
+
+// spawn runs f on a goroutine Closed waits for.
+func (c *connection) spawn(f func()) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+}
 
 // Attach routes a link by its address: $cbs, an entity's $management
 // node, or the entity itself.

@@ -41,7 +41,7 @@ func (c *connection) attachReceiver(l *amqp.Link, e entity) error {
 	l.OnDisposition = func(d *amqp.OutgoingDelivery, state amqp.DeliveryState, settled bool) {
 		c.dispose(l, d, state, settled)
 	}
-	go c.receiveLoop(l, e, rcv, receiveAndDelete)
+	c.spawn(func() { c.receiveLoop(l, e, rcv, receiveAndDelete) })
 	return nil
 }
 
@@ -121,8 +121,13 @@ func (c *connection) receive(l *amqp.Link, rcv *client.Receiver, n int, drain bo
 		wait = 10 * time.Millisecond
 	}
 	ctx, cancel := context.WithCancel(l.Context())
-	defer cancel()
+	watching := make(chan struct{})
+	defer func() {
+		cancel()
+		<-watching
+	}()
 	go func() {
+		defer close(watching)
 		for changed := l.CreditChanged(); ; changed = l.CreditChanged() {
 			if _, d := l.Credit(); d {
 				cancel()

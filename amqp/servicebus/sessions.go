@@ -91,13 +91,13 @@ func (c *connection) acceptSession(l *amqp.Link, e entity, filter any, receiveAn
 		c.mu.Unlock()
 		// Give the session back at once rather than when its lock
 		// expires; its unsettled messages become available again.
-		go func() {
+		c.spawn(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			if err := sr.Close(ctx); err != nil {
 				c.log.Debug("amqp session release failed", "entity", e.Path, "session", sr.SessionID(), "err", err)
 			}
-		}()
+		})
 	}
 	src := *l.Source
 	src.Filter = map[amqp.Symbol]any{}
