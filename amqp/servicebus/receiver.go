@@ -180,10 +180,20 @@ func (c *connection) dispose(l *amqp.Link, d *amqp.OutgoingDelivery, state amqp.
 		return
 	}
 	reply := state
-	if err != nil {
+	switch {
+	case err != nil:
 		reply = &amqp.Rejected{Error: toAMQPError(err)}
+	case isRejected(state):
+		// A rejected outcome with an error reads as a failed settlement
+		// to the SDKs: the dead-lettering succeeded, say so without it.
+		reply = &amqp.Rejected{}
 	}
 	l.Settle(d, reply)
+}
+
+func isRejected(s amqp.DeliveryState) bool {
+	_, ok := s.(*amqp.Rejected)
+	return ok
 }
 
 // settle applies an AMQP outcome to a locked message.

@@ -47,6 +47,11 @@ func TestAzureSDK(t *testing.T) {
 		if left, err := r.PeekMessages(ctx, 10, &azservicebus.PeekMessagesOptions{FromSequenceNumber: to.Ptr(int64(0))}); err != nil || len(left) != 0 {
 			t.Fatalf("after complete, peek = %d messages, %v", len(left), err)
 		}
+		// The lock ended with the message.
+		var sbErr *azservicebus.Error
+		if err := r.RenewMessageLock(ctx, m, nil); !errors.As(err, &sbErr) || sbErr.Code != azservicebus.CodeLockLost {
+			t.Fatalf("renewing the lock of a completed message: %v, want a lost lock", err)
+		}
 	})
 
 	t.Run("SendBatch", func(t *testing.T) {
