@@ -272,7 +272,7 @@ func (l *Link) Send(ctx context.Context, d *OutgoingDelivery) error {
 		if err := l.waitWindow(ctx); err != nil {
 			return err
 		}
-		if err := s.c.writeFrame(frameTypeAMQP, s.channel, t, chunk); err != nil {
+		if err := s.write(t, chunk); err != nil {
 			return err
 		}
 		if !t.More {

@@ -39,7 +39,19 @@ func newSession(c *conn, channel uint16, b *begin) *session {
 		links: map[uint32]*Link{}, outgoing: map[uint32]*OutgoingDelivery{}}
 }
 
-func (s *session) send(p performative) error { return s.c.send(s.channel, p) }
+func (s *session) send(p performative) error { return s.write(p, nil) }
+
+// write sends a frame of the session unless it has ended: after end,
+// nothing may go out on its channel. The lock is held while writing, so
+// that the end cannot overtake a frame already on its way.
+func (s *session) write(p performative, payload []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended_ {
+		return ErrLinkDetached
+	}
+	return s.c.writeFrame(frameTypeAMQP, s.channel, p, payload)
+}
 
 // dispatch applies a performative on this session; an error ends it.
 func (s *session) dispatch(p any) error {
