@@ -74,6 +74,8 @@ func listenAMQP(opts options, nodeTLS *certs.NodeTLS, log *slog.Logger) (net.Lis
 		// apart by their tokens, not by certificates.
 		serverTLS := nodeTLS.Server.Clone()
 		serverTLS.ClientAuth = tls.NoClientCert
+		// Whatever the gRPC port negotiates (h2) is not spoken here.
+		serverTLS.NextProtos = nil
 		lis = tls.NewListener(lis, serverTLS)
 	}
 	return lis, nil
