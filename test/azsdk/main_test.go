@@ -25,7 +25,7 @@ type broker struct {
 	sb      *azservicebus.Client
 }
 
-func startBroker(t *testing.T) *broker {
+func startBroker(t testing.TB) *broker {
 	t.Helper()
 	c := procs.Start(t, bin, 1)
 	adm, err := admin.New(c.Addrs(), nil)
@@ -44,13 +44,13 @@ func startBroker(t *testing.T) *broker {
 	return &broker{cluster: c, admin: adm, sb: sb}
 }
 
-func testContext(t *testing.T) context.Context {
+func testContext(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-func (b *broker) queue(t *testing.T, name string) string {
+func (b *broker) queue(t testing.TB, name string) string {
 	t.Helper()
 	if _, err := b.admin.CreateQueue(testContext(t), name, nil); err != nil {
 		t.Fatalf("create queue %s: %v", name, err)
@@ -58,7 +58,7 @@ func (b *broker) queue(t *testing.T, name string) string {
 	return name
 }
 
-func (b *broker) sender(t *testing.T, entity string) *azservicebus.Sender {
+func (b *broker) sender(t testing.TB, entity string) *azservicebus.Sender {
 	t.Helper()
 	s, err := b.sb.NewSender(entity, nil)
 	if err != nil {
@@ -68,7 +68,7 @@ func (b *broker) sender(t *testing.T, entity string) *azservicebus.Sender {
 	return s
 }
 
-func (b *broker) receiver(t *testing.T, queue string, opts *azservicebus.ReceiverOptions) *azservicebus.Receiver {
+func (b *broker) receiver(t testing.TB, queue string, opts *azservicebus.ReceiverOptions) *azservicebus.Receiver {
 	t.Helper()
 	r, err := b.sb.NewReceiverForQueue(queue, opts)
 	if err != nil {
@@ -79,7 +79,7 @@ func (b *broker) receiver(t *testing.T, queue string, opts *azservicebus.Receive
 }
 
 // receiveOne receives exactly one message.
-func receiveOne(t *testing.T, ctx context.Context, r *azservicebus.Receiver) *azservicebus.ReceivedMessage {
+func receiveOne(t testing.TB, ctx context.Context, r *azservicebus.Receiver) *azservicebus.ReceivedMessage {
 	t.Helper()
 	msgs, err := r.ReceiveMessages(ctx, 1, nil)
 	if err != nil {
@@ -91,7 +91,7 @@ func receiveOne(t *testing.T, ctx context.Context, r *azservicebus.Receiver) *az
 	return msgs[0]
 }
 
-func send(t *testing.T, ctx context.Context, s *azservicebus.Sender, body string) {
+func send(t testing.TB, ctx context.Context, s *azservicebus.Sender, body string) {
 	t.Helper()
 	if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte(body)}, nil); err != nil {
 		t.Fatalf("send %q: %v", body, err)
