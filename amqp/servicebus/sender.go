@@ -2,6 +2,7 @@ package servicebus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	goamqp "github.com/Azure/go-amqp"
@@ -56,6 +57,11 @@ func sendBatch(ctx context.Context, snd *client.Sender, msgs []*client.Message) 
 	}
 	for _, m := range msgs {
 		if err := batch.AddMessage(m, nil); err != nil {
+			if errors.Is(err, client.ErrMessageTooLarge) {
+				// Size was not limited above: the count is over.
+				return &client.Error{Code: client.CodeMessageSizeExceeded,
+					Message: fmt.Sprintf("a batch of %d messages is more than the broker takes in one batch; send fewer at once", len(msgs))}
+			}
 			return err
 		}
 	}
