@@ -139,7 +139,10 @@ func (c *connection) operation(ctx context.Context, e entity, req *goamqp.Messag
 	case "com.microsoft:set-session-state":
 		return c.setSessionState(ctx, e, body)
 	}
-	return status(501, fmt.Sprintf("the operation %q is not supported by this broker yet", op), nil)
+	// 404 rather than 501: the Azure SDKs give up at once only on 401,
+	// 404 and 410; any other code makes them reopen the connection and
+	// try again for a minute.
+	return status(404, fmt.Sprintf("the management operation %q is not supported by this broker yet", op), nil)
 }
 
 func lockTokens(body map[string]any) ([][16]byte, error) {

@@ -8,6 +8,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/go-amqp"
+
+	"github.com/raftbus/raftbus/client/admin"
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
 // TestAzureSDK runs the Service Bus SDK's everyday operations against one
@@ -222,7 +225,7 @@ func TestAzureSDK(t *testing.T) {
 		}
 	})
 
-	t.Run("TopicSubscription", func(t *testing.T) {
+	t.Run("TopicSubscriptionsWithSQLRule", func(t *testing.T) {
 		ctx := testContext(t)
 		if _, err := b.admin.CreateTopic(ctx, "events", nil); err != nil {
 			t.Fatal(err)
@@ -230,18 +233,51 @@ func TestAzureSDK(t *testing.T) {
 		if _, err := b.admin.CreateSubscription(ctx, "events", "audit", nil, nil); err != nil {
 			t.Fatal(err)
 		}
-		send(t, ctx, b.sender(t, "events"), "e1")
-		r, err := b.sb.NewReceiverForSubscription("events", "audit", nil)
-		if err != nil {
+		eu := &admin.RuleProperties{Name: "eu", Filter: &raftbusv1.RuleFilter{Filter: &raftbusv1.RuleFilter_SqlFilter{
+			SqlFilter: &raftbusv1.SqlFilter{SqlExpression: "region = 'eu' AND attempt > 1"}}}}
+		if _, err := b.admin.CreateSubscription(ctx, "events", "eu", nil, eu); err != nil {
 			t.Fatal(err)
 		}
-		defer r.Close(ctx)
-		m := receiveOne(t, ctx, r)
-		if string(m.Body) != "e1" {
-			t.Fatalf("received %q", m.Body)
+		s := b.sender(t, "events")
+		for _, m := range []struct {
+			body, region string
+			attempt      int32
+		}{{"e1", "eu", 2}, {"e2", "us", 2}, {"e3", "eu", 1}} {
+			err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte(m.body),
+				ApplicationProperties: map[string]any{"region": m.region, "attempt": m.attempt}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
 		}
-		if err := r.CompleteMessage(ctx, m, nil); err != nil {
-			t.Fatal(err)
+		receiveAll := func(sub string, n int) []string {
+			r, err := b.sb.NewReceiverForSubscription("events", sub, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close(ctx)
+			var got []string
+			for len(got) < n {
+				msgs, err := r.ReceiveMessages(ctx, n-len(got), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, m := range msgs {
+					got = append(got, string(m.Body))
+					if err := r.CompleteMessage(ctx, m, nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if left, err := r.PeekMessages(ctx, 10, &azservicebus.PeekMessagesOptions{FromSequenceNumber: to.Ptr(int64(0))}); err != nil || len(left) != 0 {
+				t.Fatalf("subscription %s: %d messages left after %v, %v", sub, len(left), got, err)
+			}
+			return got
+		}
+		if got := receiveAll("audit", 3); len(got) != 3 {
+			t.Fatalf("audit received %v", got)
+		}
+		if got := receiveAll("eu", 1); got[0] != "e1" {
+			t.Fatalf("the SQL rule's subscription received %v, want [e1]", got)
 		}
 	})
 

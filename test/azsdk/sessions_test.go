@@ -3,6 +3,7 @@ package azsdk
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,6 +81,11 @@ func TestSessionsThroughTheAzureSDK(t *testing.T) {
 	}
 	if next.LockedUntil().Before(before) {
 		t.Fatalf("renewed session lock ends %v, before %v", next.LockedUntil(), before)
+	}
+
+	// Listing sessions is not served yet: a clear error, no hang.
+	if _, err := b.sb.NewListSessionsForQueuePager(q, nil).NextPage(ctx); err == nil || !strings.Contains(err.Error(), "not supported") {
+		t.Fatalf("listing sessions: %v, want an error saying it is not supported", err)
 	}
 
 	// No session has messages left: accepting the next one times out
