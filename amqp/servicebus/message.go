@@ -144,7 +144,7 @@ func ptr(s string) *string {
 func fromReceived(rm *client.ReceivedMessage, locked bool) *goamqp.Message {
 	m := &goamqp.Message{
 		Data:   [][]byte{rm.Body},
-		Header: &goamqp.MessageHeader{Durable: true},
+		Header: &goamqp.MessageHeader{Durable: true, Priority: 4},
 		Properties: &goamqp.MessageProperties{
 			To: ptr(rm.To), Subject: ptr(rm.Subject), ReplyTo: ptr(rm.ReplyTo), ContentType: ptr(rm.ContentType),
 			GroupID: ptr(rm.SessionID), ReplyToGroupID: ptr(rm.ReplyToSessionID),
@@ -165,7 +165,10 @@ func fromReceived(rm *client.ReceivedMessage, locked bool) *goamqp.Message {
 	if rm.DeliveryCount > 0 {
 		m.Header.DeliveryCount = rm.DeliveryCount - 1
 	}
-	if rm.TimeToLive > 0 {
+	// The header's ttl is a uint of milliseconds: a longer one (an
+	// entity's unlimited default) is left out, as Service Bus does,
+	// rather than wrapped around to a short one.
+	if rm.TimeToLive > 0 && rm.TimeToLive/time.Millisecond <= math.MaxUint32 {
 		m.Header.TTL = rm.TimeToLive
 	}
 	if !rm.ExpiresAt.IsZero() {

@@ -1,6 +1,7 @@
 package servicebus
 
 import (
+	"math"
 	"reflect"
 	"testing"
 	"time"
@@ -60,6 +61,26 @@ func TestReceivedMessageAnnotationsHaveExactTypes(t *testing.T) {
 	}
 	if m.ApplicationProperties["DeadLetterReason"] != "r" || m.ApplicationProperties["DeadLetterErrorDescription"] != "d" || m.ApplicationProperties["n"] != int64(5) {
 		t.Errorf("application properties %v", m.ApplicationProperties)
+	}
+}
+
+func TestTimeToLiveBeyondTheHeaderIsLeftOut(t *testing.T) {
+	for ttl, want := range map[time.Duration]time.Duration{
+		time.Hour:                    time.Hour,
+		time.Duration(math.MaxInt64): 0, // unlimited
+		time.Duration(math.MaxUint32+1) * time.Millisecond: 0,
+	} {
+		b, err := fromReceived(&client.ReceivedMessage{Body: []byte("b"), TimeToLive: ttl}, false).MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m goamqp.Message
+		if err := m.UnmarshalBinary(b); err != nil {
+			t.Fatal(err)
+		}
+		if m.Header.TTL != want {
+			t.Errorf("time to live %v arrived as %v, want %v", ttl, m.Header.TTL, want)
+		}
 	}
 }
 

@@ -24,7 +24,7 @@ func TestAzureSDK(t *testing.T) {
 		before := time.Now().Add(-time.Minute)
 		err := b.sender(t, q).SendMessage(ctx, &azservicebus.Message{
 			Body: []byte("hello"), MessageID: to.Ptr("m-1"), Subject: to.Ptr("greeting"),
-			ContentType: to.Ptr("text/plain"), CorrelationID: to.Ptr("c-1"),
+			ContentType: to.Ptr("text/plain"), CorrelationID: to.Ptr("c-1"), TimeToLive: to.Ptr(time.Hour),
 			ApplicationProperties: map[string]any{"tenant": "a", "attempt": int64(3), "ok": true},
 		}, nil)
 		if err != nil {
@@ -40,6 +40,9 @@ func TestAzureSDK(t *testing.T) {
 		}
 		if m.SequenceNumber == nil || m.EnqueuedTime == nil || m.EnqueuedTime.Before(before) || m.LockedUntil == nil || !m.LockedUntil.After(*m.EnqueuedTime) {
 			t.Fatalf("broker properties: seq %v, enqueued %v, locked until %v", m.SequenceNumber, m.EnqueuedTime, m.LockedUntil)
+		}
+		if m.TimeToLive == nil || *m.TimeToLive != time.Hour || m.ExpiresAt == nil || !m.ExpiresAt.Equal(m.EnqueuedTime.Add(time.Hour)) {
+			t.Fatalf("time to live %v, expires at %v", m.TimeToLive, m.ExpiresAt)
 		}
 		if m.DeliveryCount != 1 || m.LockToken == ([16]byte{}) {
 			t.Fatalf("delivery count %d, lock token %x", m.DeliveryCount, m.LockToken)
