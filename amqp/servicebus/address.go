@@ -17,6 +17,9 @@ type entity struct {
 	SubQueue            client.SubQueue
 	// Management: the address is the entity's $management node.
 	Management bool
+	// Session is the session a management request is about: the one its
+	// session receiver holds.
+	Session string
 }
 
 const (

@@ -30,7 +30,7 @@ func (h *Handler) Connect(c *amqp.Conn) amqp.ConnHandler {
 	}
 	return &connection{h: h, conn: c, log: log.With("remote", c.RemoteAddr().String()), admin: admin.NewFromClient(h.Client),
 		locks: map[[16]byte]*lock{}, replyTo: map[string]*amqp.Link{}, receivers: map[string]*client.Receiver{},
-		sessions: map[string]*client.SessionReceiver{}}
+		sessions: map[string]*client.SessionReceiver{}, replySession: map[string]string{}, linkSession: map[string]string{}}
 }
 
 // connection is the Service Bus state of one AMQP connection: the locks
@@ -46,12 +46,18 @@ type connection struct {
 	// releases); Closed waits for them.
 	wg sync.WaitGroup
 
-	mu        sync.Mutex
-	locks     map[[16]byte]*lock
-	inserts   int
-	replyTo   map[string]*amqp.Link
-	receivers map[string]*client.Receiver        // per entity and mode, for management receives
-	sessions  map[string]*client.SessionReceiver // held by receiver links, by sessionKey
+	mu      sync.Mutex
+	locks   map[[16]byte]*lock
+	inserts int
+	replyTo map[string]*amqp.Link
+	// replySession is the session of a session receiver's management
+	// reply link, by address.
+	replySession map[string]string
+	// linkSession is the session a session receiver link holds, by link
+	// name.
+	linkSession map[string]string
+	receivers   map[string]*client.Receiver        // per entity and mode, for management receives
+	sessions    map[string]*client.SessionReceiver // held by receiver links, by sessionKey
 }
 
 // lock is a message this connection holds locked and what settles it.

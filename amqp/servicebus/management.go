@@ -29,13 +29,23 @@ func (c *connection) attachManagement(l *amqp.Link, e entity, cbs bool) error {
 			return &amqp.Error{Condition: amqp.ErrCondInvalidField, Description: "a management receiver needs a target address to answer to"}
 		}
 		addr := l.Target.Address
+		// A session receiver's management link names its session: its
+		// peeks and deferred receives are the session's.
+		sessionID := ""
+		if l.Source != nil {
+			if d, ok := l.Source.Filter[sessionFilter].(amqp.Described); ok {
+				sessionID, _ = d.Value.(string)
+			}
+		}
 		c.mu.Lock()
 		c.replyTo[addr] = l
+		c.replySession[addr] = sessionID
 		c.mu.Unlock()
 		l.OnDetach = func(*amqp.Error) {
 			c.mu.Lock()
 			if c.replyTo[addr] == l {
 				delete(c.replyTo, addr)
+				delete(c.replySession, addr)
 			}
 			c.mu.Unlock()
 		}
@@ -119,6 +129,7 @@ func (c *connection) operation(ctx context.Context, e entity, req *goamqp.Messag
 	if body == nil {
 		body = map[string]any{}
 	}
+	e.Session = c.sessionOfRequest(req, body)
 	switch op {
 	case "com.microsoft:renew-lock":
 		return c.renewLocks(ctx, body)
@@ -143,6 +154,27 @@ func (c *connection) operation(ctx context.Context, e entity, req *goamqp.Messag
 	// 404 and 410; any other code makes them reopen the connection and
 	// try again for a minute.
 	return status(404, fmt.Sprintf("the management operation %q is not supported by this broker yet", op), nil)
+}
+
+// sessionOfRequest is the session a request is about, when it comes
+// from a session receiver: named in its body, or by its management link's
+// session filter, or by the receiver link it names in
+// associated-link-name (what the Go SDK sends).
+func (c *connection) sessionOfRequest(req *goamqp.Message, body map[string]any) string {
+	if id, ok := body["session-id"].(string); ok {
+		return id
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if req.Properties != nil && req.Properties.ReplyTo != nil {
+		if id := c.replySession[*req.Properties.ReplyTo]; id != "" {
+			return id
+		}
+	}
+	if name, ok := req.ApplicationProperties["associated-link-name"].(string); ok {
+		return c.linkSession[name]
+	}
+	return ""
 }
 
 func lockTokens(body map[string]any) ([][16]byte, error) {
@@ -184,8 +216,18 @@ func (c *connection) renewLocks(ctx context.Context, body map[string]any) *goamq
 }
 
 // managementReceiver is a receiver of the entity for management
-// operations, one per entity and mode on the connection.
+// operations, one per entity and mode on the connection; for a session
+// receiver's requests, the session's receiver.
 func (c *connection) managementReceiver(e entity, receiveAndDelete bool) (*client.Receiver, error) {
+	if e.Session != "" {
+		c.mu.Lock()
+		sr := c.sessions[sessionKey(e.Path, e.Session)]
+		c.mu.Unlock()
+		if sr == nil {
+			return nil, &client.Error{Code: client.CodeSessionLockLost, Message: fmt.Sprintf("session %q is not held by a receiver on this connection", e.Session)}
+		}
+		return sr.Receiver, nil
+	}
 	key := fmt.Sprintf("%s|%d|%v", e.Path, e.SubQueue, receiveAndDelete)
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -82,11 +82,15 @@ func (c *connection) acceptSession(l *amqp.Link, e entity, filter any, receiveAn
 	key := sessionKey(e.Path, sr.SessionID())
 	c.mu.Lock()
 	c.sessions[key] = sr
+	c.linkSession[l.Name] = sr.SessionID()
 	c.mu.Unlock()
 	l.OnDetach = func(*amqp.Error) {
 		c.mu.Lock()
 		if c.sessions[key] == sr {
 			delete(c.sessions, key)
+		}
+		if c.linkSession[l.Name] == sr.SessionID() {
+			delete(c.linkSession, l.Name)
 		}
 		c.mu.Unlock()
 		// Give the session back at once rather than when its lock

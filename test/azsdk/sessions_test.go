@@ -33,6 +33,11 @@ func TestSessionsThroughTheAzureSDK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A session receiver peeks at its session only.
+	peeked, err := named.PeekMessages(ctx, 10, nil)
+	if err != nil || len(peeked) != 1 || string(peeked[0].Body) != "b1" {
+		t.Fatalf("session s2 peeked %d messages, %v", len(peeked), err)
+	}
 	msgs, err := named.ReceiveMessages(ctx, 1, nil)
 	if err != nil || len(msgs) != 1 || string(msgs[0].Body) != "b1" || *msgs[0].SessionID != "s2" {
 		t.Fatalf("session s2 gave %d messages, %v", len(msgs), err)
