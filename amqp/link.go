@@ -166,8 +166,16 @@ func (l *Link) flow(f *flow) {
 		l.credit = dc + *f.LinkCredit - l.deliveryCount
 		l.drain = f.Drain
 	}
+	// A drain that leaves no credit (go-amqp drains with link-credit 0)
+	// is done as soon as it is asked: answer it here rather than wait
+	// for a send that can never happen.
+	drainedAlready := l.drain && l.credit == 0
 	l.mu.Unlock()
 	l.changed.broadcast()
+	if drainedAlready {
+		l.DrainComplete()
+		return
+	}
 	if f.Echo {
 		l.s.sendSessionFlow(l)
 	}

@@ -284,6 +284,44 @@ func TestAzureSDK(t *testing.T) {
 		}
 	})
 
+	// What other SDKs do that the Go SDK does not: drain the credit of
+	// a receiver on an empty queue, which must end at once.
+	t.Run("DrainOnAnEmptyQueue", func(t *testing.T) {
+		ctx := testContext(t)
+		q := b.queue(t, "drained")
+		conn, err := amqp.Dial(ctx, "amqp://"+b.cluster.Nodes[0].AMQPAddr, &amqp.ConnOptions{SASLType: amqp.SASLTypeAnonymous()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		sess, err := conn.NewSession(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := sess.NewReceiver(ctx, q, &amqp.ReceiverOptions{Credit: -1, SettlementMode: amqp.ReceiverSettleModeSecond.Ptr()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.IssueCredit(5); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.DrainCredit(ctx, nil); err != nil {
+			t.Fatalf("drain: %v", err)
+		}
+		// The link still works after the drain.
+		send(t, ctx, b.sender(t, q), "after drain")
+		if err := r.IssueCredit(1); err != nil {
+			t.Fatal(err)
+		}
+		m, err := r.Receive(ctx, nil)
+		if err != nil || string(m.GetData()) != "after drain" {
+			t.Fatalf("received %v, %v", m, err)
+		}
+		if err := r.AcceptMessage(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("UnknownQueueFails", func(t *testing.T) {
 		ctx := testContext(t)
 		s, err := b.sb.NewSender("nosuchqueue", nil)
