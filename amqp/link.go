@@ -35,6 +35,10 @@ type Link struct {
 	// (default: the peer's source, no properties).
 	ReplySource     *Source
 	ReplyProperties map[Symbol]any
+	// MaxMessageSize, set by Attach on an incoming link, is the largest
+	// delivery it takes, announced in the reply; a larger one detaches
+	// the link. Zero: the Server's MaxMessageSize.
+	MaxMessageSize uint64
 
 	// OnMessage handles a complete incoming delivery and returns its
 	// outcome (nil: Accepted). Deliveries of one link run concurrently,
@@ -113,7 +117,14 @@ func (l *Link) attached() {
 	if l.Incoming {
 		// We settle on receipt: receiver settle mode first.
 		reply.RcvSettleMode = ReceiverSettleFirst
-		reply.MaxMessageSize = l.s.c.srv.MaxMessageSize
+		// Under the lock: the reader goroutine checks deliveries
+		// against it (nothing orders the two but the network).
+		l.mu.Lock()
+		if l.MaxMessageSize == 0 || l.MaxMessageSize > l.s.c.srv.MaxMessageSize {
+			l.MaxMessageSize = l.s.c.srv.MaxMessageSize
+		}
+		reply.MaxMessageSize = l.MaxMessageSize
+		l.mu.Unlock()
 	}
 	if err != nil {
 		// A refused attach: the reply carries no terminus on our side,
@@ -369,12 +380,13 @@ func (l *Link) transfer(t *transfer) error {
 	}
 	d.Settled = d.Settled || t.Settled
 	d.Payload = append(d.Payload, t.Payload...)
-	if uint64(len(d.Payload)) > l.s.c.srv.MaxMessageSize {
+	if uint64(len(d.Payload)) > l.MaxMessageSize {
 		l.partial = nil
 		l.inflight--
+		limit := l.MaxMessageSize
 		l.mu.Unlock()
 		l.s.c.spawn(func() {
-			l.Detach(&Error{Condition: ErrCondMessageTooLarge, Description: fmt.Sprintf("a message larger than %d bytes", l.s.c.srv.MaxMessageSize)})
+			l.Detach(&Error{Condition: ErrCondMessageTooLarge, Description: fmt.Sprintf("a message larger than the link's limit of %d bytes", limit)})
 		})
 		return nil
 	}

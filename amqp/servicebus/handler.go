@@ -136,29 +136,37 @@ func (c *connection) forget(token [16]byte) {
 
 // checkEntity refuses a link to an entity that does not exist, as
 // Service Bus does at attach, rather than failing each operation later.
-func (c *connection) checkEntity(ctx context.Context, e entity, sender bool) error {
+// For a sender it returns the entity's largest message, in bytes.
+func (c *connection) checkEntity(ctx context.Context, e entity, sender bool) (uint64, error) {
 	var err error
+	var maxKB int64
 	switch {
 	case e.Subscription != "":
 		if sender {
-			return &amqp.Error{Condition: amqp.ErrCondNotAllowed, Description: "cannot send to a subscription: send to its topic"}
+			return 0, &amqp.Error{Condition: amqp.ErrCondNotAllowed, Description: "cannot send to a subscription: send to its topic"}
 		}
 		_, err = c.admin.GetSubscription(ctx, e.Topic, e.Subscription)
 	case sender:
-		if _, err = c.admin.GetQueue(ctx, e.Path); isNotFound(err) {
-			_, err = c.admin.GetTopic(ctx, e.Path)
+		var q *admin.QueueProperties
+		if q, err = c.admin.GetQueue(ctx, e.Path); err == nil {
+			maxKB = q.GetMaxMessageSizeInKilobytes()
+		} else if isNotFound(err) {
+			var t *admin.TopicProperties
+			if t, err = c.admin.GetTopic(ctx, e.Path); err == nil {
+				maxKB = t.GetMaxMessageSizeInKilobytes()
+			}
 		}
 	default:
 		if _, err = c.admin.GetQueue(ctx, e.Path); isNotFound(err) {
 			if _, terr := c.admin.GetTopic(ctx, e.Path); terr == nil {
-				return &amqp.Error{Condition: amqp.ErrCondNotAllowed, Description: fmt.Sprintf("%s is a topic: receive from one of its subscriptions", e.Path)}
+				return 0, &amqp.Error{Condition: amqp.ErrCondNotAllowed, Description: fmt.Sprintf("%s is a topic: receive from one of its subscriptions", e.Path)}
 			}
 		}
 	}
 	if err != nil {
-		return toAMQPError(err)
+		return 0, toAMQPError(err)
 	}
-	return nil
+	return uint64(maxKB) * 1024, nil
 }
 
 func isNotFound(err error) bool { return errors.Is(err, client.ErrNotFound) }

@@ -52,9 +52,9 @@ func (c *connection) attachManagement(l *amqp.Link, e entity, cbs bool) error {
 		return nil
 	}
 	if !cbs {
-		if err := c.checkEntity(l.Context(), e, false); err != nil && e.Subscription == "" {
+		if _, err := c.checkEntity(l.Context(), e, false); err != nil && e.Subscription == "" {
 			// A sender's management node serves a queue or a topic.
-			if err := c.checkEntity(l.Context(), e, true); err != nil {
+			if _, err := c.checkEntity(l.Context(), e, true); err != nil {
 				return err
 			}
 		}

@@ -22,7 +22,7 @@ const (
 // the broker locks (or, in receive-and-delete mode, removes) only as many
 // messages as the SDK asked for.
 func (c *connection) attachReceiver(l *amqp.Link, e entity) error {
-	if err := c.checkEntity(l.Context(), e, false); err != nil {
+	if _, err := c.checkEntity(l.Context(), e, false); err != nil {
 		return err
 	}
 	// Service Bus's receive-and-delete is settled on transfer; anything

@@ -20,9 +20,12 @@ func (c *connection) attachSender(l *amqp.Link, e entity) error {
 	if e.SubQueue != client.SubQueueNone {
 		return &amqp.Error{Condition: amqp.ErrCondNotAllowed, Description: "cannot send to a dead-letter queue"}
 	}
-	if err := c.checkEntity(l.Context(), e, true); err != nil {
+	maxBytes, err := c.checkEntity(l.Context(), e, true)
+	if err != nil {
 		return err
 	}
+	// The SDKs size their batches by the link's limit: the entity's.
+	l.MaxMessageSize = maxBytes
 	snd, err := c.h.Client.NewSender(e.Path, nil)
 	if err != nil {
 		return toAMQPError(err)

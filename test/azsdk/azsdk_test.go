@@ -322,6 +322,31 @@ func TestAzureSDK(t *testing.T) {
 		}
 	})
 
+	t.Run("MessageSizeIsTheEntitys", func(t *testing.T) {
+		ctx := testContext(t)
+		q := b.queue(t, "sized") // 256 KiB messages, the default
+		s := b.sender(t, q)
+		if err := s.SendMessage(ctx, &azservicebus.Message{Body: make([]byte, 200<<10)}, nil); err != nil {
+			t.Fatalf("a 200 KiB message: %v", err)
+		}
+		if err := s.SendMessage(ctx, &azservicebus.Message{Body: make([]byte, 300<<10)}, nil); err == nil {
+			t.Fatal("a 300 KiB message was sent to a queue of 256 KiB messages")
+		}
+		batch, err := s.NewMessageBatch(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for err == nil {
+			err = batch.AddMessage(&azservicebus.Message{Body: make([]byte, 10<<10)}, nil)
+		}
+		if !errors.Is(err, azservicebus.ErrMessageTooLarge) || batch.NumBytes() > 256<<10 {
+			t.Fatalf("batch full at %d bytes: %v", batch.NumBytes(), err)
+		}
+		if err := s.SendMessageBatch(ctx, batch, nil); err != nil {
+			t.Fatalf("a full batch of %d messages: %v", batch.NumMessages(), err)
+		}
+	})
+
 	t.Run("UnknownQueueFails", func(t *testing.T) {
 		ctx := testContext(t)
 		s, err := b.sb.NewSender("nosuchqueue", nil)
