@@ -216,8 +216,9 @@ func (s *session) detach(d *detach) error {
 	delete(s.links, d.Handle)
 	s.mu.Unlock()
 	if l.end(d.Error) {
-		// The peer detached first: answer.
-		return s.send(&detach{Handle: d.Handle, Closed: true})
+		// The peer detached first: answer in kind (a link closed, or
+		// only detached, stays so on both ends).
+		return s.send(&detach{Handle: d.Handle, Closed: d.Closed})
 	}
 	return nil
 }
