@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/raftbus/raftbus/amqp"
 	"github.com/raftbus/raftbus/client"
@@ -18,6 +17,8 @@ type Handler struct {
 	// Client reaches the cluster; the Handler does not close it.
 	Client *client.Client
 	Log    *slog.Logger
+
+	locks locks
 }
 
 var _ amqp.Handler = (*Handler)(nil)
@@ -29,13 +30,13 @@ func (h *Handler) Connect(c *amqp.Conn) amqp.ConnHandler {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &connection{h: h, conn: c, log: log.With("remote", c.RemoteAddr().String()), admin: admin.NewFromClient(h.Client),
-		locks: map[[16]byte]*lock{}, replyTo: map[string]*amqp.Link{}, receivers: map[string]*client.Receiver{},
+		replyTo: map[string]*amqp.Link{}, receivers: map[string]*client.Receiver{},
 		sessions: map[string]*client.SessionReceiver{}, replySession: map[string]string{}, linkSession: map[string]string{}}
 }
 
-// connection is the Service Bus state of one AMQP connection: the locks
-// its receivers hold, by token (settled on the receiver link or on the
-// $management node), and its management reply links, by address.
+// connection is the Service Bus state of one AMQP connection: its
+// management reply links, by address, and the sessions its receivers
+// hold.
 type connection struct {
 	h     *Handler
 	conn  *amqp.Conn
@@ -47,8 +48,6 @@ type connection struct {
 	wg sync.WaitGroup
 
 	mu      sync.Mutex
-	locks   map[[16]byte]*lock
-	inserts int
 	replyTo map[string]*amqp.Link
 	// replySession is the session of a session receiver's management
 	// reply link, by address.
@@ -58,12 +57,6 @@ type connection struct {
 	linkSession map[string]string
 	receivers   map[string]*client.Receiver        // per entity and mode, for management receives
 	sessions    map[string]*client.SessionReceiver // held by receiver links, by sessionKey
-}
-
-// lock is a message this connection holds locked and what settles it.
-type lock struct {
-	msg *client.ReceivedMessage
-	rcv *client.Receiver
 }
 
 // Closed waits for the link goroutines, which end with their links.
@@ -105,34 +98,15 @@ func (c *connection) Attach(l *amqp.Link) error {
 	return c.attachReceiver(l, e)
 }
 
-// remember keeps a lock for settlement, dropping locks long expired now
-// and then (their messages went back to the entity).
+// remember keeps a lock for settlement, on a receiver link or any
+// connection's $management node.
 func (c *connection) remember(rcv *client.Receiver, m *client.ReceivedMessage) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.locks[m.LockToken] = &lock{msg: m, rcv: rcv}
-	c.inserts++
-	if c.inserts%256 == 0 {
-		cutoff := time.Now().Add(-time.Minute)
-		for t, lk := range c.locks {
-			if lk.msg.LockedUntil.Before(cutoff) {
-				delete(c.locks, t)
-			}
-		}
-	}
+	c.h.locks.add(rcv, m)
 }
 
-func (c *connection) lockOf(token [16]byte) *lock {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.locks[token]
-}
+func (c *connection) lockOf(token [16]byte) *lock { return c.h.locks.get(token) }
 
-func (c *connection) forget(token [16]byte) {
-	c.mu.Lock()
-	delete(c.locks, token)
-	c.mu.Unlock()
-}
+func (c *connection) forget(token [16]byte) { c.h.locks.remove(token) }
 
 // checkEntity refuses a link to an entity that does not exist, as
 // Service Bus does at attach, rather than failing each operation later.

@@ -205,7 +205,7 @@ func (c *connection) renewLocks(ctx context.Context, body map[string]any) *goamq
 	for _, t := range tokens {
 		lk := c.lockOf(t)
 		if lk == nil {
-			return status(410, fmt.Sprintf("the lock %x is lost or was never held on this connection", t), nil)
+			return status(410, fmt.Sprintf("the lock %x is lost, or was not handed out through this node", t), nil)
 		}
 		if err := lk.rcv.RenewMessageLock(ctx, lk.msg, nil); err != nil {
 			return failure(err)
@@ -345,7 +345,7 @@ func (c *connection) updateDisposition(ctx context.Context, body map[string]any)
 	for _, t := range tokens {
 		lk := c.lockOf(t)
 		if lk == nil {
-			return status(410, fmt.Sprintf("the lock %x is lost or was never held on this connection", t), nil)
+			return status(410, fmt.Sprintf("the lock %x is lost, or was not handed out through this node", t), nil)
 		}
 		err := c.settle(ctx, lk, state)
 		if err == nil || statusOf(err) == 410 {

@@ -133,6 +133,31 @@ func TestAzureSDK(t *testing.T) {
 		}
 	})
 
+	// A lock belongs to the message, not to the connection it came on:
+	// another client settles it through its $management node.
+	t.Run("SettleOnAnotherConnection", func(t *testing.T) {
+		ctx := testContext(t)
+		q := b.queue(t, "handover")
+		send(t, ctx, b.sender(t, q), "h1")
+		m := receiveOne(t, ctx, b.receiver(t, q, nil))
+		other, err := azservicebus.NewClientFromConnectionString(b.connectionString, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close(ctx)
+		r2, err := other.NewReceiverForQueue(q, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r2.Close(ctx)
+		if err := r2.CompleteMessage(ctx, m, nil); err != nil {
+			t.Fatalf("complete on another connection: %v", err)
+		}
+		if left, err := r2.PeekMessages(ctx, 10, &azservicebus.PeekMessagesOptions{FromSequenceNumber: to.Ptr(int64(0))}); err != nil || len(left) != 0 {
+			t.Fatalf("after complete, peek = %d messages, %v", len(left), err)
+		}
+	})
+
 	t.Run("ReceiveAndDelete", func(t *testing.T) {
 		ctx := testContext(t)
 		q := b.queue(t, "fireandforget")

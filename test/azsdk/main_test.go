@@ -20,9 +20,10 @@ func TestMain(m *testing.M) { os.Exit(procs.RunTests(m, &bin)) }
 // broker is one raftbusd node with an admin client and an Azure SDK
 // client on its AMQP listener.
 type broker struct {
-	cluster *procs.Cluster
-	admin   *admin.Client
-	sb      *azservicebus.Client
+	cluster          *procs.Cluster
+	admin            *admin.Client
+	sb               *azservicebus.Client
+	connectionString string
 }
 
 func startBroker(t testing.TB) *broker {
@@ -41,7 +42,7 @@ func startBroker(t testing.TB) *broker {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sb.Close(context.Background()) })
-	return &broker{cluster: c, admin: adm, sb: sb}
+	return &broker{cluster: c, admin: adm, sb: sb, connectionString: cs}
 }
 
 func testContext(t testing.TB) context.Context {
