@@ -63,7 +63,7 @@ func (h *queueHandler) Attach(l *Link) error {
 	return nil
 }
 
-func startServer(t *testing.T, h Handler) string {
+func startServer(t testing.TB, h Handler) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
