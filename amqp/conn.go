@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime/debug"
 	"sync"
 	"time"
 )
@@ -51,8 +52,20 @@ func (c *conn) spawn(f func()) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
+		defer c.recoverPanic()
 		f()
 	}()
+}
+
+// recoverPanic ends the connection on a panic instead of the process: a
+// node serves Raft groups and other clients, which one peer's input must
+// not take down (as net/http does for a handler). The stack is logged:
+// it is a bug to fix.
+func (c *conn) recoverPanic() {
+	if r := recover(); r != nil {
+		c.srv.Log.Error("amqp connection panicked: closing it", "remote", c.nc.RemoteAddr(), "panic", r, "stack", string(debug.Stack()))
+		c.shutdown(&Error{Condition: ErrCondInternal, Description: "internal error"})
+	}
 }
 
 func (c *conn) writeRaw(b []byte) error {
@@ -77,6 +90,7 @@ func (c *conn) send(channel uint16, p performative) error {
 // serve runs the connection to its end.
 func (c *conn) serve() {
 	defer c.finish()
+	defer c.recoverPanic()
 	// A peer that never speaks must not hold a connection forever.
 	c.nc.SetReadDeadline(time.Now().Add(30 * time.Second))
 	err := c.handshake()

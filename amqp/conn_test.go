@@ -262,3 +262,44 @@ func TestSASLRefusal(t *testing.T) {
 	}
 	c.Close()
 }
+
+// panicky panics in its handler: the connection ends, the server goes on.
+type panicky struct{ queueHandler }
+
+func (p *panicky) Connect(*Conn) ConnHandler { return p }
+func (p *panicky) Attach(l *Link) error {
+	if l.Name == "boom" {
+		panic("handler bug")
+	}
+	return p.queueHandler.Attach(l)
+}
+
+func TestAPanicEndsOnlyItsConnection(t *testing.T) {
+	addr := startServer(t, &panicky{queueHandler{msgs: make(chan []byte, 1)}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	bad, err := goamqp.Dial(ctx, "amqp://"+addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	sess, err := bad.NewSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sess.NewSender(ctx, "q", &goamqp.SenderOptions{Name: "boom"}); err == nil {
+		t.Fatal("the link whose attach panicked attached")
+	}
+	good, err := goamqp.Dial(ctx, "amqp://"+addr, nil)
+	if err != nil {
+		t.Fatalf("the server stopped after a panic: %v", err)
+	}
+	defer good.Close()
+	s2, err := good.NewSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s2.NewSender(ctx, "q", nil); err != nil {
+		t.Fatal(err)
+	}
+}

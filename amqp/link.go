@@ -56,7 +56,8 @@ type Link struct {
 	handle     uint32
 	ctx        context.Context
 	cancel     context.CancelFunc
-	attachDone chan struct{}
+	attachDone chan struct{} // closed once the attach is answered (or failed)
+	attachOnce sync.Once
 	sendMu     sync.Mutex // one outgoing delivery's frames at a time
 
 	mu            sync.Mutex
@@ -108,6 +109,8 @@ func (l *Link) Conn() *Conn { return &Conn{c: l.s.c} }
 
 // attached asks the handler and answers the attach.
 func (l *Link) attached() {
+	// Even when Attach panics: the link's end waits for this.
+	defer l.markAttached()
 	err := l.s.c.handler.Attach(l)
 	reply := &attach{Name: l.Name, Handle: l.handle, Role: !boolRole(l.Incoming), SndSettleMode: l.SenderSettleMode,
 		RcvSettleMode: l.ReceiverSettleMode, Source: l.Source, Target: l.Target, Properties: l.ReplyProperties}
@@ -135,12 +138,12 @@ func (l *Link) attached() {
 			reply.Source = nil
 		}
 		l.s.send(reply)
-		close(l.attachDone)
+		l.markAttached()
 		l.Detach(asError(err))
 		return
 	}
 	l.s.send(reply)
-	close(l.attachDone)
+	l.markAttached()
 	if l.Incoming {
 		l.mu.Lock()
 		l.credit = incomingCredit
@@ -148,6 +151,8 @@ func (l *Link) attached() {
 		l.s.sendSessionFlow(l)
 	}
 }
+
+func (l *Link) markAttached() { l.attachOnce.Do(func() { close(l.attachDone) }) }
 
 func boolRole(incoming bool) bool {
 	if incoming {
