@@ -62,8 +62,9 @@ func (c *connection) receiveLoop(l *amqp.Link, e entity, rcv *client.Receiver, r
 	ctx := l.Context()
 	backoff := time.Duration(0)
 	for ctx.Err() == nil {
-		credit, drain := l.Credit()
+		// The channel first: a flow between the two is then not missed.
 		changed := l.CreditChanged()
+		credit, drain := l.Credit()
 		if credit == 0 {
 			select {
 			case <-changed:
@@ -76,7 +77,9 @@ func (c *connection) receiveLoop(l *amqp.Link, e entity, rcv *client.Receiver, r
 			if ctx.Err() != nil {
 				return
 			}
-			if errors.Is(err, client.ErrNotFound) {
+			// The entity is gone, or the session this link held: the
+			// SDK must hear it and attach again.
+			if errors.Is(err, client.ErrNotFound) || errors.Is(err, client.ErrSessionLockLost) {
 				l.Detach(toAMQPError(err))
 				return
 			}
