@@ -158,6 +158,36 @@ func TestAzureSDK(t *testing.T) {
 		}
 	})
 
+	t.Run("SubscriptionDeadLetterQueue", func(t *testing.T) {
+		ctx := testContext(t)
+		if _, err := b.admin.CreateTopic(ctx, "alerts", nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.admin.CreateSubscription(ctx, "alerts", "pager", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		send(t, ctx, b.sender(t, "alerts"), "a1")
+		r, err := b.sb.NewReceiverForSubscription("alerts", "pager", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close(ctx)
+		m := receiveOne(t, ctx, r)
+		if err := r.DeadLetterMessage(ctx, m, &azservicebus.DeadLetterOptions{Reason: to.Ptr("unroutable")}); err != nil {
+			t.Fatal(err)
+		}
+		dlq, err := b.sb.NewReceiverForSubscription("alerts", "pager", &azservicebus.ReceiverOptions{
+			SubQueue: azservicebus.SubQueueDeadLetter, ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dlq.Close(ctx)
+		d := receiveOne(t, ctx, dlq)
+		if string(d.Body) != "a1" || d.DeadLetterReason == nil || *d.DeadLetterReason != "unroutable" {
+			t.Fatalf("subscription dead-letter queue gave %q, reason %v", d.Body, d.DeadLetterReason)
+		}
+	})
+
 	t.Run("ReceiveAndDelete", func(t *testing.T) {
 		ctx := testContext(t)
 		q := b.queue(t, "fireandforget")
@@ -220,6 +250,15 @@ func TestAzureSDK(t *testing.T) {
 			peeked[0].ScheduledEnqueueTime.Sub(at).Abs() > time.Second {
 			t.Fatalf("peeked %d scheduled messages", len(peeked))
 		}
+		// A message sent with a scheduled enqueue time is scheduled too.
+		if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("s3"), ScheduledEnqueueTime: &at}, nil); err != nil {
+			t.Fatal(err)
+		}
+		peeked, err = r.PeekMessages(ctx, 10, &azservicebus.PeekMessagesOptions{FromSequenceNumber: to.Ptr(int64(0))})
+		if err != nil || len(peeked) != 3 || peeked[2].State != azservicebus.MessageStateScheduled || string(peeked[2].Body) != "s3" {
+			t.Fatalf("after a scheduled send, peeked %d messages, %v", len(peeked), err)
+		}
+		seqs = append(seqs, *peeked[2].SequenceNumber)
 		if err := s.CancelScheduledMessages(ctx, seqs, nil); err != nil {
 			t.Fatal(err)
 		}
