@@ -38,10 +38,11 @@ func (c *connection) attachReceiver(l *amqp.Link, e entity) error {
 	} else if rcv, err = c.newReceiver(e, receiveAndDelete); err != nil {
 		return toAMQPError(err)
 	}
+	released := newReleasedMessages()
 	l.OnDisposition = func(d *amqp.OutgoingDelivery, state amqp.DeliveryState, settled bool) {
-		c.dispose(l, d, state, settled)
+		c.dispose(l, d, state, settled, released)
 	}
-	c.spawn(func() { c.receiveLoop(l, e, rcv, receiveAndDelete) })
+	c.spawn(func() { c.receiveLoop(l, e, rcv, receiveAndDelete, released) })
 	return nil
 }
 
@@ -57,50 +58,73 @@ func (c *connection) newReceiver(e entity, receiveAndDelete bool) (*client.Recei
 }
 
 // receiveLoop receives while the link has credit and hands the messages
-// out, until the link ends.
-func (c *connection) receiveLoop(l *amqp.Link, e entity, rcv *client.Receiver, receiveAndDelete bool) {
+// out, until the link ends. Messages the SDK released on this link go out
+// again first (see releasedMessages).
+func (c *connection) receiveLoop(l *amqp.Link, e entity, rcv *client.Receiver, receiveAndDelete bool, released *releasedMessages) {
 	ctx := l.Context()
+	defer func() { c.release(rcv, released.all()) }()
 	backoff := time.Duration(0)
 	for ctx.Err() == nil {
-		// The channel first: a flow between the two is then not missed.
-		changed := l.CreditChanged()
+		// The channels first: a flow or a release between these and the
+		// checks below is then not missed.
+		changed, added := l.CreditChanged(), released.wait()
 		credit, drain := l.Credit()
+		again, expiring := released.take(int(min(credit, maxReceive)), time.Now())
+		c.release(rcv, expiring)
 		if credit == 0 {
+			// Wait for credit, or until a kept message must go back.
+			var expiry <-chan time.Time
+			var timer *time.Timer
+			if next := released.next(); !next.IsZero() {
+				timer = time.NewTimer(time.Until(next))
+				expiry = timer.C
+			}
 			select {
 			case <-changed:
+			case <-expiry:
 			case <-ctx.Done():
+			}
+			if timer != nil {
+				timer.Stop()
 			}
 			continue
 		}
-		msgs, err := c.receive(l, rcv, int(min(credit, maxReceive)), drain)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
+		msgs := again
+		if len(msgs) == 0 {
+			var err error
+			msgs, err = c.receive(l, rcv, int(min(credit, maxReceive)), drain, added)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				// The entity is gone, or the session this link held: the
+				// SDK must hear it and attach again.
+				if errors.Is(err, client.ErrNotFound) || errors.Is(err, client.ErrSessionLockLost) {
+					l.Detach(toAMQPError(err))
+					return
+				}
+				// A cluster without a leader for a while: try again,
+				// slower each time, without giving up the link.
+				c.log.Debug("amqp receive failed", "entity", e.Path, "err", err)
+				backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
+				select {
+				case <-time.After(backoff):
+				case <-ctx.Done():
+				}
+				continue
 			}
-			// The entity is gone, or the session this link held: the
-			// SDK must hear it and attach again.
-			if errors.Is(err, client.ErrNotFound) || errors.Is(err, client.ErrSessionLockLost) {
-				l.Detach(toAMQPError(err))
-				return
-			}
-			// A cluster without a leader for a while: try again, slower
-			// each time, without giving up the link.
-			c.log.Debug("amqp receive failed", "entity", e.Path, "err", err)
-			backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
-			select {
-			case <-time.After(backoff):
-			case <-ctx.Done():
-			}
-			continue
-		}
-		backoff = 0
-		for i, m := range msgs {
+			backoff = 0
 			if !receiveAndDelete {
-				c.remember(rcv, m)
+				for _, m := range msgs {
+					c.remember(rcv, m)
+				}
 			}
+		}
+		for i, m := range msgs {
 			payload, err := fromReceived(m, !receiveAndDelete).MarshalBinary()
 			if err == nil {
-				err = l.Send(ctx, &amqp.OutgoingDelivery{Tag: dotNetGUID(m.LockToken), Payload: payload, Settled: receiveAndDelete, Value: m.LockToken})
+				err = l.Send(ctx, &amqp.OutgoingDelivery{Tag: dotNetGUID(m.LockToken), Payload: payload, Settled: receiveAndDelete,
+					Value: releasable{token: m.LockToken, msg: m}})
 			}
 			if err != nil {
 				c.log.Debug("amqp delivery failed", "entity", e.Path, "err", err)
@@ -116,9 +140,17 @@ func (c *connection) receiveLoop(l *amqp.Link, e entity, rcv *client.Receiver, r
 	}
 }
 
+// releasable is what a delivery carries for its disposition: its lock
+// token, and the message to keep should the SDK release it.
+type releasable struct {
+	token [16]byte
+	msg   *client.ReceivedMessage
+}
+
 // receive waits for up to n messages; a drain asks only for what is
-// there now, and a drain asked for meanwhile cuts the wait short.
-func (c *connection) receive(l *amqp.Link, rcv *client.Receiver, n int, drain bool) ([]*client.ReceivedMessage, error) {
+// there now, and a drain asked for meanwhile, or a message released on
+// the link (which goes out first), cuts the wait short.
+func (c *connection) receive(l *amqp.Link, rcv *client.Receiver, n int, drain bool, released <-chan struct{}) ([]*client.ReceivedMessage, error) {
 	wait := longPoll
 	if drain {
 		wait = 10 * time.Millisecond
@@ -138,6 +170,9 @@ func (c *connection) receive(l *amqp.Link, rcv *client.Receiver, n int, drain bo
 			}
 			select {
 			case <-changed:
+			case <-released:
+				cancel()
+				return
 			case <-ctx.Done():
 				return
 			}
@@ -145,7 +180,7 @@ func (c *connection) receive(l *amqp.Link, rcv *client.Receiver, n int, drain bo
 	}()
 	msgs, err := rcv.ReceiveMessages(ctx, n, &client.ReceiveMessagesOptions{MaxWaitTime: wait})
 	if err != nil && l.Context().Err() == nil && ctx.Err() != nil {
-		return msgs, nil // cut short by a drain: nothing more to hand out
+		return msgs, nil // cut short by a drain or a release: nothing new to hand out
 	}
 	return msgs, err
 }
@@ -153,6 +188,9 @@ func (c *connection) receive(l *amqp.Link, rcv *client.Receiver, n int, drain bo
 // release gives back messages locked for a link that can no longer take
 // them, so that they do not wait for their locks to expire.
 func (c *connection) release(rcv *client.Receiver, msgs []*client.ReceivedMessage) {
+	if len(msgs) == 0 {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, m := range msgs {
@@ -167,13 +205,27 @@ func (c *connection) release(rcv *client.Receiver, msgs []*client.ReceivedMessag
 // it, released and modified abandon it, modified{undeliverable-here}
 // defers it, rejected dead-letters it. In receiver settle mode second the
 // outcome goes back settled, a lost lock as rejected{message-lock-lost}.
-func (c *connection) dispose(l *amqp.Link, d *amqp.OutgoingDelivery, state amqp.DeliveryState, settled bool) {
-	token, _ := d.Value.([16]byte)
+func (c *connection) dispose(l *amqp.Link, d *amqp.OutgoingDelivery, state amqp.DeliveryState, settled bool, released *releasedMessages) {
+	r, _ := d.Value.(releasable)
+	token := r.token
 	lk := c.lockOf(token)
 	var err error
-	if lk == nil {
+	switch _, release := state.(*amqp.Released); {
+	case lk == nil:
 		err = client.ErrLockLost
-	} else {
+	case release && r.msg != nil && l.Context().Err() == nil:
+		// Still locked, kept for the link's next credit, uncounted.
+		released.add(r.msg)
+		if l.Context().Err() != nil {
+			// The link ended meanwhile: its loop may have given back
+			// what it kept already.
+			c.release(lk.rcv, released.all())
+		}
+		if !settled {
+			l.Settle(d, state)
+		}
+		return
+	default:
 		err = c.settle(l.Context(), lk, state)
 	}
 	if err == nil || errors.Is(err, client.ErrLockLost) || errors.Is(err, client.ErrNotFound) {

@@ -411,6 +411,82 @@ func TestAzureSDK(t *testing.T) {
 		}
 	})
 
+	// The Go SDK releases what its leftover credit brings in between
+	// ReceiveMessages calls. Service Bus does not count such deliveries,
+	// and neither may we: else a message no one looked at goes to the
+	// dead-letter queue after MaxDeliveryCount releases.
+	t.Run("ReleasedDeliveriesAreNotCounted", func(t *testing.T) {
+		ctx := testContext(t)
+		q := b.queue(t, "released")
+		send(t, ctx, b.sender(t, q), "r1")
+		conn, err := amqp.Dial(ctx, "amqp://"+b.cluster.Nodes[0].AMQPAddr, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		sess, err := conn.NewSession(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := sess.NewReceiver(ctx, q, &amqp.ReceiverOptions{Credit: -1, SettlementMode: amqp.ReceiverSettleModeSecond.Ptr()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.IssueCredit(2); err != nil {
+			t.Fatal(err)
+		}
+		deliver := func() *amqp.Message {
+			t.Helper()
+			m, err := r.Receive(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(m.GetData()) != "r1" || m.Header == nil || m.Header.DeliveryCount != 0 {
+				t.Fatalf("delivered %q with %d earlier deliveries counted, want r1 with none", m.GetData(), m.Header.DeliveryCount)
+			}
+			return m
+		}
+		// Released twice, the second time with no credit left to bring
+		// it back; then taken.
+		if err := r.ReleaseMessage(ctx, deliver()); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.ReleaseMessage(ctx, deliver()); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.IssueCredit(1); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.AcceptMessage(ctx, deliver()); err != nil {
+			t.Fatal(err)
+		}
+		if left, err := b.receiver(t, q, nil).PeekMessages(ctx, 10, nil); err != nil || len(left) != 0 {
+			t.Fatalf("after accept, peek = %d messages, %v", len(left), err)
+		}
+
+		// Through the SDK: a receive that ends before its credit is used
+		// leaves the rest for its releaser; the next receive gets the
+		// message first delivered then, still once delivered.
+		s := b.sender(t, q)
+		send(t, ctx, s, "s1")
+		sdk := b.receiver(t, q, nil)
+		first, err := sdk.ReceiveMessages(ctx, 5, nil)
+		if err != nil || len(first) != 1 {
+			t.Fatalf("received %d, %v", len(first), err)
+		}
+		if err := sdk.CompleteMessage(ctx, first[0], nil); err != nil {
+			t.Fatal(err)
+		}
+		send(t, ctx, s, "s2")
+		m := receiveOne(t, ctx, sdk)
+		if string(m.Body) != "s2" || m.DeliveryCount != 1 {
+			t.Fatalf("received %q delivered %d times, want s2 once", m.Body, m.DeliveryCount)
+		}
+		if err := sdk.CompleteMessage(ctx, m, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("UnknownQueueFails", func(t *testing.T) {
 		ctx := testContext(t)
 		s, err := b.sb.NewSender("nosuchqueue", nil)
