@@ -3,6 +3,7 @@ module github.com/raftbus/raftbus
 go 1.26.0
 
 require (
+	github.com/Azure/go-amqp v1.7.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/cockroachdb/datadriven v1.0.3
 	github.com/hashicorp/go-hclog v1.6.2

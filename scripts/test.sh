@@ -55,7 +55,17 @@ if ! command -v chromium >/dev/null; then
 fi
 
 step go test -race
+whole=false
 if [[ $# -eq 0 ]]; then
+  whole=true
   set -- ./...
 fi
 go test -race -count=1 "$@"
+
+# The Azure Service Bus SDK against raftbusd over AMQP: a module of its
+# own, so that the raftbus module does not depend on the Azure SDK. Part
+# of the whole suite only, not of a run narrowed by arguments.
+if $whole; then
+  step "go vet, go test -race (test/azsdk: the Azure SDK over AMQP)"
+  (cd test/azsdk && go vet ./... && go test -race -count=1 ./...)
+fi

@@ -41,6 +41,10 @@ type options struct {
 	// probes, profiles); empty: none. Unset: loopback, at the gRPC port
 	// plus httpPortOffset.
 	HTTP *string `json:"http"`
+	// AMQP is the host:port of the node's AMQP 1.0 listener for the Azure
+	// Service Bus SDKs; empty: none. Unset: loopback, at the gRPC port
+	// plus amqpPortOffset (5672 for 7400).
+	AMQP *string `json:"amqp"`
 	// Pprof serves Go's profiles on the HTTP listener, which must then be
 	// on loopback.
 	Pprof bool `json:"pprof"`
@@ -144,6 +148,13 @@ func run(args []string, stderr io.Writer) error {
 	if httpSrv != nil {
 		defer httpSrv.Close()
 	}
+	amqpLis, err := listenAMQP(opts, nodeTLS, log)
+	if err != nil {
+		return err
+	}
+	if amqpLis != nil {
+		defer amqpLis.Close() // in case the node fails to start
+	}
 	node, err := cluster.Start(cluster.Config{
 		NodeID:            opts.NodeID,
 		ListenAddr:        opts.Listen,
@@ -163,16 +174,31 @@ func run(args []string, stderr io.Writer) error {
 	}
 	started.Store(node)
 	log.Info("raftbusd serving", "node", node.ID(), "address", node.Addr(), "data_dir", opts.DataDir)
+	var amqpSrv *amqpFrontDoor
+	if amqpLis != nil {
+		if amqpSrv, err = serveAMQP(amqpLis, node, nodeTLS, log); err != nil {
+			node.Close()
+			return err
+		}
+	}
+	// AMQP connections end before the node goes: they are its clients.
+	closeAMQP := func() {
+		if amqpSrv != nil {
+			amqpSrv.Close()
+		}
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	select {
 	case <-ctx.Done():
 	case err := <-node.Failed():
+		closeAMQP()
 		node.Close()
 		return err
 	}
 	stop() // a second signal stops the process at once
+	closeAMQP()
 	log.Info("shutting down: handing over what this node leads")
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
@@ -215,6 +241,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&flagged.LogFormat, "log-format", opts.LogFormat, "text or json")
 	var httpAddr string
 	fs.StringVar(&httpAddr, "http", "", "`host:port` of the HTTP listener for the web console (/console/), /metrics, /healthz, /readyz (and /debug/pprof/ with --pprof); empty: none (default: 127.0.0.1 at the --listen port + 2000, e.g. 127.0.0.1:9400)")
+	var amqpAddr string
+	fs.StringVar(&amqpAddr, "amqp", "", "`host:port` of the AMQP 1.0 listener for the Azure Service Bus SDKs (TLS when the node has TLS); empty: none (default: 127.0.0.1 at the --listen port - 1728, e.g. 127.0.0.1:5672)")
 	fs.BoolVar(&flagged.Pprof, "pprof", false, "serve Go's profiles at /debug/pprof/ on the HTTP listener, which must be on loopback")
 	fs.StringVar(&flagged.TLSCert, "tls-cert", "", "this node's certificate (PEM `file`), issued by the cluster CA for its node id")
 	fs.StringVar(&flagged.TLSKey, "tls-key", "", "the private key (PEM `file`) of --tls-cert")
@@ -262,6 +290,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 			opts.LogFormat = flagged.LogFormat
 		case "http":
 			opts.HTTP = &httpAddr
+		case "amqp":
+			opts.AMQP = &amqpAddr
 		case "pprof":
 			opts.Pprof = flagged.Pprof
 		case "tls-cert":

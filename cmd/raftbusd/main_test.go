@@ -54,6 +54,8 @@ func TestStartUpErrorsSayWhatIsWrong(t *testing.T) {
 		{"reachable without TLS", []string{"--listen", "0.0.0.0:0", "--data-dir", t.TempDir()}, "--insecure"},
 		{"insecure and TLS", []string{"--listen", "0.0.0.0:0", "--insecure", "--tls-ca", "ca.pem", "--tls-cert", "n1.pem", "--tls-key", "n1-key.pem", "--data-dir", t.TempDir()}, "give one or the other"},
 		{"reachable with TLS but no auth", []string{"--listen", "0.0.0.0:0", "--tls-ca", "ca.pem", "--tls-cert", "n1.pem", "--tls-key", "n1-key.pem", "--data-dir", t.TempDir()}, "--auth"},
+		{"amqp off loopback", []string{"--amqp", "0.0.0.0:0", "--data-dir", t.TempDir()}, "--insecure"},
+		{"amqp port in use", []string{"--amqp", busy.Addr().String(), "--data-dir", t.TempDir()}, "--amqp"},
 		{"auth without TLS", []string{"--auth", "--data-dir", t.TempDir()}, "--auth needs TLS"},
 		{"half the TLS files", []string{"--tls-cert", "n1.pem", "--data-dir", t.TempDir()}, "TLS needs"},
 	}
@@ -89,6 +91,19 @@ func TestHTTPListenerServesProbesAndProfilesWhileTheNodeStarts(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != want {
 			t.Errorf("%s: %s, want %d\n%s", path, resp.Status, want, body)
+		}
+	}
+}
+
+func TestDefaultAMQPAddressFollowsTheGRPCPort(t *testing.T) {
+	for listen, want := range map[string]string{
+		"127.0.0.1:7400": "127.0.0.1:5672",
+		"0.0.0.0:7403":   "127.0.0.1:5675",
+		"127.0.0.1:0":    "127.0.0.1:0",
+		"127.0.0.1:1000": "127.0.0.1:0",
+	} {
+		if got := defaultAMQPAddr(listen); got != want {
+			t.Errorf("defaultAMQPAddr(%q) = %q, want %q", listen, got, want)
 		}
 	}
 }

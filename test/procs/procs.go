@@ -69,6 +69,10 @@ type Node struct {
 	// HTTPAddr is the node's HTTP listener (metrics, probes, console), on
 	// loopback; empty for nodes in network namespaces.
 	HTTPAddr string
+	// AMQPAddr is the node's AMQP 1.0 listener, on loopback; empty for
+	// nodes in network namespaces and nodes with access policies (--auth),
+	// which serve no AMQP.
+	AMQPAddr string
 	DataDir  string
 	LogPath  string
 	// Env is added to the environment of the node's process from its next
@@ -157,14 +161,18 @@ func start(t testing.TB, bin string, n int, hosts []*netns.Host, opts Options) *
 		} else {
 			addr = freeAddr(t)
 		}
-		httpAddr := ""
+		httpAddr, amqpAddr := "", ""
 		if hosts == nil {
 			httpAddr = freeAddr(t)
+			if !opts.Auth {
+				amqpAddr = freeAddr(t)
+			}
 		}
 		c.Nodes = append(c.Nodes, &Node{
 			ID:       fmt.Sprintf("n%d", i+1),
 			Addr:     addr,
 			HTTPAddr: httpAddr,
+			AMQPAddr: amqpAddr,
 			DataDir:  filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
 			LogPath:  filepath.Join(dir, fmt.Sprintf("n%d.log", i+1)),
 		})
@@ -274,6 +282,9 @@ func (c *Cluster) Restart(i int) {
 	args := []string{"--node-id", n.ID, "--listen", n.Addr, "--data-dir", n.DataDir, "--peers", c.peers(), "--log-level", "info"}
 	if n.HTTPAddr != "" {
 		args = append(args, "--http", n.HTTPAddr)
+	}
+	if n.AMQPAddr != "" {
+		args = append(args, "--amqp", n.AMQPAddr)
 	}
 	if c.CertDir != "" {
 		f := c.CertFiles(n.ID)
