@@ -34,8 +34,11 @@ type Message struct {
 	// ScheduledEnqueueTime, when set and in the future, schedules the
 	// message.
 	ScheduledEnqueueTime *time.Time
-	// ApplicationProperties hold string, bool, int, int32, int64, float64,
-	// []byte and time.Time values.
+	// ApplicationProperties hold string, bool, int8, int16, int32, int64,
+	// uint8, uint16, uint32, uint64, float32, float64, []byte and time.Time
+	// values, and come back with the same types; an int comes back an
+	// int64, a uint a uint64. Filters compare the numbers by value
+	// whatever their types.
 	ApplicationProperties map[string]any
 }
 
@@ -139,27 +142,49 @@ func toProtoProperties(props map[string]any) (map[string]*raftbusv1.PropertyValu
 }
 
 func toPropertyValue(v any) (*raftbusv1.PropertyValue, error) {
+	var pv raftbusv1.PropertyValue
 	switch x := v.(type) {
 	case string:
-		return &raftbusv1.PropertyValue{Value: &raftbusv1.PropertyValue_StringValue{StringValue: x}}, nil
+		pv.Value = &raftbusv1.PropertyValue_StringValue{StringValue: x}
 	case bool:
-		return &raftbusv1.PropertyValue{Value: &raftbusv1.PropertyValue_BoolValue{BoolValue: x}}, nil
+		pv.Value = &raftbusv1.PropertyValue_BoolValue{BoolValue: x}
 	case int:
-		return &raftbusv1.PropertyValue{Value: &raftbusv1.PropertyValue_IntValue{IntValue: int64(x)}}, nil
-	case int32:
-		return &raftbusv1.PropertyValue{Value: &raftbusv1.PropertyValue_IntValue{IntValue: int64(x)}}, nil
+		pv.Value = &raftbusv1.PropertyValue_IntValue{IntValue: int64(x)}
 	case int64:
-		return &raftbusv1.PropertyValue{Value: &raftbusv1.PropertyValue_IntValue{IntValue: x}}, nil
+		pv.Value = &raftbusv1.PropertyValue_IntValue{IntValue: x}
+	case int32:
+		pv.Value = &raftbusv1.PropertyValue_Int32Value{Int32Value: x}
+	case int16:
+		pv.Value = &raftbusv1.PropertyValue_Int16Value{Int16Value: int32(x)}
+	case int8:
+		pv.Value = &raftbusv1.PropertyValue_Int8Value{Int8Value: int32(x)}
+	case uint:
+		pv.Value = &raftbusv1.PropertyValue_Uint64Value{Uint64Value: uint64(x)}
+	case uint64:
+		pv.Value = &raftbusv1.PropertyValue_Uint64Value{Uint64Value: x}
+	case uint32:
+		pv.Value = &raftbusv1.PropertyValue_Uint32Value{Uint32Value: x}
+	case uint16:
+		pv.Value = &raftbusv1.PropertyValue_Uint16Value{Uint16Value: uint32(x)}
+	case uint8:
+		pv.Value = &raftbusv1.PropertyValue_Uint8Value{Uint8Value: uint32(x)}
 	case float64:
-		return &raftbusv1.PropertyValue{Value: &raftbusv1.PropertyValue_DoubleValue{DoubleValue: x}}, nil
+		pv.Value = &raftbusv1.PropertyValue_DoubleValue{DoubleValue: x}
+	case float32:
+		pv.Value = &raftbusv1.PropertyValue_FloatValue{FloatValue: x}
 	case []byte:
-		return &raftbusv1.PropertyValue{Value: &raftbusv1.PropertyValue_BytesValue{BytesValue: x}}, nil
+		pv.Value = &raftbusv1.PropertyValue_BytesValue{BytesValue: x}
 	case time.Time:
-		return &raftbusv1.PropertyValue{Value: &raftbusv1.PropertyValue_TimestampValue{TimestampValue: timestamppb.New(x)}}, nil
+		pv.Value = &raftbusv1.PropertyValue_TimestampValue{TimestampValue: timestamppb.New(x)}
+	default:
+		return nil, fmt.Errorf("unsupported type %T", v)
 	}
-	return nil, fmt.Errorf("unsupported type %T", v)
+	return &pv, nil
 }
 
+// fromProtoProperties gives each property the Go type of its kind: the
+// type it was sent with, except that an int comes back an int64 and a
+// uint a uint64.
 func fromProtoProperties(props map[string]*raftbusv1.PropertyValue) map[string]any {
 	if len(props) == 0 {
 		return nil
@@ -179,6 +204,22 @@ func fromProtoProperties(props map[string]*raftbusv1.PropertyValue) map[string]a
 			out[k] = x.BytesValue
 		case *raftbusv1.PropertyValue_TimestampValue:
 			out[k] = x.TimestampValue.AsTime()
+		case *raftbusv1.PropertyValue_Int32Value:
+			out[k] = x.Int32Value
+		case *raftbusv1.PropertyValue_Int16Value:
+			out[k] = int16(x.Int16Value)
+		case *raftbusv1.PropertyValue_Int8Value:
+			out[k] = int8(x.Int8Value)
+		case *raftbusv1.PropertyValue_Uint64Value:
+			out[k] = x.Uint64Value
+		case *raftbusv1.PropertyValue_Uint32Value:
+			out[k] = x.Uint32Value
+		case *raftbusv1.PropertyValue_Uint16Value:
+			out[k] = uint16(x.Uint16Value)
+		case *raftbusv1.PropertyValue_Uint8Value:
+			out[k] = uint8(x.Uint8Value)
+		case *raftbusv1.PropertyValue_FloatValue:
+			out[k] = x.FloatValue
 		}
 	}
 	return out

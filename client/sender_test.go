@@ -39,6 +39,7 @@ func TestSingleNode(t *testing.T) {
 	t.Run("SessionProcessor", e.testSessionProcessor)
 	t.Run("LargeMessagesComeInAnswersThatFit", e.testLargeMessagesComeInAnswersThatFit)
 	t.Run("LargeDeferredMessagesAreAllReceived", e.testLargeDeferredMessagesAreAllReceived)
+	t.Run("PropertyTypes", e.testPropertyTypes)
 }
 
 func (e *env) testSendReceiveComplete(t *testing.T) {

@@ -310,10 +310,20 @@ func show(m *client.ReceivedMessage) shownMessage {
 		s.BodyFormat, s.Body = "hex", hex.Dump(m.Body)
 	}
 	for k, v := range m.ApplicationProperties {
-		s.Properties = append(s.Properties, fmt.Sprintf("%s = %v", k, v))
+		s.Properties = append(s.Properties, propertyText(k, v))
 	}
 	slices.Sort(s.Properties)
 	return s
+}
+
+// propertyText shows a property, naming its type when it is one of the
+// exact number types (k:int32 = 5), which print like any other number.
+func propertyText(name string, v any) string {
+	switch v.(type) {
+	case int8, int16, int32, uint8, uint16, uint32, uint64, float32:
+		return fmt.Sprintf("%s:%T = %v", name, v, v)
+	}
+	return fmt.Sprintf("%s = %v", name, v)
 }
 
 // target is the entity a messages page or action is about: a queue or

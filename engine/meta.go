@@ -66,6 +66,22 @@ func propertyValueSize(v *raftbusv1.PropertyValue) (int, error) {
 		return 1 + protowire.SizeBytes(len(x.BytesValue)), nil
 	case *raftbusv1.PropertyValue_TimestampValue:
 		return 1 + protowire.SizeBytes(timestampSize(x.TimestampValue.GetSeconds(), x.TimestampValue.GetNanos())), nil
+	case *raftbusv1.PropertyValue_Int32Value:
+		return 1 + protowire.SizeVarint(uint64(int64(x.Int32Value))), nil
+	case *raftbusv1.PropertyValue_Uint32Value:
+		return 1 + protowire.SizeVarint(uint64(x.Uint32Value)), nil
+	case *raftbusv1.PropertyValue_Uint64Value:
+		return 1 + protowire.SizeVarint(x.Uint64Value), nil
+	case *raftbusv1.PropertyValue_FloatValue:
+		return 1 + 4, nil
+	case *raftbusv1.PropertyValue_Int16Value:
+		return 1 + protowire.SizeVarint(uint64(int64(x.Int16Value))), nil
+	case *raftbusv1.PropertyValue_Int8Value:
+		return 1 + protowire.SizeVarint(uint64(int64(x.Int8Value))), nil
+	case *raftbusv1.PropertyValue_Uint16Value:
+		return 1 + protowire.SizeVarint(uint64(x.Uint16Value)), nil
+	case *raftbusv1.PropertyValue_Uint8Value:
+		return 1 + protowire.SizeVarint(uint64(x.Uint8Value)), nil
 	}
 	return 0, nil
 }
@@ -112,6 +128,30 @@ func appendPropertyValue(b []byte, v *raftbusv1.PropertyValue) []byte {
 			b = protowire.AppendTag(b, 2, protowire.VarintType)
 			b = protowire.AppendVarint(b, uint64(int64(nsec)))
 		}
+	case *raftbusv1.PropertyValue_Int32Value:
+		b = protowire.AppendTag(b, 7, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(int64(x.Int32Value)))
+	case *raftbusv1.PropertyValue_Uint32Value:
+		b = protowire.AppendTag(b, 8, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(x.Uint32Value))
+	case *raftbusv1.PropertyValue_Uint64Value:
+		b = protowire.AppendTag(b, 9, protowire.VarintType)
+		b = protowire.AppendVarint(b, x.Uint64Value)
+	case *raftbusv1.PropertyValue_FloatValue:
+		b = protowire.AppendTag(b, 10, protowire.Fixed32Type)
+		b = protowire.AppendFixed32(b, math.Float32bits(x.FloatValue))
+	case *raftbusv1.PropertyValue_Int16Value:
+		b = protowire.AppendTag(b, 11, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(int64(x.Int16Value)))
+	case *raftbusv1.PropertyValue_Int8Value:
+		b = protowire.AppendTag(b, 12, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(int64(x.Int8Value)))
+	case *raftbusv1.PropertyValue_Uint16Value:
+		b = protowire.AppendTag(b, 13, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(x.Uint16Value))
+	case *raftbusv1.PropertyValue_Uint8Value:
+		b = protowire.AppendTag(b, 14, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(x.Uint8Value))
 	}
 	return b
 }

@@ -240,27 +240,8 @@ func (v *mutableView) SetSystem(p sqlfilter.SystemProperty, val sqlfilter.Value)
 	}
 }
 
-// propertyValue converts a non-null Value; nil for null.
+// propertyValue converts a non-null Value, keeping the type of the
+// property it came from; nil for null.
 func propertyValue(v sqlfilter.Value) *raftbusv1.PropertyValue {
-	switch v.Kind() {
-	case sqlfilter.KindString:
-		s, _ := v.Str()
-		return &raftbusv1.PropertyValue{Value: &raftbusv1.PropertyValue_StringValue{StringValue: s}}
-	case sqlfilter.KindInt:
-		i, _ := v.Int()
-		return &raftbusv1.PropertyValue{Value: &raftbusv1.PropertyValue_IntValue{IntValue: i}}
-	case sqlfilter.KindFloat:
-		f, _ := v.Float()
-		return &raftbusv1.PropertyValue{Value: &raftbusv1.PropertyValue_DoubleValue{DoubleValue: f}}
-	case sqlfilter.KindBool:
-		b, _ := v.Bool()
-		return &raftbusv1.PropertyValue{Value: &raftbusv1.PropertyValue_BoolValue{BoolValue: b}}
-	case sqlfilter.KindBytes:
-		b, _ := v.Bytes()
-		return &raftbusv1.PropertyValue{Value: &raftbusv1.PropertyValue_BytesValue{BytesValue: b}}
-	case sqlfilter.KindTime:
-		sec, nsec, _ := v.UnixTime()
-		return &raftbusv1.PropertyValue{Value: &raftbusv1.PropertyValue_TimestampValue{TimestampValue: &timestamppb.Timestamp{Seconds: sec, Nanos: nsec}}}
-	}
-	return nil
+	return v.PropertyValue()
 }

@@ -168,6 +168,10 @@ func TestMalformedCommandsFailWithoutChangingAnything(t *testing.T) {
 		"session key":     sendCmd(&raftbusv1.Message{SessionId: "a", PartitionKey: "b"}),
 		"long id":         sendCmd(&raftbusv1.Message{MessageId: string(bytes.Repeat([]byte("x"), 129))}),
 		"bad utf-8":       sendCmd(&raftbusv1.Message{Subject: "\xff"}),
+		"int16 range":     sendCmd(propMessage(&raftbusv1.PropertyValue{Value: &raftbusv1.PropertyValue_Int16Value{Int16Value: 40000}})),
+		"int8 range":      sendCmd(propMessage(&raftbusv1.PropertyValue{Value: &raftbusv1.PropertyValue_Int8Value{Int8Value: -129}})),
+		"uint16 range":    sendCmd(propMessage(&raftbusv1.PropertyValue{Value: &raftbusv1.PropertyValue_Uint16Value{Uint16Value: 65536}})),
+		"uint8 range":     sendCmd(propMessage(&raftbusv1.PropertyValue{Value: &raftbusv1.PropertyValue_Uint8Value{Uint8Value: 256}})),
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, nil)
@@ -183,6 +187,11 @@ func TestMalformedCommandsFailWithoutChangingAnything(t *testing.T) {
 			}
 		})
 	}
+}
+
+// propMessage is a message with one application property.
+func propMessage(pv *raftbusv1.PropertyValue) *raftbusv1.Message {
+	return &raftbusv1.Message{ApplicationProperties: map[string]*raftbusv1.PropertyValue{"p": pv}}
 }
 
 func TestSessionEntityRequiresASessionID(t *testing.T) {

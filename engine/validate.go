@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"unicode/utf8"
 
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
@@ -299,13 +300,21 @@ func checkProperties(props map[string]*raftbusv1.PropertyValue) *Error {
 			ok = ok && x.TimestampValue.CheckValid() == nil
 		case *raftbusv1.PropertyValue_StringValue:
 			ok = ok && utf8.ValidString(x.StringValue)
+		case *raftbusv1.PropertyValue_Int16Value:
+			ok = ok && x.Int16Value >= math.MinInt16 && x.Int16Value <= math.MaxInt16
+		case *raftbusv1.PropertyValue_Int8Value:
+			ok = ok && x.Int8Value >= math.MinInt8 && x.Int8Value <= math.MaxInt8
+		case *raftbusv1.PropertyValue_Uint16Value:
+			ok = ok && x.Uint16Value <= math.MaxUint16
+		case *raftbusv1.PropertyValue_Uint8Value:
+			ok = ok && x.Uint8Value <= math.MaxUint8
 		}
 		if !ok && (!found || k < bad) {
 			bad, found = k, true
 		}
 	}
 	if found {
-		return invalidf("application property %q is not valid (bad UTF-8 or timestamp)", bad)
+		return invalidf("application property %q is not valid (bad UTF-8, timestamp, or a short, sbyte, ushort or byte out of range)", bad)
 	}
 	return nil
 }

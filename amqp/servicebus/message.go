@@ -80,28 +80,13 @@ func toClientMessage(m *goamqp.Message) (*client.Message, error) {
 }
 
 // toPropertyValue maps an AMQP property value onto the types raftbus
-// stores, without loss.
+// stores, without loss: each AMQP number type has a kind of its own, and
+// comes back as the same AMQP type.
 func toPropertyValue(v any) (any, error) {
 	switch x := v.(type) {
-	case string, bool, int32, int64, float64, []byte, time.Time:
+	case string, bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
+		float32, float64, []byte, time.Time:
 		return x, nil
-	case int8:
-		return int64(x), nil
-	case int16:
-		return int64(x), nil
-	case uint8:
-		return int64(x), nil
-	case uint16:
-		return int64(x), nil
-	case uint32:
-		return int64(x), nil
-	case uint64:
-		if x > math.MaxInt64 {
-			return nil, fmt.Errorf("ulong %d does not fit a long", x)
-		}
-		return int64(x), nil
-	case float32:
-		return float64(x), nil
 	case goamqp.UUID:
 		return x.String(), nil
 	case goamqp.Symbol:

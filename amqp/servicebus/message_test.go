@@ -107,7 +107,8 @@ func TestSentMessageConversion(t *testing.T) {
 			goamqp.Symbol("x-opt-partition-key"):          "session-1",
 			goamqp.Symbol("x-opt-scheduled-enqueue-time"): sched,
 		},
-		ApplicationProperties: map[string]any{"i32": int32(1), "u8": uint8(2), "f": float32(0.5), "s": "x"},
+		ApplicationProperties: map[string]any{"i32": int32(1), "u8": uint8(2), "f": float32(0.5), "s": "x",
+			"i8": int8(-1), "i16": int16(-2), "u16": uint16(3), "u32": uint32(4), "u64": uint64(math.MaxUint64), "sym": goamqp.Symbol("y")},
 	}
 	b, err := in.MarshalBinary()
 	if err != nil {
@@ -122,7 +123,9 @@ func TestSentMessageConversion(t *testing.T) {
 		m.TimeToLive == nil || *m.TimeToLive != time.Minute || m.ScheduledEnqueueTime == nil || !m.ScheduledEnqueueTime.Equal(sched) {
 		t.Fatalf("converted %+v", m)
 	}
-	wantProps := map[string]any{"i32": int32(1), "u8": int64(2), "f": float64(0.5), "s": "x"}
+	// Each number keeps its AMQP type; a symbol becomes a string.
+	wantProps := map[string]any{"i32": int32(1), "u8": uint8(2), "f": float32(0.5), "s": "x",
+		"i8": int8(-1), "i16": int16(-2), "u16": uint16(3), "u32": uint32(4), "u64": uint64(math.MaxUint64), "sym": "y"}
 	if !reflect.DeepEqual(m.ApplicationProperties, wantProps) {
 		t.Fatalf("properties %v, want %v", m.ApplicationProperties, wantProps)
 	}

@@ -23,7 +23,9 @@ The body is the argument, else the file given with --file, else stdin.
 Flags:
   --file path            read the body from a file ('-' for stdin)
   --property k=v         an application property (repeatable); typed with
-                         k:int=5, k:float=1.5, k:bool=true, k:time=RFC3339
+                         k:int=5, k:float=1.5, k:bool=true, k:time=RFC3339;
+                         exact number types: int8, int16, int32, int64,
+                         uint8, uint16, uint32, uint64, float32, float64
   --message-id id        enables safe retries and duplicate detection
   --session id           the session id
   --partition-key key
@@ -135,16 +137,26 @@ func parseProperties(specs []string) (map[string]any, error) {
 		switch typ {
 		case "string":
 			v = val
-		case "int":
+		case "int", "int64":
 			v, err = strconv.ParseInt(val, 10, 64)
-		case "float":
+		case "int32", "int16", "int8":
+			v, err = parseSized(val, typ)
+		case "uint64":
+			v, err = strconv.ParseUint(val, 10, 64)
+		case "uint32", "uint16", "uint8":
+			v, err = parseSized(val, typ)
+		case "float", "float64":
 			v, err = strconv.ParseFloat(val, 64)
+		case "float32":
+			var f float64
+			f, err = strconv.ParseFloat(val, 32)
+			v = float32(f)
 		case "bool":
 			v, err = strconv.ParseBool(val)
 		case "time":
 			v, err = time.Parse(time.RFC3339Nano, val)
 		default:
-			return nil, usagef("property %q: type %q is not string, int, float, bool or time", spec, typ)
+			return nil, usagef("property %q: type %q is not string, int, float, bool, time or an exact number type", spec, typ)
 		}
 		if err != nil {
 			return nil, usagef("property %q: %v", spec, err)
@@ -152,6 +164,40 @@ func parseProperties(specs []string) (map[string]any, error) {
 		out[name] = v
 	}
 	return out, nil
+}
+
+// parseSized parses an integer of one of the narrower types, and returns it
+// with that Go type.
+func parseSized(val, typ string) (any, error) {
+	switch typ {
+	case "int32":
+		i, err := strconv.ParseInt(val, 10, 32)
+		return int32(i), err
+	case "int16":
+		i, err := strconv.ParseInt(val, 10, 16)
+		return int16(i), err
+	case "int8":
+		i, err := strconv.ParseInt(val, 10, 8)
+		return int8(i), err
+	case "uint32":
+		u, err := strconv.ParseUint(val, 10, 32)
+		return uint32(u), err
+	case "uint16":
+		u, err := strconv.ParseUint(val, 10, 16)
+		return uint16(u), err
+	}
+	u, err := strconv.ParseUint(val, 10, 8)
+	return uint8(u), err
+}
+
+// propertyText prints a property value, naming its type when it is one of
+// the exact number types (so that k:int32: 5 reads as it was sent).
+func propertyText(name string, v any) string {
+	switch v.(type) {
+	case int8, int16, int32, uint8, uint16, uint32, uint64, float32:
+		return fmt.Sprintf("%s:%T: %v", name, v, v)
+	}
+	return fmt.Sprintf("%s: %v", name, v)
 }
 
 func runSend(ctx context.Context, a *app, args []string) error {

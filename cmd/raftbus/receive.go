@@ -106,7 +106,7 @@ func (a *app) printMessage(m *client.ReceivedMessage, settled string) {
 	}
 	fmt.Fprintln(a.stdout)
 	for k, v := range m.ApplicationProperties {
-		fmt.Fprintf(a.stdout, "  %s: %v\n", k, v)
+		fmt.Fprintf(a.stdout, "  %s\n", propertyText(k, v))
 	}
 	if enc != "text" {
 		body = enc + ":" + body

@@ -35,8 +35,12 @@
 // application property; naming a system property that does not exist is a
 // parse error.
 //
-// Values are null, string, int64, float64, bool, bytes and timestamp, the
-// kinds of raftbusv1.PropertyValue. Integer literals are int64, literals
+// Values are null, string, int64, float64, bool, bytes and timestamp. The
+// narrower and unsigned integer kinds of raftbusv1.PropertyValue (int32,
+// int16, int8, uint32, uint16, uint8, and uint64 up to the largest int64)
+// are int64 values, float32 and larger uint64s float64 values, so that
+// filters compare them by value; their Origin lets Value.PropertyValue give
+// a copied property back its kind. Integer literals are int64, literals
 // with a decimal point or an exponent are float64. sys.TimeToLive is a
 // float64 number of seconds (see DurationValue), so sys.TimeToLive > 60
 // reads naturally; sys.EnqueuedTimeUtc and sys.ScheduledEnqueueTimeUtc are

@@ -167,6 +167,9 @@ func compareValues(op cmpOp, pos int, l, r Value) (bool, error) {
 	switch {
 	case l.kind == KindInt && r.kind == KindInt:
 		o = cmpInt(l.i, r.i)
+	case l.orig == OriginUint64 && r.orig == OriginUint64:
+		// Both uint64, one at least beyond int64: exactly, not as floats.
+		o = cmpUint(uint64(l.i), uint64(r.i))
 	case isNumber(l.kind) && isNumber(r.kind):
 		a, b := l.toFloat(), r.toFloat()
 		switch {
@@ -210,6 +213,16 @@ func compareValues(op cmpOp, pos int, l, r Value) (bool, error) {
 }
 
 func cmpInt(a, b int64) order {
+	switch {
+	case a < b:
+		return less
+	case a > b:
+		return greater
+	}
+	return same
+}
+
+func cmpUint(a, b uint64) order {
 	switch {
 	case a < b:
 		return less

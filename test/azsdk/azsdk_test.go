@@ -60,6 +60,8 @@ func TestAzureSDK(t *testing.T) {
 		}
 	})
 
+	t.Run("ApplicationPropertyTypes", func(t *testing.T) { testPropertyTypes(t, b) })
+
 	t.Run("SendBatch", func(t *testing.T) {
 		ctx := testContext(t)
 		q := b.queue(t, "batch")

@@ -283,7 +283,9 @@ func (x *Message) GetApplicationProperties() map[string]*PropertyValue {
 	return nil
 }
 
-// PropertyValue is one typed application property value.
+// PropertyValue is one typed application property value. Its kind is kept
+// as sent: a value comes back with the kind it was stored with. Filters
+// compare the numeric kinds by value, across kinds.
 type PropertyValue struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Value:
@@ -294,6 +296,14 @@ type PropertyValue struct {
 	//	*PropertyValue_BoolValue
 	//	*PropertyValue_BytesValue
 	//	*PropertyValue_TimestampValue
+	//	*PropertyValue_Int32Value
+	//	*PropertyValue_Uint32Value
+	//	*PropertyValue_Uint64Value
+	//	*PropertyValue_FloatValue
+	//	*PropertyValue_Int16Value
+	//	*PropertyValue_Int8Value
+	//	*PropertyValue_Uint16Value
+	//	*PropertyValue_Uint8Value
 	Value         isPropertyValue_Value `protobuf_oneof:"value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -390,6 +400,78 @@ func (x *PropertyValue) GetTimestampValue() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *PropertyValue) GetInt32Value() int32 {
+	if x != nil {
+		if x, ok := x.Value.(*PropertyValue_Int32Value); ok {
+			return x.Int32Value
+		}
+	}
+	return 0
+}
+
+func (x *PropertyValue) GetUint32Value() uint32 {
+	if x != nil {
+		if x, ok := x.Value.(*PropertyValue_Uint32Value); ok {
+			return x.Uint32Value
+		}
+	}
+	return 0
+}
+
+func (x *PropertyValue) GetUint64Value() uint64 {
+	if x != nil {
+		if x, ok := x.Value.(*PropertyValue_Uint64Value); ok {
+			return x.Uint64Value
+		}
+	}
+	return 0
+}
+
+func (x *PropertyValue) GetFloatValue() float32 {
+	if x != nil {
+		if x, ok := x.Value.(*PropertyValue_FloatValue); ok {
+			return x.FloatValue
+		}
+	}
+	return 0
+}
+
+func (x *PropertyValue) GetInt16Value() int32 {
+	if x != nil {
+		if x, ok := x.Value.(*PropertyValue_Int16Value); ok {
+			return x.Int16Value
+		}
+	}
+	return 0
+}
+
+func (x *PropertyValue) GetInt8Value() int32 {
+	if x != nil {
+		if x, ok := x.Value.(*PropertyValue_Int8Value); ok {
+			return x.Int8Value
+		}
+	}
+	return 0
+}
+
+func (x *PropertyValue) GetUint16Value() uint32 {
+	if x != nil {
+		if x, ok := x.Value.(*PropertyValue_Uint16Value); ok {
+			return x.Uint16Value
+		}
+	}
+	return 0
+}
+
+func (x *PropertyValue) GetUint8Value() uint32 {
+	if x != nil {
+		if x, ok := x.Value.(*PropertyValue_Uint8Value); ok {
+			return x.Uint8Value
+		}
+	}
+	return 0
+}
+
 type isPropertyValue_Value interface {
 	isPropertyValue_Value()
 }
@@ -399,6 +481,7 @@ type PropertyValue_StringValue struct {
 }
 
 type PropertyValue_IntValue struct {
+	// A long (int64).
 	IntValue int64 `protobuf:"varint,2,opt,name=int_value,json=intValue,proto3,oneof"`
 }
 
@@ -418,6 +501,46 @@ type PropertyValue_TimestampValue struct {
 	TimestampValue *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=timestamp_value,json=timestampValue,proto3,oneof"`
 }
 
+type PropertyValue_Int32Value struct {
+	// An int (int32).
+	Int32Value int32 `protobuf:"varint,7,opt,name=int32_value,json=int32Value,proto3,oneof"`
+}
+
+type PropertyValue_Uint32Value struct {
+	// A uint (uint32).
+	Uint32Value uint32 `protobuf:"varint,8,opt,name=uint32_value,json=uint32Value,proto3,oneof"`
+}
+
+type PropertyValue_Uint64Value struct {
+	// A ulong (uint64).
+	Uint64Value uint64 `protobuf:"varint,9,opt,name=uint64_value,json=uint64Value,proto3,oneof"`
+}
+
+type PropertyValue_FloatValue struct {
+	// A float (float32).
+	FloatValue float32 `protobuf:"fixed32,10,opt,name=float_value,json=floatValue,proto3,oneof"`
+}
+
+type PropertyValue_Int16Value struct {
+	// A short (int16), carried in 32 bits: must be in -32768..32767.
+	Int16Value int32 `protobuf:"varint,11,opt,name=int16_value,json=int16Value,proto3,oneof"`
+}
+
+type PropertyValue_Int8Value struct {
+	// An sbyte (int8), carried in 32 bits: must be in -128..127.
+	Int8Value int32 `protobuf:"varint,12,opt,name=int8_value,json=int8Value,proto3,oneof"`
+}
+
+type PropertyValue_Uint16Value struct {
+	// A ushort (uint16), carried in 32 bits: must be at most 65535.
+	Uint16Value uint32 `protobuf:"varint,13,opt,name=uint16_value,json=uint16Value,proto3,oneof"`
+}
+
+type PropertyValue_Uint8Value struct {
+	// A byte (uint8), carried in 32 bits: must be at most 255.
+	Uint8Value uint32 `protobuf:"varint,14,opt,name=uint8_value,json=uint8Value,proto3,oneof"`
+}
+
 func (*PropertyValue_StringValue) isPropertyValue_Value() {}
 
 func (*PropertyValue_IntValue) isPropertyValue_Value() {}
@@ -429,6 +552,22 @@ func (*PropertyValue_BoolValue) isPropertyValue_Value() {}
 func (*PropertyValue_BytesValue) isPropertyValue_Value() {}
 
 func (*PropertyValue_TimestampValue) isPropertyValue_Value() {}
+
+func (*PropertyValue_Int32Value) isPropertyValue_Value() {}
+
+func (*PropertyValue_Uint32Value) isPropertyValue_Value() {}
+
+func (*PropertyValue_Uint64Value) isPropertyValue_Value() {}
+
+func (*PropertyValue_FloatValue) isPropertyValue_Value() {}
+
+func (*PropertyValue_Int16Value) isPropertyValue_Value() {}
+
+func (*PropertyValue_Int8Value) isPropertyValue_Value() {}
+
+func (*PropertyValue_Uint16Value) isPropertyValue_Value() {}
+
+func (*PropertyValue_Uint8Value) isPropertyValue_Value() {}
 
 // ReceivedMessage is a message as the broker hands it out (receive, peek).
 type ReceivedMessage struct {
@@ -614,7 +753,7 @@ const file_raftbus_v1_message_proto_rawDesc = "" +
 	"\x16application_properties\x18\r \x03(\v2..raftbus.v1.Message.ApplicationPropertiesEntryR\x15applicationProperties\x1ac\n" +
 	"\x1aApplicationPropertiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
-	"\x05value\x18\x02 \x01(\v2\x19.raftbus.v1.PropertyValueR\x05value:\x028\x01\"\x8c\x02\n" +
+	"\x05value\x18\x02 \x01(\v2\x19.raftbus.v1.PropertyValueR\x05value:\x028\x01\"\xa8\x04\n" +
 	"\rPropertyValue\x12#\n" +
 	"\fstring_value\x18\x01 \x01(\tH\x00R\vstringValue\x12\x1d\n" +
 	"\tint_value\x18\x02 \x01(\x03H\x00R\bintValue\x12#\n" +
@@ -623,7 +762,21 @@ const file_raftbus_v1_message_proto_rawDesc = "" +
 	"bool_value\x18\x04 \x01(\bH\x00R\tboolValue\x12!\n" +
 	"\vbytes_value\x18\x05 \x01(\fH\x00R\n" +
 	"bytesValue\x12E\n" +
-	"\x0ftimestamp_value\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampH\x00R\x0etimestampValueB\a\n" +
+	"\x0ftimestamp_value\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampH\x00R\x0etimestampValue\x12!\n" +
+	"\vint32_value\x18\a \x01(\x05H\x00R\n" +
+	"int32Value\x12#\n" +
+	"\fuint32_value\x18\b \x01(\rH\x00R\vuint32Value\x12#\n" +
+	"\fuint64_value\x18\t \x01(\x04H\x00R\vuint64Value\x12!\n" +
+	"\vfloat_value\x18\n" +
+	" \x01(\x02H\x00R\n" +
+	"floatValue\x12!\n" +
+	"\vint16_value\x18\v \x01(\x05H\x00R\n" +
+	"int16Value\x12\x1f\n" +
+	"\n" +
+	"int8_value\x18\f \x01(\x05H\x00R\tint8Value\x12#\n" +
+	"\fuint16_value\x18\r \x01(\rH\x00R\vuint16Value\x12!\n" +
+	"\vuint8_value\x18\x0e \x01(\rH\x00R\n" +
+	"uint8ValueB\a\n" +
 	"\x05value\"\x96\x05\n" +
 	"\x0fReceivedMessage\x12-\n" +
 	"\amessage\x18\x01 \x01(\v2\x13.raftbus.v1.MessageR\amessage\x12'\n" +
@@ -705,6 +858,14 @@ func file_raftbus_v1_message_proto_init() {
 		(*PropertyValue_BoolValue)(nil),
 		(*PropertyValue_BytesValue)(nil),
 		(*PropertyValue_TimestampValue)(nil),
+		(*PropertyValue_Int32Value)(nil),
+		(*PropertyValue_Uint32Value)(nil),
+		(*PropertyValue_Uint64Value)(nil),
+		(*PropertyValue_FloatValue)(nil),
+		(*PropertyValue_Int16Value)(nil),
+		(*PropertyValue_Int8Value)(nil),
+		(*PropertyValue_Uint16Value)(nil),
+		(*PropertyValue_Uint8Value)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
