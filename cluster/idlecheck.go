@@ -69,24 +69,11 @@ func (s *nodeService) IdleTimes(_ context.Context, req *clusterv1.IdleTimesReque
 
 // runIdleCheck runs the checks while this node leads the metadata group.
 func (n *Node) runIdleCheck() {
-	defer n.wg.Done()
-	tick := time.NewTicker(n.cfg.idleCheckEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case <-tick.C:
-		}
-		if !n.meta.isLeader() {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), idleCheckTimeout)
+	n.whileMetaLeader(n.cfg.idleCheckEvery, idleCheckTimeout, func(ctx context.Context) {
 		if err := n.checkIdle(ctx); err != nil {
 			n.log.Debug("auto-delete idle entities", "err", err)
 		}
-		cancel()
-	}
+	})
 }
 
 // checkIdle deletes the entities idle for their auto_delete_on_idle.

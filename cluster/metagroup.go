@@ -452,19 +452,7 @@ func (g *metaGroup) addMember(ctx context.Context, req *clusterv1.JoinRequest) e
 // voters at their number and the replicas where the membership wants them
 // while this node leads the metadata group.
 func (n *Node) runMetaLeaderDuties() {
-	defer n.wg.Done()
-	tick := time.NewTicker(500 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case <-tick.C:
-		}
-		if !n.meta.isLeader() {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	n.whileMetaLeader(500*time.Millisecond, 5*time.Second, func(ctx context.Context) {
 		if err := n.meta.ensureMembers(ctx); err != nil {
 			n.log.Debug("record metadata members", "err", err)
 		}
@@ -479,6 +467,27 @@ func (n *Node) runMetaLeaderDuties() {
 				n.log.Debug("place replicas", "err", err)
 			}
 		}
+	})
+}
+
+// whileMetaLeader runs duty every interval, each run bounded by timeout,
+// while this node leads the metadata group, until the node stops. The
+// caller has added the goroutine to n.wg.
+func (n *Node) whileMetaLeader(interval, timeout time.Duration, duty func(ctx context.Context)) {
+	defer n.wg.Done()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-tick.C:
+		}
+		if !n.meta.isLeader() {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		duty(ctx)
 		cancel()
 	}
 }

@@ -2,7 +2,6 @@ package test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/raftbus/raftbus/client"
 	"github.com/raftbus/raftbus/client/admin"
-	"github.com/raftbus/raftbus/internal/await"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 	"github.com/raftbus/raftbus/test/procs"
 )
@@ -32,22 +30,8 @@ import (
 func TestForwardedBatchAcrossLeaderKillTellsTheTruth(t *testing.T) {
 	const rounds = 9
 	c := procs.Start(t, raftbusd, 3)
-	cl, err := client.New(c.Addrs(), &client.ClientOptions{
-		RetryOptions: client.RetryOptions{MaxRetries: 3, RetryDelay: 20 * time.Millisecond, MaxRetryDelay: 200 * time.Millisecond},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := admin.NewFromClient(cl)
 	const queue = "orders"
-	await.Until(t, 30*time.Second, "the queue", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, err := adm.CreateQueue(ctx, queue, &admin.QueueProperties{RequiresDuplicateDetection: proto.Bool(true)})
-		var ce *client.Error
-		return err == nil || errors.As(err, &ce) && ce.Code == client.CodeAlreadyExists
-	})
+	cl, adm := clientWithQueue(t, c, queue, &admin.QueueProperties{RequiresDuplicateDetection: proto.Bool(true)})
 	sender, err := cl.NewSender(queue, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -37,22 +37,8 @@ func TestSettleAcrossLeaderKillTellsTheTruth(t *testing.T) {
 		rounds = n
 	}
 	c := procs.Start(t, raftbusd, 3)
-	cl, err := client.New(c.Addrs(), &client.ClientOptions{
-		RetryOptions: client.RetryOptions{MaxRetries: 3, RetryDelay: 20 * time.Millisecond, MaxRetryDelay: 200 * time.Millisecond},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := admin.NewFromClient(cl)
 	const queue = "sessions"
-	await.Until(t, 30*time.Second, "the queue", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, err := adm.CreateQueue(ctx, queue, &admin.QueueProperties{RequiresSession: proto.Bool(true), RequiresDuplicateDetection: proto.Bool(true)})
-		var ce *client.Error
-		return err == nil || errors.As(err, &ce) && ce.Code == client.CodeAlreadyExists
-	})
+	cl, adm := clientWithQueue(t, c, queue, &admin.QueueProperties{RequiresSession: proto.Bool(true), RequiresDuplicateDetection: proto.Bool(true)})
 	sender, err := cl.NewSender(queue, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -130,6 +116,29 @@ func TestSettleAcrossLeaderKillTellsTheTruth(t *testing.T) {
 		}
 	}
 	t.Logf("%d rounds: complete succeeded %d, outcome unknown %d, failed %d", rounds, ok, unknown, failed)
+}
+
+// clientWithQueue is an SDK client of c that retries briefly (so that a
+// fault shows in the answer rather than being waited out), its admin
+// client, and queue created with props.
+func clientWithQueue(t *testing.T, c *procs.Cluster, queue string, props *admin.QueueProperties) (*client.Client, *admin.Client) {
+	t.Helper()
+	cl, err := client.New(c.Addrs(), &client.ClientOptions{
+		RetryOptions: client.RetryOptions{MaxRetries: 3, RetryDelay: 20 * time.Millisecond, MaxRetryDelay: 200 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	adm := admin.NewFromClient(cl)
+	await.Until(t, 30*time.Second, "queue "+queue, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := adm.CreateQueue(ctx, queue, props)
+		var ce *client.Error
+		return err == nil || errors.As(err, &ce) && ce.Code == client.CodeAlreadyExists
+	})
+	return cl, adm
 }
 
 // partitionLeader is the node leading the only partition of path.

@@ -119,10 +119,13 @@ type run struct {
 	opt        Options
 	operations int
 	faults     []*history.Op // injected, not healed
-	failed     []*history.Op // fault ops that did not go as they should
-	entities   map[string]*entity
-	messages   map[string]*message
-	copies     map[copyKey]*copyOf
+	// quietFrom is when the last fault (or healing) ended: from then on
+	// the cluster is whole.
+	quietFrom int64
+	failed    []*history.Op // fault ops that did not go as they should
+	entities  map[string]*entity
+	messages  map[string]*message
+	copies    map[copyKey]*copyOf
 	// unknownReceives of each entity: receives with an unknown outcome,
 	// which may have locked or taken messages nobody saw.
 	unknownReceives map[string][]*history.Op
@@ -159,6 +162,7 @@ func newRun(ops []history.Op, opt Options) *run {
 		op := &ops[i]
 		switch op.Kind {
 		case history.Fault:
+			c.quietFrom = max(c.quietFrom, op.End)
 			if !op.Heal {
 				c.faults = append(c.faults, op)
 			}

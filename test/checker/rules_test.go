@@ -402,6 +402,15 @@ func TestTimeRules(t *testing.T) {
 		ops:   expiring(drainAt("q", false, history.Delivery{MessageID: "m", Seq: 1})),
 		field: ttlRule, want: "still in the queue at 50s",
 	}, {
+		name: "still in the queue just after a fault that ended after it expired",
+		ops: expiring(history.Op{Kind: history.Fault, Fault: "rolling-restart", Start: 10 * sec, End: 49 * sec},
+			drainAt("q", false, history.Delivery{MessageID: "m", Seq: 1})),
+	}, {
+		name: "still in the queue long after the last fault",
+		ops: expiring(history.Op{Kind: history.Fault, Fault: "kill n1", Start: 10 * sec, End: 20 * sec},
+			drainAt("q", false, history.Delivery{MessageID: "m", Seq: 1})),
+		field: ttlRule, want: "still in the queue at 50s",
+	}, {
 		name: "dead-lettered as expired before its time",
 		ops: []history.Op{entityOp("q", history.Settings{DefaultTTL: 2000 * sec, DeadLetterOnExpiration: true}), sendAt("q", "m", 1, sec, 2*sec, history.OK),
 			drainAt("q", true, history.Delivery{MessageID: "m", Seq: 1, Reason: ReasonTTLExpired})},
