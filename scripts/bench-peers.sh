@@ -13,8 +13,9 @@
 # NATS: nats-server at the version pinned below, installed into .bin/ with
 # `go install` (as scripts/tools.sh installs its tools); a stream of 3
 # replicas, file storage, work-queue retention; the harness in bench/peers
-# (a module of its own) publishes waiting for the PubAck and acks with
-# DoubleAck (see bench/peers/main.go).
+# (a module of its own) publishes asynchronously within the same window of
+# sends awaiting their PubAck and acks each message it consumes, as `nats
+# bench` does (see bench/peers/main.go).
 #
 # Runs, for each broker (1 KiB messages; DURATION=10s, COUNT=100000 and
 # WARMUP=10000 by default):
