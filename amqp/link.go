@@ -311,7 +311,7 @@ func (l *Link) waitWindow(ctx context.Context) error {
 	s := l.s
 	for {
 		s.mu.Lock()
-		if s.ended_ {
+		if s.finished {
 			s.mu.Unlock()
 			return ErrLinkDetached
 		}

@@ -30,7 +30,9 @@ type session struct {
 	windowChanged        *signal
 	links                map[uint32]*Link             // by handle (the peer's and ours)
 	outgoing             map[uint32]*OutgoingDelivery // unsettled deliveries we sent, by delivery id
-	ended_               bool
+	// finished is set once the session has ended: nothing more goes out
+	// on its channel.
+	finished bool
 }
 
 func newSession(c *conn, channel uint16, b *begin) *session {
@@ -47,7 +49,7 @@ func (s *session) send(p performative) error { return s.write(p, nil) }
 func (s *session) write(p performative, payload []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ended_ {
+	if s.finished {
 		return ErrLinkDetached
 	}
 	return s.c.writeFrame(frameTypeAMQP, s.channel, p, payload)
@@ -226,11 +228,11 @@ func (s *session) detach(d *detach) error {
 // ended ends every link of the session (end received or connection gone).
 func (s *session) ended(err *Error) {
 	s.mu.Lock()
-	if s.ended_ {
+	if s.finished {
 		s.mu.Unlock()
 		return
 	}
-	s.ended_ = true
+	s.finished = true
 	links := s.links
 	s.links = map[uint32]*Link{}
 	s.outgoing = map[uint32]*OutgoingDelivery{}
