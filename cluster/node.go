@@ -107,6 +107,7 @@ type Node struct {
 	addr    string
 	lis     net.Listener
 	server  *grpc.Server
+	guard   *access.Guard // checks the tokens of calls (with Auth)
 	mux     *raftgrpc.Mux
 	meta    *metaGroup
 	nodeLog *raftlog.Log // the Raft logs of every partition replica here
@@ -244,7 +245,8 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.Auth {
 		policies = nodePolicies{n}
 	}
-	n.server = grpc.NewServer(serverOptions(cfg.TLS, policies, cfg.Clock.Now, n.log, n.unaryInterceptors())...)
+	n.guard = access.NewGuard(n.log, policies, cfg.Clock.Now)
+	n.server = grpc.NewServer(serverOptions(cfg.TLS, n.guard, n.unaryInterceptors())...)
 	n.mux.Register(n.server)
 	// gRPC's standard health service (SERVING once Ready, see runHealth)
 	// and server reflection, so that grpcurl and probes need no .proto.
@@ -352,6 +354,11 @@ func (n *Node) fail(err error) {
 
 // Addr is the node's advertised gRPC address.
 func (n *Node) Addr() string { return n.addr }
+
+// Guard checks SharedAccessSignature tokens against the cluster's access
+// policies (with Config.Auth; it accepts every token without), for front
+// doors that take tokens other than in gRPC metadata.
+func (n *Node) Guard() *access.Guard { return n.guard }
 
 // Close stops the node: the server, every partition replica and the
 // metadata group. Data stays on disk for the next Start.

@@ -1,9 +1,6 @@
 package cluster
 
 import (
-	"log/slog"
-	"time"
-
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -17,9 +14,9 @@ import (
 )
 
 // serverOptions are the options of the node's gRPC server: the bound on
-// calls per connection, TLS and the access guard when t is set, then the
-// node's interceptors, and the message size bounds.
-func serverOptions(t *certs.NodeTLS, policies access.Policies, clock func() time.Time, log *slog.Logger, unary []grpc.UnaryServerInterceptor) []grpc.ServerOption {
+// calls per connection, TLS and the access guard g when t is set, then
+// the node's interceptors, and the message size bounds.
+func serverOptions(t *certs.NodeTLS, g *access.Guard, unary []grpc.UnaryServerInterceptor) []grpc.ServerOption {
 	limit := access.NewConnLimit(access.DefaultMaxCallsPerConn)
 	unary = append([]grpc.UnaryServerInterceptor{limit.Unary}, unary...)
 	stream := []grpc.StreamServerInterceptor{limit.Stream}
@@ -31,7 +28,6 @@ func serverOptions(t *certs.NodeTLS, policies access.Policies, clock func() time
 	if t != nil {
 		// The guard goes before the node's interceptors: a refused call
 		// reaches nothing else.
-		g := access.NewGuard(log, policies, clock)
 		unary = append([]grpc.UnaryServerInterceptor{unary[0], g.Unary}, unary[1:]...)
 		stream = append(stream, g.Stream)
 		opts = append(opts, grpc.Creds(credentials.NewTLS(t.Server)))

@@ -17,6 +17,10 @@ type Handler struct {
 	// Client reaches the cluster; the Handler does not close it.
 	Client *client.Client
 	Log    *slog.Logger
+	// Tokens, when set, checks the tokens clients put on $cbs: every link
+	// and management operation then needs a token granting its right on
+	// the entity. Unset, tokens are taken without a check.
+	Tokens TokenChecker
 
 	locks locks
 }
@@ -31,7 +35,8 @@ func (h *Handler) Connect(c *amqp.Conn) amqp.ConnHandler {
 	}
 	return &connection{h: h, conn: c, log: log.With("remote", c.RemoteAddr().String()), admin: admin.NewFromClient(h.Client),
 		replyTo: map[string]*amqp.Link{}, receivers: map[string]*client.Receiver{},
-		sessions: map[string]*client.SessionReceiver{}, replySession: map[string]string{}, linkSession: map[string]string{}}
+		sessions: map[string]*client.SessionReceiver{}, replySession: map[string]string{}, linkSession: map[string]string{},
+		tokens: map[string]string{}}
 }
 
 // connection is the Service Bus state of one AMQP connection: its
@@ -57,6 +62,8 @@ type connection struct {
 	linkSession map[string]string
 	receivers   map[string]*client.Receiver        // per entity and mode, for management receives
 	sessions    map[string]*client.SessionReceiver // held by receiver links, by sessionKey
+	// tokens are the tokens put on $cbs, by lower-cased audience.
+	tokens map[string]string
 }
 
 // Closed waits for the link goroutines, which end with their links.
@@ -93,15 +100,21 @@ func (c *connection) Attach(l *amqp.Link) error {
 		return c.attachManagement(l, e, false)
 	}
 	if l.Incoming {
+		if err := c.authorize(e, rightSend); err != nil {
+			return err
+		}
 		return c.attachSender(l, e)
+	}
+	if err := c.authorize(e, rightListen); err != nil {
+		return err
 	}
 	return c.attachReceiver(l, e)
 }
 
-// remember keeps a lock for settlement, on a receiver link or any
-// connection's $management node.
-func (c *connection) remember(rcv *client.Receiver, m *client.ReceivedMessage) {
-	c.h.locks.add(rcv, m)
+// remember keeps a lock of entity e for settlement, on a receiver link
+// or any connection's $management node.
+func (c *connection) remember(e entity, rcv *client.Receiver, m *client.ReceivedMessage) {
+	c.h.locks.add(e, rcv, m)
 }
 
 func (c *connection) lockOf(token [16]byte) *lock { return c.h.locks.get(token) }

@@ -22,6 +22,9 @@ type locks struct {
 type lock struct {
 	msg *client.ReceivedMessage
 	rcv *client.Receiver
+	// entity is where the message was received from: settling or
+	// renewing it needs the Listen right there.
+	entity entity
 }
 
 // pruneEvery and pruneAfter bound the registry: every pruneEvery locks
@@ -33,13 +36,13 @@ const (
 	pruneAfter = time.Minute
 )
 
-func (ls *locks) add(rcv *client.Receiver, m *client.ReceivedMessage) {
+func (ls *locks) add(e entity, rcv *client.Receiver, m *client.ReceivedMessage) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if ls.byToken == nil {
 		ls.byToken = map[[16]byte]*lock{}
 	}
-	ls.byToken[m.LockToken] = &lock{msg: m, rcv: rcv}
+	ls.byToken[m.LockToken] = &lock{msg: m, rcv: rcv, entity: e}
 	ls.inserts++
 	if ls.inserts%pruneEvery == 0 {
 		cutoff := time.Now().Add(-pruneAfter)

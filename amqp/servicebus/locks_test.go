@@ -11,10 +11,10 @@ func TestLocksForgetLocksLongEnded(t *testing.T) {
 	var ls locks
 	ended := &client.ReceivedMessage{LockToken: [16]byte{1}, LockedUntil: time.Now().Add(-2 * pruneAfter)}
 	held := &client.ReceivedMessage{LockToken: [16]byte{2}, LockedUntil: time.Now().Add(time.Minute)}
-	ls.add(nil, ended)
-	ls.add(nil, held)
+	ls.add(entity{}, nil, ended)
+	ls.add(entity{}, nil, held)
 	for i := 0; i < pruneEvery; i++ {
-		ls.add(nil, &client.ReceivedMessage{LockToken: [16]byte{3, byte(i)}, LockedUntil: time.Now().Add(time.Minute)})
+		ls.add(entity{}, nil, &client.ReceivedMessage{LockToken: [16]byte{3, byte(i)}, LockedUntil: time.Now().Add(time.Minute)})
 	}
 	if ls.get(ended.LockToken) != nil {
 		t.Error("a lock that ended long ago is still kept")

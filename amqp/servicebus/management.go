@@ -101,17 +101,6 @@ func (c *connection) respond(ctx context.Context, req, resp *goamqp.Message) err
 	return l.Send(ctx, &amqp.OutgoingDelivery{Tag: tag, Payload: payload, Settled: true})
 }
 
-// putToken accepts a token: access policies are checked by the gRPC
-// layer the node's own client goes through, so a token here grants
-// nothing and is answered as Service Bus answers a valid one.
-func (c *connection) putToken(req *goamqp.Message) *goamqp.Message {
-	if op, _ := req.ApplicationProperties["operation"].(string); op != "put-token" {
-		return &goamqp.Message{ApplicationProperties: map[string]any{
-			"status-code": int32(400), "status-description": fmt.Sprintf("$cbs operation %q is not supported", op)}}
-	}
-	return &goamqp.Message{ApplicationProperties: map[string]any{"status-code": int32(202), "status-description": "Accepted"}}
-}
-
 func status(code int32, description string, value any) *goamqp.Message {
 	return &goamqp.Message{ApplicationProperties: map[string]any{"statusCode": code, "statusDescription": description}, Value: value}
 }
@@ -130,6 +119,9 @@ func (c *connection) operation(ctx context.Context, e entity, req *goamqp.Messag
 		body = map[string]any{}
 	}
 	e.Session = c.sessionOfRequest(req, body)
+	if err := c.authorize(e, managementRight(op)); err != nil {
+		return status(401, err.Description, nil)
+	}
 	switch op {
 	case "com.microsoft:renew-lock":
 		return c.renewLocks(ctx, body)
@@ -206,6 +198,9 @@ func (c *connection) renewLocks(ctx context.Context, body map[string]any) *goamq
 		lk := c.lockOf(t)
 		if lk == nil {
 			return status(410, fmt.Sprintf("the lock %x is lost, or was not handed out through this node", t), nil)
+		}
+		if err := c.authorize(lk.entity, rightListen); err != nil {
+			return status(401, err.Description, nil)
 		}
 		if err := lk.rcv.RenewMessageLock(ctx, lk.msg, nil); err != nil {
 			return failure(err)
@@ -302,7 +297,7 @@ func (c *connection) receiveDeferred(ctx context.Context, e entity, body map[str
 	}
 	if !receiveAndDelete {
 		for _, m := range msgs {
-			c.remember(rcv, m)
+			c.remember(e, rcv, m)
 		}
 	}
 	resp, err := encodedMessages(msgs, !receiveAndDelete)
@@ -346,6 +341,9 @@ func (c *connection) updateDisposition(ctx context.Context, body map[string]any)
 		lk := c.lockOf(t)
 		if lk == nil {
 			return status(410, fmt.Sprintf("the lock %x is lost, or was not handed out through this node", t), nil)
+		}
+		if err := c.authorize(lk.entity, rightListen); err != nil {
+			return status(401, err.Description, nil)
 		}
 		err := c.settle(ctx, lk, state)
 		if err == nil || statusOf(err) == 410 {

@@ -91,6 +91,11 @@ func (c *connection) receiveLoop(l *amqp.Link, e entity, rcv *client.Receiver, r
 		}
 		msgs := again
 		if len(msgs) == 0 {
+			// The token the link was attached with may have expired.
+			if err := c.authorize(e, rightListen); err != nil {
+				l.Detach(err)
+				return
+			}
 			var err error
 			msgs, err = c.receive(l, rcv, int(min(credit, maxReceive)), drain, added)
 			if err != nil {
@@ -116,7 +121,7 @@ func (c *connection) receiveLoop(l *amqp.Link, e entity, rcv *client.Receiver, r
 			backoff = 0
 			if !receiveAndDelete {
 				for _, m := range msgs {
-					c.remember(rcv, m)
+					c.remember(e, rcv, m)
 				}
 			}
 		}

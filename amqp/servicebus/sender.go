@@ -31,6 +31,10 @@ func (c *connection) attachSender(l *amqp.Link, e entity) error {
 		return toAMQPError(err)
 	}
 	l.OnMessage = func(d *amqp.Delivery) amqp.DeliveryState {
+		// The token the link was attached with may have expired since.
+		if err := c.authorize(e, rightSend); err != nil {
+			return &amqp.Rejected{Error: err}
+		}
 		msgs, err := decodeSent(d)
 		if err != nil {
 			return &amqp.Rejected{Error: &amqp.Error{Condition: amqp.ErrCondDecode, Description: err.Error()}}

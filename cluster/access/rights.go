@@ -143,9 +143,14 @@ func scopeOf(entityPath string) string {
 }
 
 // within reports whether entityPath is the resource path res or under
-// it ("" is the namespace, over everything).
+// it ("" is the namespace, over everything). Case does not count: the
+// Azure SDKs sign a lower-cased resource URI, and Service Bus entity
+// paths are case-insensitive.
 func within(entityPath, res string) bool {
-	return res == "" || entityPath == res || strings.HasPrefix(entityPath, res+"/")
+	if res == "" || strings.EqualFold(entityPath, res) {
+		return true
+	}
+	return len(entityPath) > len(res) && entityPath[len(res)] == '/' && strings.EqualFold(entityPath[:len(res)], res)
 }
 
 // grants reports whether a policy's rights include one of want. Manage

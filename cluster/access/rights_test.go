@@ -89,6 +89,9 @@ func TestScopes(t *testing.T) {
 	}{
 		{"orders", "", true}, {"orders", "orders", true}, {"t/subscriptions/s", "t", true},
 		{"orders2", "orders", false}, {"", "orders", false}, {"other", "orders", false},
+		// The Azure SDKs sign lower-cased resources.
+		{"Orders", "orders", true}, {"T/Subscriptions/S", "t/subscriptions/s", true}, {"T/subscriptions/s", "t", true},
+		{"Orders2", "orders", false}, {"orders", "orders/$deadletterqueue", false},
 	} {
 		if got := within(tc.entity, tc.res); got != tc.within {
 			t.Errorf("within(%q, %q) = %v", tc.entity, tc.res, got)

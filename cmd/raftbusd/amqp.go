@@ -49,17 +49,10 @@ func listenAMQP(opts options, nodeTLS *certs.NodeTLS, log *slog.Logger) (net.Lis
 	if addr == "" {
 		return nil, nil
 	}
-	if opts.Auth {
-		// The node's own client passes every check: serving AMQP with
-		// --auth would let anyone around the access policies.
-		if explicit {
-			return nil, errors.New("--amqp: the AMQP listener does not check access policies yet and cannot run with --auth")
-		}
-		log.Warn("no AMQP listener: it does not check access policies yet, and this node runs with --auth")
-		return nil, nil
-	}
-	if !opts.Insecure && !loopbackOnly(addr) {
-		return nil, fmt.Errorf("--amqp %s is reachable beyond this machine and AMQP does not check access policies yet: use a loopback address, or --insecure on a network you trust", addr)
+	// With --auth every client proves its rights with tokens (and TLS
+	// is on); without, anyone who reaches the port can do anything.
+	if !opts.Auth && !opts.Insecure && !loopbackOnly(addr) {
+		return nil, fmt.Errorf("--amqp %s is reachable beyond this machine and the node checks no tokens: use a loopback address, --auth (with TLS), or --insecure on a network you trust", addr)
 	}
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -83,8 +76,10 @@ func listenAMQP(opts options, nodeTLS *certs.NodeTLS, log *slog.Logger) (net.Lis
 
 // serveAMQP serves the listener once the node has started, through a
 // client of the node itself (as the console does), which routes every
-// call to the partition leader.
-func serveAMQP(lis net.Listener, node *cluster.Node, nodeTLS *certs.NodeTLS, log *slog.Logger) (*amqpFrontDoor, error) {
+// call to the partition leader. The node's client passes every check of
+// the access policies: with auth, the listener checks the tokens the
+// clients put on $cbs against them before it calls the node.
+func serveAMQP(lis net.Listener, node *cluster.Node, nodeTLS *certs.NodeTLS, auth bool, log *slog.Logger) (*amqpFrontDoor, error) {
 	var peerTLS *tls.Config
 	scheme := "amqp"
 	if nodeTLS != nil {
@@ -95,8 +90,12 @@ func serveAMQP(lis net.Listener, node *cluster.Node, nodeTLS *certs.NodeTLS, log
 		lis.Close()
 		return nil, fmt.Errorf("--amqp: client of this node: %w", err)
 	}
+	h := &servicebus.Handler{Client: c, Log: log}
+	if auth {
+		h.Tokens = node.Guard()
+	}
 	a := &amqpFrontDoor{
-		srv:    &amqp.Server{Handler: &servicebus.Handler{Client: c, Log: log}, Log: log},
+		srv:    &amqp.Server{Handler: h, Log: log},
 		client: c,
 		done:   make(chan struct{}),
 	}

@@ -176,7 +176,7 @@ func run(args []string, stderr io.Writer) error {
 	log.Info("raftbusd serving", "node", node.ID(), "address", node.Addr(), "data_dir", opts.DataDir)
 	var amqpSrv *amqpFrontDoor
 	if amqpLis != nil {
-		if amqpSrv, err = serveAMQP(amqpLis, node, nodeTLS, log); err != nil {
+		if amqpSrv, err = serveAMQP(amqpLis, node, nodeTLS, opts.Auth, log); err != nil {
 			node.Close()
 			return err
 		}

@@ -70,8 +70,7 @@ type Node struct {
 	// loopback; empty for nodes in network namespaces.
 	HTTPAddr string
 	// AMQPAddr is the node's AMQP 1.0 listener, on loopback; empty for
-	// nodes in network namespaces and nodes with access policies (--auth),
-	// which serve no AMQP.
+	// nodes in network namespaces.
 	AMQPAddr string
 	DataDir  string
 	LogPath  string
@@ -163,10 +162,7 @@ func start(t testing.TB, bin string, n int, hosts []*netns.Host, opts Options) *
 		}
 		httpAddr, amqpAddr := "", ""
 		if hosts == nil {
-			httpAddr = freeAddr(t)
-			if !opts.Auth {
-				amqpAddr = freeAddr(t)
-			}
+			httpAddr, amqpAddr = freeAddr(t), freeAddr(t)
 		}
 		c.Nodes = append(c.Nodes, &Node{
 			ID:       fmt.Sprintf("n%d", i+1),
