@@ -33,6 +33,11 @@ type ClientOptions struct {
 	RetryOptions RetryOptions
 	// DialOptions are added to the gRPC dial options of every connection.
 	DialOptions []grpc.DialOption
+	// InProcess are connections to nodes in this process, by the node's
+	// address, used instead of dialling those addresses: a node's own
+	// front doors reach it so (cluster.Node.InProcess). The client does
+	// not close them.
+	InProcess map[string]grpc.ClientConnInterface
 
 	// credential signs the tokens of a client made from a connection
 	// string (NewClientFromConnectionString).
@@ -51,7 +56,7 @@ type Client struct {
 	settles *coalescer[settleKey, *raftbusv1.Settlement, struct{}]
 
 	mu     sync.Mutex
-	conns  map[string]*grpc.ClientConn
+	conns  map[string]*grpc.ClientConn // dialled, by address
 	closed bool
 	// unreachable are leaders this client could not reach, until when
 	// their calls go through other nodes (see noteReach).
@@ -93,11 +98,14 @@ func (c *Client) Close() error {
 
 var errClosed = &Error{Code: CodeInvalidArgument, Message: "the client is closed"}
 
-func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
+func (c *Client) conn(addr string) (grpc.ClientConnInterface, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil, errClosed
+	}
+	if conn := c.opts.InProcess[addr]; conn != nil {
+		return conn, nil
 	}
 	if conn := c.conns[addr]; conn != nil {
 		return conn, nil

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fullstorydev/grpchan/inprocgrpc"
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -102,17 +103,19 @@ type Config struct {
 
 // Node is one running member of a cluster.
 type Node struct {
-	cfg     Config
-	log     *slog.Logger
-	addr    string
-	lis     net.Listener
-	server  *grpc.Server
-	guard   *access.Guard // checks the tokens of calls (with Auth)
-	mux     *raftgrpc.Mux
-	meta    *metaGroup
-	nodeLog *raftlog.Log // the Raft logs of every partition replica here
-	peers   *routing.Peers
-	leaders *routing.Leaders // of partitions this node does not hold
+	cfg    Config
+	log    *slog.Logger
+	addr   string
+	lis    net.Listener
+	server *grpc.Server
+	guard  *access.Guard // checks the tokens of calls (with Auth)
+	// inProcess reaches the public services from this process.
+	inProcess *inprocgrpc.Channel
+	mux       *raftgrpc.Mux
+	meta      *metaGroup
+	nodeLog   *raftlog.Log // the Raft logs of every partition replica here
+	peers     *routing.Peers
+	leaders   *routing.Leaders // of partitions this node does not hold
 
 	mu       sync.RWMutex
 	replicas map[string]*replica // by Raft group name
@@ -256,9 +259,10 @@ func Start(cfg Config) (*Node, error) {
 	// service serves two calls of theirs that other nodes make.
 	admin := service.NewAdmin(serviceNode{n}, service.Config{DefaultPartitions: cfg.DefaultPartitions})
 	msg := service.NewMessaging(serviceNode{n})
-	raftbusv1.RegisterAdminServiceServer(n.server, admin)
-	raftbusv1.RegisterMessagingServiceServer(n.server, msg)
-	raftbusv1.RegisterAccessServiceServer(n.server, service.NewAccess(serviceNode{n}))
+	access := service.NewAccess(serviceNode{n})
+	registerPublic(n.server, admin, msg, access)
+	n.inProcess = newInProcess(n.unaryInterceptors())
+	registerPublic(n.inProcess, admin, msg, access)
 	clusterv1.RegisterNodeServiceServer(n.server, &nodeService{n: n, admin: admin, msg: msg})
 	n.wg.Add(1)
 	go func() {

@@ -8,6 +8,8 @@ import (
 	"net"
 	"strconv"
 
+	"google.golang.org/grpc"
+
 	"github.com/raftbus/raftbus/amqp"
 	"github.com/raftbus/raftbus/amqp/servicebus"
 	"github.com/raftbus/raftbus/client"
@@ -75,17 +77,19 @@ func listenAMQP(opts options, nodeTLS *certs.NodeTLS, log *slog.Logger) (net.Lis
 }
 
 // serveAMQP serves the listener once the node has started, through a
-// client of the node itself (as the console does), which routes every
-// call to the partition leader. The node's client passes every check of
-// the access policies: with auth, the listener checks the tokens the
-// clients put on $cbs against them before it calls the node.
+// client of the cluster that reaches this node in process and the others
+// over the network, routing every call to the partition leader. It calls
+// as the node itself, which passes every check of the access policies:
+// with auth, the listener checks the tokens the clients put on $cbs
+// against them before it calls the node.
 func serveAMQP(lis net.Listener, node *cluster.Node, nodeTLS *certs.NodeTLS, auth bool, log *slog.Logger) (*amqpFrontDoor, error) {
 	var peerTLS *tls.Config
 	scheme := "amqp"
 	if nodeTLS != nil {
 		peerTLS, scheme = nodeTLS.Peer, "amqps"
 	}
-	c, err := client.New([]string{node.Addr()}, &client.ClientOptions{TLSConfig: peerTLS})
+	c, err := client.New([]string{node.Addr()}, &client.ClientOptions{TLSConfig: peerTLS,
+		InProcess: map[string]grpc.ClientConnInterface{node.Addr(): node.InProcess()}})
 	if err != nil {
 		lis.Close()
 		return nil, fmt.Errorf("--amqp: client of this node: %w", err)
