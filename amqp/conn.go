@@ -12,8 +12,8 @@ import (
 )
 
 // conn is the server side of one connection: a reader goroutine that
-// runs the state machines, and writes from any goroutine, one frame at a
-// time.
+// runs the state machines, and writes from any goroutine, each frame
+// whole, gathered into fewer system calls when they come together.
 type conn struct {
 	srv         *Server
 	nc          net.Conn
@@ -23,7 +23,7 @@ type conn struct {
 	ctx         context.Context
 	cancel      context.CancelFunc
 
-	wmu sync.Mutex // serialises writes: a frame goes out whole
+	w *groupWriter
 
 	// wg counts the goroutines the connection starts (attaches,
 	// deliveries, dispositions, heartbeats): finish waits for them
@@ -43,7 +43,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	// Frames before open may be at most 512 bytes by the spec; some
 	// clients send a larger open, and nothing is gained by refusing it.
 	fr.Max = s.MaxFrameSize
-	return &conn{srv: s, nc: nc, fr: fr, ctx: ctx, cancel: cancel,
+	return &conn{srv: s, nc: nc, fr: fr, ctx: ctx, cancel: cancel, w: newGroupWriter(nc),
 		sessions: map[uint16]*session{}, peerMaxFrame: minMaxFrameSize, done: make(chan struct{})}
 }
 
@@ -68,12 +68,7 @@ func (c *conn) recoverPanic() {
 	}
 }
 
-func (c *conn) writeRaw(b []byte) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	_, err := c.nc.Write(b)
-	return err
-}
+func (c *conn) writeRaw(b []byte) error { return c.w.write(b) }
 
 func (c *conn) writeFrame(typ uint8, channel uint16, p performative, payload []byte) error {
 	b, err := encodeFrame(typ, channel, p, payload)
