@@ -5,8 +5,10 @@
 // sub-queues in peek-lock and receive-and-delete modes, and the
 // $management request/response node.
 //
-// Every operation goes through the raftbus client SDK connected to the
-// node itself, as the web console's do: it routes each call to the
-// partition leader, retries, and coalesces concurrent calls. This package
-// has no messaging semantics of its own; it translates.
+// Every operation goes through a raftbus client SDK that reaches the node
+// itself in process (no socket) and the other nodes over the network: it
+// routes each call to the partition leader, retries, and coalesces
+// concurrent calls. This package has no messaging semantics of its own;
+// it translates. With a TokenChecker it also checks the clients' access
+// tokens, since the node's own client passes every check.
 package servicebus
