@@ -96,6 +96,7 @@ func (c *connection) Attach(l *amqp.Link) error {
 	if err != nil {
 		return &amqp.Error{Condition: amqp.ErrCondNotFound, Description: err.Error()}
 	}
+	e = c.resolve(l.Context(), e)
 	if e.Management {
 		return c.attachManagement(l, e, false)
 	}
