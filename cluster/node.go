@@ -244,7 +244,8 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.Auth {
 		policies = nodePolicies{n}
 	}
-	n.server = grpc.NewServer(serverOptions(cfg.TLS, policies, cfg.Clock.Now, n.log, n.unaryInterceptors())...)
+	ic := serverInterceptors(cfg.TLS, policies, cfg.Clock.Now, n.log, n.unaryInterceptors())
+	n.server = grpc.NewServer(serverOptions(cfg.TLS, ic)...)
 	n.mux.Register(n.server)
 	// gRPC's standard health service (SERVING once Ready, see runHealth)
 	// and server reflection, so that grpcurl and probes need no .proto.
@@ -254,6 +255,7 @@ func Start(cfg Config) (*Node, error) {
 	// service serves two calls of theirs that other nodes make.
 	admin := service.NewAdmin(serviceNode{n}, service.Config{DefaultPartitions: cfg.DefaultPartitions})
 	msg := service.NewMessaging(serviceNode{n})
+	msg.ServeGrantsThrough(chainUnary(ic.unary))
 	raftbusv1.RegisterAdminServiceServer(n.server, admin)
 	raftbusv1.RegisterMessagingServiceServer(n.server, msg)
 	raftbusv1.RegisterAccessServiceServer(n.server, service.NewAccess(serviceNode{n}))
