@@ -62,9 +62,16 @@ type Receiver struct {
 	// lock expires, a delivery counted that nobody saw).
 	mu        sync.Mutex
 	unclaimed []unclaimedReceive
+	// leftover holds what receives on the stream received after their
+	// callers stopped waiting (their ctx ended), for the next receives.
+	leftover []*ReceivedMessage
 	// unclaimedDeferred maps the sequence numbers a deferred receive of
 	// unknown outcome asked for to its receive id.
 	unclaimedDeferred map[int64][]byte
+
+	// link is the ReceiveStream the receives of a Receiver (not a
+	// SessionReceiver) go on.
+	link receiveLink
 }
 
 // unclaimedReceive is a receive of unknown outcome: its receive id and,
@@ -94,6 +101,7 @@ func (c *Client) newReceiver(path string, options *ReceiverOptions) (*Receiver, 
 		return nil, &Error{Code: CodeInvalidArgument, Message: "empty entity name"}
 	}
 	r := &Receiver{c: c, path: path, mode: raftbusv1.ReceiveMode_RECEIVE_MODE_PEEK_LOCK}
+	r.link.r = r
 	if options != nil {
 		if options.ReceiveMode == ReceiveModeReceiveAndDelete {
 			r.mode = raftbusv1.ReceiveMode_RECEIVE_MODE_RECEIVE_AND_DELETE
@@ -105,8 +113,13 @@ func (c *Client) newReceiver(path string, options *ReceiverOptions) (*Receiver, 
 	return r, nil
 }
 
-// Close releases the Receiver. Locks it holds expire on their own.
-func (r *Receiver) Close(ctx context.Context) error { return nil }
+// Close releases the Receiver: it closes its receive stream (a receive
+// under way recovers what it received). Locks it holds expire on their
+// own.
+func (r *Receiver) Close(ctx context.Context) error {
+	r.link.close(false)
+	return nil
+}
 
 // ReceiveMessagesOptions configure ReceiveMessages.
 type ReceiveMessagesOptions struct {
@@ -156,10 +169,21 @@ func (r *Receiver) ReceiveMessages(ctx context.Context, maxMessages int, options
 	}
 }
 
+// receiveOnce hands out what earlier receives left unclaimed, else
+// receives once: on the receive stream, or for a SessionReceiver, whose
+// session lock the stream would have to follow, with a unary Receive.
 func (r *Receiver) receiveOnce(ctx context.Context, maxMessages int, wait time.Duration) ([]*ReceivedMessage, error) {
-	if msgs, err := r.claim(ctx); err != nil || len(msgs) > 0 {
+	if msgs, err := r.claim(ctx, maxMessages); err != nil || len(msgs) > 0 {
 		return msgs, err
 	}
+	if r.session != nil {
+		return r.receiveUnary(ctx, maxMessages, wait)
+	}
+	return r.receiveGranted(ctx, maxMessages, wait)
+}
+
+// receiveUnary receives once with a unary Receive.
+func (r *Receiver) receiveUnary(ctx context.Context, maxMessages int, wait time.Duration) ([]*ReceivedMessage, error) {
 	// The receive id makes the request safe to repeat after an unknown
 	// outcome: a partition that received for it answers a repeat with the
 	// same messages (still locked, or the ones it removed) instead of more.
@@ -235,10 +259,15 @@ func (r *Receiver) remember(u unclaimedReceive) {
 	r.unclaimed = append(r.unclaimed, u)
 }
 
-// claim replays the receives of unknown outcome until one gives messages,
-// dropping each that gives none (it took nothing, or its receipt expired).
-// One that fails and may succeed later stays for the next receive.
-func (r *Receiver) claim(ctx context.Context) ([]*ReceivedMessage, error) {
+// claim hands out up to maxMessages of what receives given up on left
+// over, else replays the receives of unknown outcome until one gives
+// messages, dropping each that gives none (it took nothing, or its
+// receipt expired). One that fails and may succeed later stays for the
+// next receive.
+func (r *Receiver) claim(ctx context.Context, maxMessages int) ([]*ReceivedMessage, error) {
+	if msgs := r.takeLeftover(maxMessages); len(msgs) > 0 {
+		return msgs, nil
+	}
 	for {
 		r.mu.Lock()
 		if len(r.unclaimed) == 0 {
@@ -260,6 +289,16 @@ func (r *Receiver) claim(ctx context.Context) ([]*ReceivedMessage, error) {
 			return fromProtoReceivedList(msgs, r.path, r.sub, r.session), nil
 		}
 	}
+}
+
+// takeLeftover takes up to maxMessages (at least one) of the leftovers.
+func (r *Receiver) takeLeftover(maxMessages int) []*ReceivedMessage {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := min(max(maxMessages, 1), len(r.leftover))
+	msgs := r.leftover[:n:n]
+	r.leftover = r.leftover[n:]
+	return msgs
 }
 
 // newReceiveID is a receive id for one receive request and its repeats.
