@@ -62,9 +62,6 @@ type Receiver struct {
 	// lock expires, a delivery counted that nobody saw).
 	mu        sync.Mutex
 	unclaimed []unclaimedReceive
-	// leftover holds what receives on the stream received after their
-	// callers stopped waiting (their ctx ended), for the next receives.
-	leftover []*ReceivedMessage
 	// unclaimedDeferred maps the sequence numbers a deferred receive of
 	// unknown outcome asked for to its receive id.
 	unclaimedDeferred map[int64][]byte
@@ -173,7 +170,7 @@ func (r *Receiver) ReceiveMessages(ctx context.Context, maxMessages int, options
 // receives once: on the receive stream, or for a SessionReceiver, whose
 // session lock the stream would have to follow, with a unary Receive.
 func (r *Receiver) receiveOnce(ctx context.Context, maxMessages int, wait time.Duration) ([]*ReceivedMessage, error) {
-	if msgs, err := r.claim(ctx, maxMessages); err != nil || len(msgs) > 0 {
+	if msgs, err := r.claim(ctx); err != nil || len(msgs) > 0 {
 		return msgs, err
 	}
 	if r.session != nil {
@@ -259,15 +256,10 @@ func (r *Receiver) remember(u unclaimedReceive) {
 	r.unclaimed = append(r.unclaimed, u)
 }
 
-// claim hands out up to maxMessages of what receives given up on left
-// over, else replays the receives of unknown outcome until one gives
-// messages, dropping each that gives none (it took nothing, or its
-// receipt expired). One that fails and may succeed later stays for the
-// next receive.
-func (r *Receiver) claim(ctx context.Context, maxMessages int) ([]*ReceivedMessage, error) {
-	if msgs := r.takeLeftover(maxMessages); len(msgs) > 0 {
-		return msgs, nil
-	}
+// claim replays the receives of unknown outcome until one gives messages,
+// dropping each that gives none (it took nothing, or its receipt expired).
+// One that fails and may succeed later stays for the next receive.
+func (r *Receiver) claim(ctx context.Context) ([]*ReceivedMessage, error) {
 	for {
 		r.mu.Lock()
 		if len(r.unclaimed) == 0 {
@@ -289,16 +281,6 @@ func (r *Receiver) claim(ctx context.Context, maxMessages int) ([]*ReceivedMessa
 			return fromProtoReceivedList(msgs, r.path, r.sub, r.session), nil
 		}
 	}
-}
-
-// takeLeftover takes up to maxMessages (at least one) of the leftovers.
-func (r *Receiver) takeLeftover(maxMessages int) []*ReceivedMessage {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := min(max(maxMessages, 1), len(r.leftover))
-	msgs := r.leftover[:n:n]
-	r.leftover = r.leftover[n:]
-	return msgs
 }
 
 // newReceiveID is a receive id for one receive request and its repeats.

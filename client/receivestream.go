@@ -27,7 +27,10 @@ import (
 // as a unary receive whose connection broke: each is recovered as
 // receiveUnary recovers one, with a replay of its receive id (what it
 // received, and nothing new), else kept for the next receive to claim.
-// The next grant opens a new stream.
+// The next grant opens a new stream. A receive whose caller gives up (its
+// ctx ends) breaks the stream too, so that it cannot receive once no one
+// waits for it: it is kept for the next receive to claim, as a unary
+// receive cut short is.
 
 // receiveLink is a Receiver's ReceiveStream, opened lazily and again after
 // it broke.
@@ -57,6 +60,7 @@ type grant struct {
 	id        []byte
 	partition *uint32
 	addr      string
+	stream    *linkStream
 	done      chan struct{} // closed once resp or broken is set
 
 	// Guarded by receiveLink.mu.
@@ -94,7 +98,7 @@ func (l *receiveLink) grant(ctx context.Context, maxMessages int, wait time.Dura
 			}
 		}
 		s := l.cur
-		g := &grant{id: newReceiveID(), partition: s.partition, addr: s.addr, done: make(chan struct{})}
+		g := &grant{id: newReceiveID(), partition: s.partition, addr: s.addr, stream: s, done: make(chan struct{})}
 		err := s.stream.Send(&raftbusv1.ReceiveStreamRequest{Request: &raftbusv1.ReceiveStreamRequest_Credit{Credit: &raftbusv1.ReceiveCredit{
 			ReceiveId: g.id, MaxMessages: int32(maxMessages), MaxWait: durationpb.New(wait),
 		}}})
@@ -183,7 +187,9 @@ func (l *receiveLink) answer(s *linkStream, resp *raftbusv1.ReceiveStreamRespons
 	g := s.pending[0]
 	s.pending = s.pending[1:]
 	if g.abandoned {
-		l.r.keepAbandoned(g, resp)
+		// Its caller gave up as it was answered: a replay gets what it
+		// received.
+		l.r.remember(unclaimedReceive{id: g.id, partition: g.partition})
 		return true
 	}
 	g.resp, g.finished = resp, true
@@ -211,8 +217,9 @@ func (l *receiveLink) end(s *linkStream, err error) {
 	s.pending = nil
 }
 
-// abandon marks g as given up by its caller, and reports false when its
-// answer came first (the caller takes it).
+// abandon marks g as given up by its caller and breaks its stream (see
+// above), and reports false when its answer came first (the caller takes
+// it).
 func (l *receiveLink) abandon(g *grant) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -220,6 +227,7 @@ func (l *receiveLink) abandon(g *grant) bool {
 		return false
 	}
 	g.abandoned = true
+	g.stream.cancel()
 	return true
 }
 
@@ -324,22 +332,4 @@ func (r *Receiver) recoverUnknown(ctx context.Context, id []byte, partition *uin
 		return nil, err
 	}
 	return fromProtoReceivedList(resp.GetMessages(), r.path, r.sub, r.session), nil
-}
-
-// keepAbandoned keeps what a grant given up by its caller received for the
-// next receive: its messages, or its receive id when its outcome is
-// unknown. Called with the link's lock held.
-func (r *Receiver) keepAbandoned(g *grant, resp *raftbusv1.ReceiveStreamResponse) {
-	if info := resp.GetError(); info != nil {
-		if info.GetReason() == raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN {
-			r.remember(unclaimedReceive{id: g.id, partition: g.partition})
-		}
-		return
-	}
-	if len(resp.GetMessages()) == 0 {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.leftover = append(r.leftover, fromProtoReceivedList(resp.GetMessages(), r.path, r.sub, r.session)...)
 }

@@ -150,6 +150,27 @@ func TestReceiveStream(t *testing.T) {
 		}
 	})
 
+	t.Run("grants made at once wait at once", func(t *testing.T) {
+		leader, _ := queue(t, &raftbusv1.QueueProperties{Name: "idle"})
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s := c.receiveStream(ctx, leader, &raftbusv1.ReceiveStreamOpen{EntityPath: "idle"})
+		const wait = 3 * time.Second
+		start := time.Now()
+		for _, id := range []string{"i1", "i2", "i3"} {
+			grant(t, s, id, 1, wait)
+		}
+		for _, id := range []string{"i1", "i2", "i3"} {
+			if resp := answer(t, s, id); len(resp.GetMessages()) != 0 || resp.GetError() != nil {
+				t.Fatalf("grant %s of an empty queue: %v", id, resp)
+			}
+		}
+		// One after the other they would take 3 waits.
+		if took := time.Since(start); took < wait || took > 2*wait {
+			t.Fatalf("three grants of %v made at once were answered after %v, want about one wait", wait, took)
+		}
+	})
+
 	t.Run("a follower forwards the grants to the leader", func(t *testing.T) {
 		_, follower := queue(t, &raftbusv1.QueueProperties{Name: "forwarded"})
 		c.sendIDs("forwarded", "f1", "f2")

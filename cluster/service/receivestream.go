@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/raftbus/raftbus/cluster/apierror"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -48,9 +50,10 @@ func (s *Messaging) serveGrant(ctx context.Context, req *raftbusv1.ReceiveReques
 }
 
 // ReceiveStream serves MessagingService.ReceiveStream: it checks the open
-// request, then serves the grants one after the other, in order, sending
-// each one's response before reading the next grant (a client that
-// granted ahead has it waiting already).
+// request, then serves the grants one after the other, in order. Grants
+// are read as they arrive, while earlier ones are served, so that each
+// one's max_wait counts from its arrival: receives made at once on one
+// stream each wait as long as they asked, not behind one another.
 func (s *Messaging) ReceiveStream(stream raftbusv1.MessagingService_ReceiveStreamServer) error {
 	return apierror.Status(s.receiveStream(stream))
 }
@@ -68,20 +71,59 @@ func (s *Messaging) receiveStream(stream raftbusv1.MessagingService_ReceiveStrea
 	if err := s.checkOpen(ctx, open); err != nil {
 		return err
 	}
-	for {
-		req, err := stream.Recv()
-		if err != nil {
-			return endOfStream(err)
+	grants := make(chan arrivedGrant, grantBacklog)
+	go readGrants(ctx, stream, grants)
+	for g := range grants {
+		if g.err != nil {
+			return g.err
 		}
-		credit := req.GetCredit()
-		if credit == nil {
-			return apierror.Invalid("a ReceiveStream is opened once: every request after the first must be credit")
-		}
-		if len(credit.GetReceiveId()) == 0 {
-			return apierror.Invalid("credit needs a receive_id, the client's to replay the grant with")
-		}
-		if err := stream.Send(s.answerGrant(ctx, open, credit)); err != nil {
+		if err := stream.Send(s.answerGrant(ctx, open, g)); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// grantBacklog is how many grants a stream reads ahead of the one served;
+// beyond it the client's sends wait (flow control).
+const grantBacklog = 64
+
+// arrivedGrant is a grant read off a stream and when, or why the stream
+// ended (err; nil when the client closed its side).
+type arrivedGrant struct {
+	credit  *raftbusv1.ReceiveCredit
+	arrived time.Time
+	err     error
+}
+
+// readGrants reads the grants of stream into grants until it ends, then
+// closes grants, after an arrivedGrant with the error that ended it (none
+// when the client closed its side).
+func readGrants(ctx context.Context, stream raftbusv1.MessagingService_ReceiveStreamServer, grants chan<- arrivedGrant) {
+	defer close(grants)
+	for {
+		g := arrivedGrant{}
+		req, err := stream.Recv()
+		switch {
+		case err != nil:
+			g.err = endOfStream(err)
+		case req.GetCredit() == nil:
+			g.err = apierror.Invalid("a ReceiveStream is opened once: every request after the first must be credit")
+		case len(req.GetCredit().GetReceiveId()) == 0:
+			g.err = apierror.Invalid("credit needs a receive_id, the client's to replay the grant with")
+		default:
+			g.credit, g.arrived = req.GetCredit(), time.Now()
+		}
+		if g.err == nil && err != nil {
+			return // the client closed its side: the grants read are served
+		}
+		select {
+		case grants <- g:
+		case <-ctx.Done():
+			return
+		}
+		if g.err != nil {
+			return
 		}
 	}
 }
@@ -98,16 +140,23 @@ func endOfStream(err error) error {
 // answerGrant serves credit as a Receive with the fields of open and
 // returns its response: the messages, or the error Receive would have
 // returned.
-func (s *Messaging) answerGrant(ctx context.Context, open *raftbusv1.ReceiveStreamOpen, credit *raftbusv1.ReceiveCredit) *raftbusv1.ReceiveStreamResponse {
-	resp, err := s.serveGrant(ctx, grantRequest(open, credit))
+func (s *Messaging) answerGrant(ctx context.Context, open *raftbusv1.ReceiveStreamOpen, g arrivedGrant) *raftbusv1.ReceiveStreamResponse {
+	credit := g.credit
+	resp, err := s.serveGrant(ctx, grantRequest(open, credit, time.Since(g.arrived)))
 	if err != nil {
 		return &raftbusv1.ReceiveStreamResponse{ReceiveId: credit.GetReceiveId(), Error: apierror.Info(err)}
 	}
 	return &raftbusv1.ReceiveStreamResponse{ReceiveId: credit.GetReceiveId(), Messages: resp.GetMessages()}
 }
 
-// grantRequest is the unary Receive a grant stands for.
-func grantRequest(open *raftbusv1.ReceiveStreamOpen, credit *raftbusv1.ReceiveCredit) *raftbusv1.ReceiveRequest {
+// grantRequest is the unary Receive a grant stands for, served waited
+// after the grant arrived: its wait is what is left of max_wait (a
+// max_wait Receive refuses is left for it to refuse).
+func grantRequest(open *raftbusv1.ReceiveStreamOpen, credit *raftbusv1.ReceiveCredit, waited time.Duration) *raftbusv1.ReceiveRequest {
+	wait := credit.GetMaxWait()
+	if w, err := waitTime(wait); err == nil && w > 0 {
+		wait = durationpb.New(max(w-waited, 0))
+	}
 	return &raftbusv1.ReceiveRequest{
 		EntityPath:  open.GetEntityPath(),
 		SubQueue:    open.GetSubQueue(),
@@ -116,7 +165,7 @@ func grantRequest(open *raftbusv1.ReceiveStreamOpen, credit *raftbusv1.ReceiveCr
 		Session:     open.GetSession(),
 		ReceiveId:   credit.GetReceiveId(),
 		MaxMessages: credit.GetMaxMessages(),
-		MaxWait:     credit.GetMaxWait(),
+		MaxWait:     wait,
 	}
 }
 

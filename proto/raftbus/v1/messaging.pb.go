@@ -1124,9 +1124,11 @@ type ReceiveCredit struct {
 	ReceiveId []byte `protobuf:"bytes,1,opt,name=receive_id,json=receiveId,proto3" json:"receive_id,omitempty"`
 	// 1 to 1000; 0 means 1.
 	MaxMessages int32 `protobuf:"varint,2,opt,name=max_messages,json=maxMessages,proto3" json:"max_messages,omitempty"`
-	// How long to wait for the first message once the grant is served
-	// (grants before it are served first); unset or zero: do not wait. At
-	// most 5 minutes.
+	// How long to wait for the first message, counted from when the server
+	// reads the grant (it reads grants as they arrive, while it serves
+	// earlier ones, so grants made at once wait at once; a grant served
+	// after its wait passed receives what is available, without waiting).
+	// Unset or zero: do not wait. At most 5 minutes.
 	MaxWait       *durationpb.Duration `protobuf:"bytes,3,opt,name=max_wait,json=maxWait,proto3" json:"max_wait,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

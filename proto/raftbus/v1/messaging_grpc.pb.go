@@ -121,7 +121,8 @@ type MessagingServiceClient interface {
 	// messages it received (none when max_wait passed first) or its error.
 	// It goes on to the next grant while the client handles a response, so
 	// a client that grants ahead of its needs has its next messages locked
-	// while it works on the last. A grant's failure ends only that grant
+	// while it works on the last. A grant's max_wait counts from its
+	// arrival, not from when the grants before it are done. A grant's failure ends only that grant
 	// (its error is what Receive would have returned); the stream ends with
 	// a status when its open fails (the reasons Receive fails with, among
 	// them NOT_FOUND for an unknown entity and UNAUTHORIZED without the
@@ -487,7 +488,8 @@ type MessagingServiceServer interface {
 	// messages it received (none when max_wait passed first) or its error.
 	// It goes on to the next grant while the client handles a response, so
 	// a client that grants ahead of its needs has its next messages locked
-	// while it works on the last. A grant's failure ends only that grant
+	// while it works on the last. A grant's max_wait counts from its
+	// arrival, not from when the grants before it are done. A grant's failure ends only that grant
 	// (its error is what Receive would have returned); the stream ends with
 	// a status when its open fails (the reasons Receive fails with, among
 	// them NOT_FOUND for an unknown entity and UNAUTHORIZED without the
