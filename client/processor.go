@@ -161,7 +161,7 @@ const maxOutstandingReceives = 2
 func (p *Processor) receiveLoop(work chan<- *ReceivedMessage) {
 	credit := p.opts.MaxConcurrentCalls + p.opts.PrefetchCount
 	// freed gets a token back for each message a handler is done with.
-	freed := make(chan struct{}, 2*credit+1000) // room for a replay beyond the credit
+	freed := make(chan struct{}, 2*credit+maxBatchMessages) // room for a replay beyond the credit
 	answers := make(chan receiveAnswer, maxOutstandingReceives)
 	// The receives outlive a stop by a grace period, to recover what
 	// they received once the stream is closed.
@@ -171,9 +171,10 @@ func (p *Processor) receiveLoop(work chan<- *ReceivedMessage) {
 	var resume <-chan time.Time // set while pausing after a failure
 	for {
 		if credit > 0 && outstanding < maxOutstandingReceives && resume == nil {
+			n := min(credit, maxBatchMessages)
 			outstanding++
-			go p.receive(receiveCtx, credit, answers)
-			credit = 0
+			go p.receive(receiveCtx, n, answers)
+			credit -= n
 		}
 		select {
 		case <-freed:

@@ -49,6 +49,7 @@ type linkStream struct {
 	stream raftbusv1.MessagingService_ReceiveStreamClient
 	cancel context.CancelFunc
 	addr   string
+	opened time.Time
 	// partition is the one partition the stream receives from (that of
 	// an unpartitioned entity), nil: across partitions.
 	partition *uint32
@@ -70,6 +71,12 @@ type grant struct {
 	abandoned bool // its caller stopped waiting (its ctx ended)
 }
 
+// maxStreamAge is how long a stream takes new grants. The node checks
+// each grant with the token the stream was opened with (signed for an
+// hour, renewed five minutes before its end, see sasCredential): a newer
+// stream carries a newer token.
+const maxStreamAge = 10 * time.Minute
+
 var errLinkClosed = &Error{Code: CodeInvalidArgument, Message: "the receiver is closed"}
 
 // grant grants the stream one receive of up to maxMessages, waiting up to
@@ -85,9 +92,9 @@ func (l *receiveLink) grant(ctx context.Context, maxMessages int, wait time.Dura
 	if l.closed {
 		return nil, errLinkClosed
 	}
-	if s := l.cur; s != nil && addr != "" && s.addr != addr {
-		// The stream's grants are answered, then it ends; new grants go
-		// to the leader.
+	if s := l.cur; s != nil && (addr != "" && s.addr != addr || time.Since(s.opened) > maxStreamAge) {
+		// Retired: the stream's grants are answered, then it ends; new
+		// grants go on a new stream, to the leader.
 		l.cur = nil
 		s.stream.CloseSend()
 	}
@@ -154,7 +161,7 @@ func (l *receiveLink) open(addr string, partition *uint32) (*linkStream, error) 
 		cancel()
 		return nil, asError(err)
 	}
-	s := &linkStream{stream: stream, cancel: cancel, addr: addr, partition: partition}
+	s := &linkStream{stream: stream, cancel: cancel, addr: addr, opened: time.Now(), partition: partition}
 	go l.read(s)
 	return s, nil
 }

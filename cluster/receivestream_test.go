@@ -86,9 +86,21 @@ func (c *testCluster) peekCount(ctx context.Context, queue string) int {
 // broken with a grant outstanding, whose receive a replay recovers.
 func TestReceiveStream(t *testing.T) {
 	c := newTestCluster(t, 3)
+	// queue creates a queue and waits until its preferred leader leads
+	// it (leadership moves there a moment after it is created).
 	queue := func(t *testing.T, props *raftbusv1.QueueProperties) (leader, follower int) {
 		createQueue(t, c.client(0), props)
-		leader = c.leaderOf(props.GetName(), 0)
+		var preferred string
+		await.Until(t, 10*time.Second, "n1 to know "+props.GetName(), func() bool {
+			if e := c.nodes[0].meta.fsm.Entity(props.GetName()); e != nil {
+				preferred = e.GetPartitions()[0].GetNodeIds()[0]
+			}
+			return preferred != ""
+		})
+		await.Until(t, 20*time.Second, "the preferred leader "+preferred+" to lead "+props.GetName(), func() bool {
+			leader = c.leaderOf(props.GetName(), 0)
+			return c.nodes[leader].ID() == preferred
+		})
 		return leader, (leader + 1) % 3
 	}
 
