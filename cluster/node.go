@@ -244,7 +244,8 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.Auth {
 		policies = nodePolicies{n}
 	}
-	ic := serverInterceptors(cfg.TLS, policies, cfg.Clock.Now, n.log, n.unaryInterceptors())
+	ic := serverInterceptors(cfg.TLS, policies, cfg.Clock.Now, n.log, n.unaryInterceptors(),
+		[]grpc.StreamServerInterceptor{service.StatusStreamInterceptor(n.log)})
 	n.server = grpc.NewServer(serverOptions(cfg.TLS, ic)...)
 	n.mux.Register(n.server)
 	// gRPC's standard health service (SERVING once Ready, see runHealth)

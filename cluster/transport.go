@@ -26,20 +26,20 @@ type interceptors struct {
 }
 
 // serverInterceptors are the bound on calls per connection, the access
-// guard when t is set, then the node's own (unary).
-func serverInterceptors(t *certs.NodeTLS, policies access.Policies, clock func() time.Time, log *slog.Logger, unary []grpc.UnaryServerInterceptor) interceptors {
+// guard when t is set, then the node's own.
+func serverInterceptors(t *certs.NodeTLS, policies access.Policies, clock func() time.Time, log *slog.Logger, unary []grpc.UnaryServerInterceptor, stream []grpc.StreamServerInterceptor) interceptors {
 	limit := access.NewConnLimit(access.DefaultMaxCallsPerConn)
 	out := interceptors{
 		limit:  limit,
 		unary:  append([]grpc.UnaryServerInterceptor{limit.Unary}, unary...),
-		stream: []grpc.StreamServerInterceptor{limit.Stream},
+		stream: append([]grpc.StreamServerInterceptor{limit.Stream}, stream...),
 	}
 	if t != nil {
 		// The guard goes before the node's interceptors: a refused call
 		// reaches nothing else.
 		g := access.NewGuard(log, policies, clock)
 		out.unary = append([]grpc.UnaryServerInterceptor{out.unary[0], g.Unary}, out.unary[1:]...)
-		out.stream = append(out.stream, g.Stream)
+		out.stream = append([]grpc.StreamServerInterceptor{out.stream[0], g.Stream}, out.stream[1:]...)
 	}
 	return out
 }
