@@ -144,8 +144,11 @@ type Node struct {
 	// public services answer SERVER_BUSY (the Raft transport serves at
 	// once: a joining node is replicated to before Start returns).
 	serving atomic.Bool
-	// draining is set once Shutdown begins: the node is no longer ready.
+	// draining is set once Shutdown begins: the node is no longer ready;
+	// drained is closed then, which ends the receive streams between
+	// their grants.
 	draining atomic.Bool
+	drained  chan struct{}
 	// metrics are the node's Prometheus metrics; grpcHealth is the gRPC
 	// health service, SERVING while the node is Ready.
 	metrics    *metrics.Metrics
@@ -221,6 +224,7 @@ func Start(cfg Config) (*Node, error) {
 		rebuilds: make(map[string]*rebuildState),
 		kick:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
+		drained:  make(chan struct{}),
 	}
 	n.members.Store(&map[string]*clusterv1.Node{})
 	n.idle = n.newIdleTracker()
@@ -257,6 +261,7 @@ func Start(cfg Config) (*Node, error) {
 	admin := service.NewAdmin(serviceNode{n}, service.Config{DefaultPartitions: cfg.DefaultPartitions})
 	msg := service.NewMessaging(serviceNode{n})
 	msg.ServeGrantsThrough(chainUnary(ic.unary))
+	msg.EndStreamsWhen(n.drained)
 	raftbusv1.RegisterAdminServiceServer(n.server, admin)
 	raftbusv1.RegisterMessagingServiceServer(n.server, msg)
 	raftbusv1.RegisterAccessServiceServer(n.server, service.NewAccess(serviceNode{n}))

@@ -303,3 +303,31 @@ func TestReceiveStream(t *testing.T) {
 		}
 	})
 }
+
+// A node shutting down ends its receive streams between grants, with a
+// retryable SERVER_BUSY, instead of keeping its graceful stop waiting for
+// streams that have no grant to serve.
+func TestShutdownEndsIdleReceiveStreams(t *testing.T) {
+	c := newTestCluster(t, 1)
+	createQueue(t, c.client(0), &raftbusv1.QueueProperties{Name: "q"})
+	c.leaderOf("q", 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := c.receiveStream(ctx, 0, &raftbusv1.ReceiveStreamOpen{EntityPath: "q"})
+	grant(t, s, "before", 1, 0)
+	answer(t, s, "before")
+
+	// One node hands over nothing: its shutdown goes on handing over
+	// until shutdownCtx ends.
+	shutdownCtx, endShutdown := context.WithCancel(ctx)
+	shutdown := make(chan error, 1)
+	go func() { shutdown <- c.nodes[0].Shutdown(shutdownCtx) }()
+	if _, err := s.Recv(); reasonOf(err) != raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY || !isRetryable(err) {
+		t.Fatalf("an idle stream of a node shutting down ended with %v, want a retryable SERVER_BUSY", err)
+	}
+	endShutdown()
+	if err := <-shutdown; err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	c.nodes[0] = nil // closed by Shutdown
+}

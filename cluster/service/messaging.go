@@ -53,6 +53,9 @@ type Messaging struct {
 	// grant serves one grant of a ReceiveStream as a unary Receive (see
 	// ServeGrantsThrough); nil: Receive itself.
 	grant func(ctx context.Context, req *raftbusv1.ReceiveRequest) (*raftbusv1.ReceiveResponse, error)
+	// streamsEnd, once closed, ends the ReceiveStreams between their
+	// grants (see EndStreamsWhen); nil: never.
+	streamsEnd <-chan struct{}
 }
 
 // NewMessaging is the messaging service of node.

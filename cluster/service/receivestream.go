@@ -41,6 +41,13 @@ func (s *Messaging) ServeGrantsThrough(intercept grpc.UnaryServerInterceptor) {
 	}
 }
 
+// EndStreamsWhen makes every ReceiveStream end once end is closed (the
+// node shuts down), between two grants, with SERVER_BUSY: a stream that
+// would otherwise stay open with no grant keeps a graceful stop waiting,
+// and its client recovers the grants it had made and opens its next
+// stream at another node.
+func (s *Messaging) EndStreamsWhen(end <-chan struct{}) { s.streamsEnd = end }
+
 // serveGrant serves one grant as a unary Receive.
 func (s *Messaging) serveGrant(ctx context.Context, req *raftbusv1.ReceiveRequest) (*raftbusv1.ReceiveResponse, error) {
 	if s.grant != nil {
@@ -73,15 +80,24 @@ func (s *Messaging) receiveStream(stream raftbusv1.MessagingService_ReceiveStrea
 	}
 	grants := make(chan arrivedGrant, grantBacklog)
 	go readGrants(ctx, stream, grants)
-	for g := range grants {
-		if g.err != nil {
+	for {
+		var g arrivedGrant
+		var ok bool
+		select {
+		case g, ok = <-grants:
+		case <-s.streamsEnd:
+			return apierror.Busy("the node at %s is shutting down: receive at another", s.node.Addr())
+		}
+		switch {
+		case !ok:
+			return nil
+		case g.err != nil:
 			return g.err
 		}
 		if err := stream.Send(s.answerGrant(ctx, open, g)); err != nil {
 			return err
 		}
 	}
-	return nil
 }
 
 // grantBacklog is how many grants a stream reads ahead of the one served;

@@ -126,8 +126,9 @@ type MessagingServiceClient interface {
 	// (its error is what Receive would have returned); the stream ends with
 	// a status when its open fails (the reasons Receive fails with, among
 	// them NOT_FOUND for an unknown entity and UNAUTHORIZED without the
-	// Listen right), when a request is malformed, or when the client ends
-	// it. A grant whose response the client did not get when the stream
+	// Listen right), when a request is malformed, with SERVER_BUSY when the
+	// node shuts down (between two grants: open a stream at another node),
+	// or when the client ends it. A grant whose response the client did not get when the stream
 	// broke has an unknown outcome: Receive with replay and its receive_id
 	// returns what it received and keeps it from receiving anything once
 	// the stream is gone.
@@ -493,8 +494,9 @@ type MessagingServiceServer interface {
 	// (its error is what Receive would have returned); the stream ends with
 	// a status when its open fails (the reasons Receive fails with, among
 	// them NOT_FOUND for an unknown entity and UNAUTHORIZED without the
-	// Listen right), when a request is malformed, or when the client ends
-	// it. A grant whose response the client did not get when the stream
+	// Listen right), when a request is malformed, with SERVER_BUSY when the
+	// node shuts down (between two grants: open a stream at another node),
+	// or when the client ends it. A grant whose response the client did not get when the stream
 	// broke has an unknown outcome: Receive with replay and its receive_id
 	// returns what it received and keeps it from receiving anything once
 	// the stream is gone.
