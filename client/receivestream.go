@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/raftbus/raftbus/internal/rpcreach"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
@@ -100,7 +101,7 @@ func (l *receiveLink) grant(ctx context.Context, maxMessages int, wait time.Dura
 	}
 	for attempt := 0; ; attempt++ {
 		if l.cur == nil {
-			if l.cur, err = l.open(addr, partition); err != nil {
+			if l.cur, err = l.open(ctx, addr, partition); err != nil {
 				return nil, err
 			}
 		}
@@ -141,8 +142,10 @@ func (r *Receiver) streamTarget(ctx context.Context) (addr string, partition *ui
 }
 
 // open opens a stream to addr (any node when "") for partition (nil: all)
-// and starts reading its responses. Called with l.mu held.
-func (l *receiveLink) open(addr string, partition *uint32) (*linkStream, error) {
+// and starts reading its responses. The stream outlives the caller's ctx,
+// which bounds only the opening (a node that cannot be reached does not
+// hold the caller beyond it). Called with l.mu held.
+func (l *receiveLink) open(callerCtx context.Context, addr string, partition *uint32) (*linkStream, error) {
 	if addr == "" {
 		addr = l.r.c.seed()
 	}
@@ -150,16 +153,23 @@ func (l *receiveLink) open(addr string, partition *uint32) (*linkStream, error) 
 	if err != nil {
 		return nil, err
 	}
+	conn := rpcreach.Wrap(cc)
 	ctx, cancel := context.WithCancel(context.Background())
-	stream, err := raftbusv1.NewMessagingServiceClient(cc).ReceiveStream(ctx)
+	openingFor := context.AfterFunc(callerCtx, cancel)
+	stream, err := raftbusv1.NewMessagingServiceClient(conn).ReceiveStream(ctx)
 	if err == nil {
 		err = stream.Send(&raftbusv1.ReceiveStreamRequest{Request: &raftbusv1.ReceiveStreamRequest_Open{Open: &raftbusv1.ReceiveStreamOpen{
 			EntityPath: l.r.path, SubQueue: l.r.sub, ReceiveMode: l.r.mode, PartitionId: partition,
 		}}})
 	}
+	if !openingFor() && err == nil {
+		err = callerCtx.Err() // the caller gave up as it opened
+	}
 	if err != nil {
 		cancel()
-		return nil, asError(err)
+		err = callError(err, conn, addr)
+		l.r.c.noteReach(addr, err)
+		return nil, err
 	}
 	s := &linkStream{stream: stream, cancel: cancel, addr: addr, opened: time.Now(), partition: partition}
 	go l.read(s)
@@ -254,7 +264,7 @@ func (l *receiveLink) close(final bool) {
 // wait.
 func (r *Receiver) receiveGranted(ctx context.Context, maxMessages int, wait time.Duration) ([]*ReceivedMessage, error) {
 	g, err := r.link.grant(ctx, maxMessages, wait)
-	if errors.Is(err, errLinkClosed) {
+	if errors.Is(err, errLinkClosed) || err != nil && ctx.Err() != nil {
 		return nil, err
 	}
 	if err != nil {

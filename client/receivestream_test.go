@@ -174,6 +174,10 @@ func (e *env) testReceiveGivenUpStrandsNothing(t *testing.T) {
 	ctx := ctxT(t, 30*time.Second)
 	e.createQueue("given-up", &admin.QueueProperties{LockDuration: durationpb.New(time.Minute)})
 	r := e.receiver("given-up", nil)
+	// A first receive opens the stream.
+	if got, err := r.ReceiveMessages(ctx, 1, &client.ReceiveMessagesOptions{MaxWaitTime: 10 * time.Millisecond}); err != nil || len(got) != 0 {
+		t.Fatalf("a receive of an empty queue: %v, %v", got, err)
+	}
 	gaveUp, cancel := context.WithCancel(ctx)
 	cancel()
 	// The receive is granted, then given up at once, waiting.
