@@ -81,8 +81,9 @@ const maxStreamAge = 10 * time.Minute
 var errLinkClosed = &Error{Code: CodeInvalidArgument, Message: "the receiver is closed"}
 
 // grant grants the stream one receive of up to maxMessages, waiting up to
-// wait once the server serves it, opening a stream when none is open (or
-// when the entity's only partition moved to another leader).
+// wait from when the server reads it, opening a stream when none is open
+// (or when the entity's only partition moved to another leader, or the
+// stream is old).
 func (l *receiveLink) grant(ctx context.Context, maxMessages int, wait time.Duration) (*grant, error) {
 	addr, partition, err := l.r.streamTarget(ctx)
 	if err != nil {
@@ -93,9 +94,10 @@ func (l *receiveLink) grant(ctx context.Context, maxMessages int, wait time.Dura
 	if l.closed {
 		return nil, errLinkClosed
 	}
-	if s := l.cur; s != nil && (addr != "" && s.addr != addr || time.Since(s.opened) > maxStreamAge) {
+	if s := l.cur; s != nil && (addr != "" && s.addr != addr || !samePartition(s.partition, partition) || time.Since(s.opened) > maxStreamAge) {
 		// Retired: the stream's grants are answered, then it ends; new
-		// grants go on a new stream, to the leader.
+		// grants go on a new stream, to the leader (or across the
+		// partitions of an entity made anew with more).
 		l.cur = nil
 		s.stream.CloseSend()
 	}
@@ -122,6 +124,12 @@ func (l *receiveLink) grant(ctx context.Context, maxMessages int, wait time.Dura
 			return nil, asError(err)
 		}
 	}
+}
+
+// samePartition reports whether a and b name the same partition, or both
+// none.
+func samePartition(a, b *uint32) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
 
 // streamTarget is where a stream goes: to the leader of the entity's only
