@@ -35,6 +35,7 @@ func TestLostAnswers(t *testing.T) {
 	t.Run("SendWithDuplicateDetection", l.testSendWithDuplicateDetection)
 	t.Run("PeekLockReceive", l.testPeekLockReceive)
 	t.Run("ReceiveAndDelete", l.testReceiveAndDelete)
+	t.Run("ReceiveAfterStreamBreak", l.testReceiveAfterStreamBreak)
 	t.Run("ReceiveAcrossPartitions", l.testReceiveAcrossPartitions)
 	t.Run("Session", l.testSession)
 	t.Run("Settlement", l.testSettlement)
@@ -326,5 +327,31 @@ func (l *lossyEnv) testUnknownDeferredReceiveIsClaimedByTheNext(t *testing.T) {
 	again, err := r.ReceiveDeferredMessages(ctxT(t, 10*time.Second), []int64{seq}, nil)
 	if err != nil || len(again) != 1 || again[0].MessageID != got[0].MessageID {
 		t.Fatalf("deferred receive asked again: %v, %v; want %s", again, err, got[0].MessageID)
+	}
+}
+
+// A receive stream that breaks after the server served a grant (the
+// answer lost with the connection) leaves a receive of unknown outcome:
+// it is recovered by a replay of its receive id, so ReceiveMessages gets
+// the message it removed, and the next one opens a new stream and goes
+// on.
+func (l *lossyEnv) testReceiveAfterStreamBreak(t *testing.T) {
+	l.createQueue("stream-break", nil)
+	l.sendTwo(t, "stream-break")
+	l.warm(t, "stream-break")
+	r, _ := l.c.NewReceiverForQueue("stream-break", &client.ReceiverOptions{ReceiveMode: client.ReceiveModeReceiveAndDelete})
+	dropped := l.p.Dropped()
+	// The stream's first answer is cut with its connection.
+	l.p.DropResponses(1)
+	got, err := r.ReceiveMessages(ctxT(t, 10*time.Second), 1, nil)
+	if err != nil || len(got) != 1 || got[0].MessageID != "first" || l.p.Dropped() != dropped+1 {
+		t.Fatalf("receive on a stream that broke: %v, %v after %d lost answers; want first, after one", got, err, l.p.Dropped()-dropped)
+	}
+	got, err = r.ReceiveMessages(ctxT(t, 10*time.Second), 1, nil)
+	if err != nil || len(got) != 1 || got[0].MessageID != "second" {
+		t.Fatalf("receive after the stream broke: %v, %v; want second", got, err)
+	}
+	if n, _ := l.active(t, "stream-break"); n != 0 {
+		t.Fatalf("%d messages left", n)
 	}
 }

@@ -146,50 +146,88 @@ func (p *Processor) Run(ctx context.Context) error {
 	return nil
 }
 
-// receiveLoop receives as many messages as there is room for: free
-// handlers plus prefetch.
+// maxOutstandingReceives is how many receives a Processor has on its
+// receive stream at once: one the server serves while the next waits
+// there, so that the server goes on to the next as soon as it answers
+// one. Handlers freed meanwhile are granted together by the next.
+const maxOutstandingReceives = 2
+
+// receiveLoop keeps as many messages received as there is room for, free
+// handlers plus prefetch: the room is granted as credit on the receive
+// stream, in up to maxOutstandingReceives receives at once, so the server
+// locks the next messages while handlers work on the last ones. When the
+// processor stops, it closes the stream and releases what the
+// outstanding receives got.
 func (p *Processor) receiveLoop(work chan<- *ReceivedMessage) {
-	capacity := p.opts.MaxConcurrentCalls + p.opts.PrefetchCount
-	free := make(chan struct{}, capacity)
-	for range capacity {
-		free <- struct{}{}
-	}
+	credit := p.opts.MaxConcurrentCalls + p.opts.PrefetchCount
+	// freed gets a token back for each message a handler is done with.
+	freed := make(chan struct{}, 2*credit+maxBatchMessages) // room for a replay beyond the credit
+	answers := make(chan receiveAnswer, maxOutstandingReceives)
+	// The receives outlive a stop by a grace period, to recover what
+	// they received once the stream is closed.
+	receiveCtx, cancelReceives := context.WithCancel(context.Background())
+	defer cancelReceives()
+	outstanding := 0
+	var resume <-chan time.Time // set while pausing after a failure
 	for {
-		// Wait for at least one free place, then take every free one.
-		n := 0
+		if credit > 0 && outstanding < maxOutstandingReceives && resume == nil {
+			n := min(credit, maxBatchMessages)
+			outstanding++
+			go p.receive(receiveCtx, n, answers)
+			credit -= n
+		}
 		select {
-		case <-free:
-			n = 1
+		case <-freed:
+			credit++
+		case a := <-answers:
+			outstanding--
+			credit += a.asked - len(a.msgs)
+			if a.err != nil && p.stopCtx.Err() == nil {
+				p.report(a.err)
+				resume = time.After(time.Second)
+			}
+			p.dispatch(work, a.msgs, freed)
+		case <-resume:
+			resume = nil
 		case <-p.stopCtx.Done():
+			p.r.link.close(true)
+			time.AfterFunc(stopGrace, cancelReceives)
+			for ; outstanding > 0; outstanding-- {
+				for _, m := range (<-answers).msgs {
+					p.release(m)
+				}
+			}
 			return
 		}
-	more:
-		for {
-			select {
-			case <-free:
-				n++
-			default:
-				break more
-			}
-		}
-		msgs, err := p.r.ReceiveMessages(p.stopCtx, n, &ReceiveMessagesOptions{MaxWaitTime: 30 * time.Second})
-		if err != nil && p.stopCtx.Err() == nil {
-			p.report(err)
-			p.pause()
-		}
-		for i := len(msgs); i < n; i++ {
-			free <- struct{}{}
-		}
-		for _, m := range msgs {
-			m.onDone = func() { free <- struct{}{} }
-			select {
-			case work <- m:
-			case <-p.stopCtx.Done():
-				p.release(m)
-			}
-		}
-		if p.stopCtx.Err() != nil {
-			return
+	}
+}
+
+// stopGrace bounds how long a stopping processor waits for its
+// outstanding receives to recover what they received.
+const stopGrace = 10 * time.Second
+
+// receiveAnswer is what one receive of the receive loop got.
+type receiveAnswer struct {
+	asked int
+	msgs  []*ReceivedMessage
+	err   error
+}
+
+// receive receives up to n messages for the receive loop.
+func (p *Processor) receive(ctx context.Context, n int, answers chan<- receiveAnswer) {
+	msgs, err := p.r.receiveOnce(ctx, n, 30*time.Second)
+	answers <- receiveAnswer{asked: n, msgs: msgs, err: err}
+}
+
+// dispatch hands msgs to the handlers; each gives its credit back to
+// freed once handled.
+func (p *Processor) dispatch(work chan<- *ReceivedMessage, msgs []*ReceivedMessage, freed chan<- struct{}) {
+	for _, m := range msgs {
+		m.onDone = func() { freed <- struct{}{} }
+		select {
+		case work <- m:
+		case <-p.stopCtx.Done():
+			p.release(m)
 		}
 	}
 }

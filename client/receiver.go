@@ -65,6 +65,10 @@ type Receiver struct {
 	// unclaimedDeferred maps the sequence numbers a deferred receive of
 	// unknown outcome asked for to its receive id.
 	unclaimedDeferred map[int64][]byte
+
+	// link is the ReceiveStream the receives of a Receiver (not a
+	// SessionReceiver) go on.
+	link receiveLink
 }
 
 // unclaimedReceive is a receive of unknown outcome: its receive id and,
@@ -94,6 +98,7 @@ func (c *Client) newReceiver(path string, options *ReceiverOptions) (*Receiver, 
 		return nil, &Error{Code: CodeInvalidArgument, Message: "empty entity name"}
 	}
 	r := &Receiver{c: c, path: path, mode: raftbusv1.ReceiveMode_RECEIVE_MODE_PEEK_LOCK}
+	r.link.r = r
 	if options != nil {
 		if options.ReceiveMode == ReceiveModeReceiveAndDelete {
 			r.mode = raftbusv1.ReceiveMode_RECEIVE_MODE_RECEIVE_AND_DELETE
@@ -105,8 +110,13 @@ func (c *Client) newReceiver(path string, options *ReceiverOptions) (*Receiver, 
 	return r, nil
 }
 
-// Close releases the Receiver. Locks it holds expire on their own.
-func (r *Receiver) Close(ctx context.Context) error { return nil }
+// Close releases the Receiver: it closes its receive stream (a receive
+// under way recovers what it received). Locks it holds expire on their
+// own.
+func (r *Receiver) Close(ctx context.Context) error {
+	r.link.close(false)
+	return nil
+}
 
 // ReceiveMessagesOptions configure ReceiveMessages.
 type ReceiveMessagesOptions struct {
@@ -156,10 +166,21 @@ func (r *Receiver) ReceiveMessages(ctx context.Context, maxMessages int, options
 	}
 }
 
+// receiveOnce hands out what earlier receives left unclaimed, else
+// receives once: on the receive stream, or for a SessionReceiver, whose
+// session lock the stream would have to follow, with a unary Receive.
 func (r *Receiver) receiveOnce(ctx context.Context, maxMessages int, wait time.Duration) ([]*ReceivedMessage, error) {
 	if msgs, err := r.claim(ctx); err != nil || len(msgs) > 0 {
 		return msgs, err
 	}
+	if r.session != nil {
+		return r.receiveUnary(ctx, maxMessages, wait)
+	}
+	return r.receiveGranted(ctx, maxMessages, wait)
+}
+
+// receiveUnary receives once with a unary Receive.
+func (r *Receiver) receiveUnary(ctx context.Context, maxMessages int, wait time.Duration) ([]*ReceivedMessage, error) {
 	// The receive id makes the request safe to repeat after an unknown
 	// outcome: a partition that received for it answers a repeat with the
 	// same messages (still locked, or the ones it removed) instead of more.

@@ -1,8 +1,6 @@
 package cluster
 
 import (
-	"context"
-
 	"github.com/fullstorydev/grpchan/inprocgrpc"
 	"google.golang.org/grpc"
 
@@ -20,23 +18,11 @@ import (
 // path, as the node's certificate passes it on the network.
 func (n *Node) InProcess() grpc.ClientConnInterface { return n.inProcess }
 
-// newInProcess makes the node's in-process channel; the services are
+// newInProcess makes the node's in-process channel, calls going through
+// the unary interceptors and streams through stream; the services are
 // registered on it with the server's.
-func newInProcess(unary []grpc.UnaryServerInterceptor) *inprocgrpc.Channel {
-	return (&inprocgrpc.Channel{}).WithServerUnaryInterceptor(chainUnary(unary))
-}
-
-// chainUnary runs interceptors in order around a handler, as
-// grpc.ChainUnaryInterceptor does for a server.
-func chainUnary(interceptors []grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		next := handler
-		for i := len(interceptors) - 1; i >= 0; i-- {
-			in, inner := interceptors[i], next
-			next = func(ctx context.Context, req any) (any, error) { return in(ctx, req, info, inner) }
-		}
-		return next(ctx, req)
-	}
+func newInProcess(unary []grpc.UnaryServerInterceptor, stream grpc.StreamServerInterceptor) *inprocgrpc.Channel {
+	return (&inprocgrpc.Channel{}).WithServerUnaryInterceptor(chainUnary(unary)).WithServerStreamInterceptor(stream)
 }
 
 // registerPublic registers the public services on r.

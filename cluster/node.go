@@ -148,8 +148,11 @@ type Node struct {
 	// public services answer SERVER_BUSY (the Raft transport serves at
 	// once: a joining node is replicated to before Start returns).
 	serving atomic.Bool
-	// draining is set once Shutdown begins: the node is no longer ready.
+	// draining is set once Shutdown begins: the node is no longer ready;
+	// drained is closed then, which ends the receive streams between
+	// their grants.
 	draining atomic.Bool
+	drained  chan struct{}
 	// metrics are the node's Prometheus metrics; grpcHealth is the gRPC
 	// health service, SERVING while the node is Ready.
 	metrics    *metrics.Metrics
@@ -225,6 +228,7 @@ func Start(cfg Config) (*Node, error) {
 		rebuilds: make(map[string]*rebuildState),
 		kick:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
+		drained:  make(chan struct{}),
 	}
 	n.members.Store(&map[string]*clusterv1.Node{})
 	n.idle = n.newIdleTracker()
@@ -249,7 +253,9 @@ func Start(cfg Config) (*Node, error) {
 		policies = nodePolicies{n}
 	}
 	n.guard = access.NewGuard(n.log, policies, cfg.Clock.Now)
-	n.server = grpc.NewServer(serverOptions(cfg.TLS, n.guard, n.unaryInterceptors())...)
+	statusStream := service.StatusStreamInterceptor(n.log)
+	ic := serverInterceptors(cfg.TLS, n.guard, n.unaryInterceptors(), []grpc.StreamServerInterceptor{statusStream})
+	n.server = grpc.NewServer(serverOptions(cfg.TLS, ic)...)
 	n.mux.Register(n.server)
 	// gRPC's standard health service (SERVING once Ready, see runHealth)
 	// and server reflection, so that grpcurl and probes need no .proto.
@@ -259,10 +265,18 @@ func Start(cfg Config) (*Node, error) {
 	// service serves two calls of theirs that other nodes make.
 	admin := service.NewAdmin(serviceNode{n}, service.Config{DefaultPartitions: cfg.DefaultPartitions})
 	msg := service.NewMessaging(serviceNode{n})
-	access := service.NewAccess(serviceNode{n})
-	registerPublic(n.server, admin, msg, access)
-	n.inProcess = newInProcess(n.unaryInterceptors())
-	registerPublic(n.inProcess, admin, msg, access)
+	msg.ServeGrantsThrough(chainUnary(ic.unary))
+	msg.EndStreamsWhen(n.drained)
+	policySvc := service.NewAccess(serviceNode{n})
+	registerPublic(n.server, admin, msg, policySvc)
+	// In process, the node's own front doors call past the connection
+	// bound and the access guard (see InProcess), the grants of their
+	// receive streams too.
+	local := service.NewMessaging(serviceNode{n})
+	local.ServeGrantsThrough(chainUnary(n.unaryInterceptors()))
+	local.EndStreamsWhen(n.drained)
+	n.inProcess = newInProcess(n.unaryInterceptors(), statusStream)
+	registerPublic(n.inProcess, admin, local, policySvc)
 	clusterv1.RegisterNodeServiceServer(n.server, &nodeService{n: n, admin: admin, msg: msg})
 	n.wg.Add(1)
 	go func() {

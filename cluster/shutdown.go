@@ -27,7 +27,9 @@ const handOffRetry = 50 * time.Millisecond
 // left is cut short as Close does.
 func (n *Node) Shutdown(ctx context.Context) error {
 	// Probes and load balancers first: the node is going away.
-	n.draining.Store(true)
+	if n.draining.CompareAndSwap(false, true) {
+		close(n.drained)
+	}
 	n.grpcHealth.Shutdown()
 	n.mux.RefuseLeadership()
 	for {

@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"context"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -13,26 +15,58 @@ import (
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
-// serverOptions are the options of the node's gRPC server: the bound on
-// calls per connection, TLS and the access guard g when t is set, then
-// the node's interceptors, and the message size bounds.
-func serverOptions(t *certs.NodeTLS, g *access.Guard, unary []grpc.UnaryServerInterceptor) []grpc.ServerOption {
+// interceptors are the node server's interceptors, outermost first.
+type interceptors struct {
+	// limit counts each connection's calls (a stats handler too).
+	limit  *access.ConnLimit
+	unary  []grpc.UnaryServerInterceptor
+	stream []grpc.StreamServerInterceptor
+}
+
+// serverInterceptors are the bound on calls per connection, the access
+// guard g when t is set, then the node's own.
+func serverInterceptors(t *certs.NodeTLS, g *access.Guard, unary []grpc.UnaryServerInterceptor, stream []grpc.StreamServerInterceptor) interceptors {
 	limit := access.NewConnLimit(access.DefaultMaxCallsPerConn)
-	unary = append([]grpc.UnaryServerInterceptor{limit.Unary}, unary...)
-	stream := []grpc.StreamServerInterceptor{limit.Stream}
-	opts := []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(MaxMessageBytes),
-		grpc.MaxSendMsgSize(MaxMessageBytes),
-		grpc.StatsHandler(limit),
+	out := interceptors{
+		limit:  limit,
+		unary:  append([]grpc.UnaryServerInterceptor{limit.Unary}, unary...),
+		stream: append([]grpc.StreamServerInterceptor{limit.Stream}, stream...),
 	}
 	if t != nil {
 		// The guard goes before the node's interceptors: a refused call
 		// reaches nothing else.
-		unary = append([]grpc.UnaryServerInterceptor{unary[0], g.Unary}, unary[1:]...)
-		stream = append(stream, g.Stream)
+		out.unary = append([]grpc.UnaryServerInterceptor{out.unary[0], g.Unary}, out.unary[1:]...)
+		out.stream = append([]grpc.StreamServerInterceptor{out.stream[0], g.Stream}, out.stream[1:]...)
+	}
+	return out
+}
+
+// serverOptions are the options of the node's gRPC server: TLS when t is
+// set, the interceptors, and the message size bounds.
+func serverOptions(t *certs.NodeTLS, ic interceptors) []grpc.ServerOption {
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(MaxMessageBytes),
+		grpc.MaxSendMsgSize(MaxMessageBytes),
+		grpc.StatsHandler(ic.limit),
+	}
+	if t != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(t.Server)))
 	}
-	return append(opts, grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...))
+	return append(opts, grpc.ChainUnaryInterceptor(ic.unary...), grpc.ChainStreamInterceptor(ic.stream...))
+}
+
+// chainUnary runs interceptors around a handler as the server chains
+// them, outermost first: what a call served inside another (a grant of a
+// ReceiveStream) goes through to be served as its unary call would be.
+func chainUnary(interceptors []grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		h := handler
+		for i := len(interceptors) - 1; i >= 0; i-- {
+			next, ic := h, interceptors[i]
+			h = func(ctx context.Context, req any) (any, error) { return ic(ctx, req, info, next) }
+		}
+		return h(ctx, req)
+	}
 }
 
 // peerCredentials are the transport credentials of the node's calls to

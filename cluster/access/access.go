@@ -63,13 +63,38 @@ func (g *Guard) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	return handler(ctx, req)
 }
 
-// Stream is the guard as a stream server interceptor. Public streams
-// (reflection) need Manage on the namespace.
+// Stream is the guard as a stream server interceptor. A ReceiveStream is
+// checked on its first request, which names its entity, as the Receive
+// of each of its grants is (the grants pass through Unary as Receives);
+// other public streams (reflection) need Manage on the namespace.
 func (g *Guard) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if info.FullMethod == raftbusv1.MessagingService_ReceiveStream_FullMethodName {
+		return handler(srv, &openGuard{ServerStream: ss, g: g, method: info.FullMethod})
+	}
 	if err := g.check(ss.Context(), info.FullMethod, namespaceManage); err != nil {
 		return err
 	}
 	return handler(srv, ss)
+}
+
+// openGuard checks the first request of a stream, whose requirement it
+// names, before the handler sees it.
+type openGuard struct {
+	grpc.ServerStream
+	g       *Guard
+	method  string
+	checked bool
+}
+
+func (s *openGuard) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	if s.checked {
+		return nil
+	}
+	s.checked = true
+	return s.g.check(s.Context(), s.method, requirementOf(m))
 }
 
 // check returns the gRPC status refusing the call, or nil.

@@ -47,6 +47,9 @@ func requirementOf(req any) requirement {
 	// Receiving and settling.
 	case *raftbusv1.ReceiveRequest:
 		return on(listen, r.GetEntityPath())
+	case *raftbusv1.ReceiveStreamRequest:
+		// The open request; each grant is checked as a ReceiveRequest.
+		return on(listen, r.GetOpen().GetEntityPath())
 	case *raftbusv1.ReceiveDeferredRequest:
 		return on(listen, r.GetEntityPath())
 	case *raftbusv1.PeekRequest:

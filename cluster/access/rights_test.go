@@ -16,7 +16,7 @@ import (
 func TestEveryPublicMethodHasTheRightsItShould(t *testing.T) {
 	want := map[string]string{
 		"Send": "send", "SendEach": "send", "Schedule": "send", "CancelScheduled": "send",
-		"Receive": "listen", "ReceiveDeferred": "listen", "Peek": "listen", "Complete": "listen", "Abandon": "listen",
+		"Receive": "listen", "ReceiveStream": "listen", "ReceiveDeferred": "listen", "Peek": "listen", "Complete": "listen", "Abandon": "listen",
 		"DeadLetter": "listen", "Defer": "listen", "Settle": "listen", "RenewLock": "listen",
 		"AcceptSession": "listen", "RenewSessionLock": "listen", "GetSessionState": "listen", "SetSessionState": "listen", "CloseSession": "listen",
 
@@ -69,6 +69,9 @@ func setEntityFields(m protoreflect.Message, v string) {
 	fields := m.Descriptor().Fields()
 	for i := range fields.Len() {
 		f := fields.Get(i)
+		if o := f.ContainingOneof(); o != nil && m.WhichOneof(o) != nil {
+			continue // the first of a oneof (a stream's open request)
+		}
 		switch {
 		case f.Kind() == protoreflect.StringKind && !f.IsList() && !f.IsMap() &&
 			(f.Name() == "entity_path" || f.Name() == "name" || strings.HasSuffix(string(f.Name()), "topic_name")):

@@ -28,17 +28,41 @@ func StatusInterceptor(log *slog.Logger) grpc.UnaryServerInterceptor {
 		}
 		defer func() {
 			if r := recover(); r != nil {
-				id := apierror.TrackingID()
-				log.Error("panic serving request", "method", info.FullMethod, "panic", fmt.Sprint(r), "tracking_id", id, "stack", string(debug.Stack()))
-				st, _ := status.New(codes.Internal, "internal error").WithDetails(&raftbusv1.ErrorInfo{
-					Reason: raftbusv1.ErrorReason_ERROR_REASON_UNSPECIFIED, Message: "internal error (tracking id " + id + ")", TrackingId: id,
-				})
-				resp, err = nil, st.Err()
+				resp, err = nil, panicStatus(log, info.FullMethod, r)
 			}
 		}()
 		resp, err = handler(ctx, req)
 		return resp, deadlineCode(ctx, apierror.Status(err))
 	}
+}
+
+// StatusStreamInterceptor is StatusInterceptor for streams (a
+// ReceiveStream; the grants it serves go through the unary one too). gRPC's
+// own streams (reflection) and the Raft transport's are left as they are.
+func StatusStreamInterceptor(log *slog.Logger) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+		if strings.HasPrefix(info.FullMethod, "/raftbus.raft.") || strings.HasPrefix(info.FullMethod, "/grpc.") {
+			return handler(srv, ss)
+		}
+		defer func() {
+			if r := recover(); r != nil {
+				err = panicStatus(log, info.FullMethod, r)
+			}
+		}()
+		return apierror.Status(handler(srv, ss))
+	}
+}
+
+// panicStatus logs a panic serving method, with its stack, and is the
+// INTERNAL status the client gets instead, with a tracking id that names
+// the log line.
+func panicStatus(log *slog.Logger, method string, r any) error {
+	id := apierror.TrackingID()
+	log.Error("panic serving request", "method", method, "panic", fmt.Sprint(r), "tracking_id", id, "stack", string(debug.Stack()))
+	st, _ := status.New(codes.Internal, "internal error").WithDetails(&raftbusv1.ErrorInfo{
+		Reason: raftbusv1.ErrorReason_ERROR_REASON_UNSPECIFIED, Message: "internal error (tracking id " + id + ")", TrackingId: id,
+	})
+	return st.Err()
 }
 
 // deadlineCode gives an unknown outcome that the caller's deadline caused

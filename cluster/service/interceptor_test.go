@@ -94,3 +94,20 @@ func TestErrorsBecomeTheStatusOfTheirReason(t *testing.T) {
 		t.Errorf("a panic: %v; want INTERNAL with a tracking id", err)
 	}
 }
+
+// A stream's failure reaches the client as the status of its reason, and
+// a panic serving it is INTERNAL with a tracking id, as for a unary call.
+func TestStreamErrorsBecomeTheStatusOfTheirReason(t *testing.T) {
+	intercept := StatusStreamInterceptor(slog.New(slog.DiscardHandler))
+	info := &grpc.StreamServerInfo{FullMethod: raftbusv1.MessagingService_ReceiveStream_FullMethodName}
+	err := intercept(nil, nil, info, func(any, grpc.ServerStream) error {
+		return &engine.Error{Reason: raftbusv1.ErrorReason_ERROR_REASON_NOT_FOUND, Message: "no such queue"}
+	})
+	if st := status.Convert(err); st.Code() != codes.NotFound || apierror.From(err).Reason != raftbusv1.ErrorReason_ERROR_REASON_NOT_FOUND {
+		t.Fatalf("a stream failing with NOT_FOUND ended with %v", err)
+	}
+	err = intercept(nil, nil, info, func(any, grpc.ServerStream) error { panic("bug") })
+	if st := status.Convert(err); st.Code() != codes.Internal || apierror.Info(err).GetTrackingId() == "" {
+		t.Fatalf("a stream that panicked ended with %v, want INTERNAL with a tracking id", err)
+	}
+}

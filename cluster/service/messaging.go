@@ -50,6 +50,12 @@ type Messaging struct {
 	raftbusv1.UnimplementedMessagingServiceServer
 	node Node
 	rr   roundRobin
+	// grant serves one grant of a ReceiveStream as a unary Receive (see
+	// ServeGrantsThrough); nil: Receive itself.
+	grant func(ctx context.Context, req *raftbusv1.ReceiveRequest) (*raftbusv1.ReceiveResponse, error)
+	// streamsEnd, once closed, ends the ReceiveStreams between their
+	// grants (see EndStreamsWhen); nil: never.
+	streamsEnd <-chan struct{}
 }
 
 // NewMessaging is the messaging service of node.

@@ -950,6 +950,306 @@ func (x *ReceiveResponse) GetMessages() []*ReceivedMessage {
 	return nil
 }
 
+type ReceiveStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The first request carries open, every later one credit.
+	//
+	// Types that are valid to be assigned to Request:
+	//
+	//	*ReceiveStreamRequest_Open
+	//	*ReceiveStreamRequest_Credit
+	Request       isReceiveStreamRequest_Request `protobuf_oneof:"request"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReceiveStreamRequest) Reset() {
+	*x = ReceiveStreamRequest{}
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReceiveStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReceiveStreamRequest) ProtoMessage() {}
+
+func (x *ReceiveStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReceiveStreamRequest.ProtoReflect.Descriptor instead.
+func (*ReceiveStreamRequest) Descriptor() ([]byte, []int) {
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ReceiveStreamRequest) GetRequest() isReceiveStreamRequest_Request {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *ReceiveStreamRequest) GetOpen() *ReceiveStreamOpen {
+	if x != nil {
+		if x, ok := x.Request.(*ReceiveStreamRequest_Open); ok {
+			return x.Open
+		}
+	}
+	return nil
+}
+
+func (x *ReceiveStreamRequest) GetCredit() *ReceiveCredit {
+	if x != nil {
+		if x, ok := x.Request.(*ReceiveStreamRequest_Credit); ok {
+			return x.Credit
+		}
+	}
+	return nil
+}
+
+type isReceiveStreamRequest_Request interface {
+	isReceiveStreamRequest_Request()
+}
+
+type ReceiveStreamRequest_Open struct {
+	Open *ReceiveStreamOpen `protobuf:"bytes,1,opt,name=open,proto3,oneof"`
+}
+
+type ReceiveStreamRequest_Credit struct {
+	Credit *ReceiveCredit `protobuf:"bytes,2,opt,name=credit,proto3,oneof"`
+}
+
+func (*ReceiveStreamRequest_Open) isReceiveStreamRequest_Request() {}
+
+func (*ReceiveStreamRequest_Credit) isReceiveStreamRequest_Request() {}
+
+// ReceiveStreamOpen is what every receive of a ReceiveStream shares: the
+// fields of the same name of ReceiveRequest.
+type ReceiveStreamOpen struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A queue, or "<topic>/subscriptions/<name>".
+	EntityPath  string      `protobuf:"bytes,1,opt,name=entity_path,json=entityPath,proto3" json:"entity_path,omitempty"`
+	SubQueue    SubQueue    `protobuf:"varint,2,opt,name=sub_queue,json=subQueue,proto3,enum=raftbus.v1.SubQueue" json:"sub_queue,omitempty"`
+	ReceiveMode ReceiveMode `protobuf:"varint,3,opt,name=receive_mode,json=receiveMode,proto3,enum=raftbus.v1.ReceiveMode" json:"receive_mode,omitempty"`
+	// Receive from this partition only; unset: from all partitions, fairly.
+	PartitionId *uint32 `protobuf:"varint,4,opt,name=partition_id,json=partitionId,proto3,oneof" json:"partition_id,omitempty"`
+	// Receive from this held session (required on session entities).
+	Session       *SessionLock `protobuf:"bytes,5,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReceiveStreamOpen) Reset() {
+	*x = ReceiveStreamOpen{}
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReceiveStreamOpen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReceiveStreamOpen) ProtoMessage() {}
+
+func (x *ReceiveStreamOpen) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReceiveStreamOpen.ProtoReflect.Descriptor instead.
+func (*ReceiveStreamOpen) Descriptor() ([]byte, []int) {
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ReceiveStreamOpen) GetEntityPath() string {
+	if x != nil {
+		return x.EntityPath
+	}
+	return ""
+}
+
+func (x *ReceiveStreamOpen) GetSubQueue() SubQueue {
+	if x != nil {
+		return x.SubQueue
+	}
+	return SubQueue_SUB_QUEUE_UNSPECIFIED
+}
+
+func (x *ReceiveStreamOpen) GetReceiveMode() ReceiveMode {
+	if x != nil {
+		return x.ReceiveMode
+	}
+	return ReceiveMode_RECEIVE_MODE_UNSPECIFIED
+}
+
+func (x *ReceiveStreamOpen) GetPartitionId() uint32 {
+	if x != nil && x.PartitionId != nil {
+		return *x.PartitionId
+	}
+	return 0
+}
+
+func (x *ReceiveStreamOpen) GetSession() *SessionLock {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+// ReceiveCredit grants a ReceiveStream one receive.
+type ReceiveCredit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required, and unique among the grants of the client (16 random bytes;
+	// at most 64): as ReceiveRequest.receive_id, it makes the grant's
+	// outcome recoverable with a Receive replay.
+	ReceiveId []byte `protobuf:"bytes,1,opt,name=receive_id,json=receiveId,proto3" json:"receive_id,omitempty"`
+	// 1 to 1000; 0 means 1.
+	MaxMessages int32 `protobuf:"varint,2,opt,name=max_messages,json=maxMessages,proto3" json:"max_messages,omitempty"`
+	// How long to wait for the first message, counted from when the server
+	// reads the grant (it reads grants as they arrive, while it serves
+	// earlier ones, so grants made at once wait at once; a grant served
+	// after its wait passed receives what is available, without waiting).
+	// Unset or zero: do not wait. At most 5 minutes.
+	MaxWait       *durationpb.Duration `protobuf:"bytes,3,opt,name=max_wait,json=maxWait,proto3" json:"max_wait,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReceiveCredit) Reset() {
+	*x = ReceiveCredit{}
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReceiveCredit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReceiveCredit) ProtoMessage() {}
+
+func (x *ReceiveCredit) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReceiveCredit.ProtoReflect.Descriptor instead.
+func (*ReceiveCredit) Descriptor() ([]byte, []int) {
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ReceiveCredit) GetReceiveId() []byte {
+	if x != nil {
+		return x.ReceiveId
+	}
+	return nil
+}
+
+func (x *ReceiveCredit) GetMaxMessages() int32 {
+	if x != nil {
+		return x.MaxMessages
+	}
+	return 0
+}
+
+func (x *ReceiveCredit) GetMaxWait() *durationpb.Duration {
+	if x != nil {
+		return x.MaxWait
+	}
+	return nil
+}
+
+// ReceiveStreamResponse answers one ReceiveCredit, in the order granted.
+type ReceiveStreamResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The grant's receive_id.
+	ReceiveId []byte `protobuf:"bytes,1,opt,name=receive_id,json=receiveId,proto3" json:"receive_id,omitempty"`
+	// What the grant received, as ReceiveResponse.messages (at most 4 MiB).
+	Messages []*ReceivedMessage `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
+	// Set when the grant failed: what Receive would have failed with.
+	// Nothing was received then, unless the reason is OUTCOME_UNKNOWN.
+	Error         *ErrorInfo `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReceiveStreamResponse) Reset() {
+	*x = ReceiveStreamResponse{}
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReceiveStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReceiveStreamResponse) ProtoMessage() {}
+
+func (x *ReceiveStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReceiveStreamResponse.ProtoReflect.Descriptor instead.
+func (*ReceiveStreamResponse) Descriptor() ([]byte, []int) {
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ReceiveStreamResponse) GetReceiveId() []byte {
+	if x != nil {
+		return x.ReceiveId
+	}
+	return nil
+}
+
+func (x *ReceiveStreamResponse) GetMessages() []*ReceivedMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *ReceiveStreamResponse) GetError() *ErrorInfo {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 // MessageLock identifies one locked message.
 type MessageLock struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -965,7 +1265,7 @@ type MessageLock struct {
 
 func (x *MessageLock) Reset() {
 	*x = MessageLock{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[14]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -977,7 +1277,7 @@ func (x *MessageLock) String() string {
 func (*MessageLock) ProtoMessage() {}
 
 func (x *MessageLock) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[14]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -990,7 +1290,7 @@ func (x *MessageLock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageLock.ProtoReflect.Descriptor instead.
 func (*MessageLock) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{14}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *MessageLock) GetEntityPath() string {
@@ -1030,7 +1330,7 @@ type CompleteRequest struct {
 
 func (x *CompleteRequest) Reset() {
 	*x = CompleteRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[15]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1042,7 +1342,7 @@ func (x *CompleteRequest) String() string {
 func (*CompleteRequest) ProtoMessage() {}
 
 func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[15]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1055,7 +1355,7 @@ func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{15}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CompleteRequest) GetLock() *MessageLock {
@@ -1073,7 +1373,7 @@ type CompleteResponse struct {
 
 func (x *CompleteResponse) Reset() {
 	*x = CompleteResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[16]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1085,7 +1385,7 @@ func (x *CompleteResponse) String() string {
 func (*CompleteResponse) ProtoMessage() {}
 
 func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[16]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1098,7 +1398,7 @@ func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
 func (*CompleteResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{16}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{20}
 }
 
 type AbandonRequest struct {
@@ -1111,7 +1411,7 @@ type AbandonRequest struct {
 
 func (x *AbandonRequest) Reset() {
 	*x = AbandonRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[17]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1123,7 +1423,7 @@ func (x *AbandonRequest) String() string {
 func (*AbandonRequest) ProtoMessage() {}
 
 func (x *AbandonRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[17]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1136,7 +1436,7 @@ func (x *AbandonRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbandonRequest.ProtoReflect.Descriptor instead.
 func (*AbandonRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{17}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AbandonRequest) GetLock() *MessageLock {
@@ -1161,7 +1461,7 @@ type AbandonResponse struct {
 
 func (x *AbandonResponse) Reset() {
 	*x = AbandonResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[18]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1173,7 +1473,7 @@ func (x *AbandonResponse) String() string {
 func (*AbandonResponse) ProtoMessage() {}
 
 func (x *AbandonResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[18]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1186,7 +1486,7 @@ func (x *AbandonResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbandonResponse.ProtoReflect.Descriptor instead.
 func (*AbandonResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{18}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{22}
 }
 
 type DeadLetterRequest struct {
@@ -1202,7 +1502,7 @@ type DeadLetterRequest struct {
 
 func (x *DeadLetterRequest) Reset() {
 	*x = DeadLetterRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[19]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1214,7 +1514,7 @@ func (x *DeadLetterRequest) String() string {
 func (*DeadLetterRequest) ProtoMessage() {}
 
 func (x *DeadLetterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[19]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1227,7 +1527,7 @@ func (x *DeadLetterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterRequest.ProtoReflect.Descriptor instead.
 func (*DeadLetterRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{19}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeadLetterRequest) GetLock() *MessageLock {
@@ -1266,7 +1566,7 @@ type DeadLetterResponse struct {
 
 func (x *DeadLetterResponse) Reset() {
 	*x = DeadLetterResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[20]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1278,7 +1578,7 @@ func (x *DeadLetterResponse) String() string {
 func (*DeadLetterResponse) ProtoMessage() {}
 
 func (x *DeadLetterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[20]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1291,7 +1591,7 @@ func (x *DeadLetterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterResponse.ProtoReflect.Descriptor instead.
 func (*DeadLetterResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{20}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{24}
 }
 
 type DeferRequest struct {
@@ -1304,7 +1604,7 @@ type DeferRequest struct {
 
 func (x *DeferRequest) Reset() {
 	*x = DeferRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[21]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1316,7 +1616,7 @@ func (x *DeferRequest) String() string {
 func (*DeferRequest) ProtoMessage() {}
 
 func (x *DeferRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[21]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1329,7 +1629,7 @@ func (x *DeferRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeferRequest.ProtoReflect.Descriptor instead.
 func (*DeferRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{21}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeferRequest) GetLock() *MessageLock {
@@ -1354,7 +1654,7 @@ type DeferResponse struct {
 
 func (x *DeferResponse) Reset() {
 	*x = DeferResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[22]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1366,7 +1666,7 @@ func (x *DeferResponse) String() string {
 func (*DeferResponse) ProtoMessage() {}
 
 func (x *DeferResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[22]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1379,7 +1679,7 @@ func (x *DeferResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeferResponse.ProtoReflect.Descriptor instead.
 func (*DeferResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{22}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{26}
 }
 
 type SettleRequest struct {
@@ -1392,7 +1692,7 @@ type SettleRequest struct {
 
 func (x *SettleRequest) Reset() {
 	*x = SettleRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[23]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1404,7 +1704,7 @@ func (x *SettleRequest) String() string {
 func (*SettleRequest) ProtoMessage() {}
 
 func (x *SettleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[23]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1417,7 +1717,7 @@ func (x *SettleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleRequest.ProtoReflect.Descriptor instead.
 func (*SettleRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{23}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SettleRequest) GetSettlements() []*Settlement {
@@ -1444,7 +1744,7 @@ type Settlement struct {
 
 func (x *Settlement) Reset() {
 	*x = Settlement{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[24]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1456,7 +1756,7 @@ func (x *Settlement) String() string {
 func (*Settlement) ProtoMessage() {}
 
 func (x *Settlement) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[24]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,7 +1769,7 @@ func (x *Settlement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settlement.ProtoReflect.Descriptor instead.
 func (*Settlement) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{24}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Settlement) GetLock() *MessageLock {
@@ -1517,7 +1817,7 @@ type SettleResponse struct {
 
 func (x *SettleResponse) Reset() {
 	*x = SettleResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[25]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1529,7 +1829,7 @@ func (x *SettleResponse) String() string {
 func (*SettleResponse) ProtoMessage() {}
 
 func (x *SettleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[25]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1542,7 +1842,7 @@ func (x *SettleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleResponse.ProtoReflect.Descriptor instead.
 func (*SettleResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{25}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SettleResponse) GetResults() []*SettleResult {
@@ -1564,7 +1864,7 @@ type SettleResult struct {
 
 func (x *SettleResult) Reset() {
 	*x = SettleResult{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[26]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1576,7 +1876,7 @@ func (x *SettleResult) String() string {
 func (*SettleResult) ProtoMessage() {}
 
 func (x *SettleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[26]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1589,7 +1889,7 @@ func (x *SettleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleResult.ProtoReflect.Descriptor instead.
 func (*SettleResult) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{26}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SettleResult) GetError() *ErrorInfo {
@@ -1608,7 +1908,7 @@ type RenewLockRequest struct {
 
 func (x *RenewLockRequest) Reset() {
 	*x = RenewLockRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[27]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1620,7 +1920,7 @@ func (x *RenewLockRequest) String() string {
 func (*RenewLockRequest) ProtoMessage() {}
 
 func (x *RenewLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[27]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1633,7 +1933,7 @@ func (x *RenewLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLockRequest.ProtoReflect.Descriptor instead.
 func (*RenewLockRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{27}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RenewLockRequest) GetLock() *MessageLock {
@@ -1652,7 +1952,7 @@ type RenewLockResponse struct {
 
 func (x *RenewLockResponse) Reset() {
 	*x = RenewLockResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[28]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1664,7 +1964,7 @@ func (x *RenewLockResponse) String() string {
 func (*RenewLockResponse) ProtoMessage() {}
 
 func (x *RenewLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[28]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1677,7 +1977,7 @@ func (x *RenewLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLockResponse.ProtoReflect.Descriptor instead.
 func (*RenewLockResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{28}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RenewLockResponse) GetLockedUntil() *timestamppb.Timestamp {
@@ -1704,7 +2004,7 @@ type ReceiveDeferredRequest struct {
 
 func (x *ReceiveDeferredRequest) Reset() {
 	*x = ReceiveDeferredRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[29]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1716,7 +2016,7 @@ func (x *ReceiveDeferredRequest) String() string {
 func (*ReceiveDeferredRequest) ProtoMessage() {}
 
 func (x *ReceiveDeferredRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[29]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1729,7 +2029,7 @@ func (x *ReceiveDeferredRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveDeferredRequest.ProtoReflect.Descriptor instead.
 func (*ReceiveDeferredRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{29}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReceiveDeferredRequest) GetEntityPath() string {
@@ -1783,7 +2083,7 @@ type ReceiveDeferredResponse struct {
 
 func (x *ReceiveDeferredResponse) Reset() {
 	*x = ReceiveDeferredResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[30]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1795,7 +2095,7 @@ func (x *ReceiveDeferredResponse) String() string {
 func (*ReceiveDeferredResponse) ProtoMessage() {}
 
 func (x *ReceiveDeferredResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[30]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1808,7 +2108,7 @@ func (x *ReceiveDeferredResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveDeferredResponse.ProtoReflect.Descriptor instead.
 func (*ReceiveDeferredResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{30}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReceiveDeferredResponse) GetMessages() []*ReceivedMessage {
@@ -1837,7 +2137,7 @@ type PeekRequest struct {
 
 func (x *PeekRequest) Reset() {
 	*x = PeekRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[31]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1849,7 +2149,7 @@ func (x *PeekRequest) String() string {
 func (*PeekRequest) ProtoMessage() {}
 
 func (x *PeekRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[31]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1862,7 +2162,7 @@ func (x *PeekRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekRequest.ProtoReflect.Descriptor instead.
 func (*PeekRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{31}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PeekRequest) GetEntityPath() string {
@@ -1916,7 +2216,7 @@ type PeekResponse struct {
 
 func (x *PeekResponse) Reset() {
 	*x = PeekResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[32]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1928,7 +2228,7 @@ func (x *PeekResponse) String() string {
 func (*PeekResponse) ProtoMessage() {}
 
 func (x *PeekResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[32]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1941,7 +2241,7 @@ func (x *PeekResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeekResponse.ProtoReflect.Descriptor instead.
 func (*PeekResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{32}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PeekResponse) GetMessages() []*ReceivedMessage {
@@ -1967,7 +2267,7 @@ type AcceptSessionRequest struct {
 
 func (x *AcceptSessionRequest) Reset() {
 	*x = AcceptSessionRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[33]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1979,7 +2279,7 @@ func (x *AcceptSessionRequest) String() string {
 func (*AcceptSessionRequest) ProtoMessage() {}
 
 func (x *AcceptSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[33]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1992,7 +2292,7 @@ func (x *AcceptSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptSessionRequest.ProtoReflect.Descriptor instead.
 func (*AcceptSessionRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{33}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AcceptSessionRequest) GetEntityPath() string {
@@ -2037,7 +2337,7 @@ type AcceptSessionResponse struct {
 
 func (x *AcceptSessionResponse) Reset() {
 	*x = AcceptSessionResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[34]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2049,7 +2349,7 @@ func (x *AcceptSessionResponse) String() string {
 func (*AcceptSessionResponse) ProtoMessage() {}
 
 func (x *AcceptSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[34]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2062,7 +2362,7 @@ func (x *AcceptSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptSessionResponse.ProtoReflect.Descriptor instead.
 func (*AcceptSessionResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{34}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *AcceptSessionResponse) GetSessionId() string {
@@ -2103,7 +2403,7 @@ type RenewSessionLockRequest struct {
 
 func (x *RenewSessionLockRequest) Reset() {
 	*x = RenewSessionLockRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[35]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2115,7 +2415,7 @@ func (x *RenewSessionLockRequest) String() string {
 func (*RenewSessionLockRequest) ProtoMessage() {}
 
 func (x *RenewSessionLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[35]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2128,7 +2428,7 @@ func (x *RenewSessionLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewSessionLockRequest.ProtoReflect.Descriptor instead.
 func (*RenewSessionLockRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{35}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RenewSessionLockRequest) GetEntityPath() string {
@@ -2154,7 +2454,7 @@ type RenewSessionLockResponse struct {
 
 func (x *RenewSessionLockResponse) Reset() {
 	*x = RenewSessionLockResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[36]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2166,7 +2466,7 @@ func (x *RenewSessionLockResponse) String() string {
 func (*RenewSessionLockResponse) ProtoMessage() {}
 
 func (x *RenewSessionLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[36]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2179,7 +2479,7 @@ func (x *RenewSessionLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewSessionLockResponse.ProtoReflect.Descriptor instead.
 func (*RenewSessionLockResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{36}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RenewSessionLockResponse) GetLockedUntil() *timestamppb.Timestamp {
@@ -2199,7 +2499,7 @@ type GetSessionStateRequest struct {
 
 func (x *GetSessionStateRequest) Reset() {
 	*x = GetSessionStateRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[37]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2211,7 +2511,7 @@ func (x *GetSessionStateRequest) String() string {
 func (*GetSessionStateRequest) ProtoMessage() {}
 
 func (x *GetSessionStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[37]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2224,7 +2524,7 @@ func (x *GetSessionStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionStateRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionStateRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{37}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetSessionStateRequest) GetEntityPath() string {
@@ -2250,7 +2550,7 @@ type GetSessionStateResponse struct {
 
 func (x *GetSessionStateResponse) Reset() {
 	*x = GetSessionStateResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[38]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2262,7 +2562,7 @@ func (x *GetSessionStateResponse) String() string {
 func (*GetSessionStateResponse) ProtoMessage() {}
 
 func (x *GetSessionStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[38]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2275,7 +2575,7 @@ func (x *GetSessionStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionStateResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionStateResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{38}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetSessionStateResponse) GetState() []byte {
@@ -2296,7 +2596,7 @@ type SetSessionStateRequest struct {
 
 func (x *SetSessionStateRequest) Reset() {
 	*x = SetSessionStateRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[39]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2308,7 +2608,7 @@ func (x *SetSessionStateRequest) String() string {
 func (*SetSessionStateRequest) ProtoMessage() {}
 
 func (x *SetSessionStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[39]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2321,7 +2621,7 @@ func (x *SetSessionStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSessionStateRequest.ProtoReflect.Descriptor instead.
 func (*SetSessionStateRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{39}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *SetSessionStateRequest) GetEntityPath() string {
@@ -2353,7 +2653,7 @@ type SetSessionStateResponse struct {
 
 func (x *SetSessionStateResponse) Reset() {
 	*x = SetSessionStateResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[40]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2365,7 +2665,7 @@ func (x *SetSessionStateResponse) String() string {
 func (*SetSessionStateResponse) ProtoMessage() {}
 
 func (x *SetSessionStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[40]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2378,7 +2678,7 @@ func (x *SetSessionStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSessionStateResponse.ProtoReflect.Descriptor instead.
 func (*SetSessionStateResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{40}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{44}
 }
 
 type CloseSessionRequest struct {
@@ -2391,7 +2691,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[41]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2403,7 +2703,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[41]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2416,7 +2716,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{41}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CloseSessionRequest) GetEntityPath() string {
@@ -2441,7 +2741,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[42]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2453,7 +2753,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_messaging_proto_msgTypes[42]
+	mi := &file_raftbus_v1_messaging_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2466,7 +2766,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{42}
+	return file_raftbus_v1_messaging_proto_rawDescGZIP(), []int{46}
 }
 
 var File_raftbus_v1_messaging_proto protoreflect.FileDescriptor
@@ -2534,7 +2834,29 @@ const file_raftbus_v1_messaging_proto_rawDesc = "" +
 	"\x06replay\x18\t \x01(\bR\x06replayB\x0f\n" +
 	"\r_partition_id\"J\n" +
 	"\x0fReceiveResponse\x127\n" +
-	"\bmessages\x18\x01 \x03(\v2\x1b.raftbus.v1.ReceivedMessageR\bmessages\"\xa3\x01\n" +
+	"\bmessages\x18\x01 \x03(\v2\x1b.raftbus.v1.ReceivedMessageR\bmessages\"\x8b\x01\n" +
+	"\x14ReceiveStreamRequest\x123\n" +
+	"\x04open\x18\x01 \x01(\v2\x1d.raftbus.v1.ReceiveStreamOpenH\x00R\x04open\x123\n" +
+	"\x06credit\x18\x02 \x01(\v2\x19.raftbus.v1.ReceiveCreditH\x00R\x06creditB\t\n" +
+	"\arequest\"\x8f\x02\n" +
+	"\x11ReceiveStreamOpen\x12\x1f\n" +
+	"\ventity_path\x18\x01 \x01(\tR\n" +
+	"entityPath\x121\n" +
+	"\tsub_queue\x18\x02 \x01(\x0e2\x14.raftbus.v1.SubQueueR\bsubQueue\x12:\n" +
+	"\freceive_mode\x18\x03 \x01(\x0e2\x17.raftbus.v1.ReceiveModeR\vreceiveMode\x12&\n" +
+	"\fpartition_id\x18\x04 \x01(\rH\x00R\vpartitionId\x88\x01\x01\x121\n" +
+	"\asession\x18\x05 \x01(\v2\x17.raftbus.v1.SessionLockR\asessionB\x0f\n" +
+	"\r_partition_id\"\x87\x01\n" +
+	"\rReceiveCredit\x12\x1d\n" +
+	"\n" +
+	"receive_id\x18\x01 \x01(\fR\treceiveId\x12!\n" +
+	"\fmax_messages\x18\x02 \x01(\x05R\vmaxMessages\x124\n" +
+	"\bmax_wait\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\amaxWait\"\x9c\x01\n" +
+	"\x15ReceiveStreamResponse\x12\x1d\n" +
+	"\n" +
+	"receive_id\x18\x01 \x01(\fR\treceiveId\x127\n" +
+	"\bmessages\x18\x02 \x03(\v2\x1b.raftbus.v1.ReceivedMessageR\bmessages\x12+\n" +
+	"\x05error\x18\x03 \x01(\v2\x15.raftbus.v1.ErrorInfoR\x05error\"\xa3\x01\n" +
 	"\vMessageLock\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x121\n" +
@@ -2658,14 +2980,14 @@ const file_raftbus_v1_messaging_proto_rawDesc = "" +
 	"\x14DISPOSITION_COMPLETE\x10\x01\x12\x17\n" +
 	"\x13DISPOSITION_ABANDON\x10\x02\x12\x1b\n" +
 	"\x17DISPOSITION_DEAD_LETTER\x10\x03\x12\x15\n" +
-	"\x11DISPOSITION_DEFER\x10\x042\xf3\n" +
-	"\n" +
+	"\x11DISPOSITION_DEFER\x10\x042\xcd\v\n" +
 	"\x10MessagingService\x129\n" +
 	"\x04Send\x12\x17.raftbus.v1.SendRequest\x1a\x18.raftbus.v1.SendResponse\x12E\n" +
 	"\bSendEach\x12\x1b.raftbus.v1.SendEachRequest\x1a\x1c.raftbus.v1.SendEachResponse\x12E\n" +
 	"\bSchedule\x12\x1b.raftbus.v1.ScheduleRequest\x1a\x1c.raftbus.v1.ScheduleResponse\x12Z\n" +
 	"\x0fCancelScheduled\x12\".raftbus.v1.CancelScheduledRequest\x1a#.raftbus.v1.CancelScheduledResponse\x12B\n" +
-	"\aReceive\x12\x1a.raftbus.v1.ReceiveRequest\x1a\x1b.raftbus.v1.ReceiveResponse\x12E\n" +
+	"\aReceive\x12\x1a.raftbus.v1.ReceiveRequest\x1a\x1b.raftbus.v1.ReceiveResponse\x12X\n" +
+	"\rReceiveStream\x12 .raftbus.v1.ReceiveStreamRequest\x1a!.raftbus.v1.ReceiveStreamResponse(\x010\x01\x12E\n" +
 	"\bComplete\x12\x1b.raftbus.v1.CompleteRequest\x1a\x1c.raftbus.v1.CompleteResponse\x12B\n" +
 	"\aAbandon\x12\x1a.raftbus.v1.AbandonRequest\x1a\x1b.raftbus.v1.AbandonResponse\x12K\n" +
 	"\n" +
@@ -2694,7 +3016,7 @@ func file_raftbus_v1_messaging_proto_rawDescGZIP() []byte {
 }
 
 var file_raftbus_v1_messaging_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_raftbus_v1_messaging_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_raftbus_v1_messaging_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_raftbus_v1_messaging_proto_goTypes = []any{
 	(ReceiveMode)(0),                 // 0: raftbus.v1.ReceiveMode
 	(Disposition)(0),                 // 1: raftbus.v1.Disposition
@@ -2712,136 +3034,150 @@ var file_raftbus_v1_messaging_proto_goTypes = []any{
 	(*CancelScheduledResponse)(nil),  // 13: raftbus.v1.CancelScheduledResponse
 	(*ReceiveRequest)(nil),           // 14: raftbus.v1.ReceiveRequest
 	(*ReceiveResponse)(nil),          // 15: raftbus.v1.ReceiveResponse
-	(*MessageLock)(nil),              // 16: raftbus.v1.MessageLock
-	(*CompleteRequest)(nil),          // 17: raftbus.v1.CompleteRequest
-	(*CompleteResponse)(nil),         // 18: raftbus.v1.CompleteResponse
-	(*AbandonRequest)(nil),           // 19: raftbus.v1.AbandonRequest
-	(*AbandonResponse)(nil),          // 20: raftbus.v1.AbandonResponse
-	(*DeadLetterRequest)(nil),        // 21: raftbus.v1.DeadLetterRequest
-	(*DeadLetterResponse)(nil),       // 22: raftbus.v1.DeadLetterResponse
-	(*DeferRequest)(nil),             // 23: raftbus.v1.DeferRequest
-	(*DeferResponse)(nil),            // 24: raftbus.v1.DeferResponse
-	(*SettleRequest)(nil),            // 25: raftbus.v1.SettleRequest
-	(*Settlement)(nil),               // 26: raftbus.v1.Settlement
-	(*SettleResponse)(nil),           // 27: raftbus.v1.SettleResponse
-	(*SettleResult)(nil),             // 28: raftbus.v1.SettleResult
-	(*RenewLockRequest)(nil),         // 29: raftbus.v1.RenewLockRequest
-	(*RenewLockResponse)(nil),        // 30: raftbus.v1.RenewLockResponse
-	(*ReceiveDeferredRequest)(nil),   // 31: raftbus.v1.ReceiveDeferredRequest
-	(*ReceiveDeferredResponse)(nil),  // 32: raftbus.v1.ReceiveDeferredResponse
-	(*PeekRequest)(nil),              // 33: raftbus.v1.PeekRequest
-	(*PeekResponse)(nil),             // 34: raftbus.v1.PeekResponse
-	(*AcceptSessionRequest)(nil),     // 35: raftbus.v1.AcceptSessionRequest
-	(*AcceptSessionResponse)(nil),    // 36: raftbus.v1.AcceptSessionResponse
-	(*RenewSessionLockRequest)(nil),  // 37: raftbus.v1.RenewSessionLockRequest
-	(*RenewSessionLockResponse)(nil), // 38: raftbus.v1.RenewSessionLockResponse
-	(*GetSessionStateRequest)(nil),   // 39: raftbus.v1.GetSessionStateRequest
-	(*GetSessionStateResponse)(nil),  // 40: raftbus.v1.GetSessionStateResponse
-	(*SetSessionStateRequest)(nil),   // 41: raftbus.v1.SetSessionStateRequest
-	(*SetSessionStateResponse)(nil),  // 42: raftbus.v1.SetSessionStateResponse
-	(*CloseSessionRequest)(nil),      // 43: raftbus.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),     // 44: raftbus.v1.CloseSessionResponse
-	nil,                              // 45: raftbus.v1.AbandonRequest.PropertiesToModifyEntry
-	nil,                              // 46: raftbus.v1.DeadLetterRequest.PropertiesToModifyEntry
-	nil,                              // 47: raftbus.v1.DeferRequest.PropertiesToModifyEntry
-	nil,                              // 48: raftbus.v1.Settlement.PropertiesToModifyEntry
-	(*Message)(nil),                  // 49: raftbus.v1.Message
-	(*timestamppb.Timestamp)(nil),    // 50: google.protobuf.Timestamp
-	(*ErrorInfo)(nil),                // 51: raftbus.v1.ErrorInfo
-	(SubQueue)(0),                    // 52: raftbus.v1.SubQueue
-	(*durationpb.Duration)(nil),      // 53: google.protobuf.Duration
-	(*ReceivedMessage)(nil),          // 54: raftbus.v1.ReceivedMessage
-	(*PropertyValue)(nil),            // 55: raftbus.v1.PropertyValue
+	(*ReceiveStreamRequest)(nil),     // 16: raftbus.v1.ReceiveStreamRequest
+	(*ReceiveStreamOpen)(nil),        // 17: raftbus.v1.ReceiveStreamOpen
+	(*ReceiveCredit)(nil),            // 18: raftbus.v1.ReceiveCredit
+	(*ReceiveStreamResponse)(nil),    // 19: raftbus.v1.ReceiveStreamResponse
+	(*MessageLock)(nil),              // 20: raftbus.v1.MessageLock
+	(*CompleteRequest)(nil),          // 21: raftbus.v1.CompleteRequest
+	(*CompleteResponse)(nil),         // 22: raftbus.v1.CompleteResponse
+	(*AbandonRequest)(nil),           // 23: raftbus.v1.AbandonRequest
+	(*AbandonResponse)(nil),          // 24: raftbus.v1.AbandonResponse
+	(*DeadLetterRequest)(nil),        // 25: raftbus.v1.DeadLetterRequest
+	(*DeadLetterResponse)(nil),       // 26: raftbus.v1.DeadLetterResponse
+	(*DeferRequest)(nil),             // 27: raftbus.v1.DeferRequest
+	(*DeferResponse)(nil),            // 28: raftbus.v1.DeferResponse
+	(*SettleRequest)(nil),            // 29: raftbus.v1.SettleRequest
+	(*Settlement)(nil),               // 30: raftbus.v1.Settlement
+	(*SettleResponse)(nil),           // 31: raftbus.v1.SettleResponse
+	(*SettleResult)(nil),             // 32: raftbus.v1.SettleResult
+	(*RenewLockRequest)(nil),         // 33: raftbus.v1.RenewLockRequest
+	(*RenewLockResponse)(nil),        // 34: raftbus.v1.RenewLockResponse
+	(*ReceiveDeferredRequest)(nil),   // 35: raftbus.v1.ReceiveDeferredRequest
+	(*ReceiveDeferredResponse)(nil),  // 36: raftbus.v1.ReceiveDeferredResponse
+	(*PeekRequest)(nil),              // 37: raftbus.v1.PeekRequest
+	(*PeekResponse)(nil),             // 38: raftbus.v1.PeekResponse
+	(*AcceptSessionRequest)(nil),     // 39: raftbus.v1.AcceptSessionRequest
+	(*AcceptSessionResponse)(nil),    // 40: raftbus.v1.AcceptSessionResponse
+	(*RenewSessionLockRequest)(nil),  // 41: raftbus.v1.RenewSessionLockRequest
+	(*RenewSessionLockResponse)(nil), // 42: raftbus.v1.RenewSessionLockResponse
+	(*GetSessionStateRequest)(nil),   // 43: raftbus.v1.GetSessionStateRequest
+	(*GetSessionStateResponse)(nil),  // 44: raftbus.v1.GetSessionStateResponse
+	(*SetSessionStateRequest)(nil),   // 45: raftbus.v1.SetSessionStateRequest
+	(*SetSessionStateResponse)(nil),  // 46: raftbus.v1.SetSessionStateResponse
+	(*CloseSessionRequest)(nil),      // 47: raftbus.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),     // 48: raftbus.v1.CloseSessionResponse
+	nil,                              // 49: raftbus.v1.AbandonRequest.PropertiesToModifyEntry
+	nil,                              // 50: raftbus.v1.DeadLetterRequest.PropertiesToModifyEntry
+	nil,                              // 51: raftbus.v1.DeferRequest.PropertiesToModifyEntry
+	nil,                              // 52: raftbus.v1.Settlement.PropertiesToModifyEntry
+	(*Message)(nil),                  // 53: raftbus.v1.Message
+	(*timestamppb.Timestamp)(nil),    // 54: google.protobuf.Timestamp
+	(*ErrorInfo)(nil),                // 55: raftbus.v1.ErrorInfo
+	(SubQueue)(0),                    // 56: raftbus.v1.SubQueue
+	(*durationpb.Duration)(nil),      // 57: google.protobuf.Duration
+	(*ReceivedMessage)(nil),          // 58: raftbus.v1.ReceivedMessage
+	(*PropertyValue)(nil),            // 59: raftbus.v1.PropertyValue
 }
 var file_raftbus_v1_messaging_proto_depIdxs = []int32{
-	49, // 0: raftbus.v1.SendRequest.messages:type_name -> raftbus.v1.Message
+	53, // 0: raftbus.v1.SendRequest.messages:type_name -> raftbus.v1.Message
 	5,  // 1: raftbus.v1.SendResponse.results:type_name -> raftbus.v1.SendResult
-	50, // 2: raftbus.v1.SendResult.enqueued_time:type_name -> google.protobuf.Timestamp
+	54, // 2: raftbus.v1.SendResult.enqueued_time:type_name -> google.protobuf.Timestamp
 	7,  // 3: raftbus.v1.SendEachRequest.messages:type_name -> raftbus.v1.PartitionedMessage
-	49, // 4: raftbus.v1.PartitionedMessage.message:type_name -> raftbus.v1.Message
+	53, // 4: raftbus.v1.PartitionedMessage.message:type_name -> raftbus.v1.Message
 	9,  // 5: raftbus.v1.SendEachResponse.results:type_name -> raftbus.v1.SendEachResult
 	5,  // 6: raftbus.v1.SendEachResult.result:type_name -> raftbus.v1.SendResult
-	51, // 7: raftbus.v1.SendEachResult.error:type_name -> raftbus.v1.ErrorInfo
-	49, // 8: raftbus.v1.ScheduleRequest.messages:type_name -> raftbus.v1.Message
-	52, // 9: raftbus.v1.ReceiveRequest.sub_queue:type_name -> raftbus.v1.SubQueue
+	55, // 7: raftbus.v1.SendEachResult.error:type_name -> raftbus.v1.ErrorInfo
+	53, // 8: raftbus.v1.ScheduleRequest.messages:type_name -> raftbus.v1.Message
+	56, // 9: raftbus.v1.ReceiveRequest.sub_queue:type_name -> raftbus.v1.SubQueue
 	0,  // 10: raftbus.v1.ReceiveRequest.receive_mode:type_name -> raftbus.v1.ReceiveMode
-	53, // 11: raftbus.v1.ReceiveRequest.max_wait:type_name -> google.protobuf.Duration
+	57, // 11: raftbus.v1.ReceiveRequest.max_wait:type_name -> google.protobuf.Duration
 	2,  // 12: raftbus.v1.ReceiveRequest.session:type_name -> raftbus.v1.SessionLock
-	54, // 13: raftbus.v1.ReceiveResponse.messages:type_name -> raftbus.v1.ReceivedMessage
-	52, // 14: raftbus.v1.MessageLock.sub_queue:type_name -> raftbus.v1.SubQueue
-	16, // 15: raftbus.v1.CompleteRequest.lock:type_name -> raftbus.v1.MessageLock
-	16, // 16: raftbus.v1.AbandonRequest.lock:type_name -> raftbus.v1.MessageLock
-	45, // 17: raftbus.v1.AbandonRequest.properties_to_modify:type_name -> raftbus.v1.AbandonRequest.PropertiesToModifyEntry
-	16, // 18: raftbus.v1.DeadLetterRequest.lock:type_name -> raftbus.v1.MessageLock
-	46, // 19: raftbus.v1.DeadLetterRequest.properties_to_modify:type_name -> raftbus.v1.DeadLetterRequest.PropertiesToModifyEntry
-	16, // 20: raftbus.v1.DeferRequest.lock:type_name -> raftbus.v1.MessageLock
-	47, // 21: raftbus.v1.DeferRequest.properties_to_modify:type_name -> raftbus.v1.DeferRequest.PropertiesToModifyEntry
-	26, // 22: raftbus.v1.SettleRequest.settlements:type_name -> raftbus.v1.Settlement
-	16, // 23: raftbus.v1.Settlement.lock:type_name -> raftbus.v1.MessageLock
-	1,  // 24: raftbus.v1.Settlement.disposition:type_name -> raftbus.v1.Disposition
-	48, // 25: raftbus.v1.Settlement.properties_to_modify:type_name -> raftbus.v1.Settlement.PropertiesToModifyEntry
-	28, // 26: raftbus.v1.SettleResponse.results:type_name -> raftbus.v1.SettleResult
-	51, // 27: raftbus.v1.SettleResult.error:type_name -> raftbus.v1.ErrorInfo
-	16, // 28: raftbus.v1.RenewLockRequest.lock:type_name -> raftbus.v1.MessageLock
-	50, // 29: raftbus.v1.RenewLockResponse.locked_until:type_name -> google.protobuf.Timestamp
-	52, // 30: raftbus.v1.ReceiveDeferredRequest.sub_queue:type_name -> raftbus.v1.SubQueue
-	0,  // 31: raftbus.v1.ReceiveDeferredRequest.receive_mode:type_name -> raftbus.v1.ReceiveMode
-	2,  // 32: raftbus.v1.ReceiveDeferredRequest.session:type_name -> raftbus.v1.SessionLock
-	54, // 33: raftbus.v1.ReceiveDeferredResponse.messages:type_name -> raftbus.v1.ReceivedMessage
-	52, // 34: raftbus.v1.PeekRequest.sub_queue:type_name -> raftbus.v1.SubQueue
-	54, // 35: raftbus.v1.PeekResponse.messages:type_name -> raftbus.v1.ReceivedMessage
-	53, // 36: raftbus.v1.AcceptSessionRequest.max_wait:type_name -> google.protobuf.Duration
-	50, // 37: raftbus.v1.AcceptSessionResponse.locked_until:type_name -> google.protobuf.Timestamp
-	2,  // 38: raftbus.v1.RenewSessionLockRequest.session:type_name -> raftbus.v1.SessionLock
-	50, // 39: raftbus.v1.RenewSessionLockResponse.locked_until:type_name -> google.protobuf.Timestamp
-	2,  // 40: raftbus.v1.GetSessionStateRequest.session:type_name -> raftbus.v1.SessionLock
-	2,  // 41: raftbus.v1.SetSessionStateRequest.session:type_name -> raftbus.v1.SessionLock
-	2,  // 42: raftbus.v1.CloseSessionRequest.session:type_name -> raftbus.v1.SessionLock
-	55, // 43: raftbus.v1.AbandonRequest.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
-	55, // 44: raftbus.v1.DeadLetterRequest.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
-	55, // 45: raftbus.v1.DeferRequest.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
-	55, // 46: raftbus.v1.Settlement.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
-	3,  // 47: raftbus.v1.MessagingService.Send:input_type -> raftbus.v1.SendRequest
-	6,  // 48: raftbus.v1.MessagingService.SendEach:input_type -> raftbus.v1.SendEachRequest
-	10, // 49: raftbus.v1.MessagingService.Schedule:input_type -> raftbus.v1.ScheduleRequest
-	12, // 50: raftbus.v1.MessagingService.CancelScheduled:input_type -> raftbus.v1.CancelScheduledRequest
-	14, // 51: raftbus.v1.MessagingService.Receive:input_type -> raftbus.v1.ReceiveRequest
-	17, // 52: raftbus.v1.MessagingService.Complete:input_type -> raftbus.v1.CompleteRequest
-	19, // 53: raftbus.v1.MessagingService.Abandon:input_type -> raftbus.v1.AbandonRequest
-	21, // 54: raftbus.v1.MessagingService.DeadLetter:input_type -> raftbus.v1.DeadLetterRequest
-	23, // 55: raftbus.v1.MessagingService.Defer:input_type -> raftbus.v1.DeferRequest
-	25, // 56: raftbus.v1.MessagingService.Settle:input_type -> raftbus.v1.SettleRequest
-	29, // 57: raftbus.v1.MessagingService.RenewLock:input_type -> raftbus.v1.RenewLockRequest
-	31, // 58: raftbus.v1.MessagingService.ReceiveDeferred:input_type -> raftbus.v1.ReceiveDeferredRequest
-	33, // 59: raftbus.v1.MessagingService.Peek:input_type -> raftbus.v1.PeekRequest
-	35, // 60: raftbus.v1.MessagingService.AcceptSession:input_type -> raftbus.v1.AcceptSessionRequest
-	37, // 61: raftbus.v1.MessagingService.RenewSessionLock:input_type -> raftbus.v1.RenewSessionLockRequest
-	39, // 62: raftbus.v1.MessagingService.GetSessionState:input_type -> raftbus.v1.GetSessionStateRequest
-	41, // 63: raftbus.v1.MessagingService.SetSessionState:input_type -> raftbus.v1.SetSessionStateRequest
-	43, // 64: raftbus.v1.MessagingService.CloseSession:input_type -> raftbus.v1.CloseSessionRequest
-	4,  // 65: raftbus.v1.MessagingService.Send:output_type -> raftbus.v1.SendResponse
-	8,  // 66: raftbus.v1.MessagingService.SendEach:output_type -> raftbus.v1.SendEachResponse
-	11, // 67: raftbus.v1.MessagingService.Schedule:output_type -> raftbus.v1.ScheduleResponse
-	13, // 68: raftbus.v1.MessagingService.CancelScheduled:output_type -> raftbus.v1.CancelScheduledResponse
-	15, // 69: raftbus.v1.MessagingService.Receive:output_type -> raftbus.v1.ReceiveResponse
-	18, // 70: raftbus.v1.MessagingService.Complete:output_type -> raftbus.v1.CompleteResponse
-	20, // 71: raftbus.v1.MessagingService.Abandon:output_type -> raftbus.v1.AbandonResponse
-	22, // 72: raftbus.v1.MessagingService.DeadLetter:output_type -> raftbus.v1.DeadLetterResponse
-	24, // 73: raftbus.v1.MessagingService.Defer:output_type -> raftbus.v1.DeferResponse
-	27, // 74: raftbus.v1.MessagingService.Settle:output_type -> raftbus.v1.SettleResponse
-	30, // 75: raftbus.v1.MessagingService.RenewLock:output_type -> raftbus.v1.RenewLockResponse
-	32, // 76: raftbus.v1.MessagingService.ReceiveDeferred:output_type -> raftbus.v1.ReceiveDeferredResponse
-	34, // 77: raftbus.v1.MessagingService.Peek:output_type -> raftbus.v1.PeekResponse
-	36, // 78: raftbus.v1.MessagingService.AcceptSession:output_type -> raftbus.v1.AcceptSessionResponse
-	38, // 79: raftbus.v1.MessagingService.RenewSessionLock:output_type -> raftbus.v1.RenewSessionLockResponse
-	40, // 80: raftbus.v1.MessagingService.GetSessionState:output_type -> raftbus.v1.GetSessionStateResponse
-	42, // 81: raftbus.v1.MessagingService.SetSessionState:output_type -> raftbus.v1.SetSessionStateResponse
-	44, // 82: raftbus.v1.MessagingService.CloseSession:output_type -> raftbus.v1.CloseSessionResponse
-	65, // [65:83] is the sub-list for method output_type
-	47, // [47:65] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	58, // 13: raftbus.v1.ReceiveResponse.messages:type_name -> raftbus.v1.ReceivedMessage
+	17, // 14: raftbus.v1.ReceiveStreamRequest.open:type_name -> raftbus.v1.ReceiveStreamOpen
+	18, // 15: raftbus.v1.ReceiveStreamRequest.credit:type_name -> raftbus.v1.ReceiveCredit
+	56, // 16: raftbus.v1.ReceiveStreamOpen.sub_queue:type_name -> raftbus.v1.SubQueue
+	0,  // 17: raftbus.v1.ReceiveStreamOpen.receive_mode:type_name -> raftbus.v1.ReceiveMode
+	2,  // 18: raftbus.v1.ReceiveStreamOpen.session:type_name -> raftbus.v1.SessionLock
+	57, // 19: raftbus.v1.ReceiveCredit.max_wait:type_name -> google.protobuf.Duration
+	58, // 20: raftbus.v1.ReceiveStreamResponse.messages:type_name -> raftbus.v1.ReceivedMessage
+	55, // 21: raftbus.v1.ReceiveStreamResponse.error:type_name -> raftbus.v1.ErrorInfo
+	56, // 22: raftbus.v1.MessageLock.sub_queue:type_name -> raftbus.v1.SubQueue
+	20, // 23: raftbus.v1.CompleteRequest.lock:type_name -> raftbus.v1.MessageLock
+	20, // 24: raftbus.v1.AbandonRequest.lock:type_name -> raftbus.v1.MessageLock
+	49, // 25: raftbus.v1.AbandonRequest.properties_to_modify:type_name -> raftbus.v1.AbandonRequest.PropertiesToModifyEntry
+	20, // 26: raftbus.v1.DeadLetterRequest.lock:type_name -> raftbus.v1.MessageLock
+	50, // 27: raftbus.v1.DeadLetterRequest.properties_to_modify:type_name -> raftbus.v1.DeadLetterRequest.PropertiesToModifyEntry
+	20, // 28: raftbus.v1.DeferRequest.lock:type_name -> raftbus.v1.MessageLock
+	51, // 29: raftbus.v1.DeferRequest.properties_to_modify:type_name -> raftbus.v1.DeferRequest.PropertiesToModifyEntry
+	30, // 30: raftbus.v1.SettleRequest.settlements:type_name -> raftbus.v1.Settlement
+	20, // 31: raftbus.v1.Settlement.lock:type_name -> raftbus.v1.MessageLock
+	1,  // 32: raftbus.v1.Settlement.disposition:type_name -> raftbus.v1.Disposition
+	52, // 33: raftbus.v1.Settlement.properties_to_modify:type_name -> raftbus.v1.Settlement.PropertiesToModifyEntry
+	32, // 34: raftbus.v1.SettleResponse.results:type_name -> raftbus.v1.SettleResult
+	55, // 35: raftbus.v1.SettleResult.error:type_name -> raftbus.v1.ErrorInfo
+	20, // 36: raftbus.v1.RenewLockRequest.lock:type_name -> raftbus.v1.MessageLock
+	54, // 37: raftbus.v1.RenewLockResponse.locked_until:type_name -> google.protobuf.Timestamp
+	56, // 38: raftbus.v1.ReceiveDeferredRequest.sub_queue:type_name -> raftbus.v1.SubQueue
+	0,  // 39: raftbus.v1.ReceiveDeferredRequest.receive_mode:type_name -> raftbus.v1.ReceiveMode
+	2,  // 40: raftbus.v1.ReceiveDeferredRequest.session:type_name -> raftbus.v1.SessionLock
+	58, // 41: raftbus.v1.ReceiveDeferredResponse.messages:type_name -> raftbus.v1.ReceivedMessage
+	56, // 42: raftbus.v1.PeekRequest.sub_queue:type_name -> raftbus.v1.SubQueue
+	58, // 43: raftbus.v1.PeekResponse.messages:type_name -> raftbus.v1.ReceivedMessage
+	57, // 44: raftbus.v1.AcceptSessionRequest.max_wait:type_name -> google.protobuf.Duration
+	54, // 45: raftbus.v1.AcceptSessionResponse.locked_until:type_name -> google.protobuf.Timestamp
+	2,  // 46: raftbus.v1.RenewSessionLockRequest.session:type_name -> raftbus.v1.SessionLock
+	54, // 47: raftbus.v1.RenewSessionLockResponse.locked_until:type_name -> google.protobuf.Timestamp
+	2,  // 48: raftbus.v1.GetSessionStateRequest.session:type_name -> raftbus.v1.SessionLock
+	2,  // 49: raftbus.v1.SetSessionStateRequest.session:type_name -> raftbus.v1.SessionLock
+	2,  // 50: raftbus.v1.CloseSessionRequest.session:type_name -> raftbus.v1.SessionLock
+	59, // 51: raftbus.v1.AbandonRequest.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
+	59, // 52: raftbus.v1.DeadLetterRequest.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
+	59, // 53: raftbus.v1.DeferRequest.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
+	59, // 54: raftbus.v1.Settlement.PropertiesToModifyEntry.value:type_name -> raftbus.v1.PropertyValue
+	3,  // 55: raftbus.v1.MessagingService.Send:input_type -> raftbus.v1.SendRequest
+	6,  // 56: raftbus.v1.MessagingService.SendEach:input_type -> raftbus.v1.SendEachRequest
+	10, // 57: raftbus.v1.MessagingService.Schedule:input_type -> raftbus.v1.ScheduleRequest
+	12, // 58: raftbus.v1.MessagingService.CancelScheduled:input_type -> raftbus.v1.CancelScheduledRequest
+	14, // 59: raftbus.v1.MessagingService.Receive:input_type -> raftbus.v1.ReceiveRequest
+	16, // 60: raftbus.v1.MessagingService.ReceiveStream:input_type -> raftbus.v1.ReceiveStreamRequest
+	21, // 61: raftbus.v1.MessagingService.Complete:input_type -> raftbus.v1.CompleteRequest
+	23, // 62: raftbus.v1.MessagingService.Abandon:input_type -> raftbus.v1.AbandonRequest
+	25, // 63: raftbus.v1.MessagingService.DeadLetter:input_type -> raftbus.v1.DeadLetterRequest
+	27, // 64: raftbus.v1.MessagingService.Defer:input_type -> raftbus.v1.DeferRequest
+	29, // 65: raftbus.v1.MessagingService.Settle:input_type -> raftbus.v1.SettleRequest
+	33, // 66: raftbus.v1.MessagingService.RenewLock:input_type -> raftbus.v1.RenewLockRequest
+	35, // 67: raftbus.v1.MessagingService.ReceiveDeferred:input_type -> raftbus.v1.ReceiveDeferredRequest
+	37, // 68: raftbus.v1.MessagingService.Peek:input_type -> raftbus.v1.PeekRequest
+	39, // 69: raftbus.v1.MessagingService.AcceptSession:input_type -> raftbus.v1.AcceptSessionRequest
+	41, // 70: raftbus.v1.MessagingService.RenewSessionLock:input_type -> raftbus.v1.RenewSessionLockRequest
+	43, // 71: raftbus.v1.MessagingService.GetSessionState:input_type -> raftbus.v1.GetSessionStateRequest
+	45, // 72: raftbus.v1.MessagingService.SetSessionState:input_type -> raftbus.v1.SetSessionStateRequest
+	47, // 73: raftbus.v1.MessagingService.CloseSession:input_type -> raftbus.v1.CloseSessionRequest
+	4,  // 74: raftbus.v1.MessagingService.Send:output_type -> raftbus.v1.SendResponse
+	8,  // 75: raftbus.v1.MessagingService.SendEach:output_type -> raftbus.v1.SendEachResponse
+	11, // 76: raftbus.v1.MessagingService.Schedule:output_type -> raftbus.v1.ScheduleResponse
+	13, // 77: raftbus.v1.MessagingService.CancelScheduled:output_type -> raftbus.v1.CancelScheduledResponse
+	15, // 78: raftbus.v1.MessagingService.Receive:output_type -> raftbus.v1.ReceiveResponse
+	19, // 79: raftbus.v1.MessagingService.ReceiveStream:output_type -> raftbus.v1.ReceiveStreamResponse
+	22, // 80: raftbus.v1.MessagingService.Complete:output_type -> raftbus.v1.CompleteResponse
+	24, // 81: raftbus.v1.MessagingService.Abandon:output_type -> raftbus.v1.AbandonResponse
+	26, // 82: raftbus.v1.MessagingService.DeadLetter:output_type -> raftbus.v1.DeadLetterResponse
+	28, // 83: raftbus.v1.MessagingService.Defer:output_type -> raftbus.v1.DeferResponse
+	31, // 84: raftbus.v1.MessagingService.Settle:output_type -> raftbus.v1.SettleResponse
+	34, // 85: raftbus.v1.MessagingService.RenewLock:output_type -> raftbus.v1.RenewLockResponse
+	36, // 86: raftbus.v1.MessagingService.ReceiveDeferred:output_type -> raftbus.v1.ReceiveDeferredResponse
+	38, // 87: raftbus.v1.MessagingService.Peek:output_type -> raftbus.v1.PeekResponse
+	40, // 88: raftbus.v1.MessagingService.AcceptSession:output_type -> raftbus.v1.AcceptSessionResponse
+	42, // 89: raftbus.v1.MessagingService.RenewSessionLock:output_type -> raftbus.v1.RenewSessionLockResponse
+	44, // 90: raftbus.v1.MessagingService.GetSessionState:output_type -> raftbus.v1.GetSessionStateResponse
+	46, // 91: raftbus.v1.MessagingService.SetSessionState:output_type -> raftbus.v1.SetSessionStateResponse
+	48, // 92: raftbus.v1.MessagingService.CloseSession:output_type -> raftbus.v1.CloseSessionResponse
+	74, // [74:93] is the sub-list for method output_type
+	55, // [55:74] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for extension type_name
+	55, // [55:55] is the sub-list for extension extendee
+	0,  // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_v1_messaging_proto_init() }
@@ -2854,15 +3190,20 @@ func file_raftbus_v1_messaging_proto_init() {
 	file_raftbus_v1_messaging_proto_msgTypes[1].OneofWrappers = []any{}
 	file_raftbus_v1_messaging_proto_msgTypes[8].OneofWrappers = []any{}
 	file_raftbus_v1_messaging_proto_msgTypes[12].OneofWrappers = []any{}
-	file_raftbus_v1_messaging_proto_msgTypes[31].OneofWrappers = []any{}
-	file_raftbus_v1_messaging_proto_msgTypes[33].OneofWrappers = []any{}
+	file_raftbus_v1_messaging_proto_msgTypes[14].OneofWrappers = []any{
+		(*ReceiveStreamRequest_Open)(nil),
+		(*ReceiveStreamRequest_Credit)(nil),
+	}
+	file_raftbus_v1_messaging_proto_msgTypes[15].OneofWrappers = []any{}
+	file_raftbus_v1_messaging_proto_msgTypes[35].OneofWrappers = []any{}
+	file_raftbus_v1_messaging_proto_msgTypes[37].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftbus_v1_messaging_proto_rawDesc), len(file_raftbus_v1_messaging_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   47,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,6 +24,7 @@ const (
 	MessagingService_Schedule_FullMethodName         = "/raftbus.v1.MessagingService/Schedule"
 	MessagingService_CancelScheduled_FullMethodName  = "/raftbus.v1.MessagingService/CancelScheduled"
 	MessagingService_Receive_FullMethodName          = "/raftbus.v1.MessagingService/Receive"
+	MessagingService_ReceiveStream_FullMethodName    = "/raftbus.v1.MessagingService/ReceiveStream"
 	MessagingService_Complete_FullMethodName         = "/raftbus.v1.MessagingService/Complete"
 	MessagingService_Abandon_FullMethodName          = "/raftbus.v1.MessagingService/Abandon"
 	MessagingService_DeadLetter_FullMethodName       = "/raftbus.v1.MessagingService/DeadLetter"
@@ -108,6 +109,30 @@ type MessagingServiceClient interface {
 	// Fails with SESSION_LOCK_LOST, or INVALID_ARGUMENT on a session entity
 	// without a session.
 	Receive(ctx context.Context, in *ReceiveRequest, opts ...grpc.CallOption) (*ReceiveResponse, error)
+	// ReceiveStream receives as Receive does, on a stream that stays open:
+	// a receiver grants credit and the server pushes the messages within
+	// it. The first request opens the stream (ReceiveStreamOpen: the entity,
+	// sub-queue, mode, partition and session that every Receive of the
+	// stream shares, checked as Receive checks them); each one after it is a
+	// grant (ReceiveCredit). The server serves the grants in order, each
+	// exactly as a Receive with the open's fields and the grant's
+	// receive_id, max_messages and max_wait would be served, and sends one
+	// response per grant, in the same order, with its receive_id: the
+	// messages it received (none when max_wait passed first) or its error.
+	// It goes on to the next grant while the client handles a response, so
+	// a client that grants ahead of its needs has its next messages locked
+	// while it works on the last. A grant's max_wait counts from its
+	// arrival, not from when the grants before it are done. A grant's failure ends only that grant
+	// (its error is what Receive would have returned); the stream ends with
+	// a status when its open fails (the reasons Receive fails with, among
+	// them NOT_FOUND for an unknown entity and UNAUTHORIZED without the
+	// Listen right), when a request is malformed, with SERVER_BUSY when the
+	// node shuts down (between two grants: open a stream at another node),
+	// or when the client ends it. A grant whose response the client did not get when the stream
+	// broke has an unknown outcome: Receive with replay and its receive_id
+	// returns what it received and keeps it from receiving anything once
+	// the stream is gone.
+	ReceiveStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ReceiveStreamRequest, ReceiveStreamResponse], error)
 	// Complete removes a locked message. Fails with MESSAGE_LOCK_LOST when the
 	// lock expired or the token is unknown, SESSION_LOCK_LOST when the
 	// message's session lock was lost.
@@ -239,6 +264,19 @@ func (c *messagingServiceClient) Receive(ctx context.Context, in *ReceiveRequest
 	}
 	return out, nil
 }
+
+func (c *messagingServiceClient) ReceiveStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ReceiveStreamRequest, ReceiveStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &MessagingService_ServiceDesc.Streams[0], MessagingService_ReceiveStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ReceiveStreamRequest, ReceiveStreamResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type MessagingService_ReceiveStreamClient = grpc.BidiStreamingClient[ReceiveStreamRequest, ReceiveStreamResponse]
 
 func (c *messagingServiceClient) Complete(ctx context.Context, in *CompleteRequest, opts ...grpc.CallOption) (*CompleteResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -439,6 +477,30 @@ type MessagingServiceServer interface {
 	// Fails with SESSION_LOCK_LOST, or INVALID_ARGUMENT on a session entity
 	// without a session.
 	Receive(context.Context, *ReceiveRequest) (*ReceiveResponse, error)
+	// ReceiveStream receives as Receive does, on a stream that stays open:
+	// a receiver grants credit and the server pushes the messages within
+	// it. The first request opens the stream (ReceiveStreamOpen: the entity,
+	// sub-queue, mode, partition and session that every Receive of the
+	// stream shares, checked as Receive checks them); each one after it is a
+	// grant (ReceiveCredit). The server serves the grants in order, each
+	// exactly as a Receive with the open's fields and the grant's
+	// receive_id, max_messages and max_wait would be served, and sends one
+	// response per grant, in the same order, with its receive_id: the
+	// messages it received (none when max_wait passed first) or its error.
+	// It goes on to the next grant while the client handles a response, so
+	// a client that grants ahead of its needs has its next messages locked
+	// while it works on the last. A grant's max_wait counts from its
+	// arrival, not from when the grants before it are done. A grant's failure ends only that grant
+	// (its error is what Receive would have returned); the stream ends with
+	// a status when its open fails (the reasons Receive fails with, among
+	// them NOT_FOUND for an unknown entity and UNAUTHORIZED without the
+	// Listen right), when a request is malformed, with SERVER_BUSY when the
+	// node shuts down (between two grants: open a stream at another node),
+	// or when the client ends it. A grant whose response the client did not get when the stream
+	// broke has an unknown outcome: Receive with replay and its receive_id
+	// returns what it received and keeps it from receiving anything once
+	// the stream is gone.
+	ReceiveStream(grpc.BidiStreamingServer[ReceiveStreamRequest, ReceiveStreamResponse]) error
 	// Complete removes a locked message. Fails with MESSAGE_LOCK_LOST when the
 	// lock expired or the token is unknown, SESSION_LOCK_LOST when the
 	// message's session lock was lost.
@@ -535,6 +597,9 @@ func (UnimplementedMessagingServiceServer) CancelScheduled(context.Context, *Can
 }
 func (UnimplementedMessagingServiceServer) Receive(context.Context, *ReceiveRequest) (*ReceiveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Receive not implemented")
+}
+func (UnimplementedMessagingServiceServer) ReceiveStream(grpc.BidiStreamingServer[ReceiveStreamRequest, ReceiveStreamResponse]) error {
+	return status.Error(codes.Unimplemented, "method ReceiveStream not implemented")
 }
 func (UnimplementedMessagingServiceServer) Complete(context.Context, *CompleteRequest) (*CompleteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Complete not implemented")
@@ -685,6 +750,13 @@ func _MessagingService_Receive_Handler(srv interface{}, ctx context.Context, dec
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _MessagingService_ReceiveStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(MessagingServiceServer).ReceiveStream(&grpc.GenericServerStream[ReceiveStreamRequest, ReceiveStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type MessagingService_ReceiveStreamServer = grpc.BidiStreamingServer[ReceiveStreamRequest, ReceiveStreamResponse]
 
 func _MessagingService_Complete_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CompleteRequest)
@@ -1000,6 +1072,13 @@ var MessagingService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _MessagingService_CloseSession_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "ReceiveStream",
+			Handler:       _MessagingService_ReceiveStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "raftbus/v1/messaging.proto",
 }
