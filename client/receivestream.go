@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,11 +19,12 @@ import (
 // A Receiver (not a SessionReceiver, whose receives stay unary) receives
 // on a ReceiveStream: a stream it keeps open to the node a unary receive
 // would go to, on which each receive is a grant of credit (a receive id,
-// how many messages, how long to wait). The server serves the grants in
-// order, each as the unary Receive with its receive id, so several
-// receives outstanding at once (a Processor's prefetch) have the next
-// messages locked while the last ones are handled, without a round trip
-// between them.
+// how many messages, how long to wait). The server serves the grants as
+// they come, at once, each as the unary Receive with its receive id, and
+// answers each when it is done, so several receives outstanding at once
+// (a Processor's prefetch, goroutines sharing the Receiver) have their
+// messages locked together, and the next ones locked while the last are
+// handled, without a round trip between them.
 //
 // A stream that breaks leaves its outstanding grants of unknown outcome,
 // as a unary receive whose connection broke: each is recovered as
@@ -54,7 +56,7 @@ type linkStream struct {
 	// partition is the one partition the stream receives from (that of
 	// an unpartitioned entity), nil: across partitions.
 	partition *uint32
-	pending   []*grant // in the order granted, guarded by receiveLink.mu
+	pending   []*grant // awaiting their response, guarded by receiveLink.mu
 }
 
 // grant is one receive on a stream.
@@ -195,22 +197,24 @@ func (l *receiveLink) read(s *linkStream) {
 		if !l.answer(s, resp) {
 			s.cancel()
 			l.end(s, &Error{Code: CodeOutcomeUnknown, Retryable: true,
-				Message: fmt.Sprintf("the receive stream to %s answered grant %x out of turn", s.addr, resp.GetReceiveId())})
+				Message: fmt.Sprintf("the receive stream to %s answered grant %x, which it was not given or answered before", s.addr, resp.GetReceiveId())})
 			return
 		}
 	}
 }
 
-// answer gives resp to the first grant of s awaiting one, and reports
-// false when resp is not that grant's.
+// answer gives resp to the grant of s it answers (grants are answered as
+// they are done, not in the order granted), and reports false when no
+// grant awaits it.
 func (l *receiveLink) answer(s *linkStream, resp *raftbusv1.ReceiveStreamResponse) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(s.pending) == 0 || string(s.pending[0].id) != string(resp.GetReceiveId()) {
+	i := slices.IndexFunc(s.pending, func(g *grant) bool { return string(g.id) == string(resp.GetReceiveId()) })
+	if i < 0 {
 		return false
 	}
-	g := s.pending[0]
-	s.pending = s.pending[1:]
+	g := s.pending[i]
+	s.pending = slices.Delete(s.pending, i, i+1)
 	if g.abandoned {
 		// Its caller gave up as it was answered: a replay gets what it
 		// received.

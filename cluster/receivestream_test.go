@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -51,6 +52,25 @@ func answer(t *testing.T, s raftbusv1.MessagingService_ReceiveStreamClient, id s
 	return resp
 }
 
+// answers reads the responses of s to the grants ids, which come in the
+// order they are done, and returns them by grant.
+func answers(t *testing.T, s raftbusv1.MessagingService_ReceiveStreamClient, ids ...string) map[string]*raftbusv1.ReceiveStreamResponse {
+	t.Helper()
+	out := make(map[string]*raftbusv1.ReceiveStreamResponse)
+	for range ids {
+		resp, err := s.Recv()
+		if err != nil {
+			t.Fatalf("the responses to grants %q: %v", ids, err)
+		}
+		id := string(resp.GetReceiveId())
+		if !slices.Contains(ids, id) || out[id] != nil {
+			t.Fatalf("a response for grant %q came where those of %q were due", id, ids)
+		}
+		out[id] = resp
+	}
+	return out
+}
+
 // sendIDs sends one message per id to queue through node 0.
 func (c *testCluster) sendIDs(queue string, ids ...string) {
 	c.t.Helper()
@@ -80,8 +100,9 @@ func (c *testCluster) peekCount(ctx context.Context, queue string) int {
 }
 
 // TestReceiveStream serves the grants of ReceiveStreams on a three-node
-// cluster: in order with their receive ids, locked or removed as the mode
-// says, a waiting grant woken by a send, forwarded from a node that does
+// cluster: at once, each answered with its receive id when it is done,
+// locked or removed as the mode says, a waiting grant woken by a send,
+// not holding up a grant that received, forwarded from a node that does
 // not lead the partition, per-grant and per-stream errors, and a stream
 // broken with a grant outstanding, whose receive a replay recovers.
 func TestReceiveStream(t *testing.T) {
@@ -104,19 +125,18 @@ func TestReceiveStream(t *testing.T) {
 		return leader, (leader + 1) % 3
 	}
 
-	t.Run("grants are served in order, peek-locked", func(t *testing.T) {
-		leader, _ := queue(t, &raftbusv1.QueueProperties{Name: "inorder"})
-		c.sendIDs("inorder", "m1", "m2", "m3", "m4", "m5")
+	t.Run("grants are served at once, peek-locked", func(t *testing.T) {
+		leader, _ := queue(t, &raftbusv1.QueueProperties{Name: "atonce"})
+		c.sendIDs("atonce", "m1", "m2", "m3", "m4", "m5")
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		s := c.receiveStream(ctx, leader, &raftbusv1.ReceiveStreamOpen{EntityPath: "inorder"})
+		s := c.receiveStream(ctx, leader, &raftbusv1.ReceiveStreamOpen{EntityPath: "atonce"})
 		// All three granted before any is answered.
 		grant(t, s, "a", 2, 0)
 		grant(t, s, "b", 2, 0)
 		grant(t, s, "c", 2, 0)
 		var got []string
-		for _, id := range []string{"a", "b", "c"} {
-			resp := answer(t, s, id)
+		for id, resp := range answers(t, s, "a", "b", "c") {
 			if resp.GetError() != nil {
 				t.Fatalf("grant %s failed: %v", id, resp.GetError())
 			}
@@ -127,15 +147,15 @@ func TestReceiveStream(t *testing.T) {
 			}
 			got = append(got, messageIDs(resp.GetMessages())...)
 		}
+		slices.Sort(got)
 		if fmt.Sprint(got) != "[m1 m2 m3 m4 m5]" {
-			t.Fatalf("grants received %v, want [m1 m2 m3 m4 m5] in order", got)
+			t.Fatalf("grants received %v, want m1..m5, each once", got)
 		}
 		// Locked, not removed: they are all still there.
-		if n := c.peekCount(ctx, "inorder"); n != 5 {
+		if n := c.peekCount(ctx, "atonce"); n != 5 {
 			t.Fatalf("%d messages left after peek-lock grants, want 5 (locked)", n)
 		}
-		// A grant served while another waits for nothing: the stream goes
-		// on with the next grant.
+		// Every message is locked: a grant finds nothing.
 		grant(t, s, "d", 1, 0)
 		if resp := answer(t, s, "d"); len(resp.GetMessages()) != 0 || resp.GetError() != nil {
 			t.Fatalf("grant d of a queue whose messages are all locked: %v, want nothing", resp)
@@ -162,6 +182,32 @@ func TestReceiveStream(t *testing.T) {
 		}
 	})
 
+	t.Run("a grant that received is answered while an earlier one still waits", func(t *testing.T) {
+		leader, _ := queue(t, &raftbusv1.QueueProperties{Name: "overtake"})
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s := c.receiveStream(ctx, leader, &raftbusv1.ReceiveStreamOpen{EntityPath: "overtake"})
+		grant(t, s, "early", 1, 20*time.Second)
+		// A grant that does not wait is answered while the first waits.
+		grant(t, s, "now", 1, 0)
+		start := time.Now()
+		if resp := answer(t, s, "now"); len(resp.GetMessages()) != 0 || time.Since(start) > 10*time.Second {
+			t.Fatalf("a grant not waiting, behind one waiting: %v after %v, want nothing at once", resp, time.Since(start))
+		}
+		grant(t, s, "late", 1, 20*time.Second)
+		// Both wait: one message wakes one of them, whose answer must not
+		// wait, its message locked, for the other's wait to end.
+		c.sendIDs("overtake", "only")
+		start = time.Now()
+		resp, err := s.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(messageIDs(resp.GetMessages())) != "[only]" || time.Since(start) > 10*time.Second {
+			t.Fatalf("first answer after a send to two waiting grants: %v after %v, want [only] at once", resp, time.Since(start))
+		}
+	})
+
 	t.Run("grants made at once wait at once", func(t *testing.T) {
 		leader, _ := queue(t, &raftbusv1.QueueProperties{Name: "idle"})
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -172,8 +218,8 @@ func TestReceiveStream(t *testing.T) {
 		for _, id := range []string{"i1", "i2", "i3"} {
 			grant(t, s, id, 1, wait)
 		}
-		for _, id := range []string{"i1", "i2", "i3"} {
-			if resp := answer(t, s, id); len(resp.GetMessages()) != 0 || resp.GetError() != nil {
+		for id, resp := range answers(t, s, "i1", "i2", "i3") {
+			if len(resp.GetMessages()) != 0 || resp.GetError() != nil {
 				t.Fatalf("grant %s of an empty queue: %v", id, resp)
 			}
 		}
@@ -191,9 +237,11 @@ func TestReceiveStream(t *testing.T) {
 		s := c.receiveStream(ctx, follower, &raftbusv1.ReceiveStreamOpen{EntityPath: "forwarded", PartitionId: proto.Uint32(0)})
 		grant(t, s, "x", 1, 0)
 		grant(t, s, "y", 5, time.Second)
-		x, y := answer(t, s, "x"), answer(t, s, "y")
-		if fmt.Sprint(messageIDs(x.GetMessages()), messageIDs(y.GetMessages())) != "[f1] [f2]" {
-			t.Fatalf("grants at a follower received %v and %v, want [f1] and [f2]", x, y)
+		got := answers(t, s, "x", "y")
+		ids := append(messageIDs(got["x"].GetMessages()), messageIDs(got["y"].GetMessages())...)
+		slices.Sort(ids)
+		if fmt.Sprint(ids) != "[f1 f2]" {
+			t.Fatalf("grants at a follower received %v and %v, want f1 and f2, each once", got["x"], got["y"])
 		}
 	})
 
@@ -237,13 +285,14 @@ func TestReceiveStream(t *testing.T) {
 		grant(t, s, "too many", 5000, 0)
 		grant(t, s, "too long", 1, time.Hour)
 		grant(t, s, "fine", 1, 0)
+		got := answers(t, s, "too many", "too long", "fine")
 		for _, id := range []string{"too many", "too long"} {
-			if e := answer(t, s, id).GetError(); e.GetReason() != raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT || e.GetRetryable() || e.GetMessage() == "" {
+			if e := got[id].GetError(); e.GetReason() != raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT || e.GetRetryable() || e.GetMessage() == "" {
 				t.Fatalf("grant %q failed with %v, want a non-retryable INVALID_ARGUMENT saying why", id, e)
 			}
 		}
-		if resp := answer(t, s, "fine"); resp.GetError() != nil {
-			t.Fatalf("a grant after failed ones: %v", resp.GetError())
+		if resp := got["fine"]; resp.GetError() != nil {
+			t.Fatalf("a grant beside failed ones: %v", resp.GetError())
 		}
 		// The entity deleted under an open stream: its grants fail as a
 		// Receive would.
@@ -271,11 +320,11 @@ func TestReceiveStream(t *testing.T) {
 		defer cancel()
 		streamCtx, breakStream := context.WithCancel(ctx)
 		s := c.receiveStream(streamCtx, leader, &raftbusv1.ReceiveStreamOpen{EntityPath: "broken", ReceiveMode: raftbusv1.ReceiveMode_RECEIVE_MODE_RECEIVE_AND_DELETE})
-		// "took" removes the three messages; "waits" is then served and
-		// waits for more. Neither response is read.
+		// "took" removes the three messages; "waits" then waits for more.
+		// Neither response is read.
 		grant(t, s, "took", 10, 0)
-		grant(t, s, "waits", 10, time.Minute)
 		await.Until(t, 10*time.Second, "grant took to remove the messages", func() bool { return c.peekCount(ctx, "broken") == 0 })
+		grant(t, s, "waits", 10, time.Minute)
 		breakStream()
 
 		replay := func(id string) []string {

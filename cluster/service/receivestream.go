@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -57,10 +58,12 @@ func (s *Messaging) serveGrant(ctx context.Context, req *raftbusv1.ReceiveReques
 }
 
 // ReceiveStream serves MessagingService.ReceiveStream: it checks the open
-// request, then serves the grants one after the other, in order. Grants
-// are read as they arrive, while earlier ones are served, so that each
-// one's max_wait counts from its arrival: receives made at once on one
-// stream each wait as long as they asked, not behind one another.
+// request, then serves the grants as they arrive, at once, as concurrent
+// Receive calls are served (their locks go into shared log entries), and
+// answers each when it is done. Served one after the other, the grants
+// of a receiver shared by many goroutines would wait for each other's
+// log commits; answered in order, a message a later grant took would
+// wait, locked, behind an earlier grant still waiting for messages.
 func (s *Messaging) ReceiveStream(stream raftbusv1.MessagingService_ReceiveStreamServer) error {
 	return apierror.Status(s.receiveStream(stream))
 }
@@ -80,6 +83,19 @@ func (s *Messaging) receiveStream(stream raftbusv1.MessagingService_ReceiveStrea
 	}
 	grants := make(chan arrivedGrant, grantBacklog)
 	go readGrants(ctx, stream, grants)
+
+	// Grants in service; on an error the stream ends with, those still
+	// served are cut short (their outcome unknown to the client, which
+	// replays them) and the stream ends once they are answered.
+	serveCtx, cancel := context.WithCancel(ctx)
+	var serving sync.WaitGroup
+	defer func() {
+		cancel()
+		serving.Wait()
+	}()
+	slots := make(chan struct{}, grantBacklog)
+	var sendMu sync.Mutex
+	sendFailed := make(chan error, 1)
 	for {
 		var g arrivedGrant
 		var ok bool
@@ -87,21 +103,50 @@ func (s *Messaging) receiveStream(stream raftbusv1.MessagingService_ReceiveStrea
 		case g, ok = <-grants:
 		case <-s.streamsEnd:
 			return apierror.Busy("the node at %s is shutting down: receive at another", s.node.Addr())
+		case err := <-sendFailed:
+			return err
 		}
 		switch {
 		case !ok:
-			return nil
+			// The client closed its side: the grants in service are
+			// answered, then the stream ends.
+			serving.Wait()
+			select {
+			case err := <-sendFailed:
+				return err
+			default:
+				return nil
+			}
 		case g.err != nil:
 			return g.err
 		}
-		if err := stream.Send(s.answerGrant(ctx, open, g)); err != nil {
+		select {
+		case slots <- struct{}{}:
+		case <-s.streamsEnd:
+			return apierror.Busy("the node at %s is shutting down: receive at another", s.node.Addr())
+		case err := <-sendFailed:
 			return err
 		}
+		serving.Add(1)
+		go func() {
+			defer serving.Done()
+			defer func() { <-slots }()
+			resp := s.answerGrant(serveCtx, open, g)
+			sendMu.Lock()
+			err := stream.Send(resp)
+			sendMu.Unlock()
+			if err != nil {
+				select {
+				case sendFailed <- err:
+				default:
+				}
+			}
+		}()
 	}
 }
 
-// grantBacklog is how many grants a stream reads ahead of the one served;
-// beyond it the client's sends wait (flow control).
+// grantBacklog is how many grants a stream serves at once and reads
+// ahead; beyond it the client's sends wait (flow control).
 const grantBacklog = 64
 
 // arrivedGrant is a grant read off a stream and when, or why the stream

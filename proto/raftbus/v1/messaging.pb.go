@@ -1125,10 +1125,10 @@ type ReceiveCredit struct {
 	// 1 to 1000; 0 means 1.
 	MaxMessages int32 `protobuf:"varint,2,opt,name=max_messages,json=maxMessages,proto3" json:"max_messages,omitempty"`
 	// How long to wait for the first message, counted from when the server
-	// reads the grant (it reads grants as they arrive, while it serves
-	// earlier ones, so grants made at once wait at once; a grant served
-	// after its wait passed receives what is available, without waiting).
-	// Unset or zero: do not wait. At most 5 minutes.
+	// reads the grant (it reads grants as they arrive; one it reads while
+	// 64 are served waits for a place, and if its wait has passed then it
+	// receives what is available, without waiting). Unset or zero: do not
+	// wait. At most 5 minutes.
 	MaxWait       *durationpb.Duration `protobuf:"bytes,3,opt,name=max_wait,json=maxWait,proto3" json:"max_wait,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1185,7 +1185,7 @@ func (x *ReceiveCredit) GetMaxWait() *durationpb.Duration {
 	return nil
 }
 
-// ReceiveStreamResponse answers one ReceiveCredit, in the order granted.
+// ReceiveStreamResponse answers one ReceiveCredit, once it is served.
 type ReceiveStreamResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The grant's receive_id.

@@ -114,20 +114,21 @@ type MessagingServiceClient interface {
 	// it. The first request opens the stream (ReceiveStreamOpen: the entity,
 	// sub-queue, mode, partition and session that every Receive of the
 	// stream shares, checked as Receive checks them); each one after it is a
-	// grant (ReceiveCredit). The server serves the grants in order, each
-	// exactly as a Receive with the open's fields and the grant's
-	// receive_id, max_messages and max_wait would be served, and sends one
-	// response per grant, in the same order, with its receive_id: the
-	// messages it received (none when max_wait passed first) or its error.
-	// It goes on to the next grant while the client handles a response, so
-	// a client that grants ahead of its needs has its next messages locked
-	// while it works on the last. A grant's max_wait counts from its
-	// arrival, not from when the grants before it are done. A grant's failure ends only that grant
+	// grant (ReceiveCredit). The server serves the grants as they arrive,
+	// at once (up to 64), each exactly as a Receive with the open's fields
+	// and the grant's receive_id, max_messages and max_wait would be
+	// served, and sends one response per grant as soon as it is done, with
+	// its receive_id: the messages it received (none when max_wait passed
+	// first) or its error. Grants outstanding together are answered in any
+	// order and take the available messages in any order among them, as
+	// concurrent Receive calls do. A client that grants ahead of its needs
+	// has its next messages locked while it works on the last. A grant's failure ends only that grant
 	// (its error is what Receive would have returned); the stream ends with
 	// a status when its open fails (the reasons Receive fails with, among
 	// them NOT_FOUND for an unknown entity and UNAUTHORIZED without the
 	// Listen right), when a request is malformed, with SERVER_BUSY when the
-	// node shuts down (between two grants: open a stream at another node),
+	// node shuts down (the grants it was serving are cut short, their
+	// outcome unknown: open a stream at another node and replay them),
 	// or when the client ends it. A grant whose response the client did not get when the stream
 	// broke has an unknown outcome: Receive with replay and its receive_id
 	// returns what it received and keeps it from receiving anything once
@@ -482,20 +483,21 @@ type MessagingServiceServer interface {
 	// it. The first request opens the stream (ReceiveStreamOpen: the entity,
 	// sub-queue, mode, partition and session that every Receive of the
 	// stream shares, checked as Receive checks them); each one after it is a
-	// grant (ReceiveCredit). The server serves the grants in order, each
-	// exactly as a Receive with the open's fields and the grant's
-	// receive_id, max_messages and max_wait would be served, and sends one
-	// response per grant, in the same order, with its receive_id: the
-	// messages it received (none when max_wait passed first) or its error.
-	// It goes on to the next grant while the client handles a response, so
-	// a client that grants ahead of its needs has its next messages locked
-	// while it works on the last. A grant's max_wait counts from its
-	// arrival, not from when the grants before it are done. A grant's failure ends only that grant
+	// grant (ReceiveCredit). The server serves the grants as they arrive,
+	// at once (up to 64), each exactly as a Receive with the open's fields
+	// and the grant's receive_id, max_messages and max_wait would be
+	// served, and sends one response per grant as soon as it is done, with
+	// its receive_id: the messages it received (none when max_wait passed
+	// first) or its error. Grants outstanding together are answered in any
+	// order and take the available messages in any order among them, as
+	// concurrent Receive calls do. A client that grants ahead of its needs
+	// has its next messages locked while it works on the last. A grant's failure ends only that grant
 	// (its error is what Receive would have returned); the stream ends with
 	// a status when its open fails (the reasons Receive fails with, among
 	// them NOT_FOUND for an unknown entity and UNAUTHORIZED without the
 	// Listen right), when a request is malformed, with SERVER_BUSY when the
-	// node shuts down (between two grants: open a stream at another node),
+	// node shuts down (the grants it was serving are cut short, their
+	// outcome unknown: open a stream at another node and replay them),
 	// or when the client ends it. A grant whose response the client did not get when the stream
 	// broke has an unknown outcome: Receive with replay and its receive_id
 	// returns what it received and keeps it from receiving anything once
