@@ -99,9 +99,13 @@ func flipInNodeLog(dir string, rnd *rand.Rand) string {
 	return fmt.Sprintf("flipped a bit at %s:%d, in the batch at %d", filepath.Base(b.path), off, b.start)
 }
 
-// replicasHealthy reports whether every replica of every partition is
-// healthy (not damaged, not being rebuilt, answering), as the first
-// running node that answers sees them.
+// replicasHealthy reports whether every partition has its full set of
+// healthy copies, as the first running node that answers sees them: a
+// leader, every replica answering (leader or follower) and healthy (not
+// damaged, not being rebuilt), and no replica moving. A move is a copy
+// not yet made: after a node is replaced, its partitions' new replicas
+// catch up before they vote, and until then a damaged second copy leaves
+// one of three.
 func (n *Nemesis) replicasHealthy() bool {
 	for _, i := range n.running() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -110,9 +114,18 @@ func (n *Nemesis) replicasHealthy() bool {
 		if err != nil {
 			continue
 		}
+		for _, nd := range info.GetNodes() {
+			if nd.GetReplicasMoving() > 0 {
+				return false
+			}
+		}
 		for _, p := range info.GetPartitions() {
+			if p.GetLeaderNodeId() == "" {
+				return false
+			}
 			for _, r := range p.GetReplicas() {
-				if r.GetHealth() != raftbusv1.ReplicaHealth_REPLICA_HEALTH_HEALTHY {
+				answering := r.GetRole() == raftbusv1.ReplicaRole_REPLICA_ROLE_LEADER || r.GetRole() == raftbusv1.ReplicaRole_REPLICA_ROLE_FOLLOWER
+				if !answering || r.GetHealth() != raftbusv1.ReplicaHealth_REPLICA_HEALTH_HEALTHY {
 					return false
 				}
 			}
