@@ -9,10 +9,12 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -244,15 +246,44 @@ func (c *Cluster) ClientTLS() *tls.Config {
 	return cfg
 }
 
-// freeAddr finds a loopback port nothing listens on. Another process could
-// take it before the node does; then the node fails to start and says so.
+// freeAddr finds a loopback port nothing listens on, for a node to listen
+// on a moment later. It looks below the kernel's ephemeral range
+// (ip_local_port_range), where port 0 would land: the outgoing
+// connections of every process on the machine (the suite's packages run
+// at once) take their ports from that range, and one of them took a port
+// handed out there before its node bound it. Another test could still
+// take the same port; then the node fails to start and says so.
 func freeAddr(t testing.TB) string {
+	if low := ephemeralLow(); low > 10000 {
+		for range 100 {
+			port := 10000 + rand.IntN(low-10000)
+			if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
+				l.Close()
+				return l.Addr().String()
+			}
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range, 0 when
+// it cannot be read.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) == 0 {
+		return 0
+	}
+	low, _ := strconv.Atoi(fields[0])
+	return low
 }
 
 func (c *Cluster) peers() string {
