@@ -107,17 +107,24 @@ func (t *Tracker) prune() {
 		return
 	}
 	defer t.pruning.Unlock()
+	var kept int64
 	t.paths.Range(func(k, v any) bool {
 		if v.(*use).inUse.Load() == 0 && !t.exists(k.(string)) {
 			// A call that took the record meanwhile notes its use in
 			// a record no longer kept: the path names no entity.
 			if t.paths.CompareAndDelete(k, v) {
 				t.size.Add(-1)
+				return true
 			}
 		}
+		kept++
 		return true
 	})
-	t.pruneAt.Store(max(minPrune, 2*t.size.Load()))
+	// The next prune comes when the tracker has doubled what this one
+	// kept. Not the size now: paths added while this one ran (as many
+	// missing ones as concurrent calls made meanwhile) would raise the
+	// bound with every prune.
+	t.pruneAt.Store(max(minPrune, 2*kept))
 }
 
 // IdleFor is how long path has gone unused on this node: zero while a
