@@ -90,9 +90,20 @@ func (e *env) testProcessorPrefetchIsLockedWhileHandlersWork(t *testing.T) {
 	}
 	await.Until(t, 20*time.Second, "six messages locked: one handled, five prefetched", func() bool { return locked() == 6 })
 	close(blocked)
+	e.handledOnce(t, ctx, "prefetched", p, ran, all, &mu, seen, n)
+}
+
+// handledOnce waits until all is closed (every one of n messages seen),
+// closes p, and checks that each message was handled once and that queue
+// is left empty.
+func (e *env) handledOnce(t *testing.T, ctx context.Context, queue string, p *client.Processor, ran <-chan error,
+	all <-chan struct{}, mu *sync.Mutex, seen map[string]int, n int) {
+	t.Helper()
 	select {
 	case <-all:
 	case <-ctx.Done():
+		mu.Lock()
+		defer mu.Unlock()
 		t.Fatalf("handled %d of %d messages", len(seen), n)
 	}
 	closeProcessor(t, ctx, p, ran)
@@ -103,7 +114,7 @@ func (e *env) testProcessorPrefetchIsLockedWhileHandlersWork(t *testing.T) {
 			t.Fatalf("%s handled %d times", id, k)
 		}
 	}
-	if rt, err := e.admin.GetQueueRuntimeProperties(ctx, "prefetched"); err != nil || rt.GetTotalMessageCount() != 0 {
+	if rt, err := e.admin.GetQueueRuntimeProperties(ctx, queue); err != nil || rt.GetTotalMessageCount() != 0 {
 		t.Fatalf("after processing: %v, %v; want an empty queue", rt, err)
 	}
 }
@@ -147,22 +158,7 @@ func (e *env) testProcessorReceivesEverythingOnce(t *testing.T) {
 			ran := make(chan error, 1)
 			go func() { ran <- p.Run(context.Background()) }()
 			e.sendIDs(t, ctx, queue, numbered("o", n)...)
-			select {
-			case <-all:
-			case <-ctx.Done():
-				t.Fatalf("handled %d of %d messages", len(seen), n)
-			}
-			closeProcessor(t, ctx, p, ran)
-			mu.Lock()
-			defer mu.Unlock()
-			for id, k := range seen {
-				if k != 1 {
-					t.Fatalf("%s handled %d times", id, k)
-				}
-			}
-			if rt, err := e.admin.GetQueueRuntimeProperties(ctx, queue); err != nil || rt.GetTotalMessageCount() != 0 {
-				t.Fatalf("after processing: %v, %v; want an empty queue", rt, err)
-			}
+			e.handledOnce(t, ctx, queue, p, ran, all, &mu, seen, n)
 		})
 	}
 }

@@ -19,10 +19,10 @@ import (
 func (n *Node) InProcess() grpc.ClientConnInterface { return n.inProcess }
 
 // newInProcess makes the node's in-process channel, calls going through
-// the unary interceptors and streams through stream; the services are
-// registered on it with the server's.
-func newInProcess(unary []grpc.UnaryServerInterceptor, stream grpc.StreamServerInterceptor) *inprocgrpc.Channel {
-	return (&inprocgrpc.Channel{}).WithServerUnaryInterceptor(chainUnary(unary)).WithServerStreamInterceptor(stream)
+// unary and streams through stream; the services are registered on it
+// with the server's.
+func newInProcess(unary grpc.UnaryServerInterceptor, stream grpc.StreamServerInterceptor) *inprocgrpc.Channel {
+	return (&inprocgrpc.Channel{}).WithServerUnaryInterceptor(unary).WithServerStreamInterceptor(stream)
 }
 
 // registerPublic registers the public services on r.

@@ -253,8 +253,8 @@ func Start(cfg Config) (*Node, error) {
 		policies = nodePolicies{n}
 	}
 	n.guard = access.NewGuard(n.log, policies, cfg.Clock.Now)
-	statusStream := service.StatusStreamInterceptor(n.log)
-	ic := serverInterceptors(cfg.TLS, n.guard, n.unaryInterceptors(), []grpc.StreamServerInterceptor{statusStream})
+	own, statusStream := n.unaryInterceptors(), service.StatusStreamInterceptor(n.log)
+	ic := serverInterceptors(cfg.TLS, n.guard, own, []grpc.StreamServerInterceptor{statusStream})
 	n.server = grpc.NewServer(serverOptions(cfg.TLS, ic)...)
 	n.mux.Register(n.server)
 	// gRPC's standard health service (SERVING once Ready, see runHealth)
@@ -273,9 +273,10 @@ func Start(cfg Config) (*Node, error) {
 	// bound and the access guard (see InProcess), the grants of their
 	// receive streams too.
 	local := service.NewMessaging(serviceNode{n})
-	local.ServeGrantsThrough(chainUnary(n.unaryInterceptors()))
+	ownChain := chainUnary(own)
+	local.ServeGrantsThrough(ownChain)
 	local.EndStreamsWhen(n.drained)
-	n.inProcess = newInProcess(n.unaryInterceptors(), statusStream)
+	n.inProcess = newInProcess(ownChain, statusStream)
 	registerPublic(n.inProcess, admin, local, policySvc)
 	clusterv1.RegisterNodeServiceServer(n.server, &nodeService{n: n, admin: admin, msg: msg})
 	n.wg.Add(1)
