@@ -11,6 +11,7 @@ import (
 
 	"github.com/raftbus/raftbus/client"
 	"github.com/raftbus/raftbus/client/admin"
+	"github.com/raftbus/raftbus/internal/await"
 	"github.com/raftbus/raftbus/test/proxy"
 )
 
@@ -53,6 +54,7 @@ func TestLostAnswers(t *testing.T) {
 	l = &lossyEnv{env: e, c: once, p: p}
 	t.Run("UnknownReceiveIsClaimedByTheNext", l.testUnknownReceiveIsClaimedByTheNext)
 	t.Run("UnknownDeferredReceiveIsClaimedByTheNext", l.testUnknownDeferredReceiveIsClaimedByTheNext)
+	t.Run("UnknownReceiveWhoseLocksEndedIsDropped", l.testUnknownReceiveWhoseLocksEndedIsDropped)
 }
 
 type lossyEnv struct {
@@ -353,5 +355,48 @@ func (l *lossyEnv) testReceiveAfterStreamBreak(t *testing.T) {
 	}
 	if n, _ := l.active(t, "stream-break"); n != 0 {
 		t.Fatalf("%d messages left", n)
+	}
+}
+
+// A receive of unknown outcome whose locks end before the next receive
+// claims it delivered its messages unseen: the next receive is not failed
+// for it (the replay's MESSAGE_LOCK_LOST is that receive's), and receives
+// the messages again, each delivery counted.
+func (l *lossyEnv) testUnknownReceiveWhoseLocksEndedIsDropped(t *testing.T) {
+	for _, tc := range []struct {
+		queue      string
+		partitions uint32
+		lost       int
+	}{{"ended-one", 1, 1}, {"ended-parts", 3, 2}} {
+		t.Run(tc.queue, func(t *testing.T) {
+			l.createQueue(tc.queue, &admin.QueueProperties{PartitionCount: proto.Uint32(tc.partitions), LockDuration: durationpb.New(time.Second)})
+			l.sendTwo(t, tc.queue)
+			l.warm(t, tc.queue)
+			r, _ := l.c.NewReceiverForQueue(tc.queue, nil)
+			l.p.DropResponses(tc.lost)
+			if got, err := r.ReceiveMessages(ctxT(t, 10*time.Second), 1, nil); !errors.Is(err, client.ErrOutcomeUnknown) {
+				t.Fatalf("receive whose answers were lost: %v, %v; want the unknown outcome", got, err)
+			}
+			await.Until(t, 10*time.Second, "the lock to end", func() bool {
+				_, locked := l.active(t, tc.queue)
+				return locked == 0
+			})
+			counts := map[string]int{}
+			for len(counts) < 2 {
+				got, err := r.ReceiveMessages(ctxT(t, 10*time.Second), 2, nil)
+				if err != nil {
+					t.Fatalf("receive after the unknown one's locks ended: %v", err)
+				}
+				for _, m := range got {
+					counts[m.MessageID] = int(m.DeliveryCount)
+					if err := r.CompleteMessage(ctxT(t, 10*time.Second), m, nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if counts["first"]+counts["second"] != 3 {
+				t.Fatalf("delivery counts %v: want one of them delivered before, unseen", counts)
+			}
+		})
 	}
 }

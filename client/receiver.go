@@ -135,6 +135,12 @@ const longPoll = 60 * time.Second
 // ctx's error. A receive hands out at most 4 MiB of messages (and at least
 // one message, whatever its size): when the messages available add up to
 // more, it returns fewer than maxMessages and the others stay available.
+//
+// A receive whose answer was lost is repeated, and gets the messages it
+// took. When the repeat comes after their locks ended (a failover that
+// outlasted the lock duration), the messages were delivered unseen, their
+// delivery counts raised, and are available to receive again: the caller
+// hears CodeOutcomeUnknown, as when the repeats fail.
 func (r *Receiver) ReceiveMessages(ctx context.Context, maxMessages int, options *ReceiveMessagesOptions) ([]*ReceivedMessage, error) {
 	var deadline time.Time
 	if options != nil && options.MaxWaitTime > 0 {
@@ -257,8 +263,10 @@ func (r *Receiver) remember(u unclaimedReceive) {
 }
 
 // claim replays the receives of unknown outcome until one gives messages,
-// dropping each that gives none (it took nothing, or its receipt expired).
-// One that fails and may succeed later stays for the next receive.
+// dropping each that gives none (it took nothing, or its receipt expired)
+// or whose locks ended unseen (MESSAGE_LOCK_LOST, a failure of that
+// receive, not of the caller's). One that fails and may succeed later
+// stays for the next receive.
 func (r *Receiver) claim(ctx context.Context) ([]*ReceivedMessage, error) {
 	for {
 		r.mu.Lock()
@@ -270,6 +278,9 @@ func (r *Receiver) claim(ctx context.Context) ([]*ReceivedMessage, error) {
 		r.unclaimed = r.unclaimed[1:]
 		r.mu.Unlock()
 		resp, err := r.receiveCall(ctx, replayOf(u.id, u.partition, r))
+		if locksLost(err) {
+			continue
+		}
 		if err != nil {
 			var e *Error
 			if errors.As(err, &e) && e.Retryable || ctx.Err() != nil {
@@ -281,6 +292,13 @@ func (r *Receiver) claim(ctx context.Context) ([]*ReceivedMessage, error) {
 			return fromProtoReceivedList(msgs, r.path, r.sub, r.session), nil
 		}
 	}
+}
+
+// locksLost reports whether err says that a repeated receive took effect
+// and the locks it took ended before its answer arrived.
+func locksLost(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == CodeLockLost
 }
 
 // newReceiveID is a receive id for one receive request and its repeats.

@@ -137,3 +137,65 @@ func TestReceiveAcrossGathersTheNodesPartitions(t *testing.T) {
 		t.Fatalf("the next receive: %d messages, %v; want the other %d", len(rest.GetMessages()), err, 2*parts-5)
 	}
 }
+
+// A receive repeated (or replayed) after the locks it took ended, as after
+// a failover that outlasted the lock duration, took effect unseen: it is
+// answered MESSAGE_LOCK_LOST, not with nothing, and changes nothing.
+func TestRepeatAfterTheLocksEndedReportsThemLost(t *testing.T) {
+	c := newTestCluster(t, 1)
+	const parts = 4
+	createQueue(t, c.client(0), &raftbusv1.QueueProperties{Name: "short", PartitionCount: proto.Uint32(parts), LockDuration: durationpb.New(time.Second)})
+	for id := range uint32(parts) {
+		c.leaderOf("short", id)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const sent = 8
+	for i := range sent {
+		key := fmt.Sprintf("k%d", i)
+		if _, err := c.client(0).msg.Send(ctx, &raftbusv1.SendRequest{EntityPath: "short", Messages: []*raftbusv1.Message{{MessageId: key, PartitionKey: key}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	across := []byte("across-1")
+	got, err := c.client(0).msg.Receive(ctx, &raftbusv1.ReceiveRequest{EntityPath: "short", MaxMessages: 3, ReceiveId: across})
+	if err != nil || len(got.GetMessages()) == 0 {
+		t.Fatalf("receive across partitions: %v, %v", got, err)
+	}
+	one := uint32(0)
+	if _, err := c.client(0).msg.Receive(ctx, &raftbusv1.ReceiveRequest{EntityPath: "short", PartitionId: &one, ReceiveId: []byte("one-1"), MaxMessages: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// Await the end of the locks: until then a replay gets the messages.
+	var replayErr error
+	await.Until(t, 15*time.Second, "the locks of the receive to end", func() bool {
+		_, replayErr = c.client(0).msg.Receive(ctx, &raftbusv1.ReceiveRequest{EntityPath: "short", ReceiveId: across, Replay: true})
+		return replayErr != nil
+	})
+	if info := errorInfo(t, replayErr); info.GetReason() != raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST || info.GetRetryable() {
+		t.Fatalf("replay after the locks ended: %v, want a non-retryable MESSAGE_LOCK_LOST", replayErr)
+	}
+	// A repeat of a receive from one partition, as the SDK makes after an
+	// unknown outcome, likewise.
+	_, err = c.client(0).msg.Receive(ctx, &raftbusv1.ReceiveRequest{EntityPath: "short", PartitionId: &one, ReceiveId: []byte("one-1"), MaxMessages: 1})
+	if reasonOf(err) != raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST {
+		t.Fatalf("repeat after the lock ended: %v, want MESSAGE_LOCK_LOST", err)
+	}
+	// Every message is there to receive, those locked before delivered once.
+	var redelivered int
+	for n := 0; n < sent; {
+		rest, err := c.client(0).msg.Receive(ctx, &raftbusv1.ReceiveRequest{EntityPath: "short", MaxMessages: sent, MaxWait: durationpb.New(time.Second)})
+		if err != nil || len(rest.GetMessages()) == 0 {
+			t.Fatalf("receive after the repeats: %v, %v (%d of %d)", rest, err, n, sent)
+		}
+		for _, m := range rest.GetMessages() {
+			if m.GetDeliveryCount() == 2 {
+				redelivered++
+			}
+		}
+		n += len(rest.GetMessages())
+	}
+	if want := len(got.GetMessages()) + 1; redelivered != want {
+		t.Fatalf("%d messages delivered before, want %d", redelivered, want)
+	}
+}

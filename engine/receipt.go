@@ -157,9 +157,17 @@ func (e *Engine) receiptWindow(q *queue) int64 {
 }
 
 // repeat answers a receive whose id has a receipt: ok is false when it has
-// none. PeekLock gets the messages still locked under the receipt's tokens
+// none. PeekLock gets the messages locked under the receipt's tokens
 // (their delivery counts as they are), ReceiveAndDelete the messages the
 // first receive removed.
+//
+// A PeekLock receipt some of whose locks have ended (expired, most often:
+// the answer was lost in a failover that outlasted the lock duration) is
+// answered with MESSAGE_LOCK_LOST, not with the messages still locked: the
+// first receive took effect, raising the delivery counts of messages its
+// receiver never saw, and an answer of fewer messages, or none, would tell
+// the receiver that it took only those. Only the answer changes, not the
+// state, so replicas of every version agree.
 func (e *Engine) repeat(now int64, q *queue, req receiveRequest, sessionToken []byte) (out []*raftbusv1.ReceivedMessage, ok bool, err *Error) {
 	if len(req.id) == 0 {
 		return nil, false, nil
@@ -181,11 +189,16 @@ func (e *Engine) repeat(now int64, q *queue, req receiveRequest, sessionToken []
 	if _, err := sessionOf(q, req.sessionID, sessionToken, false); err != nil {
 		return nil, true, err
 	}
+	for _, l := range r.locked {
+		if m := q.locks[l.token]; m == nil || m.seq != l.seq {
+			return nil, true, errorf(raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST,
+				"receive %x of %q locked %d messages whose locks ended before it was answered: they were delivered unseen (their delivery counts raised) and are available to receive again",
+				req.id, req.path, len(r.locked))
+		}
+	}
 	var blocks blockAllocator
 	for i, l := range r.locked {
-		if m := q.locks[l.token]; m != nil && m.seq == l.seq {
-			out = append(out, e.received(m, blocks.next(len(r.locked)-i)))
-		}
+		out = append(out, e.received(q.locks[l.token], blocks.next(len(r.locked)-i)))
 	}
 	return out, true, nil
 }

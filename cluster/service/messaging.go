@@ -275,19 +275,29 @@ func receiveIDOf(id []byte, replay bool) ([]byte, error) {
 // receive's bounds (a receive across partitions gathers within them from
 // the partitions of the first node that has messages, and stops there;
 // replays receive nothing new), so the answer is no larger than that
-// receive's.
+// receive's. A partition whose receipt lost its locks (see engine's
+// repeat) makes the whole answer MESSAGE_LOCK_LOST, once every partition
+// has been read: the receive delivered messages nobody will see, and the
+// others must still be fenced.
 func (s *Messaging) replay(ctx context.Context, e *clusterv1.Entity, lock *enginev1.Lock, only *uint32) (*raftbusv1.ReceiveResponse, error) {
 	first, last := uint32(0), uint32(len(e.GetPartitions()))
 	if only != nil {
 		first, last = *only, *only+1
 	}
 	resp := &raftbusv1.ReceiveResponse{}
+	var lost error
 	for id := first; id < last; id++ {
 		msgs, err := s.receiveFrom(ctx, e, id, lock, 0)
-		if err != nil {
+		switch {
+		case err != nil && apierror.From(err).Reason == raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST:
+			lost = err
+		case err != nil:
 			return nil, err
 		}
 		resp.Messages = append(resp.Messages, msgs...)
+	}
+	if lost != nil {
+		return nil, lost
 	}
 	return resp, nil
 }
