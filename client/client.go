@@ -118,7 +118,8 @@ func (c *Client) conn(addr string) (grpc.ClientConnInterface, error) {
 		grpc.WithTransportCredentials(creds),
 		grpc.WithConnectParams(raftbusv1.DialConnectParams()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxGRPCMessage), grpc.MaxCallSendMsgSize(maxGRPCMessage)),
-	}, c.opts.DialOptions...)
+	}, raftbusv1.DialWindows()...)
+	dial = append(dial, c.opts.DialOptions...)
 	if c.opts.credential != nil {
 		dial = append(dial, grpc.WithPerRPCCredentials(c.opts.credential))
 	}

@@ -237,10 +237,10 @@ func Start(cfg Config) (*Node, error) {
 	n.mux, err = raftgrpc.NewMux(raftgrpc.Config{
 		LocalAddr:       raft.ServerAddress(addr),
 		MaxMessageBytes: MaxMessageBytes,
-		DialOptions: []grpc.DialOption{
+		DialOptions: append([]grpc.DialOption{
 			grpc.WithTransportCredentials(peerCredentials(cfg.TLS)),
 			grpc.WithConnectParams(raftbusv1.DialConnectParams()),
-		},
+		}, raftbusv1.DialWindows()...),
 		Outgoing: n.outgoingIdentity,
 		Admit:    n.admit,
 	})

@@ -15,11 +15,11 @@ import (
 // newPeers are the node's connections to its peers, which take messages
 // as large as its own server does.
 func newPeers(creds credentials.TransportCredentials) *routing.Peers {
-	return routing.NewPeers(
+	return routing.NewPeers(append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithConnectParams(raftbusv1.DialConnectParams()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
-	)
+	}, raftbusv1.DialWindows()...)...)
 }
 
 // target is where one partition's request is served.

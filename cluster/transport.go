@@ -48,6 +48,8 @@ func serverOptions(t *certs.NodeTLS, ic interceptors) []grpc.ServerOption {
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.MaxSendMsgSize(MaxMessageBytes),
 		grpc.StatsHandler(ic.limit),
+		grpc.InitialWindowSize(raftbusv1.StreamWindow),
+		grpc.InitialConnWindowSize(raftbusv1.ConnWindow),
 	}
 	if t != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(t.Server)))

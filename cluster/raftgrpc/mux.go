@@ -75,10 +75,10 @@ type Config struct {
 // after it is back; Raft has its own backoff, so reconnecting is capped at a
 // second.
 func defaultDialOptions() []grpc.DialOption {
-	return []grpc.DialOption{
+	return append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(raftbusv1.DialConnectParams()),
-	}
+	}, raftbusv1.DialWindows()...)
 }
 
 // Mux carries the Raft traffic of all the groups of one node: one client
