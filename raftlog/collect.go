@@ -173,11 +173,11 @@ func (l *Log) abandonCarry(r *request) {
 func (l *Log) carryStep(c *carryState) (done bool, err error) {
 	g := c.g
 	h := &Group{l: l, g: g}
-	var recs [][]byte
+	var recs []encoded
 	pending := 0
 	if c.next == 0 && c.at == nil {
 		recs = append(recs, encodeRecord(&record{typ: recCarryBegin, created: g.created, group: g.name, index: c.first, term: c.last}))
-		pending = len(recs[0])
+		pending = recs[0].n
 	}
 	entries := 0
 	for c.next+entries < len(c.sizes) && (entries == 0 || pending+int(c.sizes[c.next+entries]) <= c.budget) {
@@ -197,7 +197,7 @@ func (l *Log) carryStep(c *carryState) (done bool, err error) {
 		rc.typ = recCarried
 		rec := encodeRecord(&rc, r.body)
 		recs = append(recs, rec)
-		pending += len(rec)
+		pending += rec.n
 		entries++
 	}
 	c.budget = min(2*c.budget, maxBatchBytes)
@@ -214,7 +214,7 @@ func (l *Log) carryStep(c *carryState) (done bool, err error) {
 		return false, err
 	}
 	for _, r := range recs {
-		c.bytes += uint64(len(r))
+		c.bytes += uint64(r.n)
 	}
 	c.at = append(c.at, at[first:first+entries]...)
 	c.next += entries

@@ -280,7 +280,7 @@ func recordHeader(r *record, blen int, bcrc uint32) []byte {
 	case recCarryBegin:
 		hlen += 16
 	}
-	b := make([]byte, recordFrameSize+hlen, recordFrameSize+hlen+blen)
+	b := make([]byte, recordFrameSize+hlen)
 	le.PutUint32(b, uint32(hlen))
 	le.PutUint32(b[4:], uint32(blen))
 	le.PutUint32(b[8:], bcrc)
@@ -308,21 +308,36 @@ func recordHeader(r *record, blen int, bcrc uint32) []byte {
 	return b
 }
 
-// encodeRecord returns r encoded with body as its body.
-func encodeRecord(r *record, body ...[]byte) []byte {
-	blen := 0
-	for _, p := range body {
-		blen += len(p)
-	}
-	b := recordHeader(r, blen, checksum(body...))
-	for _, p := range body {
+// encoded is a record ready to write: its frame and header, and its body
+// as the pieces it was given, not copied: the writer copies them once,
+// into the batch it writes. Pieces must not change until written.
+type encoded struct {
+	head []byte
+	body [][]byte
+	n    int // bytes in all
+}
+
+// appendTo appends the record's bytes to b.
+func (e encoded) appendTo(b []byte) []byte {
+	b = append(b, e.head...)
+	for _, p := range e.body {
 		b = append(b, p...)
 	}
 	return b
 }
 
+// encodeRecord returns r encoded with body as its body.
+func encodeRecord(r *record, body ...[]byte) encoded {
+	blen := 0
+	for _, p := range body {
+		blen += len(p)
+	}
+	head := recordHeader(r, blen, checksum(body...))
+	return encoded{head: head, body: body, n: len(head) + blen}
+}
+
 // encodeEntry encodes one Raft log entry of a group.
-func encodeEntry(group string, created uint64, l *raft.Log, typ recordType) []byte {
+func encodeEntry(group string, created uint64, l *raft.Log, typ recordType) encoded {
 	var ext [4]byte
 	le.PutUint32(ext[:], uint32(len(l.Extensions)))
 	var at int64

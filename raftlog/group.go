@@ -256,7 +256,7 @@ func (g *Group) StoreLogs(logs []*raft.Log) error {
 	if len(logs) == 0 {
 		return nil
 	}
-	recs := make([][]byte, len(logs))
+	recs := make([]encoded, len(logs))
 	for i, l := range logs {
 		if i > 0 && l.Index != logs[i-1].Index+1 {
 			return fmt.Errorf("raftlog: group %s: entries %d and %d are not contiguous", g.g.name, logs[i-1].Index, l.Index)
@@ -282,7 +282,7 @@ func (g *Group) Set(key, val []byte) error {
 	}
 	v := append([]byte(nil), val...)
 	rec := encodeRecord(&record{typ: recState, created: g.g.created, group: g.g.name, key: string(key)}, v)
-	return g.l.submit(&request{g: g.g, op: opState, recs: [][]byte{rec}, key: string(key), value: v})
+	return g.l.submit(&request{g: g.g, op: opState, recs: []encoded{rec}, key: string(key), value: v})
 }
 
 // Get returns a stable value, or ErrNotFound.

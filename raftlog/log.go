@@ -41,6 +41,8 @@ const (
 	// maxBatchBytes bounds what one write gathers from waiting callers; a
 	// single larger request is written alone.
 	maxBatchBytes = 8 << 20
+	// maxKeptBatchBuffer bounds the batch buffer the writer keeps.
+	maxKeptBatchBuffer = maxBatchBytes + 1<<20
 )
 
 func (o Options) withDefaults() Options {
@@ -89,6 +91,11 @@ type Log struct {
 
 	// nextBatch is the sequence number of the next batch written.
 	nextBatch atomic.Uint64
+	// batchBuf is where the writer lays out each batch, kept from one
+	// batch to the next (up to maxKeptBatchBuffer): a new buffer for
+	// every batch cost an allocation, zeroing and page faults as large
+	// as the batch.
+	batchBuf []byte
 
 	recovery Recovery
 	stats    counters

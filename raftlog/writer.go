@@ -22,9 +22,9 @@ const (
 type request struct {
 	g     *group
 	op    opKind
-	recs  [][]byte // encoded records; the writer encodes deletes and drops
-	first uint64   // append: index of the first entry
-	min   uint64   // delete: range
+	recs  []encoded // the writer encodes deletes and drops
+	first uint64    // append: index of the first entry
+	min   uint64    // delete: range
 	max   uint64
 	key   string // state
 	value []byte
@@ -99,8 +99,8 @@ func (l *Log) runWriter() {
 
 func requestBytes(r *request) int {
 	n := 0
-	for _, b := range r.recs {
-		n += len(b)
+	for _, e := range r.recs {
+		n += e.n
 	}
 	return n
 }
@@ -118,7 +118,7 @@ func (l *Log) commit(reqs []*request) (closing bool) {
 		return hasClose(reqs)
 	}
 	views := make(map[*group]*span)
-	var recs [][]byte
+	var recs []encoded
 	var groups []string
 	seen := make(map[string]bool)
 	accepted := reqs[:0:0]
@@ -222,18 +222,18 @@ func (l *Log) plan(r *request, views map[*group]*span) error {
 			} else {
 				v.first = r.truncAt
 			}
-			r.recs = [][]byte{encodeRecord(&record{typ: recTruncPrefix, created: g.created, group: g.name, index: r.truncAt})}
+			r.recs = []encoded{encodeRecord(&record{typ: recTruncPrefix, created: g.created, group: g.name, index: r.truncAt})}
 		case r.max >= v.last:
 			r.truncAt = r.min
 			v.last = r.min - 1
-			r.recs = [][]byte{encodeRecord(&record{typ: recTruncSuffix, created: g.created, group: g.name, index: r.truncAt})}
+			r.recs = []encoded{encodeRecord(&record{typ: recTruncSuffix, created: g.created, group: g.name, index: r.truncAt})}
 		default:
 			return fmt.Errorf("raftlog: group %s: deleting entries %d-%d from the middle of %d-%d is not supported", g.name, r.min, r.max, v.first, v.last)
 		}
 	case opState:
 	case opDrop:
 		v.first, v.last = 0, 0
-		r.recs = [][]byte{encodeRecord(&record{typ: recDrop, created: g.created, group: g.name})}
+		r.recs = []encoded{encodeRecord(&record{typ: recDrop, created: g.created, group: g.name})}
 	default:
 		return fmt.Errorf("raftlog: unknown request %d", r.op)
 	}
@@ -279,10 +279,10 @@ func (l *Log) applyAll(reqs []*request, at []loc) {
 // writeBatch writes recs as one batch, synced, and returns where each
 // record went. It rotates to a new segment first when the batch would not
 // fit in the active one.
-func (l *Log) writeBatch(recs [][]byte, groups []string) ([]loc, error) {
+func (l *Log) writeBatch(recs []encoded, groups []string) ([]loc, error) {
 	n := 0
 	for _, r := range recs {
-		n += len(r)
+		n += r.n
 	}
 	seq := l.nextBatch.Load()
 	hdr := encodeBatchHeader(seq, len(recs), groups, n)
@@ -302,14 +302,20 @@ func (l *Log) writeBatch(recs [][]byte, groups []string) ([]loc, error) {
 	if total > math.MaxUint32-segmentHeaderSize {
 		return nil, fmt.Errorf("raftlog: a batch of %d bytes is too large", total)
 	}
-	buf := make([]byte, 0, total)
-	buf = append(buf, hdr...)
+	if int64(cap(l.batchBuf)) < total {
+		l.batchBuf = make([]byte, 0, total)
+	}
+	buf := append(l.batchBuf[:0], hdr...)
 	at := make([]loc, len(recs))
 	for i, r := range recs {
-		at[i] = loc{seg: active.seq, off: uint32(active.end) + uint32(len(buf)), n: uint32(len(r))}
-		buf = append(buf, r...)
+		at[i] = loc{seg: active.seq, off: uint32(active.end) + uint32(len(buf)), n: uint32(r.n)}
+		buf = r.appendTo(buf)
 	}
-	if err := l.write(active, buf); err != nil {
+	err := l.write(active, buf)
+	if cap(l.batchBuf) > maxKeptBatchBuffer {
+		l.batchBuf = nil // a rare large batch: not kept for the next
+	}
+	if err != nil {
 		return nil, l.fail(err)
 	}
 	l.nextBatch.Store(seq + 1)
@@ -358,7 +364,7 @@ func (l *Log) rotate(active *segment) error {
 		if !active.sealed {
 			batch := l.nextBatch.Load()
 			seal := encodeRecord(&record{typ: recSeal})
-			buf := append(encodeBatchHeader(batch, 1, nil, len(seal)), seal...)
+			buf := seal.appendTo(encodeBatchHeader(batch, 1, nil, seal.n))
 			if err := l.write(active, buf); err != nil {
 				return err
 			}
