@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"runtime/metrics"
 	"sync"
 	"time"
 
@@ -134,7 +135,7 @@ func (n *Node) clusterInfo(ctx context.Context) (*raftbusv1.GetClusterInfoRespon
 		}
 		resp.Nodes = append(resp.Nodes, ni)
 	}
-	n.addLogStats(ctx, resp.Nodes)
+	n.addNodeStats(ctx, resp.Nodes)
 	for _, e := range entities {
 		for id, v := range n.viewPartitions(ctx, e) {
 			pi := &raftbusv1.PartitionInfo{EntityPath: e.GetName(), PartitionId: uint32(id), LeaderNodeId: v.leaderID, LeaderAddress: v.leaderAddr}
@@ -174,4 +175,24 @@ func (n *Node) nodeState(ctx context.Context, m *clusterv1.Node) raftbusv1.NodeS
 		}
 	}
 	return raftbusv1.NodeState_NODE_STATE_UP
+}
+
+// runtimeSamples are the runtime/metrics runtimeStats reads, in the order
+// of NodeRuntimeStats' fields.
+var runtimeSamples = []string{"/gc/heap/allocs:bytes", "/gc/heap/allocs:objects", "/gc/cycles/total:gc-cycles"}
+
+// runtimeStats are the process's allocation counters.
+func runtimeStats() *raftbusv1.NodeRuntimeStats {
+	s := make([]metrics.Sample, len(runtimeSamples))
+	for i, name := range runtimeSamples {
+		s[i].Name = name
+	}
+	metrics.Read(s)
+	v := func(i int) uint64 {
+		if s[i].Value.Kind() != metrics.KindUint64 {
+			return 0
+		}
+		return s[i].Value.Uint64()
+	}
+	return &raftbusv1.NodeRuntimeStats{AllocatedBytes: v(0), Allocations: v(1), GcCycles: v(2)}
 }

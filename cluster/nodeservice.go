@@ -98,7 +98,7 @@ func (s *nodeService) DemoteReplica(ctx context.Context, req *clusterv1.DemoteRe
 }
 
 func (s *nodeService) NodeStatus(context.Context, *clusterv1.NodeStatusRequest) (*clusterv1.NodeStatusResponse, error) {
-	return &clusterv1.NodeStatusResponse{Log: s.n.logStats(), Messages: s.n.messageStats()}, nil
+	return &clusterv1.NodeStatusResponse{Log: s.n.logStats(), Messages: s.n.messageStats(), Runtime: runtimeStats()}, nil
 }
 
 func roleOf(s raft.RaftState) raftbusv1.ReplicaRole {

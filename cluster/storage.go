@@ -80,13 +80,13 @@ func (n *Node) logStats() *raftbusv1.NodeLogStats {
 	}
 }
 
-// addLogStats asks every node that is up for its log's and its message
-// counters.
-func (n *Node) addLogStats(ctx context.Context, nodes []*raftbusv1.NodeInfo) {
+// addNodeStats asks every node that is up for its log's, its message and
+// its allocation counters.
+func (n *Node) addNodeStats(ctx context.Context, nodes []*raftbusv1.NodeInfo) {
 	var wg sync.WaitGroup
 	for _, ni := range nodes {
 		if ni.GetNodeId() == n.cfg.NodeID {
-			ni.Log, ni.Messages = n.logStats(), n.messageStats()
+			ni.Log, ni.Messages, ni.Runtime = n.logStats(), n.messageStats(), runtimeStats()
 			continue
 		}
 		if ni.GetState() != raftbusv1.NodeState_NODE_STATE_UP {
@@ -102,7 +102,7 @@ func (n *Node) addLogStats(ctx context.Context, nodes []*raftbusv1.NodeInfo) {
 			ctx, cancel := context.WithTimeout(ctx, statusTimeout)
 			defer cancel()
 			if resp, err := clusterv1.NewNodeServiceClient(conn).NodeStatus(ctx, &clusterv1.NodeStatusRequest{}); err == nil {
-				ni.Log, ni.Messages = resp.GetLog(), resp.GetMessages()
+				ni.Log, ni.Messages, ni.Runtime = resp.GetLog(), resp.GetMessages(), resp.GetRuntime()
 			}
 		}()
 	}

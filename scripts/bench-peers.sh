@@ -183,6 +183,9 @@ for b, _ in brokers:
     }
 def f(v, fmt="{:.0f}"):
     return "-" if v is None else fmt.format(v)
+def heap(p):
+    b, n = p.get("nodeAllocatedBytesPerMessage"), p.get("nodeAllocationsPerMessage")
+    return "-" if b is None else f"{b / 1024:.1f} ({n:.0f})"
 cpu_model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 version = next((r["broker"] for b in ("nats-always", "nats-default") for r in R[b].values() if r), "nats-server ?")
 now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -215,16 +218,17 @@ with open(out, "w") as o:
             "received (backlog), the CPU of the client and of the broker's three\n"
             "processes, and the foreign load: CPU that other processes on the machine\n"
             "used meanwhile, in cores (flagged over 0.05 of the machine's cores).\n"
-            "raftbus also counts its nodes' log syncs (fdatasync, all nodes) and\n"
-            "messages per Raft entry; NATS does not report these.\n\n")
-    o.write("| broker | run | phase | messages | seconds | errors (send / receive) | backlog | client CPU s | broker CPU s | CPU µs/msg | machine µs/msg | foreign cores | steal cores | syncs/msg | msgs per Raft entry |\n")
-    o.write("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+            "raftbus also counts its nodes' log syncs (fdatasync, all nodes), messages\n"
+            "per Raft entry and the heap its nodes allocated (all nodes, per message:\n"
+            "KiB and objects); NATS does not report these.\n\n")
+    o.write("| broker | run | phase | messages | seconds | errors (send / receive) | backlog | client CPU s | broker CPU s | CPU µs/msg | machine µs/msg | foreign cores | steal cores | syncs/msg | msgs per Raft entry | node heap KiB (objects) per msg |\n")
+    o.write("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     flagged, foreign = [], []
     for b, name in brokers:
         for w in ("mixed", "phased", "latency"):
             r = R[b][w]
             if r is None:
-                o.write(f"| {name} | {w} | failed | | | | | | | | | | | | |\n")
+                o.write(f"| {name} | {w} | failed | | | | | | | | | | | | | |\n")
                 continue
             for p in r["phases"]:
                 c = p.get("cpu") or {}
@@ -236,7 +240,7 @@ with open(out, "w") as o:
                         f'| {r["maxBacklog"]} | {f(c.get("clientSeconds"), "{:.2f}")} | {f(c.get("nodeSeconds"), "{:.2f}")} '
                         f'| {f(c.get("usPerMessage"))} | {f(c.get("machineUsPerMessage"))} | {f(c.get("foreignCores"), "{:.2f}")} '
                         f'| {f(c.get("stealCores"), "{:.2f}")} | {f(p.get("nodeLogSyncsPerMessage"), "{:.3f}")} '
-                        f'| {f(p.get("messagesPerRaftEntry"), "{:.1f}")} |\n')
+                        f'| {f(p.get("messagesPerRaftEntry"), "{:.1f}")} | {heap(p)} |\n')
     if flagged:
         o.write(f"\nForeign load: flagged in {len(flagged)} of {len(foreign)} phases; other processes used "
                 f"{min(foreign):.2f} to {max(foreign):.2f} cores of {os.cpu_count()} during the phases. The brokers ran "

@@ -163,6 +163,12 @@ type PhaseReport struct {
 	SyncsPerMessage  *float64   `json:"nodeLogSyncsPerMessage,omitempty"`
 	RaftEntries      *int64     `json:"raftEntries,omitempty"`
 	MessagesPerEntry *float64   `json:"messagesPerRaftEntry,omitempty"`
+	// Heap allocation per message, of the nodes together (unset when a
+	// node did not say) and of this process.
+	NodeAllocatedBytesPerMessage   *float64 `json:"nodeAllocatedBytesPerMessage,omitempty"`
+	NodeAllocationsPerMessage      *float64 `json:"nodeAllocationsPerMessage,omitempty"`
+	ClientAllocatedBytesPerMessage *float64 `json:"clientAllocatedBytesPerMessage,omitempty"`
+	ClientAllocationsPerMessage    *float64 `json:"clientAllocationsPerMessage,omitempty"`
 }
 
 func runBench(ctx context.Context, a *app, args []string) error {
@@ -439,6 +445,14 @@ func phaseLine(p PhaseReport) string {
 	}
 	if p.MessagesPerEntry != nil {
 		parts = append(parts, fmt.Sprintf("%.1f msgs per Raft entry", *p.MessagesPerEntry))
+	}
+	if p.ClientAllocatedBytesPerMessage != nil {
+		nodes := "nodes not known"
+		if p.NodeAllocatedBytesPerMessage != nil {
+			nodes = fmt.Sprintf("nodes %.1f KiB in %.0f objects", *p.NodeAllocatedBytesPerMessage/1024, *p.NodeAllocationsPerMessage)
+		}
+		parts = append(parts, fmt.Sprintf("allocated per msg: %s, client %.1f KiB in %.0f objects",
+			nodes, *p.ClientAllocatedBytesPerMessage/1024, *p.ClientAllocationsPerMessage))
 	}
 	return fmt.Sprintf("%d msgs in %.2fs: %s", p.Messages, p.Seconds, strings.Join(parts, ", "))
 }

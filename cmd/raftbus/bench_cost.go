@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"runtime/metrics"
 	"time"
 
 	"github.com/raftbus/raftbus/client/admin"
@@ -17,6 +18,9 @@ import (
 //     partitions (GetClusterInfo's partitions[].commit_index), so
 //     messages per entry says how many messages each replicated entry
 //     carried.
+//   - heap allocation, bytes and objects: the nodes' summed
+//     (GetClusterInfo's nodes[].runtime) and this process's own (Go's
+//     runtime/metrics), freed or not: the garbage a message leaves.
 
 // costMeter samples the counters a phase's cost is computed from.
 type costMeter struct {
@@ -31,34 +35,48 @@ type costMeter struct {
 type costSample struct {
 	cpu                benchmeter.CPUSample
 	syncs, raftEntries int64
+	nodeAlloc          allocCount // bytes -1 when some node did not say
+	clientAlloc        allocCount
+}
+
+// allocCount is heap allocation since a process started.
+type allocCount struct{ bytes, objects int64 }
+
+// clientAllocation reads this process's allocation counters.
+func clientAllocation() allocCount {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/heap/allocs:objects"}}
+	metrics.Read(s)
+	return allocCount{bytes: int64(s[0].Value.Uint64()), objects: int64(s[1].Value.Uint64())}
 }
 
 // sampleBefore reads the counters at the start of a phase: the cluster's
 // first, so that the work of asking it falls outside the phase's CPU.
 func (m *costMeter) sampleBefore(ctx context.Context) costSample {
 	var s costSample
-	s.syncs, s.raftEntries = m.clusterCounters(ctx)
+	s.syncs, s.raftEntries, s.nodeAlloc = m.clusterCounters(ctx)
 	s.cpu = benchmeter.SampleCPU(m.nodePIDs)
+	s.clientAlloc = clientAllocation()
 	return s
 }
 
 // sampleAfter reads them at the end of a phase: CPU first.
 func (m *costMeter) sampleAfter(ctx context.Context) costSample {
 	var s costSample
+	s.clientAlloc = clientAllocation()
 	s.cpu = benchmeter.SampleCPU(m.nodePIDs)
-	s.syncs, s.raftEntries = m.clusterCounters(ctx)
+	s.syncs, s.raftEntries, s.nodeAlloc = m.clusterCounters(ctx)
 	return s
 }
 
-// clusterCounters sums the nodes' log syncs and the commit indexes of the
-// queue's partitions; either is -1 when some node or partition did not
-// say.
-func (m *costMeter) clusterCounters(ctx context.Context) (syncs, entries int64) {
+// clusterCounters sums the nodes' log syncs and allocation and the
+// commit indexes of the queue's partitions; each is -1 when some node or
+// partition did not say.
+func (m *costMeter) clusterCounters(ctx context.Context) (syncs, entries int64, alloc allocCount) {
 	ctx, cancel := context.WithTimeout(ctx, m.timeout)
 	defer cancel()
 	info, err := m.adm.GetClusterInfo(ctx)
 	if err != nil {
-		return -1, -1
+		return -1, -1, allocCount{bytes: -1}
 	}
 	for _, n := range info.GetNodes() {
 		if n.GetLog() == nil {
@@ -67,13 +85,21 @@ func (m *costMeter) clusterCounters(ctx context.Context) (syncs, entries int64) 
 		}
 		syncs += int64(n.GetLog().GetSyncs())
 	}
+	for _, n := range info.GetNodes() {
+		if n.GetRuntime() == nil {
+			alloc = allocCount{bytes: -1}
+			break
+		}
+		alloc.bytes += int64(n.GetRuntime().GetAllocatedBytes())
+		alloc.objects += int64(n.GetRuntime().GetAllocations())
+	}
 	found := false
 	for _, p := range info.GetPartitions() {
 		if p.GetEntityPath() != m.queue {
 			continue
 		}
 		if p.GetCommitIndex() == 0 {
-			return syncs, -1
+			return syncs, -1, alloc
 		}
 		found = true
 		entries += int64(p.GetCommitIndex())
@@ -81,18 +107,23 @@ func (m *costMeter) clusterCounters(ctx context.Context) (syncs, entries int64) 
 	if !found {
 		entries = -1
 	}
-	return syncs, entries
+	return syncs, entries, alloc
 }
 
 // costDelta is what a phase used: the difference of two samples (or the
 // sum of such differences). A cluster counter not known is -1.
 type costDelta struct {
-	cpu                benchmeter.CPUDelta
-	syncs, raftEntries int64
+	cpu                    benchmeter.CPUDelta
+	syncs, raftEntries     int64
+	nodeAlloc, clientAlloc allocCount
 }
 
 func between(before, after costSample) costDelta {
-	d := costDelta{cpu: benchmeter.Between(before.cpu, after.cpu), syncs: -1, raftEntries: -1}
+	d := costDelta{cpu: benchmeter.Between(before.cpu, after.cpu), syncs: -1, raftEntries: -1, nodeAlloc: allocCount{bytes: -1},
+		clientAlloc: allocCount{after.clientAlloc.bytes - before.clientAlloc.bytes, after.clientAlloc.objects - before.clientAlloc.objects}}
+	if before.nodeAlloc.bytes >= 0 && after.nodeAlloc.bytes >= 0 {
+		d.nodeAlloc = allocCount{after.nodeAlloc.bytes - before.nodeAlloc.bytes, after.nodeAlloc.objects - before.nodeAlloc.objects}
+	}
 	if before.syncs >= 0 && after.syncs >= 0 {
 		d.syncs = after.syncs - before.syncs
 	}
@@ -109,7 +140,12 @@ func (d costDelta) plus(e costDelta) costDelta {
 		}
 		return a + b
 	}
-	return costDelta{cpu: d.cpu.Plus(e.cpu), syncs: known(d.syncs, e.syncs), raftEntries: known(d.raftEntries, e.raftEntries)}
+	nodeAlloc := allocCount{bytes: -1}
+	if d.nodeAlloc.bytes >= 0 && e.nodeAlloc.bytes >= 0 {
+		nodeAlloc = allocCount{d.nodeAlloc.bytes + e.nodeAlloc.bytes, d.nodeAlloc.objects + e.nodeAlloc.objects}
+	}
+	return costDelta{cpu: d.cpu.Plus(e.cpu), syncs: known(d.syncs, e.syncs), raftEntries: known(d.raftEntries, e.raftEntries),
+		nodeAlloc: nodeAlloc, clientAlloc: allocCount{d.clientAlloc.bytes + e.clientAlloc.bytes, d.clientAlloc.objects + e.clientAlloc.objects}}
 }
 
 // report is the phase's report, per message of messages, for nodes node
@@ -130,6 +166,14 @@ func (d costDelta) report(name string, messages int64, nodes int) PhaseReport {
 		if d.raftEntries > 0 {
 			p.MessagesPerEntry = ptr(float64(messages) / float64(d.raftEntries))
 		}
+	}
+	if messages > 0 {
+		if d.nodeAlloc.bytes >= 0 {
+			p.NodeAllocatedBytesPerMessage = ptr(float64(d.nodeAlloc.bytes) / float64(messages))
+			p.NodeAllocationsPerMessage = ptr(float64(d.nodeAlloc.objects) / float64(messages))
+		}
+		p.ClientAllocatedBytesPerMessage = ptr(float64(d.clientAlloc.bytes) / float64(messages))
+		p.ClientAllocationsPerMessage = ptr(float64(d.clientAlloc.objects) / float64(messages))
 	}
 	return p
 }

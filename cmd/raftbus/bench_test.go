@@ -73,6 +73,12 @@ func TestBenchPhasedSendsEverythingThenDrainsItAndSaysWhatItCost(t *testing.T) {
 		if runtime.GOOS == "linux" && (p.CPU == nil || p.CPU.NodeProcesses != 1) {
 			t.Fatalf("phase %s: CPU not measured: %+v (%s)", p.Name, p.CPU, p.CPUUnavailable)
 		}
+		// A message of 1 KiB is decoded, stored and answered on the node
+		// and encoded by the client: each allocates more than its body.
+		if p.NodeAllocatedBytesPerMessage == nil || *p.NodeAllocatedBytesPerMessage < 1024 || *p.NodeAllocationsPerMessage < 1 ||
+			p.ClientAllocatedBytesPerMessage == nil || *p.ClientAllocatedBytesPerMessage < 1024 || *p.ClientAllocationsPerMessage < 1 {
+			t.Fatalf("phase %s: allocation not reported: %+v", p.Name, p)
+		}
 	}
 	if send.Messages != 1000 || drain.Messages != 1000 || both.Messages != 1000 ||
 		*both.RaftEntries != *send.RaftEntries+*drain.RaftEntries || *both.NodeLogSyncs != *send.NodeLogSyncs+*drain.NodeLogSyncs {

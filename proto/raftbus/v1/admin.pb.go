@@ -2631,8 +2631,11 @@ type NodeInfo struct {
 	Replicas             uint32 `protobuf:"varint,12,opt,name=replicas,proto3" json:"replicas,omitempty"`
 	PreferredLeaderships uint32 `protobuf:"varint,13,opt,name=preferred_leaderships,json=preferredLeaderships,proto3" json:"preferred_leaderships,omitempty"`
 	ReplicasMoving       uint32 `protobuf:"varint,14,opt,name=replicas_moving,json=replicasMoving,proto3" json:"replicas_moving,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// What the node's process has allocated since it started; unset when
+	// the node did not answer.
+	Runtime       *NodeRuntimeStats `protobuf:"bytes,15,opt,name=runtime,proto3" json:"runtime,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeInfo) Reset() {
@@ -2763,6 +2766,77 @@ func (x *NodeInfo) GetReplicasMoving() uint32 {
 	return 0
 }
 
+func (x *NodeInfo) GetRuntime() *NodeRuntimeStats {
+	if x != nil {
+		return x.Runtime
+	}
+	return nil
+}
+
+// NodeRuntimeStats counts the heap allocation of a node's process since
+// it started (Go's runtime/metrics), freed or not: what a message costs in
+// garbage, read from two readings around a run.
+type NodeRuntimeStats struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	AllocatedBytes uint64                 `protobuf:"varint,1,opt,name=allocated_bytes,json=allocatedBytes,proto3" json:"allocated_bytes,omitempty"`
+	Allocations    uint64                 `protobuf:"varint,2,opt,name=allocations,proto3" json:"allocations,omitempty"`
+	// Garbage collection cycles completed.
+	GcCycles      uint64 `protobuf:"varint,3,opt,name=gc_cycles,json=gcCycles,proto3" json:"gc_cycles,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeRuntimeStats) Reset() {
+	*x = NodeRuntimeStats{}
+	mi := &file_raftbus_v1_admin_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeRuntimeStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeRuntimeStats) ProtoMessage() {}
+
+func (x *NodeRuntimeStats) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_v1_admin_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeRuntimeStats.ProtoReflect.Descriptor instead.
+func (*NodeRuntimeStats) Descriptor() ([]byte, []int) {
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *NodeRuntimeStats) GetAllocatedBytes() uint64 {
+	if x != nil {
+		return x.AllocatedBytes
+	}
+	return 0
+}
+
+func (x *NodeRuntimeStats) GetAllocations() uint64 {
+	if x != nil {
+		return x.Allocations
+	}
+	return 0
+}
+
+func (x *NodeRuntimeStats) GetGcCycles() uint64 {
+	if x != nil {
+		return x.GcCycles
+	}
+	return 0
+}
+
 // NodeMessageStats adds up the message counters of the partitions a node
 // leads, as its metrics report them (raftbus_messages_*_total): each
 // partition counts from when its replica on the node opened. The sums
@@ -2786,7 +2860,7 @@ type NodeMessageStats struct {
 
 func (x *NodeMessageStats) Reset() {
 	*x = NodeMessageStats{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[49]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2798,7 +2872,7 @@ func (x *NodeMessageStats) String() string {
 func (*NodeMessageStats) ProtoMessage() {}
 
 func (x *NodeMessageStats) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[49]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2811,7 +2885,7 @@ func (x *NodeMessageStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeMessageStats.ProtoReflect.Descriptor instead.
 func (*NodeMessageStats) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{49}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *NodeMessageStats) GetSent() uint64 {
@@ -2898,7 +2972,7 @@ type NodeLogStats struct {
 
 func (x *NodeLogStats) Reset() {
 	*x = NodeLogStats{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[50]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2910,7 +2984,7 @@ func (x *NodeLogStats) String() string {
 func (*NodeLogStats) ProtoMessage() {}
 
 func (x *NodeLogStats) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[50]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2923,7 +2997,7 @@ func (x *NodeLogStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLogStats.ProtoReflect.Descriptor instead.
 func (*NodeLogStats) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{50}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *NodeLogStats) GetSyncs() uint64 {
@@ -2984,7 +3058,7 @@ type ReplicaInfo struct {
 
 func (x *ReplicaInfo) Reset() {
 	*x = ReplicaInfo{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[51]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2996,7 +3070,7 @@ func (x *ReplicaInfo) String() string {
 func (*ReplicaInfo) ProtoMessage() {}
 
 func (x *ReplicaInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[51]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3009,7 +3083,7 @@ func (x *ReplicaInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaInfo.ProtoReflect.Descriptor instead.
 func (*ReplicaInfo) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{51}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ReplicaInfo) GetNodeId() string {
@@ -3065,7 +3139,7 @@ type PartitionInfo struct {
 
 func (x *PartitionInfo) Reset() {
 	*x = PartitionInfo{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[52]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3077,7 +3151,7 @@ func (x *PartitionInfo) String() string {
 func (*PartitionInfo) ProtoMessage() {}
 
 func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[52]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3090,7 +3164,7 @@ func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionInfo.ProtoReflect.Descriptor instead.
 func (*PartitionInfo) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{52}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *PartitionInfo) GetEntityPath() string {
@@ -3159,7 +3233,7 @@ type GetRoutingTableRequest struct {
 
 func (x *GetRoutingTableRequest) Reset() {
 	*x = GetRoutingTableRequest{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[53]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3171,7 +3245,7 @@ func (x *GetRoutingTableRequest) String() string {
 func (*GetRoutingTableRequest) ProtoMessage() {}
 
 func (x *GetRoutingTableRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[53]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3184,7 +3258,7 @@ func (x *GetRoutingTableRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRoutingTableRequest.ProtoReflect.Descriptor instead.
 func (*GetRoutingTableRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{53}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *GetRoutingTableRequest) GetEntityPath() string {
@@ -3203,7 +3277,7 @@ type GetRoutingTableResponse struct {
 
 func (x *GetRoutingTableResponse) Reset() {
 	*x = GetRoutingTableResponse{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[54]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3215,7 +3289,7 @@ func (x *GetRoutingTableResponse) String() string {
 func (*GetRoutingTableResponse) ProtoMessage() {}
 
 func (x *GetRoutingTableResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[54]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3228,7 +3302,7 @@ func (x *GetRoutingTableResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRoutingTableResponse.ProtoReflect.Descriptor instead.
 func (*GetRoutingTableResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{54}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *GetRoutingTableResponse) GetEntities() []*EntityRoute {
@@ -3256,7 +3330,7 @@ type EntityRoute struct {
 
 func (x *EntityRoute) Reset() {
 	*x = EntityRoute{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[55]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3268,7 +3342,7 @@ func (x *EntityRoute) String() string {
 func (*EntityRoute) ProtoMessage() {}
 
 func (x *EntityRoute) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[55]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3281,7 +3355,7 @@ func (x *EntityRoute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntityRoute.ProtoReflect.Descriptor instead.
 func (*EntityRoute) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{55}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *EntityRoute) GetEntityPath() string {
@@ -3327,7 +3401,7 @@ type PartitionRoute struct {
 
 func (x *PartitionRoute) Reset() {
 	*x = PartitionRoute{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[56]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3339,7 +3413,7 @@ func (x *PartitionRoute) String() string {
 func (*PartitionRoute) ProtoMessage() {}
 
 func (x *PartitionRoute) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[56]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3352,7 +3426,7 @@ func (x *PartitionRoute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionRoute.ProtoReflect.Descriptor instead.
 func (*PartitionRoute) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{56}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *PartitionRoute) GetPartitionId() uint32 {
@@ -3392,7 +3466,7 @@ type RemoveNodeRequest struct {
 
 func (x *RemoveNodeRequest) Reset() {
 	*x = RemoveNodeRequest{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[57]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3404,7 +3478,7 @@ func (x *RemoveNodeRequest) String() string {
 func (*RemoveNodeRequest) ProtoMessage() {}
 
 func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[57]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3417,7 +3491,7 @@ func (x *RemoveNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveNodeRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{57}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *RemoveNodeRequest) GetNodeId() string {
@@ -3435,7 +3509,7 @@ type RemoveNodeResponse struct {
 
 func (x *RemoveNodeResponse) Reset() {
 	*x = RemoveNodeResponse{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[58]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3447,7 +3521,7 @@ func (x *RemoveNodeResponse) String() string {
 func (*RemoveNodeResponse) ProtoMessage() {}
 
 func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[58]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3460,7 +3534,7 @@ func (x *RemoveNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveNodeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveNodeResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{58}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{59}
 }
 
 type DrainNodeRequest struct {
@@ -3472,7 +3546,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[59]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3484,7 +3558,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[59]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3497,7 +3571,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{59}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *DrainNodeRequest) GetNodeId() string {
@@ -3515,7 +3589,7 @@ type DrainNodeResponse struct {
 
 func (x *DrainNodeResponse) Reset() {
 	*x = DrainNodeResponse{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[60]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3527,7 +3601,7 @@ func (x *DrainNodeResponse) String() string {
 func (*DrainNodeResponse) ProtoMessage() {}
 
 func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[60]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3540,7 +3614,7 @@ func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeResponse.ProtoReflect.Descriptor instead.
 func (*DrainNodeResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{60}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{61}
 }
 
 type UndrainNodeRequest struct {
@@ -3552,7 +3626,7 @@ type UndrainNodeRequest struct {
 
 func (x *UndrainNodeRequest) Reset() {
 	*x = UndrainNodeRequest{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[61]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3564,7 +3638,7 @@ func (x *UndrainNodeRequest) String() string {
 func (*UndrainNodeRequest) ProtoMessage() {}
 
 func (x *UndrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[61]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3577,7 +3651,7 @@ func (x *UndrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*UndrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{61}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *UndrainNodeRequest) GetNodeId() string {
@@ -3595,7 +3669,7 @@ type UndrainNodeResponse struct {
 
 func (x *UndrainNodeResponse) Reset() {
 	*x = UndrainNodeResponse{}
-	mi := &file_raftbus_v1_admin_proto_msgTypes[62]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3607,7 +3681,7 @@ func (x *UndrainNodeResponse) String() string {
 func (*UndrainNodeResponse) ProtoMessage() {}
 
 func (x *UndrainNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_v1_admin_proto_msgTypes[62]
+	mi := &file_raftbus_v1_admin_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3620,7 +3694,7 @@ func (x *UndrainNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndrainNodeResponse.ProtoReflect.Descriptor instead.
 func (*UndrainNodeResponse) Descriptor() ([]byte, []int) {
-	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{62}
+	return file_raftbus_v1_admin_proto_rawDescGZIP(), []int{63}
 }
 
 var File_raftbus_v1_admin_proto protoreflect.FileDescriptor
@@ -3767,7 +3841,7 @@ const file_raftbus_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2\x19.raftbus.v1.PartitionInfoR\n" +
 	"partitions\x12C\n" +
-	"\x10max_clock_offset\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x0emaxClockOffset\"\xef\x04\n" +
+	"\x10max_clock_offset\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x0emaxClockOffset\"\xa7\x05\n" +
 	"\bNodeInfo\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12+\n" +
@@ -3786,7 +3860,12 @@ const file_raftbus_v1_admin_proto_rawDesc = "" +
 	"membership\x12\x1a\n" +
 	"\breplicas\x18\f \x01(\rR\breplicas\x123\n" +
 	"\x15preferred_leaderships\x18\r \x01(\rR\x14preferredLeaderships\x12'\n" +
-	"\x0freplicas_moving\x18\x0e \x01(\rR\x0ereplicasMoving\"\xa0\x02\n" +
+	"\x0freplicas_moving\x18\x0e \x01(\rR\x0ereplicasMoving\x126\n" +
+	"\aruntime\x18\x0f \x01(\v2\x1c.raftbus.v1.NodeRuntimeStatsR\aruntime\"z\n" +
+	"\x10NodeRuntimeStats\x12'\n" +
+	"\x0fallocated_bytes\x18\x01 \x01(\x04R\x0eallocatedBytes\x12 \n" +
+	"\vallocations\x18\x02 \x01(\x04R\vallocations\x12\x1b\n" +
+	"\tgc_cycles\x18\x03 \x01(\x04R\bgcCycles\"\xa0\x02\n" +
 	"\x10NodeMessageStats\x12\x12\n" +
 	"\x04sent\x18\x01 \x01(\x04R\x04sent\x12\x1a\n" +
 	"\breceived\x18\x02 \x01(\x04R\breceived\x12\x1c\n" +
@@ -3925,7 +4004,7 @@ func file_raftbus_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_raftbus_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_raftbus_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_raftbus_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
 var file_raftbus_v1_admin_proto_goTypes = []any{
 	(ClockState)(0),                                  // 0: raftbus.v1.ClockState
 	(NodeState)(0),                                   // 1: raftbus.v1.NodeState
@@ -3981,131 +4060,133 @@ var file_raftbus_v1_admin_proto_goTypes = []any{
 	(*GetClusterInfoRequest)(nil),                    // 51: raftbus.v1.GetClusterInfoRequest
 	(*GetClusterInfoResponse)(nil),                   // 52: raftbus.v1.GetClusterInfoResponse
 	(*NodeInfo)(nil),                                 // 53: raftbus.v1.NodeInfo
-	(*NodeMessageStats)(nil),                         // 54: raftbus.v1.NodeMessageStats
-	(*NodeLogStats)(nil),                             // 55: raftbus.v1.NodeLogStats
-	(*ReplicaInfo)(nil),                              // 56: raftbus.v1.ReplicaInfo
-	(*PartitionInfo)(nil),                            // 57: raftbus.v1.PartitionInfo
-	(*GetRoutingTableRequest)(nil),                   // 58: raftbus.v1.GetRoutingTableRequest
-	(*GetRoutingTableResponse)(nil),                  // 59: raftbus.v1.GetRoutingTableResponse
-	(*EntityRoute)(nil),                              // 60: raftbus.v1.EntityRoute
-	(*PartitionRoute)(nil),                           // 61: raftbus.v1.PartitionRoute
-	(*RemoveNodeRequest)(nil),                        // 62: raftbus.v1.RemoveNodeRequest
-	(*RemoveNodeResponse)(nil),                       // 63: raftbus.v1.RemoveNodeResponse
-	(*DrainNodeRequest)(nil),                         // 64: raftbus.v1.DrainNodeRequest
-	(*DrainNodeResponse)(nil),                        // 65: raftbus.v1.DrainNodeResponse
-	(*UndrainNodeRequest)(nil),                       // 66: raftbus.v1.UndrainNodeRequest
-	(*UndrainNodeResponse)(nil),                      // 67: raftbus.v1.UndrainNodeResponse
-	(*QueueProperties)(nil),                          // 68: raftbus.v1.QueueProperties
-	(*RuntimeProperties)(nil),                        // 69: raftbus.v1.RuntimeProperties
-	(*TopicProperties)(nil),                          // 70: raftbus.v1.TopicProperties
-	(*SubscriptionProperties)(nil),                   // 71: raftbus.v1.SubscriptionProperties
-	(*RuleProperties)(nil),                           // 72: raftbus.v1.RuleProperties
-	(*durationpb.Duration)(nil),                      // 73: google.protobuf.Duration
+	(*NodeRuntimeStats)(nil),                         // 54: raftbus.v1.NodeRuntimeStats
+	(*NodeMessageStats)(nil),                         // 55: raftbus.v1.NodeMessageStats
+	(*NodeLogStats)(nil),                             // 56: raftbus.v1.NodeLogStats
+	(*ReplicaInfo)(nil),                              // 57: raftbus.v1.ReplicaInfo
+	(*PartitionInfo)(nil),                            // 58: raftbus.v1.PartitionInfo
+	(*GetRoutingTableRequest)(nil),                   // 59: raftbus.v1.GetRoutingTableRequest
+	(*GetRoutingTableResponse)(nil),                  // 60: raftbus.v1.GetRoutingTableResponse
+	(*EntityRoute)(nil),                              // 61: raftbus.v1.EntityRoute
+	(*PartitionRoute)(nil),                           // 62: raftbus.v1.PartitionRoute
+	(*RemoveNodeRequest)(nil),                        // 63: raftbus.v1.RemoveNodeRequest
+	(*RemoveNodeResponse)(nil),                       // 64: raftbus.v1.RemoveNodeResponse
+	(*DrainNodeRequest)(nil),                         // 65: raftbus.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),                        // 66: raftbus.v1.DrainNodeResponse
+	(*UndrainNodeRequest)(nil),                       // 67: raftbus.v1.UndrainNodeRequest
+	(*UndrainNodeResponse)(nil),                      // 68: raftbus.v1.UndrainNodeResponse
+	(*QueueProperties)(nil),                          // 69: raftbus.v1.QueueProperties
+	(*RuntimeProperties)(nil),                        // 70: raftbus.v1.RuntimeProperties
+	(*TopicProperties)(nil),                          // 71: raftbus.v1.TopicProperties
+	(*SubscriptionProperties)(nil),                   // 72: raftbus.v1.SubscriptionProperties
+	(*RuleProperties)(nil),                           // 73: raftbus.v1.RuleProperties
+	(*durationpb.Duration)(nil),                      // 74: google.protobuf.Duration
 }
 var file_raftbus_v1_admin_proto_depIdxs = []int32{
-	68, // 0: raftbus.v1.CreateQueueRequest.queue:type_name -> raftbus.v1.QueueProperties
-	68, // 1: raftbus.v1.CreateQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
-	68, // 2: raftbus.v1.GetQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
-	68, // 3: raftbus.v1.UpdateQueueRequest.queue:type_name -> raftbus.v1.QueueProperties
-	68, // 4: raftbus.v1.UpdateQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
-	68, // 5: raftbus.v1.ListQueuesResponse.queues:type_name -> raftbus.v1.QueueProperties
-	69, // 6: raftbus.v1.GetQueueRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
-	70, // 7: raftbus.v1.CreateTopicRequest.topic:type_name -> raftbus.v1.TopicProperties
-	70, // 8: raftbus.v1.CreateTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
-	70, // 9: raftbus.v1.GetTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
-	70, // 10: raftbus.v1.UpdateTopicRequest.topic:type_name -> raftbus.v1.TopicProperties
-	70, // 11: raftbus.v1.UpdateTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
-	70, // 12: raftbus.v1.ListTopicsResponse.topics:type_name -> raftbus.v1.TopicProperties
-	69, // 13: raftbus.v1.GetTopicRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
-	71, // 14: raftbus.v1.CreateSubscriptionRequest.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	72, // 15: raftbus.v1.CreateSubscriptionRequest.default_rule:type_name -> raftbus.v1.RuleProperties
-	71, // 16: raftbus.v1.CreateSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	71, // 17: raftbus.v1.GetSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	71, // 18: raftbus.v1.UpdateSubscriptionRequest.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	71, // 19: raftbus.v1.UpdateSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	71, // 20: raftbus.v1.ListSubscriptionsResponse.subscriptions:type_name -> raftbus.v1.SubscriptionProperties
-	69, // 21: raftbus.v1.GetSubscriptionRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
-	72, // 22: raftbus.v1.CreateRuleRequest.rule:type_name -> raftbus.v1.RuleProperties
-	72, // 23: raftbus.v1.CreateRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
-	72, // 24: raftbus.v1.GetRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
-	72, // 25: raftbus.v1.UpdateRuleRequest.rule:type_name -> raftbus.v1.RuleProperties
-	72, // 26: raftbus.v1.UpdateRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
-	72, // 27: raftbus.v1.ListRulesResponse.rules:type_name -> raftbus.v1.RuleProperties
+	69, // 0: raftbus.v1.CreateQueueRequest.queue:type_name -> raftbus.v1.QueueProperties
+	69, // 1: raftbus.v1.CreateQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
+	69, // 2: raftbus.v1.GetQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
+	69, // 3: raftbus.v1.UpdateQueueRequest.queue:type_name -> raftbus.v1.QueueProperties
+	69, // 4: raftbus.v1.UpdateQueueResponse.queue:type_name -> raftbus.v1.QueueProperties
+	69, // 5: raftbus.v1.ListQueuesResponse.queues:type_name -> raftbus.v1.QueueProperties
+	70, // 6: raftbus.v1.GetQueueRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
+	71, // 7: raftbus.v1.CreateTopicRequest.topic:type_name -> raftbus.v1.TopicProperties
+	71, // 8: raftbus.v1.CreateTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
+	71, // 9: raftbus.v1.GetTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
+	71, // 10: raftbus.v1.UpdateTopicRequest.topic:type_name -> raftbus.v1.TopicProperties
+	71, // 11: raftbus.v1.UpdateTopicResponse.topic:type_name -> raftbus.v1.TopicProperties
+	71, // 12: raftbus.v1.ListTopicsResponse.topics:type_name -> raftbus.v1.TopicProperties
+	70, // 13: raftbus.v1.GetTopicRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
+	72, // 14: raftbus.v1.CreateSubscriptionRequest.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	73, // 15: raftbus.v1.CreateSubscriptionRequest.default_rule:type_name -> raftbus.v1.RuleProperties
+	72, // 16: raftbus.v1.CreateSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	72, // 17: raftbus.v1.GetSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	72, // 18: raftbus.v1.UpdateSubscriptionRequest.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	72, // 19: raftbus.v1.UpdateSubscriptionResponse.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	72, // 20: raftbus.v1.ListSubscriptionsResponse.subscriptions:type_name -> raftbus.v1.SubscriptionProperties
+	70, // 21: raftbus.v1.GetSubscriptionRuntimePropertiesResponse.properties:type_name -> raftbus.v1.RuntimeProperties
+	73, // 22: raftbus.v1.CreateRuleRequest.rule:type_name -> raftbus.v1.RuleProperties
+	73, // 23: raftbus.v1.CreateRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
+	73, // 24: raftbus.v1.GetRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
+	73, // 25: raftbus.v1.UpdateRuleRequest.rule:type_name -> raftbus.v1.RuleProperties
+	73, // 26: raftbus.v1.UpdateRuleResponse.rule:type_name -> raftbus.v1.RuleProperties
+	73, // 27: raftbus.v1.ListRulesResponse.rules:type_name -> raftbus.v1.RuleProperties
 	53, // 28: raftbus.v1.GetClusterInfoResponse.nodes:type_name -> raftbus.v1.NodeInfo
-	57, // 29: raftbus.v1.GetClusterInfoResponse.partitions:type_name -> raftbus.v1.PartitionInfo
-	73, // 30: raftbus.v1.GetClusterInfoResponse.max_clock_offset:type_name -> google.protobuf.Duration
+	58, // 29: raftbus.v1.GetClusterInfoResponse.partitions:type_name -> raftbus.v1.PartitionInfo
+	74, // 30: raftbus.v1.GetClusterInfoResponse.max_clock_offset:type_name -> google.protobuf.Duration
 	1,  // 31: raftbus.v1.NodeInfo.state:type_name -> raftbus.v1.NodeState
 	0,  // 32: raftbus.v1.NodeInfo.clock_state:type_name -> raftbus.v1.ClockState
-	73, // 33: raftbus.v1.NodeInfo.clock_offset:type_name -> google.protobuf.Duration
-	55, // 34: raftbus.v1.NodeInfo.log:type_name -> raftbus.v1.NodeLogStats
-	54, // 35: raftbus.v1.NodeInfo.messages:type_name -> raftbus.v1.NodeMessageStats
+	74, // 33: raftbus.v1.NodeInfo.clock_offset:type_name -> google.protobuf.Duration
+	56, // 34: raftbus.v1.NodeInfo.log:type_name -> raftbus.v1.NodeLogStats
+	55, // 35: raftbus.v1.NodeInfo.messages:type_name -> raftbus.v1.NodeMessageStats
 	4,  // 36: raftbus.v1.NodeInfo.membership:type_name -> raftbus.v1.NodeMembership
-	2,  // 37: raftbus.v1.ReplicaInfo.role:type_name -> raftbus.v1.ReplicaRole
-	3,  // 38: raftbus.v1.ReplicaInfo.health:type_name -> raftbus.v1.ReplicaHealth
-	56, // 39: raftbus.v1.PartitionInfo.replicas:type_name -> raftbus.v1.ReplicaInfo
-	60, // 40: raftbus.v1.GetRoutingTableResponse.entities:type_name -> raftbus.v1.EntityRoute
-	61, // 41: raftbus.v1.EntityRoute.partitions:type_name -> raftbus.v1.PartitionRoute
-	5,  // 42: raftbus.v1.AdminService.CreateQueue:input_type -> raftbus.v1.CreateQueueRequest
-	7,  // 43: raftbus.v1.AdminService.GetQueue:input_type -> raftbus.v1.GetQueueRequest
-	9,  // 44: raftbus.v1.AdminService.UpdateQueue:input_type -> raftbus.v1.UpdateQueueRequest
-	11, // 45: raftbus.v1.AdminService.DeleteQueue:input_type -> raftbus.v1.DeleteQueueRequest
-	13, // 46: raftbus.v1.AdminService.ListQueues:input_type -> raftbus.v1.ListQueuesRequest
-	15, // 47: raftbus.v1.AdminService.GetQueueRuntimeProperties:input_type -> raftbus.v1.GetQueueRuntimePropertiesRequest
-	17, // 48: raftbus.v1.AdminService.CreateTopic:input_type -> raftbus.v1.CreateTopicRequest
-	19, // 49: raftbus.v1.AdminService.GetTopic:input_type -> raftbus.v1.GetTopicRequest
-	21, // 50: raftbus.v1.AdminService.UpdateTopic:input_type -> raftbus.v1.UpdateTopicRequest
-	23, // 51: raftbus.v1.AdminService.DeleteTopic:input_type -> raftbus.v1.DeleteTopicRequest
-	25, // 52: raftbus.v1.AdminService.ListTopics:input_type -> raftbus.v1.ListTopicsRequest
-	27, // 53: raftbus.v1.AdminService.GetTopicRuntimeProperties:input_type -> raftbus.v1.GetTopicRuntimePropertiesRequest
-	29, // 54: raftbus.v1.AdminService.CreateSubscription:input_type -> raftbus.v1.CreateSubscriptionRequest
-	31, // 55: raftbus.v1.AdminService.GetSubscription:input_type -> raftbus.v1.GetSubscriptionRequest
-	33, // 56: raftbus.v1.AdminService.UpdateSubscription:input_type -> raftbus.v1.UpdateSubscriptionRequest
-	35, // 57: raftbus.v1.AdminService.DeleteSubscription:input_type -> raftbus.v1.DeleteSubscriptionRequest
-	37, // 58: raftbus.v1.AdminService.ListSubscriptions:input_type -> raftbus.v1.ListSubscriptionsRequest
-	39, // 59: raftbus.v1.AdminService.GetSubscriptionRuntimeProperties:input_type -> raftbus.v1.GetSubscriptionRuntimePropertiesRequest
-	41, // 60: raftbus.v1.AdminService.CreateRule:input_type -> raftbus.v1.CreateRuleRequest
-	43, // 61: raftbus.v1.AdminService.GetRule:input_type -> raftbus.v1.GetRuleRequest
-	45, // 62: raftbus.v1.AdminService.UpdateRule:input_type -> raftbus.v1.UpdateRuleRequest
-	47, // 63: raftbus.v1.AdminService.DeleteRule:input_type -> raftbus.v1.DeleteRuleRequest
-	49, // 64: raftbus.v1.AdminService.ListRules:input_type -> raftbus.v1.ListRulesRequest
-	51, // 65: raftbus.v1.AdminService.GetClusterInfo:input_type -> raftbus.v1.GetClusterInfoRequest
-	58, // 66: raftbus.v1.AdminService.GetRoutingTable:input_type -> raftbus.v1.GetRoutingTableRequest
-	62, // 67: raftbus.v1.AdminService.RemoveNode:input_type -> raftbus.v1.RemoveNodeRequest
-	64, // 68: raftbus.v1.AdminService.DrainNode:input_type -> raftbus.v1.DrainNodeRequest
-	66, // 69: raftbus.v1.AdminService.UndrainNode:input_type -> raftbus.v1.UndrainNodeRequest
-	6,  // 70: raftbus.v1.AdminService.CreateQueue:output_type -> raftbus.v1.CreateQueueResponse
-	8,  // 71: raftbus.v1.AdminService.GetQueue:output_type -> raftbus.v1.GetQueueResponse
-	10, // 72: raftbus.v1.AdminService.UpdateQueue:output_type -> raftbus.v1.UpdateQueueResponse
-	12, // 73: raftbus.v1.AdminService.DeleteQueue:output_type -> raftbus.v1.DeleteQueueResponse
-	14, // 74: raftbus.v1.AdminService.ListQueues:output_type -> raftbus.v1.ListQueuesResponse
-	16, // 75: raftbus.v1.AdminService.GetQueueRuntimeProperties:output_type -> raftbus.v1.GetQueueRuntimePropertiesResponse
-	18, // 76: raftbus.v1.AdminService.CreateTopic:output_type -> raftbus.v1.CreateTopicResponse
-	20, // 77: raftbus.v1.AdminService.GetTopic:output_type -> raftbus.v1.GetTopicResponse
-	22, // 78: raftbus.v1.AdminService.UpdateTopic:output_type -> raftbus.v1.UpdateTopicResponse
-	24, // 79: raftbus.v1.AdminService.DeleteTopic:output_type -> raftbus.v1.DeleteTopicResponse
-	26, // 80: raftbus.v1.AdminService.ListTopics:output_type -> raftbus.v1.ListTopicsResponse
-	28, // 81: raftbus.v1.AdminService.GetTopicRuntimeProperties:output_type -> raftbus.v1.GetTopicRuntimePropertiesResponse
-	30, // 82: raftbus.v1.AdminService.CreateSubscription:output_type -> raftbus.v1.CreateSubscriptionResponse
-	32, // 83: raftbus.v1.AdminService.GetSubscription:output_type -> raftbus.v1.GetSubscriptionResponse
-	34, // 84: raftbus.v1.AdminService.UpdateSubscription:output_type -> raftbus.v1.UpdateSubscriptionResponse
-	36, // 85: raftbus.v1.AdminService.DeleteSubscription:output_type -> raftbus.v1.DeleteSubscriptionResponse
-	38, // 86: raftbus.v1.AdminService.ListSubscriptions:output_type -> raftbus.v1.ListSubscriptionsResponse
-	40, // 87: raftbus.v1.AdminService.GetSubscriptionRuntimeProperties:output_type -> raftbus.v1.GetSubscriptionRuntimePropertiesResponse
-	42, // 88: raftbus.v1.AdminService.CreateRule:output_type -> raftbus.v1.CreateRuleResponse
-	44, // 89: raftbus.v1.AdminService.GetRule:output_type -> raftbus.v1.GetRuleResponse
-	46, // 90: raftbus.v1.AdminService.UpdateRule:output_type -> raftbus.v1.UpdateRuleResponse
-	48, // 91: raftbus.v1.AdminService.DeleteRule:output_type -> raftbus.v1.DeleteRuleResponse
-	50, // 92: raftbus.v1.AdminService.ListRules:output_type -> raftbus.v1.ListRulesResponse
-	52, // 93: raftbus.v1.AdminService.GetClusterInfo:output_type -> raftbus.v1.GetClusterInfoResponse
-	59, // 94: raftbus.v1.AdminService.GetRoutingTable:output_type -> raftbus.v1.GetRoutingTableResponse
-	63, // 95: raftbus.v1.AdminService.RemoveNode:output_type -> raftbus.v1.RemoveNodeResponse
-	65, // 96: raftbus.v1.AdminService.DrainNode:output_type -> raftbus.v1.DrainNodeResponse
-	67, // 97: raftbus.v1.AdminService.UndrainNode:output_type -> raftbus.v1.UndrainNodeResponse
-	70, // [70:98] is the sub-list for method output_type
-	42, // [42:70] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	54, // 37: raftbus.v1.NodeInfo.runtime:type_name -> raftbus.v1.NodeRuntimeStats
+	2,  // 38: raftbus.v1.ReplicaInfo.role:type_name -> raftbus.v1.ReplicaRole
+	3,  // 39: raftbus.v1.ReplicaInfo.health:type_name -> raftbus.v1.ReplicaHealth
+	57, // 40: raftbus.v1.PartitionInfo.replicas:type_name -> raftbus.v1.ReplicaInfo
+	61, // 41: raftbus.v1.GetRoutingTableResponse.entities:type_name -> raftbus.v1.EntityRoute
+	62, // 42: raftbus.v1.EntityRoute.partitions:type_name -> raftbus.v1.PartitionRoute
+	5,  // 43: raftbus.v1.AdminService.CreateQueue:input_type -> raftbus.v1.CreateQueueRequest
+	7,  // 44: raftbus.v1.AdminService.GetQueue:input_type -> raftbus.v1.GetQueueRequest
+	9,  // 45: raftbus.v1.AdminService.UpdateQueue:input_type -> raftbus.v1.UpdateQueueRequest
+	11, // 46: raftbus.v1.AdminService.DeleteQueue:input_type -> raftbus.v1.DeleteQueueRequest
+	13, // 47: raftbus.v1.AdminService.ListQueues:input_type -> raftbus.v1.ListQueuesRequest
+	15, // 48: raftbus.v1.AdminService.GetQueueRuntimeProperties:input_type -> raftbus.v1.GetQueueRuntimePropertiesRequest
+	17, // 49: raftbus.v1.AdminService.CreateTopic:input_type -> raftbus.v1.CreateTopicRequest
+	19, // 50: raftbus.v1.AdminService.GetTopic:input_type -> raftbus.v1.GetTopicRequest
+	21, // 51: raftbus.v1.AdminService.UpdateTopic:input_type -> raftbus.v1.UpdateTopicRequest
+	23, // 52: raftbus.v1.AdminService.DeleteTopic:input_type -> raftbus.v1.DeleteTopicRequest
+	25, // 53: raftbus.v1.AdminService.ListTopics:input_type -> raftbus.v1.ListTopicsRequest
+	27, // 54: raftbus.v1.AdminService.GetTopicRuntimeProperties:input_type -> raftbus.v1.GetTopicRuntimePropertiesRequest
+	29, // 55: raftbus.v1.AdminService.CreateSubscription:input_type -> raftbus.v1.CreateSubscriptionRequest
+	31, // 56: raftbus.v1.AdminService.GetSubscription:input_type -> raftbus.v1.GetSubscriptionRequest
+	33, // 57: raftbus.v1.AdminService.UpdateSubscription:input_type -> raftbus.v1.UpdateSubscriptionRequest
+	35, // 58: raftbus.v1.AdminService.DeleteSubscription:input_type -> raftbus.v1.DeleteSubscriptionRequest
+	37, // 59: raftbus.v1.AdminService.ListSubscriptions:input_type -> raftbus.v1.ListSubscriptionsRequest
+	39, // 60: raftbus.v1.AdminService.GetSubscriptionRuntimeProperties:input_type -> raftbus.v1.GetSubscriptionRuntimePropertiesRequest
+	41, // 61: raftbus.v1.AdminService.CreateRule:input_type -> raftbus.v1.CreateRuleRequest
+	43, // 62: raftbus.v1.AdminService.GetRule:input_type -> raftbus.v1.GetRuleRequest
+	45, // 63: raftbus.v1.AdminService.UpdateRule:input_type -> raftbus.v1.UpdateRuleRequest
+	47, // 64: raftbus.v1.AdminService.DeleteRule:input_type -> raftbus.v1.DeleteRuleRequest
+	49, // 65: raftbus.v1.AdminService.ListRules:input_type -> raftbus.v1.ListRulesRequest
+	51, // 66: raftbus.v1.AdminService.GetClusterInfo:input_type -> raftbus.v1.GetClusterInfoRequest
+	59, // 67: raftbus.v1.AdminService.GetRoutingTable:input_type -> raftbus.v1.GetRoutingTableRequest
+	63, // 68: raftbus.v1.AdminService.RemoveNode:input_type -> raftbus.v1.RemoveNodeRequest
+	65, // 69: raftbus.v1.AdminService.DrainNode:input_type -> raftbus.v1.DrainNodeRequest
+	67, // 70: raftbus.v1.AdminService.UndrainNode:input_type -> raftbus.v1.UndrainNodeRequest
+	6,  // 71: raftbus.v1.AdminService.CreateQueue:output_type -> raftbus.v1.CreateQueueResponse
+	8,  // 72: raftbus.v1.AdminService.GetQueue:output_type -> raftbus.v1.GetQueueResponse
+	10, // 73: raftbus.v1.AdminService.UpdateQueue:output_type -> raftbus.v1.UpdateQueueResponse
+	12, // 74: raftbus.v1.AdminService.DeleteQueue:output_type -> raftbus.v1.DeleteQueueResponse
+	14, // 75: raftbus.v1.AdminService.ListQueues:output_type -> raftbus.v1.ListQueuesResponse
+	16, // 76: raftbus.v1.AdminService.GetQueueRuntimeProperties:output_type -> raftbus.v1.GetQueueRuntimePropertiesResponse
+	18, // 77: raftbus.v1.AdminService.CreateTopic:output_type -> raftbus.v1.CreateTopicResponse
+	20, // 78: raftbus.v1.AdminService.GetTopic:output_type -> raftbus.v1.GetTopicResponse
+	22, // 79: raftbus.v1.AdminService.UpdateTopic:output_type -> raftbus.v1.UpdateTopicResponse
+	24, // 80: raftbus.v1.AdminService.DeleteTopic:output_type -> raftbus.v1.DeleteTopicResponse
+	26, // 81: raftbus.v1.AdminService.ListTopics:output_type -> raftbus.v1.ListTopicsResponse
+	28, // 82: raftbus.v1.AdminService.GetTopicRuntimeProperties:output_type -> raftbus.v1.GetTopicRuntimePropertiesResponse
+	30, // 83: raftbus.v1.AdminService.CreateSubscription:output_type -> raftbus.v1.CreateSubscriptionResponse
+	32, // 84: raftbus.v1.AdminService.GetSubscription:output_type -> raftbus.v1.GetSubscriptionResponse
+	34, // 85: raftbus.v1.AdminService.UpdateSubscription:output_type -> raftbus.v1.UpdateSubscriptionResponse
+	36, // 86: raftbus.v1.AdminService.DeleteSubscription:output_type -> raftbus.v1.DeleteSubscriptionResponse
+	38, // 87: raftbus.v1.AdminService.ListSubscriptions:output_type -> raftbus.v1.ListSubscriptionsResponse
+	40, // 88: raftbus.v1.AdminService.GetSubscriptionRuntimeProperties:output_type -> raftbus.v1.GetSubscriptionRuntimePropertiesResponse
+	42, // 89: raftbus.v1.AdminService.CreateRule:output_type -> raftbus.v1.CreateRuleResponse
+	44, // 90: raftbus.v1.AdminService.GetRule:output_type -> raftbus.v1.GetRuleResponse
+	46, // 91: raftbus.v1.AdminService.UpdateRule:output_type -> raftbus.v1.UpdateRuleResponse
+	48, // 92: raftbus.v1.AdminService.DeleteRule:output_type -> raftbus.v1.DeleteRuleResponse
+	50, // 93: raftbus.v1.AdminService.ListRules:output_type -> raftbus.v1.ListRulesResponse
+	52, // 94: raftbus.v1.AdminService.GetClusterInfo:output_type -> raftbus.v1.GetClusterInfoResponse
+	60, // 95: raftbus.v1.AdminService.GetRoutingTable:output_type -> raftbus.v1.GetRoutingTableResponse
+	64, // 96: raftbus.v1.AdminService.RemoveNode:output_type -> raftbus.v1.RemoveNodeResponse
+	66, // 97: raftbus.v1.AdminService.DrainNode:output_type -> raftbus.v1.DrainNodeResponse
+	68, // 98: raftbus.v1.AdminService.UndrainNode:output_type -> raftbus.v1.UndrainNodeResponse
+	71, // [71:99] is the sub-list for method output_type
+	43, // [43:71] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_v1_admin_proto_init() }
@@ -4120,7 +4201,7 @@ func file_raftbus_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftbus_v1_admin_proto_rawDesc), len(file_raftbus_v1_admin_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   63,
+			NumMessages:   64,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -595,6 +595,7 @@ type NodeStatusResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Log           *v11.NodeLogStats      `protobuf:"bytes,1,opt,name=log,proto3" json:"log,omitempty"`
 	Messages      *v11.NodeMessageStats  `protobuf:"bytes,2,opt,name=messages,proto3" json:"messages,omitempty"`
+	Runtime       *v11.NodeRuntimeStats  `protobuf:"bytes,3,opt,name=runtime,proto3" json:"runtime,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -639,6 +640,13 @@ func (x *NodeStatusResponse) GetLog() *v11.NodeLogStats {
 func (x *NodeStatusResponse) GetMessages() *v11.NodeMessageStats {
 	if x != nil {
 		return x.Messages
+	}
+	return nil
+}
+
+func (x *NodeStatusResponse) GetRuntime() *v11.NodeRuntimeStats {
+	if x != nil {
+		return x.Runtime
 	}
 	return nil
 }
@@ -3101,10 +3109,11 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\fpartition_id\x18\x03 \x01(\rR\vpartitionId\x12\x17\n" +
 	"\anode_id\x18\x04 \x01(\tR\x06nodeId\"\x17\n" +
 	"\x15DemoteReplicaResponse\"\x13\n" +
-	"\x11NodeStatusRequest\"z\n" +
+	"\x11NodeStatusRequest\"\xb2\x01\n" +
 	"\x12NodeStatusResponse\x12*\n" +
 	"\x03log\x18\x01 \x01(\v2\x18.raftbus.v1.NodeLogStatsR\x03log\x128\n" +
-	"\bmessages\x18\x02 \x01(\v2\x1c.raftbus.v1.NodeMessageStatsR\bmessages\"\r\n" +
+	"\bmessages\x18\x02 \x01(\v2\x1c.raftbus.v1.NodeMessageStatsR\bmessages\x126\n" +
+	"\aruntime\x18\x03 \x01(\v2\x1c.raftbus.v1.NodeRuntimeStatsR\aruntime\"\r\n" +
 	"\vPingRequest\"\xd1\x02\n" +
 	"\fPingResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1d\n" +
@@ -3382,17 +3391,18 @@ var file_raftbus_cluster_v1_cluster_proto_goTypes = []any{
 	(v11.SubQueue)(0),                      // 49: raftbus.v1.SubQueue
 	(*v11.NodeLogStats)(nil),               // 50: raftbus.v1.NodeLogStats
 	(*v11.NodeMessageStats)(nil),           // 51: raftbus.v1.NodeMessageStats
-	(v11.ClockState)(0),                    // 52: raftbus.v1.ClockState
-	(*v11.PartitionRuntimeProperties)(nil), // 53: raftbus.v1.PartitionRuntimeProperties
-	(v11.ReplicaRole)(0),                   // 54: raftbus.v1.ReplicaRole
-	(v11.ReplicaHealth)(0),                 // 55: raftbus.v1.ReplicaHealth
-	(v11.NodeMembership)(0),                // 56: raftbus.v1.NodeMembership
-	(*v11.AccessPolicy)(nil),               // 57: raftbus.v1.AccessPolicy
-	(*v11.TopicProperties)(nil),            // 58: raftbus.v1.TopicProperties
-	(*v11.SubscriptionProperties)(nil),     // 59: raftbus.v1.SubscriptionProperties
-	(*v11.RuleProperties)(nil),             // 60: raftbus.v1.RuleProperties
-	(*v11.QueueProperties)(nil),            // 61: raftbus.v1.QueueProperties
-	(v11.ErrorReason)(0),                   // 62: raftbus.v1.ErrorReason
+	(*v11.NodeRuntimeStats)(nil),           // 52: raftbus.v1.NodeRuntimeStats
+	(v11.ClockState)(0),                    // 53: raftbus.v1.ClockState
+	(*v11.PartitionRuntimeProperties)(nil), // 54: raftbus.v1.PartitionRuntimeProperties
+	(v11.ReplicaRole)(0),                   // 55: raftbus.v1.ReplicaRole
+	(v11.ReplicaHealth)(0),                 // 56: raftbus.v1.ReplicaHealth
+	(v11.NodeMembership)(0),                // 57: raftbus.v1.NodeMembership
+	(*v11.AccessPolicy)(nil),               // 58: raftbus.v1.AccessPolicy
+	(*v11.TopicProperties)(nil),            // 59: raftbus.v1.TopicProperties
+	(*v11.SubscriptionProperties)(nil),     // 60: raftbus.v1.SubscriptionProperties
+	(*v11.RuleProperties)(nil),             // 61: raftbus.v1.RuleProperties
+	(*v11.QueueProperties)(nil),            // 62: raftbus.v1.QueueProperties
+	(v11.ErrorReason)(0),                   // 63: raftbus.v1.ErrorReason
 }
 var file_raftbus_cluster_v1_cluster_proto_depIdxs = []int32{
 	46, // 0: raftbus.cluster.v1.IdleTimesResponse.idle:type_name -> google.protobuf.Duration
@@ -3403,77 +3413,78 @@ var file_raftbus_cluster_v1_cluster_proto_depIdxs = []int32{
 	46, // 5: raftbus.cluster.v1.AwaitMessagesRequest.max_wait:type_name -> google.protobuf.Duration
 	50, // 6: raftbus.cluster.v1.NodeStatusResponse.log:type_name -> raftbus.v1.NodeLogStats
 	51, // 7: raftbus.cluster.v1.NodeStatusResponse.messages:type_name -> raftbus.v1.NodeMessageStats
-	52, // 8: raftbus.cluster.v1.PingResponse.clock_state:type_name -> raftbus.v1.ClockState
-	53, // 9: raftbus.cluster.v1.PartitionRuntimeResponse.properties:type_name -> raftbus.v1.PartitionRuntimeProperties
-	54, // 10: raftbus.cluster.v1.PartitionStatusResponse.role:type_name -> raftbus.v1.ReplicaRole
-	55, // 11: raftbus.cluster.v1.PartitionStatusResponse.health:type_name -> raftbus.v1.ReplicaHealth
-	34, // 12: raftbus.cluster.v1.MetaCommand.add_node:type_name -> raftbus.cluster.v1.AddNode
-	35, // 13: raftbus.cluster.v1.MetaCommand.put_queue:type_name -> raftbus.cluster.v1.PutQueue
-	36, // 14: raftbus.cluster.v1.MetaCommand.delete_entity:type_name -> raftbus.cluster.v1.DeleteEntity
-	38, // 15: raftbus.cluster.v1.MetaCommand.set_cluster_id:type_name -> raftbus.cluster.v1.SetClusterID
-	29, // 16: raftbus.cluster.v1.MetaCommand.put_topic:type_name -> raftbus.cluster.v1.PutTopic
-	30, // 17: raftbus.cluster.v1.MetaCommand.put_subscription:type_name -> raftbus.cluster.v1.PutSubscription
-	31, // 18: raftbus.cluster.v1.MetaCommand.delete_subscription:type_name -> raftbus.cluster.v1.DeleteSubscription
-	32, // 19: raftbus.cluster.v1.MetaCommand.put_rule:type_name -> raftbus.cluster.v1.PutRule
-	33, // 20: raftbus.cluster.v1.MetaCommand.delete_rule:type_name -> raftbus.cluster.v1.DeleteRule
-	27, // 21: raftbus.cluster.v1.MetaCommand.put_access_policy:type_name -> raftbus.cluster.v1.PutAccessPolicy
-	28, // 22: raftbus.cluster.v1.MetaCommand.delete_access_policy:type_name -> raftbus.cluster.v1.DeleteAccessPolicy
-	23, // 23: raftbus.cluster.v1.MetaCommand.set_node_membership:type_name -> raftbus.cluster.v1.SetNodeMembership
-	24, // 24: raftbus.cluster.v1.MetaCommand.move_replica:type_name -> raftbus.cluster.v1.MoveReplica
-	25, // 25: raftbus.cluster.v1.MetaCommand.finish_move:type_name -> raftbus.cluster.v1.FinishMove
-	26, // 26: raftbus.cluster.v1.MetaCommand.set_preferred_leader:type_name -> raftbus.cluster.v1.SetPreferredLeader
-	22, // 27: raftbus.cluster.v1.MetaCommand.redirect_move:type_name -> raftbus.cluster.v1.RedirectMove
-	56, // 28: raftbus.cluster.v1.SetNodeMembership.membership:type_name -> raftbus.v1.NodeMembership
-	57, // 29: raftbus.cluster.v1.PutAccessPolicy.policy:type_name -> raftbus.v1.AccessPolicy
-	58, // 30: raftbus.cluster.v1.PutTopic.topic:type_name -> raftbus.v1.TopicProperties
-	59, // 31: raftbus.cluster.v1.PutSubscription.subscription:type_name -> raftbus.v1.SubscriptionProperties
-	60, // 32: raftbus.cluster.v1.PutSubscription.rules:type_name -> raftbus.v1.RuleProperties
-	37, // 33: raftbus.cluster.v1.DeleteSubscription.guard:type_name -> raftbus.cluster.v1.EntityGuard
-	60, // 34: raftbus.cluster.v1.PutRule.rule:type_name -> raftbus.v1.RuleProperties
-	40, // 35: raftbus.cluster.v1.AddNode.node:type_name -> raftbus.cluster.v1.Node
-	61, // 36: raftbus.cluster.v1.PutQueue.queue:type_name -> raftbus.v1.QueueProperties
-	37, // 37: raftbus.cluster.v1.DeleteEntity.guard:type_name -> raftbus.cluster.v1.EntityGuard
-	62, // 38: raftbus.cluster.v1.MetaResult.error_reason:type_name -> raftbus.v1.ErrorReason
-	41, // 39: raftbus.cluster.v1.MetaResult.entity:type_name -> raftbus.cluster.v1.Entity
-	42, // 40: raftbus.cluster.v1.MetaResult.subscription:type_name -> raftbus.cluster.v1.Subscription
-	60, // 41: raftbus.cluster.v1.MetaResult.rule:type_name -> raftbus.v1.RuleProperties
-	56, // 42: raftbus.cluster.v1.Node.membership:type_name -> raftbus.v1.NodeMembership
-	0,  // 43: raftbus.cluster.v1.Entity.kind:type_name -> raftbus.cluster.v1.EntityKind
-	61, // 44: raftbus.cluster.v1.Entity.queue:type_name -> raftbus.v1.QueueProperties
-	43, // 45: raftbus.cluster.v1.Entity.partitions:type_name -> raftbus.cluster.v1.Placement
-	58, // 46: raftbus.cluster.v1.Entity.topic:type_name -> raftbus.v1.TopicProperties
-	42, // 47: raftbus.cluster.v1.Entity.subscriptions:type_name -> raftbus.cluster.v1.Subscription
-	59, // 48: raftbus.cluster.v1.Subscription.properties:type_name -> raftbus.v1.SubscriptionProperties
-	60, // 49: raftbus.cluster.v1.Subscription.rules:type_name -> raftbus.v1.RuleProperties
-	44, // 50: raftbus.cluster.v1.Placement.move:type_name -> raftbus.cluster.v1.ReplicaMove
-	40, // 51: raftbus.cluster.v1.MetaSnapshot.nodes:type_name -> raftbus.cluster.v1.Node
-	41, // 52: raftbus.cluster.v1.MetaSnapshot.entities:type_name -> raftbus.cluster.v1.Entity
-	57, // 53: raftbus.cluster.v1.MetaSnapshot.access_policies:type_name -> raftbus.v1.AccessPolicy
-	15, // 54: raftbus.cluster.v1.NodeService.Join:input_type -> raftbus.cluster.v1.JoinRequest
-	17, // 55: raftbus.cluster.v1.NodeService.PartitionRuntime:input_type -> raftbus.cluster.v1.PartitionRuntimeRequest
-	19, // 56: raftbus.cluster.v1.NodeService.PartitionStatus:input_type -> raftbus.cluster.v1.PartitionStatusRequest
-	13, // 57: raftbus.cluster.v1.NodeService.Ping:input_type -> raftbus.cluster.v1.PingRequest
-	9,  // 58: raftbus.cluster.v1.NodeService.DemoteReplica:input_type -> raftbus.cluster.v1.DemoteReplicaRequest
-	11, // 59: raftbus.cluster.v1.NodeService.NodeStatus:input_type -> raftbus.cluster.v1.NodeStatusRequest
-	7,  // 60: raftbus.cluster.v1.NodeService.AwaitMessages:input_type -> raftbus.cluster.v1.AwaitMessagesRequest
-	5,  // 61: raftbus.cluster.v1.NodeService.FinishMove:input_type -> raftbus.cluster.v1.FinishMoveRequest
-	3,  // 62: raftbus.cluster.v1.NodeService.AcceptTransfer:input_type -> raftbus.cluster.v1.AcceptTransferRequest
-	1,  // 63: raftbus.cluster.v1.NodeService.IdleTimes:input_type -> raftbus.cluster.v1.IdleTimesRequest
-	16, // 64: raftbus.cluster.v1.NodeService.Join:output_type -> raftbus.cluster.v1.JoinResponse
-	18, // 65: raftbus.cluster.v1.NodeService.PartitionRuntime:output_type -> raftbus.cluster.v1.PartitionRuntimeResponse
-	20, // 66: raftbus.cluster.v1.NodeService.PartitionStatus:output_type -> raftbus.cluster.v1.PartitionStatusResponse
-	14, // 67: raftbus.cluster.v1.NodeService.Ping:output_type -> raftbus.cluster.v1.PingResponse
-	10, // 68: raftbus.cluster.v1.NodeService.DemoteReplica:output_type -> raftbus.cluster.v1.DemoteReplicaResponse
-	12, // 69: raftbus.cluster.v1.NodeService.NodeStatus:output_type -> raftbus.cluster.v1.NodeStatusResponse
-	8,  // 70: raftbus.cluster.v1.NodeService.AwaitMessages:output_type -> raftbus.cluster.v1.AwaitMessagesResponse
-	6,  // 71: raftbus.cluster.v1.NodeService.FinishMove:output_type -> raftbus.cluster.v1.FinishMoveResponse
-	4,  // 72: raftbus.cluster.v1.NodeService.AcceptTransfer:output_type -> raftbus.cluster.v1.AcceptTransferResponse
-	2,  // 73: raftbus.cluster.v1.NodeService.IdleTimes:output_type -> raftbus.cluster.v1.IdleTimesResponse
-	64, // [64:74] is the sub-list for method output_type
-	54, // [54:64] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	52, // 8: raftbus.cluster.v1.NodeStatusResponse.runtime:type_name -> raftbus.v1.NodeRuntimeStats
+	53, // 9: raftbus.cluster.v1.PingResponse.clock_state:type_name -> raftbus.v1.ClockState
+	54, // 10: raftbus.cluster.v1.PartitionRuntimeResponse.properties:type_name -> raftbus.v1.PartitionRuntimeProperties
+	55, // 11: raftbus.cluster.v1.PartitionStatusResponse.role:type_name -> raftbus.v1.ReplicaRole
+	56, // 12: raftbus.cluster.v1.PartitionStatusResponse.health:type_name -> raftbus.v1.ReplicaHealth
+	34, // 13: raftbus.cluster.v1.MetaCommand.add_node:type_name -> raftbus.cluster.v1.AddNode
+	35, // 14: raftbus.cluster.v1.MetaCommand.put_queue:type_name -> raftbus.cluster.v1.PutQueue
+	36, // 15: raftbus.cluster.v1.MetaCommand.delete_entity:type_name -> raftbus.cluster.v1.DeleteEntity
+	38, // 16: raftbus.cluster.v1.MetaCommand.set_cluster_id:type_name -> raftbus.cluster.v1.SetClusterID
+	29, // 17: raftbus.cluster.v1.MetaCommand.put_topic:type_name -> raftbus.cluster.v1.PutTopic
+	30, // 18: raftbus.cluster.v1.MetaCommand.put_subscription:type_name -> raftbus.cluster.v1.PutSubscription
+	31, // 19: raftbus.cluster.v1.MetaCommand.delete_subscription:type_name -> raftbus.cluster.v1.DeleteSubscription
+	32, // 20: raftbus.cluster.v1.MetaCommand.put_rule:type_name -> raftbus.cluster.v1.PutRule
+	33, // 21: raftbus.cluster.v1.MetaCommand.delete_rule:type_name -> raftbus.cluster.v1.DeleteRule
+	27, // 22: raftbus.cluster.v1.MetaCommand.put_access_policy:type_name -> raftbus.cluster.v1.PutAccessPolicy
+	28, // 23: raftbus.cluster.v1.MetaCommand.delete_access_policy:type_name -> raftbus.cluster.v1.DeleteAccessPolicy
+	23, // 24: raftbus.cluster.v1.MetaCommand.set_node_membership:type_name -> raftbus.cluster.v1.SetNodeMembership
+	24, // 25: raftbus.cluster.v1.MetaCommand.move_replica:type_name -> raftbus.cluster.v1.MoveReplica
+	25, // 26: raftbus.cluster.v1.MetaCommand.finish_move:type_name -> raftbus.cluster.v1.FinishMove
+	26, // 27: raftbus.cluster.v1.MetaCommand.set_preferred_leader:type_name -> raftbus.cluster.v1.SetPreferredLeader
+	22, // 28: raftbus.cluster.v1.MetaCommand.redirect_move:type_name -> raftbus.cluster.v1.RedirectMove
+	57, // 29: raftbus.cluster.v1.SetNodeMembership.membership:type_name -> raftbus.v1.NodeMembership
+	58, // 30: raftbus.cluster.v1.PutAccessPolicy.policy:type_name -> raftbus.v1.AccessPolicy
+	59, // 31: raftbus.cluster.v1.PutTopic.topic:type_name -> raftbus.v1.TopicProperties
+	60, // 32: raftbus.cluster.v1.PutSubscription.subscription:type_name -> raftbus.v1.SubscriptionProperties
+	61, // 33: raftbus.cluster.v1.PutSubscription.rules:type_name -> raftbus.v1.RuleProperties
+	37, // 34: raftbus.cluster.v1.DeleteSubscription.guard:type_name -> raftbus.cluster.v1.EntityGuard
+	61, // 35: raftbus.cluster.v1.PutRule.rule:type_name -> raftbus.v1.RuleProperties
+	40, // 36: raftbus.cluster.v1.AddNode.node:type_name -> raftbus.cluster.v1.Node
+	62, // 37: raftbus.cluster.v1.PutQueue.queue:type_name -> raftbus.v1.QueueProperties
+	37, // 38: raftbus.cluster.v1.DeleteEntity.guard:type_name -> raftbus.cluster.v1.EntityGuard
+	63, // 39: raftbus.cluster.v1.MetaResult.error_reason:type_name -> raftbus.v1.ErrorReason
+	41, // 40: raftbus.cluster.v1.MetaResult.entity:type_name -> raftbus.cluster.v1.Entity
+	42, // 41: raftbus.cluster.v1.MetaResult.subscription:type_name -> raftbus.cluster.v1.Subscription
+	61, // 42: raftbus.cluster.v1.MetaResult.rule:type_name -> raftbus.v1.RuleProperties
+	57, // 43: raftbus.cluster.v1.Node.membership:type_name -> raftbus.v1.NodeMembership
+	0,  // 44: raftbus.cluster.v1.Entity.kind:type_name -> raftbus.cluster.v1.EntityKind
+	62, // 45: raftbus.cluster.v1.Entity.queue:type_name -> raftbus.v1.QueueProperties
+	43, // 46: raftbus.cluster.v1.Entity.partitions:type_name -> raftbus.cluster.v1.Placement
+	59, // 47: raftbus.cluster.v1.Entity.topic:type_name -> raftbus.v1.TopicProperties
+	42, // 48: raftbus.cluster.v1.Entity.subscriptions:type_name -> raftbus.cluster.v1.Subscription
+	60, // 49: raftbus.cluster.v1.Subscription.properties:type_name -> raftbus.v1.SubscriptionProperties
+	61, // 50: raftbus.cluster.v1.Subscription.rules:type_name -> raftbus.v1.RuleProperties
+	44, // 51: raftbus.cluster.v1.Placement.move:type_name -> raftbus.cluster.v1.ReplicaMove
+	40, // 52: raftbus.cluster.v1.MetaSnapshot.nodes:type_name -> raftbus.cluster.v1.Node
+	41, // 53: raftbus.cluster.v1.MetaSnapshot.entities:type_name -> raftbus.cluster.v1.Entity
+	58, // 54: raftbus.cluster.v1.MetaSnapshot.access_policies:type_name -> raftbus.v1.AccessPolicy
+	15, // 55: raftbus.cluster.v1.NodeService.Join:input_type -> raftbus.cluster.v1.JoinRequest
+	17, // 56: raftbus.cluster.v1.NodeService.PartitionRuntime:input_type -> raftbus.cluster.v1.PartitionRuntimeRequest
+	19, // 57: raftbus.cluster.v1.NodeService.PartitionStatus:input_type -> raftbus.cluster.v1.PartitionStatusRequest
+	13, // 58: raftbus.cluster.v1.NodeService.Ping:input_type -> raftbus.cluster.v1.PingRequest
+	9,  // 59: raftbus.cluster.v1.NodeService.DemoteReplica:input_type -> raftbus.cluster.v1.DemoteReplicaRequest
+	11, // 60: raftbus.cluster.v1.NodeService.NodeStatus:input_type -> raftbus.cluster.v1.NodeStatusRequest
+	7,  // 61: raftbus.cluster.v1.NodeService.AwaitMessages:input_type -> raftbus.cluster.v1.AwaitMessagesRequest
+	5,  // 62: raftbus.cluster.v1.NodeService.FinishMove:input_type -> raftbus.cluster.v1.FinishMoveRequest
+	3,  // 63: raftbus.cluster.v1.NodeService.AcceptTransfer:input_type -> raftbus.cluster.v1.AcceptTransferRequest
+	1,  // 64: raftbus.cluster.v1.NodeService.IdleTimes:input_type -> raftbus.cluster.v1.IdleTimesRequest
+	16, // 65: raftbus.cluster.v1.NodeService.Join:output_type -> raftbus.cluster.v1.JoinResponse
+	18, // 66: raftbus.cluster.v1.NodeService.PartitionRuntime:output_type -> raftbus.cluster.v1.PartitionRuntimeResponse
+	20, // 67: raftbus.cluster.v1.NodeService.PartitionStatus:output_type -> raftbus.cluster.v1.PartitionStatusResponse
+	14, // 68: raftbus.cluster.v1.NodeService.Ping:output_type -> raftbus.cluster.v1.PingResponse
+	10, // 69: raftbus.cluster.v1.NodeService.DemoteReplica:output_type -> raftbus.cluster.v1.DemoteReplicaResponse
+	12, // 70: raftbus.cluster.v1.NodeService.NodeStatus:output_type -> raftbus.cluster.v1.NodeStatusResponse
+	8,  // 71: raftbus.cluster.v1.NodeService.AwaitMessages:output_type -> raftbus.cluster.v1.AwaitMessagesResponse
+	6,  // 72: raftbus.cluster.v1.NodeService.FinishMove:output_type -> raftbus.cluster.v1.FinishMoveResponse
+	4,  // 73: raftbus.cluster.v1.NodeService.AcceptTransfer:output_type -> raftbus.cluster.v1.AcceptTransferResponse
+	2,  // 74: raftbus.cluster.v1.NodeService.IdleTimes:output_type -> raftbus.cluster.v1.IdleTimesResponse
+	65, // [65:75] is the sub-list for method output_type
+	55, // [55:65] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for extension type_name
+	55, // [55:55] is the sub-list for extension extendee
+	0,  // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_cluster_v1_cluster_proto_init() }
