@@ -21,6 +21,7 @@ import (
 
 	"github.com/raftbus/raftbus/cluster"
 	"github.com/raftbus/raftbus/cluster/clock"
+	"github.com/raftbus/raftbus/internal/gctune"
 )
 
 // options are the node's settings, from flags and an optional JSON file
@@ -115,6 +116,9 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// A node's live heap is small unless it holds many messages; see
+	// internal/gctune for why collections wait for a heap of 64 MiB.
+	defer gctune.Start()()
 	peers, err := parsePeers(opts.Peers)
 	if err != nil {
 		return err
