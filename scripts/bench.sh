@@ -10,8 +10,9 @@
 # process had written to disk (/proc/<pid>/io write_bytes) per payload
 # byte it stores (every node holds every partition here), and the syncs
 # per second of its node log (from `raftbus status`), and for the run the
-# CPU per message of the client and the nodes and the foreign load (CPU
-# other processes used meanwhile; see `raftbus bench --help`). Needs
+# CPU per message of the client and the nodes, the heap the nodes
+# allocated per message, and the foreign load (CPU other processes used
+# meanwhile; see `raftbus bench --help`). Needs
 # python3 to assemble the table from the runs' JSON.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -86,12 +87,15 @@ rows = [json.loads(l) for l in open(sys.argv[1])]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 with open(sys.argv[2], "w") as f:
     f.write(f"Machine: {os.cpu_count()} cores ({cpu}), Linux {platform.release()}; every node and the client on it; fsync on; {sys.argv[3]} per run.\n\n")
-    f.write("| nodes | run | send msgs/s | MB/s | receive+settle msgs/s | send-ack p50 / p90 / p99 / max ms | end-to-end p50 / p99 ms | disk bytes per payload byte, per node | node log syncs/s, per node | CPU µs per message, client + nodes | foreign load, cores |\n")
-    f.write("|---|---|---|---|---|---|---|---|---|---|---|\n")
+    f.write("| nodes | run | send msgs/s | MB/s | receive+settle msgs/s | send-ack p50 / p90 / p99 / max ms | end-to-end p50 / p99 ms | disk bytes per payload byte, per node | node log syncs/s, per node | CPU µs per message, client + nodes | node heap KiB (objects) per message | foreign load, cores |\n")
+    f.write("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
     for r in rows:
         s, e = r["sendAckLatency"], r["endToEndLatency"]
-        cpu = (r.get("phases") or [{}])[0].get("cpu")
-        cpu_cols = f'{cpu["usPerMessage"]:.0f} | {cpu["foreignCores"]:.2f}' if cpu else "- | -"
+        phase = (r.get("phases") or [{}])[0]
+        cpu = phase.get("cpu")
+        heap = phase.get("nodeAllocatedBytesPerMessage")
+        heap = f'{heap / 1024:.1f} ({phase["nodeAllocationsPerMessage"]:.0f})' if heap is not None else "-"
+        cpu_cols = f'{cpu["usPerMessage"]:.0f} | {heap} | {cpu["foreignCores"]:.2f}' if cpu else f"- | {heap} | -"
         amp = " / ".join(f"{v:.2f}" for _, v in sorted(r["disk_bytes_per_payload_byte"].items()))
         syncs = " / ".join(f"{v:.0f}" for _, v in sorted(r["node_log_syncs_per_second"].items()))
         f.write(f'| {r["nodes"]} | {r["label"]} | {r["sendMsgsPerSecond"]:.0f} | {r["sendMbPerSecond"]:.1f} | '
