@@ -220,6 +220,9 @@ func TestSubscriptionsAndDeadLettersForwardAndDeadLetterForADeletedTarget(t *tes
 	if m := resp.GetMessages()[0].GetMessage(); m.GetMessageId() != "w0" || m.GetApplicationProperties()["DeadLetterReason"].GetStringValue() != "poison" {
 		t.Fatalf("forwarded dead letter %v", m)
 	}
+	// The target has the dead letter once its transfer is accepted there;
+	// the source lets go of it with the next command of its forwarder.
+	awaitForwarded(t, c, 0, "work")
 	if rt := runtime(t, cl, "work"); rt.GetDeadLetterMessageCount() != 0 || rt.GetTotalMessageCount() != 0 {
 		t.Fatalf("the source kept its dead letter: %v", rt)
 	}
