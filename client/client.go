@@ -114,11 +114,9 @@ func (c *Client) conn(addr string) (grpc.ClientConnInterface, error) {
 	if c.opts.TLSConfig != nil {
 		creds = credentials.NewTLS(c.opts.TLSConfig)
 	}
-	dial := append([]grpc.DialOption{
+	dial := append(raftbusv1.DialOptions(),
 		grpc.WithTransportCredentials(creds),
-		grpc.WithConnectParams(raftbusv1.DialConnectParams()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxGRPCMessage), grpc.MaxCallSendMsgSize(maxGRPCMessage)),
-	}, raftbusv1.DialWindows()...)
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxGRPCMessage), grpc.MaxCallSendMsgSize(maxGRPCMessage)))
 	dial = append(dial, c.opts.DialOptions...)
 	if c.opts.credential != nil {
 		dial = append(dial, grpc.WithPerRPCCredentials(c.opts.credential))

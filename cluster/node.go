@@ -237,12 +237,9 @@ func Start(cfg Config) (*Node, error) {
 	n.mux, err = raftgrpc.NewMux(raftgrpc.Config{
 		LocalAddr:       raft.ServerAddress(addr),
 		MaxMessageBytes: MaxMessageBytes,
-		DialOptions: append([]grpc.DialOption{
-			grpc.WithTransportCredentials(peerCredentials(cfg.TLS)),
-			grpc.WithConnectParams(raftbusv1.DialConnectParams()),
-		}, raftbusv1.DialWindows()...),
-		Outgoing: n.outgoingIdentity,
-		Admit:    n.admit,
+		DialOptions:     append(raftbusv1.DialOptions(), grpc.WithTransportCredentials(peerCredentials(cfg.TLS))),
+		Outgoing:        n.outgoingIdentity,
+		Admit:           n.admit,
 	})
 	if err != nil {
 		lis.Close()

@@ -15,11 +15,9 @@ import (
 // newPeers are the node's connections to its peers, which take messages
 // as large as its own server does.
 func newPeers(creds credentials.TransportCredentials) *routing.Peers {
-	return routing.NewPeers(append([]grpc.DialOption{
+	return routing.NewPeers(append(raftbusv1.DialOptions(),
 		grpc.WithTransportCredentials(creds),
-		grpc.WithConnectParams(raftbusv1.DialConnectParams()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
-	}, raftbusv1.DialWindows()...)...)
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)))...)
 }
 
 // target is where one partition's request is served.

@@ -70,15 +70,11 @@ type Config struct {
 }
 
 // defaultDialOptions are the options of the connections to peers unless
-// Config.DialOptions replaces them. gRPC's default reconnect backoff grows to
-// two minutes, which would keep a restarted peer out of its Raft groups long
-// after it is back; Raft has its own backoff, so reconnecting is capped at a
-// second.
+// Config.DialOptions replaces them: raftbusv1.DialOptions (a restarted peer
+// must not stay out of its Raft groups for gRPC's two-minute reconnect
+// backoff; Raft has its own), without TLS.
 func defaultDialOptions() []grpc.DialOption {
-	return append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithConnectParams(raftbusv1.DialConnectParams()),
-	}, raftbusv1.DialWindows()...)
+	return append(raftbusv1.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 }
 
 // Mux carries the Raft traffic of all the groups of one node: one client

@@ -35,12 +35,23 @@ type costMeter struct {
 type costSample struct {
 	cpu                benchmeter.CPUSample
 	syncs, raftEntries int64
-	nodeAlloc          allocCount // bytes -1 when some node did not say
+	nodeAlloc          allocCount // unknown when some node did not say
 	clientAlloc        allocCount
 }
 
-// allocCount is heap allocation since a process started.
+// allocCount is heap allocation since a process started (or over a
+// phase); bytes is -1 when it is not known.
 type allocCount struct{ bytes, objects int64 }
+
+var unknownAlloc = allocCount{bytes: -1}
+
+// add is a + sign*b, unknown when either is.
+func (a allocCount) add(sign int64, b allocCount) allocCount {
+	if a.bytes < 0 || b.bytes < 0 {
+		return unknownAlloc
+	}
+	return allocCount{a.bytes + sign*b.bytes, a.objects + sign*b.objects}
+}
 
 // clientAllocation reads this process's allocation counters.
 func clientAllocation() allocCount {
@@ -76,7 +87,7 @@ func (m *costMeter) clusterCounters(ctx context.Context) (syncs, entries int64, 
 	defer cancel()
 	info, err := m.adm.GetClusterInfo(ctx)
 	if err != nil {
-		return -1, -1, allocCount{bytes: -1}
+		return -1, -1, unknownAlloc
 	}
 	for _, n := range info.GetNodes() {
 		if n.GetLog() == nil {
@@ -87,7 +98,7 @@ func (m *costMeter) clusterCounters(ctx context.Context) (syncs, entries int64, 
 	}
 	for _, n := range info.GetNodes() {
 		if n.GetRuntime() == nil {
-			alloc = allocCount{bytes: -1}
+			alloc = unknownAlloc
 			break
 		}
 		alloc.bytes += int64(n.GetRuntime().GetAllocatedBytes())
@@ -119,11 +130,8 @@ type costDelta struct {
 }
 
 func between(before, after costSample) costDelta {
-	d := costDelta{cpu: benchmeter.Between(before.cpu, after.cpu), syncs: -1, raftEntries: -1, nodeAlloc: allocCount{bytes: -1},
-		clientAlloc: allocCount{after.clientAlloc.bytes - before.clientAlloc.bytes, after.clientAlloc.objects - before.clientAlloc.objects}}
-	if before.nodeAlloc.bytes >= 0 && after.nodeAlloc.bytes >= 0 {
-		d.nodeAlloc = allocCount{after.nodeAlloc.bytes - before.nodeAlloc.bytes, after.nodeAlloc.objects - before.nodeAlloc.objects}
-	}
+	d := costDelta{cpu: benchmeter.Between(before.cpu, after.cpu), syncs: -1, raftEntries: -1,
+		nodeAlloc: after.nodeAlloc.add(-1, before.nodeAlloc), clientAlloc: after.clientAlloc.add(-1, before.clientAlloc)}
 	if before.syncs >= 0 && after.syncs >= 0 {
 		d.syncs = after.syncs - before.syncs
 	}
@@ -140,12 +148,8 @@ func (d costDelta) plus(e costDelta) costDelta {
 		}
 		return a + b
 	}
-	nodeAlloc := allocCount{bytes: -1}
-	if d.nodeAlloc.bytes >= 0 && e.nodeAlloc.bytes >= 0 {
-		nodeAlloc = allocCount{d.nodeAlloc.bytes + e.nodeAlloc.bytes, d.nodeAlloc.objects + e.nodeAlloc.objects}
-	}
 	return costDelta{cpu: d.cpu.Plus(e.cpu), syncs: known(d.syncs, e.syncs), raftEntries: known(d.raftEntries, e.raftEntries),
-		nodeAlloc: nodeAlloc, clientAlloc: allocCount{d.clientAlloc.bytes + e.clientAlloc.bytes, d.clientAlloc.objects + e.clientAlloc.objects}}
+		nodeAlloc: d.nodeAlloc.add(1, e.nodeAlloc), clientAlloc: d.clientAlloc.add(1, e.clientAlloc)}
 }
 
 // report is the phase's report, per message of messages, for nodes node

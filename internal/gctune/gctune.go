@@ -79,13 +79,13 @@ func (t *tuner) tune() {
 	if s[0].Value.Kind() != metrics.KindUint64 {
 		return
 	}
-	debug.SetGCPercent(Percent(s[0].Value.Uint64()))
+	debug.SetGCPercent(percent(s[0].Value.Uint64()))
 	t.tuned.Add(1)
 }
 
-// Percent is the GOGC that starts the next collection at about MinHeap
+// percent is the GOGC that starts the next collection at about MinHeap
 // for a live heap of live bytes, and never below Go's default.
-func Percent(live uint64) int {
+func percent(live uint64) int {
 	if live == 0 {
 		return maxGOGC
 	}

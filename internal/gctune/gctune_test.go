@@ -22,8 +22,8 @@ func TestPercentStartsTheNextCollectionAtMinHeap(t *testing.T) {
 		{MinHeap / 2, 100},
 		{1 << 30, defaultGOGC},
 	} {
-		if got := Percent(tc.live); got != tc.want {
-			t.Errorf("Percent(%d) = %d, want %d", tc.live, got, tc.want)
+		if got := percent(tc.live); got != tc.want {
+			t.Errorf("percent(%d) = %d, want %d", tc.live, got, tc.want)
 		}
 	}
 }
@@ -59,8 +59,7 @@ func TestStartLeavesAGOGCFromTheEnvironment(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(150))
 	stop := Start()
 	defer stop()
-	runtime.GC()
-	runtime.GC()
+	// A tuner, had Start made one, would have set GOGC before returning.
 	if p := debug.SetGCPercent(150); p != 150 {
 		t.Fatalf("GOGC %d with GOGC=150 in the environment", p)
 	}

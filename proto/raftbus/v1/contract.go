@@ -63,17 +63,6 @@ func (r ErrorReason) Retryable() bool {
 	return false
 }
 
-// DialConnectParams are the connection parameters of every client of a
-// node, the SDK's and the nodes' own. gRPC's default reconnect backoff
-// grows to two minutes; a node that was restarted must be used again
-// within a second.
-func DialConnectParams() grpc.ConnectParams {
-	return grpc.ConnectParams{
-		Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
-		MinConnectTimeout: 5 * time.Second,
-	}
-}
-
 // StreamWindow and ConnWindow are the HTTP/2 flow-control windows of
 // every connection to or between nodes, on both ends. Fixed windows turn
 // off gRPC's bandwidth estimation, which answers data with PING frames:
@@ -84,9 +73,19 @@ const (
 	ConnWindow   = 16 << 20
 )
 
-// DialWindows are the dial options that set StreamWindow and ConnWindow.
-func DialWindows() []grpc.DialOption {
-	return []grpc.DialOption{grpc.WithInitialWindowSize(StreamWindow), grpc.WithInitialConnWindowSize(ConnWindow)}
+// DialOptions are the options every client of a node dials with, the
+// SDK's and the nodes' own: the flow-control windows above, and a
+// reconnect backoff capped at a second (gRPC's default grows to two
+// minutes; a node that was restarted must be used again within a second).
+func DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		}),
+		grpc.WithInitialWindowSize(StreamWindow),
+		grpc.WithInitialConnWindowSize(ConnWindow),
+	}
 }
 
 // StatusCode is the gRPC status code that goes with a reason (listed next
