@@ -22,6 +22,7 @@ import (
 	"github.com/raftbus/raftbus/cluster"
 	"github.com/raftbus/raftbus/cluster/clock"
 	"github.com/raftbus/raftbus/internal/gctune"
+	"github.com/raftbus/raftbus/internal/grpcbuf"
 )
 
 // options are the node's settings, from flags and an optional JSON file
@@ -95,6 +96,7 @@ Flags:
 `
 
 func main() {
+	grpcbuf.Install() // before any gRPC connection or server exists
 	if err := run(os.Args[1:], os.Stderr); err != nil {
 		fmt.Fprintf(os.Stderr, "raftbusd: %v\n", err)
 		os.Exit(1)
