@@ -44,6 +44,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/raftbus/raftbus/internal/benchmeter"
+	"github.com/raftbus/raftbus/internal/gctune"
 )
 
 // config is one run's settings; the flags mean what they mean to
@@ -129,6 +130,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		js.DeleteStream(dctx, name)
 	}()
 	version := nc.ConnectedServerVersion()
+	// Collect garbage as `raftbus bench` does, so that neither harness's
+	// collections weigh more in the CPU per message.
+	defer gctune.Start()()
 	rep, err := bench(ctx, cfg, js, name, stderr)
 	if err != nil {
 		return err

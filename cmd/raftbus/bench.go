@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +18,7 @@ import (
 	"github.com/raftbus/raftbus/client"
 	"github.com/raftbus/raftbus/client/admin"
 	"github.com/raftbus/raftbus/internal/benchmeter"
+	"github.com/raftbus/raftbus/internal/gctune"
 )
 
 const benchUsage = `Usage:
@@ -50,6 +53,8 @@ Flags:
   --node-pids p,p,..  process ids of the cluster's raftbusd processes on
                       this machine, for CPU per message
   --queue name        use this queue rather than a new one
+  --cpuprofile file   write this process's CPU profile over the run (for
+                      go tool pprof; the nodes' come from raftbusd --pprof)
 
 Sends carry a MessageId, so the SDK may resend after an unknown outcome;
 the SDK coalesces concurrent sends (and completes) to one leader node into
@@ -173,7 +178,7 @@ type PhaseReport struct {
 
 func runBench(ctx context.Context, a *app, args []string) error {
 	var cfg benchConfig
-	var pids string
+	var pids, cpuProfile string
 	fs := a.flags("bench")
 	fs.StringVar(&cfg.workload, "workload", "mixed", "")
 	fs.IntVar(&cfg.producers, "producers", 4, "")
@@ -190,6 +195,7 @@ func runBench(ctx context.Context, a *app, args []string) error {
 	fs.IntVar(&cfg.rate, "rate", 0, "")
 	fs.StringVar(&pids, "node-pids", "", "")
 	fs.StringVar(&cfg.queue, "queue", "", "")
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "")
 	if _, err := a.parse(fs, args); err != nil {
 		return err
 	}
@@ -235,6 +241,16 @@ func runBench(ctx context.Context, a *app, args []string) error {
 		}()
 	}
 	meter := &costMeter{adm: adm, queue: cfg.queue, nodePIDs: cfg.nodePIDs, timeout: a.timeout}
+	// The load generator's garbage collection is the harness's cost, not
+	// the broker's: collect as raftbusd does (bench/peers does the same).
+	defer gctune.Start()()
+	if cpuProfile != "" {
+		stop, err := startCPUProfile(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	rep, err := bench(ctx, c, meter, cfg, a.stderr)
 	if err != nil {
 		return err
@@ -481,4 +497,21 @@ func errorReason(err error) string {
 		return e.Code.String()
 	}
 	return "OTHER"
+}
+
+// startCPUProfile profiles this process into the file name until the
+// returned stop is called.
+func startCPUProfile(name string) (stop func(), err error) {
+	f, err := os.Create(name)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

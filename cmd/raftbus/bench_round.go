@@ -236,6 +236,8 @@ func consume(ctx context.Context, c *client.Client, cfg benchConfig, failed func
 		mode = client.ReceiveModeReceiveAndDelete
 	}
 	opts := &client.ReceiveMessagesOptions{MaxWaitTime: time.Second}
+	completers := startCompleters(cfg.batch)
+	defer completers.stop()
 	drain := func(r *client.Receiver) (int, error) {
 		msgs, err := r.ReceiveMessages(ctx, cfg.batch, opts)
 		if err != nil {
@@ -243,7 +245,7 @@ func consume(ctx context.Context, c *client.Client, cfg benchConfig, failed func
 		}
 		var settleErr error
 		if mode == client.ReceiveModePeekLock {
-			settleErr = completeAll(ctx, r, msgs, failed)
+			settleErr = completers.completeAll(ctx, r, msgs, failed)
 		}
 		got(msgs)
 		return len(msgs), settleErr
@@ -281,12 +283,42 @@ func consume(ctx context.Context, c *client.Client, cfg benchConfig, failed func
 	return nil
 }
 
-// completeAll completes a batch concurrently: settlement is one round
-// trip each, and the partition batches them into shared log entries.
-func completeAll(ctx context.Context, r *client.Receiver, msgs []*client.ReceivedMessage, failed func(error)) error {
+// completers complete messages on long-lived goroutines, one for each
+// message a receive can return, so that a batch's completes all run at
+// once without a goroutine started (and its stack grown through the
+// SDK's call path) for each message.
+type completers struct {
+	jobs chan completeJob
+}
+
+type completeJob struct {
+	ctx  context.Context
+	r    *client.Receiver
+	m    *client.ReceivedMessage
+	errs chan<- error
+}
+
+func startCompleters(n int) *completers {
+	c := &completers{jobs: make(chan completeJob)}
+	for range n {
+		go func() {
+			for j := range c.jobs {
+				j.errs <- j.r.CompleteMessage(j.ctx, j.m, nil)
+			}
+		}()
+	}
+	return c
+}
+
+func (c *completers) stop() { close(c.jobs) }
+
+// completeAll completes a batch concurrently, each message by its own
+// call: settlement is one round trip each, and the SDK and the partition
+// gather concurrent completes into shared requests and log entries.
+func (c *completers) completeAll(ctx context.Context, r *client.Receiver, msgs []*client.ReceivedMessage, failed func(error)) error {
 	errs := make(chan error, len(msgs))
 	for _, m := range msgs {
-		go func() { errs <- r.CompleteMessage(ctx, m, nil) }()
+		c.jobs <- completeJob{ctx: ctx, r: r, m: m, errs: errs}
 	}
 	var first error
 	for range msgs {

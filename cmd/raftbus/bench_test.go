@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -97,7 +99,11 @@ func TestBenchPhasedSendsEverythingThenDrainsItAndSaysWhatItCost(t *testing.T) {
 	}
 
 	var mixed BenchReport
-	c.json(&mixed, "bench", "--count", "500", "--inflight", "16", "--producers", "2", "--consumers", "2")
+	prof := filepath.Join(t.TempDir(), "cpu.pprof")
+	c.json(&mixed, "bench", "--count", "500", "--inflight", "16", "--producers", "2", "--consumers", "2", "--cpuprofile", prof)
+	if b, err := os.ReadFile(prof); err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("--cpuprofile wrote no gzipped profile (%d bytes, %v)", len(b), err)
+	}
 	if mixed.Workload != "mixed" || mixed.Received != 500 || len(mixed.Phases) != 1 || mixed.Phases[0].Name != "mixed" ||
 		mixed.Phases[0].Messages != 500 || mixed.MaxBacklog < 1 || mixed.MaxBacklog > 500 {
 		t.Fatalf("mixed run: %+v", mixed)
