@@ -205,3 +205,40 @@ func (e *env) testSendResult(t *testing.T) {
 		t.Fatalf("resend within the duplicate window: %+v", again)
 	}
 }
+
+// Messages with a MessageId and no session id or partition key go where
+// the Sender's requests take turns, unless the entity detects duplicates:
+// then a MessageId picks the partition, so that a resend meets its first
+// copy. The ids are picked to share one partition by hash.
+func (e *env) testKeylessSendsTakeTurnsAndDuplicatesMeet(t *testing.T) {
+	ctx := ctxT(t, 30*time.Second)
+	const parts = 4
+	var ids []string
+	for i := 0; len(ids) < 2*parts; i++ {
+		if id := fmt.Sprintf("order-%d", i); raftbusv1.PartitionForKey(id, parts) == 1 {
+			ids = append(ids, id)
+		}
+	}
+	e.createQueue("turns", &admin.QueueProperties{PartitionCount: proto.Uint32(parts)})
+	e.createQueue("turns-dedup", &admin.QueueProperties{PartitionCount: proto.Uint32(parts), RequiresDuplicateDetection: proto.Bool(true)})
+	turns, dedup := e.sender("turns"), e.sender("turns-dedup")
+	perPartition := map[uint32]int{}
+	for _, id := range ids {
+		var res client.SendResult
+		if err := turns.SendMessage(ctx, &client.Message{MessageID: id, Body: []byte(id)}, &client.SendMessageOptions{Result: &res}); err != nil {
+			t.Fatal(err)
+		}
+		perPartition[res.PartitionID]++
+		if err := dedup.SendMessage(ctx, &client.Message{MessageID: id, Body: []byte(id)}, &client.SendMessageOptions{Result: &res}); err != nil {
+			t.Fatal(err)
+		}
+		if res.PartitionID != 1 {
+			t.Fatalf("%s went to partition %d of the entity that detects duplicates, not its MessageId's (1)", id, res.PartitionID)
+		}
+	}
+	for p := uint32(0); p < parts; p++ {
+		if perPartition[p] != 2 {
+			t.Fatalf("one send after another took partitions %v, not two each", perPartition)
+		}
+	}
+}

@@ -38,7 +38,9 @@ type Sender struct {
 	c        *Client
 	path     string
 	inFlight chan struct{}
-	rr       atomic.Uint32
+	// sticky is the partition that messages free to go to any partition
+	// go to now; each request sent moves it on (see Sender.partition).
+	sticky atomic.Uint32
 	// singles gathers concurrent SendMessage calls into Send requests.
 	singles *coalescer[sendKey, *raftbusv1.PartitionedMessage, *raftbusv1.SendResult]
 }
@@ -217,6 +219,7 @@ func (s *Sender) ScheduleMessages(ctx context.Context, messages []*Message, sche
 		if err != nil {
 			return nil, err
 		}
+		s.sticky.Add(1)
 		safe, err := s.repeatable(ctx, g.msgs)
 		if err != nil {
 			return nil, err
@@ -283,6 +286,7 @@ func (s *Sender) send(ctx context.Context, msgs []*raftbusv1.Message) (*raftbusv
 	if err != nil {
 		return nil, err
 	}
+	s.sticky.Add(1)
 	safe, err := s.repeatable(ctx, msgs)
 	if err != nil {
 		return nil, err
@@ -316,6 +320,7 @@ func (s *Sender) sendTo(ctx context.Context, id uint32, safe bool, msgs []*raftb
 // repeated and when a deadline is the caller's), so that one caller's
 // trouble holds up no other.
 func (s *Sender) sendCoalesced(ctx context.Context, key sendKey, calls []*call[*raftbusv1.PartitionedMessage, *raftbusv1.SendResult]) {
+	s.sticky.Add(1) // what gathers from now on goes to the next partition
 	req := &raftbusv1.SendEachRequest{EntityPath: s.path, Messages: make([]*raftbusv1.PartitionedMessage, len(calls))}
 	for i, c := range calls {
 		req.Messages[i] = c.item
@@ -393,13 +398,14 @@ func (s *Sender) withSlot(ctx context.Context, f func() error) error {
 }
 
 // partition picks the partition of a message: its session id's or
-// partition key's, else its MessageId's (as Service Bus does), else the
-// next in turn.
+// partition key's, else, when the entity detects duplicates, its
+// MessageId's (as Service Bus does), else the partition of the moment.
 func (s *Sender) partition(ctx context.Context, m *raftbusv1.Message) (uint32, error) {
-	parts, err := s.c.routes.partitions(ctx, s.path)
+	rt, err := s.c.routes.route(ctx, s.path)
 	if err != nil {
 		return 0, err
 	}
+	parts := uint32(len(rt.leaders))
 	if parts <= 1 {
 		return 0, nil
 	}
@@ -408,10 +414,18 @@ func (s *Sender) partition(ctx context.Context, m *raftbusv1.Message) (uint32, e
 	}
 	// Duplicate detection is kept per partition: a message sent again
 	// after an unknown outcome must go where the first attempt went.
-	if id := m.GetMessageId(); id != "" {
+	if id := m.GetMessageId(); id != "" && rt.duplicateDetection {
 		return raftbusv1.PartitionForKey(id, parts), nil
 	}
-	return s.rr.Add(1) % parts, nil
+	// Any partition will do. Single sends gather, per leader node, while
+	// the node's requests are on the wire; if each took a partition of
+	// its own, a request of n messages would become up to n Raft
+	// entries, each paying for its own log writes and round trips. So
+	// every send goes to the partition of the moment, and each request
+	// sent (a gathered SendEach, a batch, a schedule) moves that on to
+	// the next: what gathers meanwhile goes into one entry, and over many
+	// requests the partitions get equal shares.
+	return s.sticky.Load() % parts, nil
 }
 
 func keyOf(m *raftbusv1.Message) string {

@@ -35,6 +35,7 @@ func TestSingleNode(t *testing.T) {
 	t.Run("Sessions", e.testSessions)
 	t.Run("SessionBatchOutlivesTheMessageLockDuration", e.testSessionBatchOutlivesTheMessageLockDuration)
 	t.Run("SendResult", e.testSendResult)
+	t.Run("KeylessSendsTakeTurnsAndDuplicatesMeet", e.testKeylessSendsTakeTurnsAndDuplicatesMeet)
 	t.Run("Admin", e.testAdmin)
 	t.Run("SessionProcessor", e.testSessionProcessor)
 	t.Run("LargeMessagesComeInAnswersThatFit", e.testLargeMessagesComeInAnswersThatFit)
