@@ -7,6 +7,7 @@ import (
 
 	"github.com/raftbus/raftbus/internal/await"
 	"github.com/raftbus/raftbus/partition"
+	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
@@ -43,5 +44,63 @@ func TestCommandsArrivingWhileAnEntryIsOnItsWayShareTheNext(t *testing.T) {
 	}
 	if got := p.Info().CommitIndex; got != base+2 {
 		t.Fatalf("commit index %d after the sends, want %d: the %d later sends took %d entries", got, base+2, later, got-base-1)
+	}
+}
+
+// TestAWaitingReceiveLocksInTheEntryOfTheSend has a receive wait on an
+// empty queue, then sends: the receive gets the message from the send's
+// own entry (one entry for both, not the send's and then the lock's). A
+// second receive, waiting on another queue of the partition, rides along,
+// finds nothing and goes on waiting.
+func TestAWaitingReceiveLocksInTheEntryOfTheSend(t *testing.T) {
+	p := openAlone(t, nil)
+	configure(t, p, nil)
+	ctx := context.Background()
+	if _, err := p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_ConfigureEntity{ConfigureEntity: &enginev1.ConfigureEntity{
+		EntityPath: "other", Properties: &raftbusv1.QueueProperties{Name: "other"},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	type received struct {
+		msgs []*raftbusv1.ReceivedMessage
+		err  error
+	}
+	got, other := make(chan received, 1), make(chan received, 1)
+	otherCtx, cancelOther := context.WithCancel(ctx)
+	defer cancelOther()
+	go func() {
+		msgs, err := p.Receive(ctx, lockCmd(5), 30*time.Second)
+		got <- received{msgs, err}
+	}()
+	go func() {
+		msgs, err := p.Receive(otherCtx, &enginev1.Lock{EntityPath: "other", MaxMessages: 1}, 30*time.Second)
+		other <- received{msgs, err}
+	}()
+	await.Until(t, 10*time.Second, "both receives to wait", func() bool { return p.Riders() == 2 })
+
+	base := p.Info().CommitIndex
+	if _, err := p.Apply(ctx, sendCmd(&raftbusv1.Message{MessageId: "m", Body: []byte("x")})); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	r := <-got
+	if r.err != nil || len(r.msgs) != 1 || r.msgs[0].GetMessage().GetMessageId() != "m" || len(r.msgs[0].GetLockToken()) == 0 {
+		t.Fatalf("receive: %v, %v", r.msgs, r.err)
+	}
+	if n := p.Info().CommitIndex - base; n != 1 {
+		t.Fatalf("the send and the receive took %d entries, want 1", n)
+	}
+	// The other queue's receive found nothing in that entry and waits on.
+	await.Until(t, 10*time.Second, "the other receive to wait again", func() bool { return p.Riders() == 1 })
+	select {
+	case r := <-other:
+		t.Fatalf("the other queue's receive returned %v, %v", r.msgs, r.err)
+	default:
+	}
+	cancelOther()
+	if r := <-other; r.err == nil || len(r.msgs) != 0 {
+		t.Fatalf("the other queue's receive, cancelled: %v, %v", r.msgs, r.err)
+	}
+	if n := p.Riders(); n != 0 {
+		t.Fatalf("%d riders left after every receive returned", n)
 	}
 }

@@ -18,3 +18,6 @@ func (p *Partition) FollowerReady(id string) error {
 
 // Raft is the replica's Raft node, for tests that drive it directly.
 func (p *Partition) Raft() *raft.Raft { return p.raft }
+
+// Riders is how many waiting receives ride on the next entry with a send.
+func (p *Partition) Riders() int { return p.riders.count() }

@@ -40,6 +40,10 @@ type Partition struct {
 	// slots holds a token for each entry proposed and not yet applied
 	// (see Config.MaxEntriesInFlight).
 	slots chan struct{}
+	// riders are the Lock commands of receives waiting for a message,
+	// which the proposer adds to the next entry that carries a send (see
+	// riders.go).
+	riders riders
 
 	// readyTerm is the term in which this replica, as leader, has applied
 	// every entry committed before its election; reads are served only then.
@@ -223,14 +227,7 @@ func (p *Partition) ApplyAll(ctx context.Context, cmds []*enginev1.Command) []Ap
 		}
 		select {
 		case r := <-pr.done:
-			switch {
-			case r.err != nil:
-				out[i].Err = r.err
-			case r.res.GetError() != nil:
-				out[i].Err = newError(r.res.GetError().Reason, "%s", r.res.GetError().Message)
-			default:
-				out[i].Result = r.res
-			}
+			out[i].Result, out[i].Err = r.outcome()
 		case <-p.stop:
 			out[i].Err = p.proposalError(raft.ErrRaftShutdown)
 		case <-ctx.Done():

@@ -31,6 +31,18 @@ type proposalResult struct {
 	err error
 }
 
+// outcome is the result as Apply returns it: the engine's refusal of the
+// command as an error.
+func (r proposalResult) outcome() (*enginev1.Result, error) {
+	switch {
+	case r.err != nil:
+		return nil, r.err
+	case r.res.GetError() != nil:
+		return nil, newError(r.res.GetError().Reason, "%s", r.res.GetError().Message)
+	}
+	return r.res, nil
+}
+
 // inflightEntry is one log entry proposed to Raft and the callers whose
 // commands it carries, in order.
 type inflightEntry struct {
@@ -59,14 +71,27 @@ func (p *Partition) runProposer() {
 				return
 			}
 		}
+		// idle: no entry was on its way. Only then do waiting receives
+		// ride along (see riders.go): under load an entry is always on
+		// its way, and a receive that waits for it to apply takes what
+		// several entries brought, in one lock.
+		idle := true
 		select {
 		case p.slots <- struct{}{}:
-		case <-p.stop:
-			first.done <- proposalResult{err: p.closing()}
-			return
+		default:
+			idle = false
+			select {
+			case p.slots <- struct{}{}:
+			case <-p.stop:
+				first.done <- proposalResult{err: p.closing()}
+				return
+			}
 		}
 		var batch []*proposal
 		batch, next = p.collect(first)
+		if idle {
+			batch = p.riders.join(batch, p.cfg.MaxCommandsPerEntry)
+		}
 		fail := func(err error) {
 			<-p.slots
 			respondAll(batch, proposalResult{err: err})

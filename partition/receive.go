@@ -75,13 +75,47 @@ func (p *Partition) Receive(ctx context.Context, lock *enginev1.Lock, maxWait ti
 		if !time.Now().Before(deadline) {
 			return nil, nil
 		}
+		// Meanwhile the Lock command rides on the next entry that carries
+		// a send (see riders.go).
+		rider := p.riders.board(lock)
+		var woke error
 		select {
+		case r := <-rider.done:
+			if msgs, done, err := lockOutcome(r); done {
+				return msgs, err
+			}
+			continue
 		case <-changed:
 		case <-timer.C:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			woke = ctx.Err()
 		case <-p.stop:
-			return nil, p.notLeader()
+			woke = p.notLeader()
+		}
+		if !p.riders.alight(rider) {
+			// The proposer took it: its entry's outcome comes first.
+			select {
+			case r := <-rider.done:
+				if msgs, done, err := lockOutcome(r); done {
+					return msgs, err
+				}
+			case <-p.stop:
+				return nil, p.proposalError(raft.ErrRaftShutdown)
+			}
+		}
+		if woke != nil {
+			return nil, woke
 		}
 	}
+}
+
+// lockOutcome is what a rider's Lock command came to, and whether the
+// receive is done with it: it is unless it found nothing.
+func lockOutcome(r proposalResult) (msgs []*raftbusv1.ReceivedMessage, done bool, err error) {
+	res, err := r.outcome()
+	if err != nil {
+		return nil, true, err
+	}
+	msgs = res.GetLock().GetMessages()
+	return msgs, len(msgs) > 0, nil
 }
