@@ -53,7 +53,8 @@ func TestCommandsArrivingWhileAnEntryIsOnItsWayShareTheNext(t *testing.T) {
 // second receive, waiting on another queue of the partition, rides along,
 // finds nothing and goes on waiting.
 func TestAWaitingReceiveLocksInTheEntryOfTheSend(t *testing.T) {
-	p := openAlone(t, nil)
+	// Riders need the partition quiet for a while; here, no wait.
+	p := openAlone(t, func(c *partition.Config) { partition.QuietForRiders(c, -1) })
 	configure(t, p, nil)
 	ctx := context.Background()
 	if _, err := p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_ConfigureEntity{ConfigureEntity: &enginev1.ConfigureEntity{
@@ -102,5 +103,37 @@ func TestAWaitingReceiveLocksInTheEntryOfTheSend(t *testing.T) {
 	}
 	if n := p.Riders(); n != 0 {
 		t.Fatalf("%d riders left after every receive returned", n)
+	}
+}
+
+// TestABusyPartitionTakesNoRiders: a partition that proposed an entry a
+// moment ago lets a waiting receive propose its own lock once the send
+// applied, so that under load receives take what several entries brought.
+func TestABusyPartitionTakesNoRiders(t *testing.T) {
+	p := openAlone(t, func(c *partition.Config) { partition.QuietForRiders(c, time.Hour) })
+	configure(t, p, nil)
+	ctx := context.Background()
+	type received struct {
+		msgs []*raftbusv1.ReceivedMessage
+		err  error
+	}
+	got := make(chan received, 1)
+	go func() {
+		msgs, err := p.Receive(ctx, lockCmd(5), 30*time.Second)
+		got <- received{msgs, err}
+	}()
+	await.Until(t, 10*time.Second, "the receive to wait", func() bool { return p.Riders() == 1 })
+	base := p.Info().CommitIndex
+	if _, err := p.Apply(ctx, sendCmd(&raftbusv1.Message{MessageId: "m", Body: []byte("x")})); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	if r := <-got; r.err != nil || len(r.msgs) != 1 {
+		t.Fatalf("receive: %v, %v", r.msgs, r.err)
+	}
+	if n := p.Info().CommitIndex - base; n != 2 {
+		t.Fatalf("the send and the receive took %d entries, want 2 (the send's, then the lock's)", n)
+	}
+	if n := p.Riders(); n != 0 {
+		t.Fatalf("%d riders left after the receive returned", n)
 	}
 }

@@ -78,6 +78,10 @@ type Config struct {
 	// wrapLogStore, when set, wraps the log store Raft writes: how tests
 	// stall the disk under a replica.
 	wrapLogStore func(raft.LogStore) raft.LogStore
+	// quietForRiders is how long the partition must have proposed nothing
+	// for waiting receives to ride on its next entry (see riders.go);
+	// zero: quietForRiders, negative: whenever no entry is on its way.
+	quietForRiders time.Duration
 }
 
 // Clock is the time a leader stamps into the commands it proposes. A node
@@ -139,6 +143,7 @@ func (c *Config) withDefaults() Config {
 	if out.MaxEntriesInFlight == 0 {
 		out.MaxEntriesInFlight = DefaultMaxEntriesInFlight
 	}
+	setDur(&out.quietForRiders, quietForRiders)
 	if out.PartitionCount == 0 {
 		out.PartitionCount = 1
 	}

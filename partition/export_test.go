@@ -1,6 +1,10 @@
 package partition
 
-import "github.com/hashicorp/raft"
+import (
+	"time"
+
+	"github.com/hashicorp/raft"
+)
 
 // WrapLogStore makes the replica opened with c write its Raft log through
 // wrap.
@@ -21,3 +25,8 @@ func (p *Partition) Raft() *raft.Raft { return p.raft }
 
 // Riders is how many waiting receives ride on the next entry with a send.
 func (p *Partition) Riders() int { return p.riders.count() }
+
+// QuietForRiders sets how long the replica opened with c must have proposed
+// nothing for waiting receives to ride on its next entry (negative: any
+// time no entry is on its way).
+func QuietForRiders(c *Config, d time.Duration) { c.quietForRiders = d }

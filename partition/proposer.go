@@ -62,6 +62,7 @@ type inflightEntry struct {
 func (p *Partition) runProposer() {
 	defer p.wg.Done()
 	var next *proposal // taken from the queue but left for the next entry
+	var lastProposed time.Time
 	for {
 		first := next
 		if first == nil {
@@ -71,15 +72,13 @@ func (p *Partition) runProposer() {
 				return
 			}
 		}
-		// idle: no entry was on its way. Only then do waiting receives
-		// ride along (see riders.go): under load an entry is always on
-		// its way, and a receive that waits for it to apply takes what
-		// several entries brought, in one lock.
-		idle := true
+		// quiet: no entry on its way, and none proposed for a while: only
+		// then do waiting receives ride along (see riders.go).
+		quiet := time.Since(lastProposed) >= p.cfg.quietForRiders
 		select {
 		case p.slots <- struct{}{}:
 		default:
-			idle = false
+			quiet = false
 			select {
 			case p.slots <- struct{}{}:
 			case <-p.stop:
@@ -89,9 +88,10 @@ func (p *Partition) runProposer() {
 		}
 		var batch []*proposal
 		batch, next = p.collect(first)
-		if idle {
+		if quiet {
 			batch = p.riders.join(batch, p.cfg.MaxCommandsPerEntry)
 		}
+		lastProposed = time.Now()
 		fail := func(err error) {
 			<-p.slots
 			respondAll(batch, proposalResult{err: err})
