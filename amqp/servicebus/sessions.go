@@ -30,6 +30,20 @@ const (
 
 func dotNetTicks(t time.Time) int64 { return epochTicks + t.UnixMilli()*10000 }
 
+// acceptNextWait is how long an accept of the next available session
+// waits for one, given the client's com.microsoft:timeout (0: none). The
+// client asks for its own deadline less a few milliseconds of jitter and
+// gives up at that deadline, so the answer that no session became
+// available leaves a twentieth of the wait (at most 250 ms) early, to
+// reach the client before it gives up.
+func acceptNextWait(timeoutMs uint32) time.Duration {
+	if timeoutMs == 0 {
+		return acceptNextTimeout
+	}
+	wait := time.Duration(timeoutMs) * time.Millisecond
+	return wait - min(wait/20, 250*time.Millisecond)
+}
+
 // sessionKey names a held session on a connection.
 func sessionKey(path, sessionID string) string { return path + "\x00" + sessionID }
 
@@ -46,10 +60,8 @@ func (c *connection) acceptSession(l *amqp.Link, e entity, filter any, receiveAn
 	}
 	ctx := l.Context()
 	if !named {
-		wait := acceptNextTimeout
-		if ms, ok := l.Properties[propTimeout].(uint32); ok && ms > 0 {
-			wait = time.Duration(ms) * time.Millisecond
-		}
+		ms, _ := l.Properties[propTimeout].(uint32)
+		wait := acceptNextWait(ms)
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, wait)
 		defer cancel()
