@@ -80,7 +80,7 @@ type Config struct {
 	wrapLogStore func(raft.LogStore) raft.LogStore
 	// quietForRiders is how long the partition must have proposed nothing
 	// for waiting receives to ride on its next entry (see riders.go);
-	// zero: quietForRiders, negative: whenever no entry is on its way.
+	// zero: defaultQuietForRiders, negative: whenever no entry is on its way.
 	quietForRiders time.Duration
 }
 
@@ -143,7 +143,7 @@ func (c *Config) withDefaults() Config {
 	if out.MaxEntriesInFlight == 0 {
 		out.MaxEntriesInFlight = DefaultMaxEntriesInFlight
 	}
-	setDur(&out.quietForRiders, quietForRiders)
+	setDur(&out.quietForRiders, defaultQuietForRiders)
 	if out.PartitionCount == 0 {
 		out.PartitionCount = 1
 	}

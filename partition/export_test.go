@@ -24,7 +24,11 @@ func (p *Partition) FollowerReady(id string) error {
 func (p *Partition) Raft() *raft.Raft { return p.raft }
 
 // Riders is how many waiting receives ride on the next entry with a send.
-func (p *Partition) Riders() int { return p.riders.count() }
+func (p *Partition) Riders() int {
+	p.riders.mu.Lock()
+	defer p.riders.mu.Unlock()
+	return len(p.riders.waiting)
+}
 
 // QuietForRiders sets how long the replica opened with c must have proposed
 // nothing for waiting receives to ride on its next entry (negative: any

@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 // adds the riders waiting to the next entry that carries a send, after
 // the send, and the engine locks what the send brought in the same entry.
 // It does so only when the partition is quiet (no entry on its way and
-// none proposed for quietForRiders): under load, riders would each take
+// none proposed for defaultQuietForRiders): under load, riders would each take
 // the few messages of one entry as they come, where a receive that waits
 // for an entry to apply takes what several brought, in fewer and larger
 // locks (riders on every entry ran 7 % slower at 256 in flight, and
@@ -27,10 +28,10 @@ import (
 // message, or the send was to another entity) leaves no receipt and
 // changes nothing; its receive goes on waiting.
 
-// quietForRiders is how long a partition must have proposed nothing for
-// waiting receives to ride on its next entry: sparse traffic, where a
-// second entry per message is a second wait for the receiver.
-const quietForRiders = 2 * time.Millisecond
+// defaultQuietForRiders is how long a partition must have proposed
+// nothing for waiting receives to ride on its next entry: sparse traffic,
+// where a second entry per message is a second wait for the receiver.
+const defaultQuietForRiders = 2 * time.Millisecond
 
 // riders are the Lock commands of waiting receives.
 type riders struct {
@@ -54,20 +55,12 @@ func (r *riders) board(lock *enginev1.Lock) *proposal {
 func (r *riders) alight(pr *proposal) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for i, w := range r.waiting {
-		if w == pr {
-			r.waiting = append(r.waiting[:i], r.waiting[i+1:]...)
-			return true
-		}
+	i := slices.Index(r.waiting, pr)
+	if i < 0 {
+		return false
 	}
-	return false
-}
-
-// count is how many riders wait.
-func (r *riders) count() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.waiting)
+	r.waiting = slices.Delete(r.waiting, i, i+1)
+	return true
 }
 
 // join appends to batch the riders that fit (MaxEntryBytes, maxCommands)
@@ -94,6 +87,6 @@ func (r *riders) join(batch []*proposal, maxCommands int) []*proposal {
 		size += pr.size
 		n++
 	}
-	r.waiting = append(r.waiting[:0], r.waiting[n:]...)
+	r.waiting = slices.Delete(r.waiting, 0, n)
 	return batch
 }
