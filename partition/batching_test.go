@@ -47,6 +47,28 @@ func TestCommandsArrivingWhileAnEntryIsOnItsWayShareTheNext(t *testing.T) {
 	}
 }
 
+// TestTheCommandsOfOneCallShareAnEntry has an idle partition take many
+// commands in one ApplyAll: the proposer, woken by the call, must find them
+// all, not propose the first few alone and leave the rest a round behind.
+func TestTheCommandsOfOneCallShareAnEntry(t *testing.T) {
+	p := openAlone(t, nil)
+	for round := range 20 {
+		cmds := make([]*enginev1.Command, 200)
+		for i := range cmds {
+			cmds[i] = sendCmd(&raftbusv1.Message{Body: []byte("x")})
+		}
+		base := p.Info().CommitIndex
+		for i, a := range p.ApplyAll(context.Background(), cmds) {
+			if a.Err != nil {
+				t.Fatalf("round %d: command %d: %v", round, i, a.Err)
+			}
+		}
+		if got := p.Info().CommitIndex; got != base+1 {
+			t.Fatalf("round %d: the call's %d commands took %d entries, want 1", round, len(cmds), got-base)
+		}
+	}
+}
+
 // TestAWaitingReceiveLocksInTheEntryOfTheSend has a receive wait on an
 // empty queue, then sends: the receive gets the message from the send's
 // own entry (one entry for both, not the send's and then the lock's). A

@@ -33,9 +33,11 @@ type Partition struct {
 	// way: the proposer proposes nothing meanwhile.
 	handingOver atomic.Bool
 
-	// proposals feeds the proposer; inflight carries proposed entries, in
-	// log order, to the responder.
-	proposals chan *proposal
+	// proposals feeds the proposer the commands of each call (Apply,
+	// ApplyAll) as one group, so that an idle proposer, woken by a call,
+	// finds all of its commands at once; inflight carries proposed
+	// entries, in log order, to the responder.
+	proposals chan []*proposal
 	inflight  chan inflightEntry
 	// slots holds a token for each entry proposed and not yet applied
 	// (see Config.MaxEntriesInFlight).
@@ -72,7 +74,7 @@ func Open(cfg Config) (*Partition, error) {
 		name:      cfg.Name,
 		cfg:       cfg,
 		fsm:       newFSM(cfg.Name, cfg.PartitionID, cfg.PartitionCount),
-		proposals: make(chan *proposal, 4*cfg.MaxCommandsPerEntry),
+		proposals: make(chan []*proposal, 4*cfg.MaxCommandsPerEntry),
 		inflight:  make(chan inflightEntry, cfg.MaxEntriesInFlight),
 		slots:     make(chan struct{}, cfg.MaxEntriesInFlight),
 		stop:      make(chan struct{}),
@@ -196,6 +198,7 @@ func (p *Partition) ApplyAll(ctx context.Context, cmds []*enginev1.Command) []Ap
 		return fail(err)
 	}
 	proposed := make([]*proposal, len(cmds))
+	group := make([]*proposal, 0, len(cmds))
 	for i, cmd := range cmds {
 		size := proto.Size(cmd)
 		if size > MaxCommandBytes {
@@ -204,21 +207,25 @@ func (p *Partition) ApplyAll(ctx context.Context, cmds []*enginev1.Command) []Ap
 				p.name, size, MaxCommandBytes, engine.MaxMaxMessageSizeInKilobytes)
 			continue
 		}
-		pr := &proposal{cmd: cmd, size: size + commandFraming, done: make(chan proposalResult, 1)}
+		proposed[i] = &proposal{cmd: cmd, size: size + commandFraming, done: make(chan proposalResult, 1)}
+		group = append(group, proposed[i])
+	}
+	if len(group) > 0 {
+		// One send for them all: the proposer takes them together.
+		var err error
 		select {
-		case p.proposals <- pr:
-			proposed[i] = pr
+		case p.proposals <- group:
 		case <-ctx.Done():
-			// Nothing of this one or the rest was proposed.
-			out[i].Err = ctx.Err()
+			err = ctx.Err() // nothing was proposed
 		case <-p.stop:
-			out[i].Err = p.closing()
+			err = p.closing()
 		}
-		if out[i].Err != nil {
-			for j := i + 1; j < len(cmds); j++ {
-				out[j].Err = out[i].Err
+		if err != nil {
+			for i, pr := range proposed {
+				if pr != nil {
+					out[i].Err, proposed[i] = err, nil
+				}
 			}
-			break
 		}
 	}
 	for i, pr := range proposed {

@@ -61,13 +61,14 @@ type inflightEntry struct {
 // entry.
 func (p *Partition) runProposer() {
 	defer p.wg.Done()
-	var next *proposal // taken from the queue but left for the next entry
+	// pending holds commands taken from the queue but left for the next
+	// entry (the rest of a group that did not fit).
+	var pending []*proposal
 	var lastProposed time.Time
 	for {
-		first := next
-		if first == nil {
+		if len(pending) == 0 {
 			select {
-			case first = <-p.proposals:
+			case pending = <-p.proposals:
 			case <-p.stop:
 				return
 			}
@@ -82,12 +83,12 @@ func (p *Partition) runProposer() {
 			select {
 			case p.slots <- struct{}{}:
 			case <-p.stop:
-				first.done <- proposalResult{err: p.closing()}
+				respondAll(pending, proposalResult{err: p.closing()})
 				return
 			}
 		}
 		var batch []*proposal
-		batch, next = p.collect(first)
+		batch, pending = p.collect(pending)
 		if quiet {
 			batch = p.riders.join(batch, p.cfg.MaxCommandsPerEntry)
 		}
@@ -127,33 +128,43 @@ func (p *Partition) runProposer() {
 			// Raft is shut down; the entry was handed over (or failed)
 			// with an unknown outcome.
 			respondAll(batch, proposalResult{err: p.proposalError(raft.ErrRaftShutdown)})
-			if next != nil {
-				next.done <- proposalResult{err: p.closing()}
-			}
+			respondAll(pending, proposalResult{err: p.closing()})
 			return
 		}
 	}
 }
 
-// collect makes the batch of one entry: first and the proposals waiting
-// after it, as long as they fit in MaxEntryBytes and MaxCommandsPerEntry.
-// It returns the proposal that would not fit, if it took one.
-func (p *Partition) collect(first *proposal) (batch []*proposal, next *proposal) {
-	batch = []*proposal{first}
-	size := first.size
-	for len(batch) < p.cfg.MaxCommandsPerEntry {
-		select {
-		case pr := <-p.proposals:
-			if size+pr.size > MaxEntryBytes {
-				return batch, pr
+// collect makes the batch of one entry: the pending commands and those of
+// the groups waiting after them, in order, as long as they fit in
+// MaxEntryBytes and MaxCommandsPerEntry (the first always goes). It
+// returns what it took that would not fit, to lead the next entry.
+func (p *Partition) collect(pending []*proposal) (batch, rest []*proposal) {
+	size := 0
+	// take adds group to the batch until it is full, and returns what is
+	// left of the group once it is.
+	take := func(group []*proposal) []*proposal {
+		for i, pr := range group {
+			if len(batch) > 0 && (len(batch) == p.cfg.MaxCommandsPerEntry || size+pr.size > MaxEntryBytes) {
+				return group[i:]
 			}
 			batch = append(batch, pr)
 			size += pr.size
+		}
+		return nil
+	}
+	if rest = take(pending); rest != nil {
+		return batch, rest
+	}
+	for {
+		select {
+		case group := <-p.proposals:
+			if rest = take(group); rest != nil {
+				return batch, rest
+			}
 		default:
 			return batch, nil
 		}
 	}
-	return batch, nil
 }
 
 // stampTime is the time of the next entry, in Unix milliseconds: the
@@ -247,8 +258,8 @@ func (p *Partition) runResponder() {
 func (p *Partition) failPending() {
 	for {
 		select {
-		case pr := <-p.proposals:
-			pr.done <- proposalResult{err: p.closing()}
+		case group := <-p.proposals:
+			respondAll(group, proposalResult{err: p.closing()})
 		case in := <-p.inflight:
 			respondAll(in.batch, proposalResult{err: p.proposalError(raft.ErrRaftShutdown)})
 		default:

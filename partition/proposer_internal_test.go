@@ -24,18 +24,17 @@ func sizedProposal(id string, bodyBytes int) *proposal {
 // encoded entries with the message ids each carries.
 func entries(t *testing.T, p *Partition) (sizes []int, ids [][]string) {
 	t.Helper()
-	var next *proposal
+	var pending []*proposal
 	for {
-		first := next
-		if first == nil {
+		if len(pending) == 0 {
 			select {
-			case first = <-p.proposals:
+			case pending = <-p.proposals:
 			default:
 				return sizes, ids
 			}
 		}
 		var batch []*proposal
-		batch, next = p.collect(first)
+		batch, pending = p.collect(pending)
 		entry, err := stamp(batch, time.Now().UnixMilli())
 		if err != nil {
 			t.Fatal(err)
@@ -54,12 +53,15 @@ func entries(t *testing.T, p *Partition) (sizes []int, ids [][]string) {
 }
 
 func TestLargeCommandsAreSplitAcrossEntriesUnderTheCap(t *testing.T) {
-	p := &Partition{cfg: Config{MaxCommandsPerEntry: DefaultMaxCommandsPerEntry}, proposals: make(chan *proposal, 1024)}
-	// Ten commands of 500 KB wait together: two fit in an entry, three
-	// would not.
-	for i := range 10 {
-		p.proposals <- sizedProposal(fmt.Sprint(i), 500_000)
+	p := &Partition{cfg: Config{MaxCommandsPerEntry: DefaultMaxCommandsPerEntry}, proposals: make(chan []*proposal, 1024)}
+	// Ten commands of 500 KB wait together, the first alone and the rest
+	// as one call's: two fit in an entry, three would not.
+	p.proposals <- []*proposal{sizedProposal("0", 500_000)}
+	var group []*proposal
+	for i := 1; i < 10; i++ {
+		group = append(group, sizedProposal(fmt.Sprint(i), 500_000))
 	}
+	p.proposals <- group
 	sizes, ids := entries(t, p)
 	if len(sizes) != 5 {
 		t.Fatalf("%d entries %v, want 5 of two commands", len(sizes), ids)
@@ -86,11 +88,13 @@ func TestLargeCommandsAreSplitAcrossEntriesUnderTheCap(t *testing.T) {
 	if n := proto.Size(largest("x").cmd); n > MaxCommandBytes || n < MaxCommandBytes-16 {
 		t.Fatalf("test command of %d bytes, want about MaxCommandBytes", n)
 	}
-	p.proposals <- largest("a")
-	p.proposals <- largest("b")
+	p.proposals <- []*proposal{largest("a")}
+	p.proposals <- []*proposal{largest("b")}
+	group = nil
 	for i := range 600 {
-		p.proposals <- sizedProposal(fmt.Sprint(i), 100)
+		group = append(group, sizedProposal(fmt.Sprint(i), 100))
 	}
+	p.proposals <- group
 	sizes, ids = entries(t, p)
 	if n := lengths(ids); len(n) < 3 || n[0] != 1 || ids[0][0] != "a" || n[1] < 2 || ids[1][0] != "b" {
 		t.Fatalf("entries of %v commands: want the largest alone, the next with small ones", n)
