@@ -30,17 +30,25 @@ type fakeNode struct {
 	// routingDown makes GetRoutingTable fail, as a cluster going down does.
 	routingDown atomic.Bool
 	// onSendEach runs as each SendEach arrives.
-	onSendEach func()
+	onSendEach func(*raftbusv1.SendEachRequest)
+	// partitions, when set, are the leader addresses of every entity's
+	// partitions, in order; else it has one, led by leader().
+	partitions func() []string
 }
 
 func (f *fakeNode) GetRoutingTable(ctx context.Context, req *raftbusv1.GetRoutingTableRequest) (*raftbusv1.GetRoutingTableResponse, error) {
 	if f.routingDown.Load() {
 		return nil, failure(raftbusv1.ErrorReason_ERROR_REASON_SERVER_BUSY, true, "")
 	}
-	return &raftbusv1.GetRoutingTableResponse{Entities: []*raftbusv1.EntityRoute{{
-		EntityPath: req.GetEntityPath(), PartitionCount: 1, RequiresDuplicateDetection: f.duplicateDetection,
-		Partitions: []*raftbusv1.PartitionRoute{{PartitionId: 0, LeaderAddress: f.leader()}},
-	}}}, nil
+	leaders := []string{f.leader()}
+	if f.partitions != nil {
+		leaders = f.partitions()
+	}
+	route := &raftbusv1.EntityRoute{EntityPath: req.GetEntityPath(), PartitionCount: uint32(len(leaders)), RequiresDuplicateDetection: f.duplicateDetection}
+	for i, addr := range leaders {
+		route.Partitions = append(route.Partitions, &raftbusv1.PartitionRoute{PartitionId: uint32(i), LeaderAddress: addr})
+	}
+	return &raftbusv1.GetRoutingTableResponse{Entities: []*raftbusv1.EntityRoute{route}}, nil
 }
 
 func (f *fakeNode) Send(ctx context.Context, req *raftbusv1.SendRequest) (*raftbusv1.SendResponse, error) {
@@ -54,7 +62,7 @@ func (f *fakeNode) Send(ctx context.Context, req *raftbusv1.SendRequest) (*raftb
 // SendEach answers as Send does, for the request as a whole.
 func (f *fakeNode) SendEach(ctx context.Context, req *raftbusv1.SendEachRequest) (*raftbusv1.SendEachResponse, error) {
 	if f.onSendEach != nil {
-		f.onSendEach()
+		f.onSendEach(req)
 	}
 	n := int(f.sends.Add(1)) - 1
 	if n < len(f.failures) && f.failures[n] != nil {
@@ -146,7 +154,7 @@ func TestUnknownCoalescedSendStaysUnknownWhenTheRetriesGetNowhere(t *testing.T) 
 	f := &fakeNode{failures: []error{unknown}, duplicateDetection: true}
 	startFake(t, f)
 	c := fastClient(t, f.addr)
-	f.onSendEach = func() {
+	f.onSendEach = func(*raftbusv1.SendEachRequest) {
 		// The cluster goes down as the request is served: other calls
 		// find the routing table stale, and it cannot be fetched again.
 		f.routingDown.Store(true)

@@ -38,8 +38,9 @@ type Sender struct {
 	c        *Client
 	path     string
 	inFlight chan struct{}
-	// sticky is the partition that messages free to go to any partition
-	// go to now; each request sent moves it on (see Sender.partition).
+	// sticky is the partition that the next request of messages free to
+	// go to any partition goes to; each such request moves it on (see
+	// Sender.partition).
 	sticky atomic.Uint32
 	// singles gathers concurrent SendMessage calls into Send requests.
 	singles *coalescer[sendKey, *raftbusv1.PartitionedMessage, *raftbusv1.SendResult]
@@ -47,11 +48,14 @@ type Sender struct {
 
 // sendKey is what messages must share to go in one SendEach request: the
 // node that leads their partitions ("" when unknown: any node, which
-// forwards), and whether the request may be repeated after an unknown
-// outcome (see Sender.repeatable).
+// forwards), or anyPartition: messages free to go to any partition, which
+// gather apart and take a partition when their request leaves; and
+// whether the request may be repeated after an unknown outcome (see
+// Sender.repeatable).
 type sendKey struct {
-	addr       string
-	repeatable bool
+	addr         string
+	anyPartition bool
+	repeatable   bool
 }
 
 // coalescedRequests is how many SendEach requests (or Settle requests) for
@@ -109,20 +113,26 @@ func (s *Sender) SendMessage(ctx context.Context, message *Message, options *Sen
 	if err != nil {
 		return err
 	}
-	id, err := s.partition(ctx, pm)
-	if err != nil {
-		return err
-	}
 	safe, err := s.repeatable(ctx, []*raftbusv1.Message{pm})
 	if err != nil {
 		return err
 	}
-	addr, err := s.c.leaderOf(ctx, s.path, id)
-	if err != nil {
+	key := sendKey{anyPartition: true, repeatable: safe}
+	item := &raftbusv1.PartitionedMessage{Message: pm}
+	if free, err := s.free(ctx, pm); err != nil {
 		return err
+	} else if !free {
+		id, err := s.partition(ctx, pm)
+		if err != nil {
+			return err
+		}
+		addr, err := s.c.leaderOf(ctx, s.path, id)
+		if err != nil {
+			return err
+		}
+		key, item.PartitionId = sendKey{addr: addr, repeatable: safe}, id
 	}
-	item := &raftbusv1.PartitionedMessage{Message: pm, PartitionId: id}
-	r, err := s.singles.do(ctx, sendKey{addr: addr, repeatable: safe}, item, proto.Size(item), func(ctxErr error) error {
+	r, err := s.singles.do(ctx, key, item, proto.Size(item), func(ctxErr error) error {
 		return &gaveUpError{ctxErr, &Error{
 			Code:      CodeOutcomeUnknown,
 			Message:   fmt.Sprintf("%v while the message was being sent; it may or may not have been enqueued", ctxErr),
@@ -320,7 +330,20 @@ func (s *Sender) sendTo(ctx context.Context, id uint32, safe bool, msgs []*raftb
 // repeated and when a deadline is the caller's), so that one caller's
 // trouble holds up no other.
 func (s *Sender) sendCoalesced(ctx context.Context, key sendKey, calls []*call[*raftbusv1.PartitionedMessage, *raftbusv1.SendResult]) {
-	s.sticky.Add(1) // what gathers from now on goes to the next partition
+	if key.anyPartition {
+		// They all go to the partition of the moment, in one entry.
+		id, addr, err := s.takeSticky(ctx)
+		if err != nil {
+			for _, c := range calls {
+				c.err = err
+			}
+			return
+		}
+		for _, c := range calls {
+			c.item.PartitionId = id
+		}
+		key.addr = addr
+	}
 	req := &raftbusv1.SendEachRequest{EntityPath: s.path, Messages: make([]*raftbusv1.PartitionedMessage, len(calls))}
 	for i, c := range calls {
 		req.Messages[i] = c.item
@@ -397,6 +420,36 @@ func (s *Sender) withSlot(ctx context.Context, f func() error) error {
 	return f()
 }
 
+// free tells whether m may go to any partition of the entity: it has
+// several, and m has no session id or partition key, nor a MessageId that
+// duplicate detection must find again in the same partition.
+func (s *Sender) free(ctx context.Context, m *raftbusv1.Message) (bool, error) {
+	rt, err := s.c.routes.route(ctx, s.path)
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case len(rt.leaders) <= 1, keyOf(m) != "":
+		return false, nil
+	case m.GetMessageId() != "" && rt.duplicateDetection:
+		return false, nil
+	}
+	return true, nil
+}
+
+// takeSticky returns the partition of the moment and the address of its
+// leader ("" when unknown), and moves the partition of the moment on.
+func (s *Sender) takeSticky(ctx context.Context) (uint32, string, error) {
+	rt, err := s.c.routes.route(ctx, s.path)
+	if err != nil {
+		return 0, "", err
+	}
+	parts := uint32(max(len(rt.leaders), 1))
+	id := (s.sticky.Add(1) - 1) % parts
+	addr, err := s.c.leaderOf(ctx, s.path, id)
+	return id, addr, err
+}
+
 // partition picks the partition of a message: its session id's or
 // partition key's, else, when the entity detects duplicates, its
 // MessageId's (as Service Bus does), else the partition of the moment.
@@ -417,14 +470,18 @@ func (s *Sender) partition(ctx context.Context, m *raftbusv1.Message) (uint32, e
 	if id := m.GetMessageId(); id != "" && rt.duplicateDetection {
 		return raftbusv1.PartitionForKey(id, parts), nil
 	}
-	// Any partition will do. Single sends gather, per leader node, while
-	// the node's requests are on the wire; if each took a partition of
-	// its own, a request of n messages would become up to n Raft
-	// entries, each paying for its own log writes and round trips. So
-	// every send goes to the partition of the moment, and each request
-	// sent (a gathered SendEach, a batch, a schedule) moves that on to
-	// the next: what gathers meanwhile goes into one entry, and over many
-	// requests the partitions get equal shares.
+	// Any partition will do. If each message took a partition of its
+	// own, a request of n messages would become up to n Raft entries,
+	// each paying for its own log writes and round trips. So a request
+	// (a gathered SendEach, a batch, a schedule) goes to the partition of
+	// the moment as a whole and moves that on to the next: its messages
+	// share an entry, and over many requests the partitions get equal
+	// shares. Single sends free to go anywhere gather in a queue of their
+	// own while that queue's requests are on the wire, and take their
+	// partition only when their request leaves (see sendCoalesced): had
+	// they taken it when sent, they would have gathered per leader node,
+	// and each move of the partition of the moment to another node would
+	// start a request there with the first message to come.
 	return s.sticky.Load() % parts, nil
 }
 
