@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -156,36 +157,84 @@ func start(t testing.TB, bin string, n int, hosts []*netns.Host, opts Options) *
 		c.keepFailed()
 	})
 	for i := 0; i < n; i++ {
-		addr := ""
-		if hosts != nil {
-			addr = hosts[i].Addr + ":7400"
-		} else {
-			addr = freeAddr(t)
-		}
-		httpAddr, amqpAddr := "", ""
-		if hosts == nil {
-			httpAddr, amqpAddr = freeAddr(t), freeAddr(t)
-		}
 		c.Nodes = append(c.Nodes, &Node{
-			ID:       fmt.Sprintf("n%d", i+1),
-			Addr:     addr,
-			HTTPAddr: httpAddr,
-			AMQPAddr: amqpAddr,
-			DataDir:  filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
-			LogPath:  filepath.Join(dir, fmt.Sprintf("n%d.log", i+1)),
+			ID:      fmt.Sprintf("n%d", i+1),
+			DataDir: filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
+			LogPath: filepath.Join(dir, fmt.Sprintf("n%d.log", i+1)),
 		})
 	}
-	if opts.TLS {
-		c.issueCerts()
-	}
 	c.auth = opts.Auth
-	for i := range c.Nodes {
-		c.Restart(i)
+	for attempt := 1; ; attempt++ {
+		for i, n := range c.Nodes {
+			if hosts != nil {
+				n.Addr = hosts[i].Addr + ":7400"
+			} else {
+				n.Addr, n.HTTPAddr, n.AMQPAddr = freeAddr(t), freeAddr(t), freeAddr(t)
+			}
+		}
+		if opts.TLS && attempt == 1 {
+			c.issueCerts() // for the nodes' hosts, which stay
+		}
+		if beforeStart != nil {
+			beforeStart(c)
+		}
+		for i := range c.Nodes {
+			c.Restart(i)
+		}
+		// A port found free can be taken by another test's process before
+		// the node binds it: the suite's packages run at once. The cluster
+		// is new, so it starts over on other ports.
+		if hosts != nil || attempt == startAttempts || !c.lostAPort() {
+			break
+		}
+		c.killAll()
+		for _, n := range c.Nodes {
+			os.RemoveAll(n.DataDir)
+			os.Remove(n.LogPath)
+		}
 	}
 	for i := range c.Nodes {
 		c.WaitReady(i, 30*time.Second)
 	}
 	return c
+}
+
+// startAttempts is how many sets of ports start tries.
+const startAttempts = 3
+
+// beforeStart, when set, runs as start has chosen the nodes' addresses,
+// before it starts them (tests of this package take a port with it).
+var beforeStart func(*Cluster)
+
+// lostAPort waits until every node answers or one has exited, and reports
+// whether one exited because an address of its was in use.
+func (c *Cluster) lostAPort() bool {
+	admins := make([]raftbusv1.AdminServiceClient, len(c.Nodes))
+	for i := range c.Nodes {
+		admins[i] = raftbusv1.NewAdminServiceClient(c.Conn(i))
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		up := 0
+		for i, n := range c.Nodes {
+			select {
+			case <-n.exited:
+				b, _ := os.ReadFile(n.LogPath)
+				return bytes.Contains(b, []byte("address already in use"))
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			if _, err := admins[i].GetClusterInfo(ctx, &raftbusv1.GetClusterInfoRequest{}); err == nil {
+				up++
+			}
+			cancel()
+		}
+		if up == len(c.Nodes) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return false
 }
 
 // issueCerts makes the cluster's CA, a certificate for each node (for the
@@ -251,14 +300,22 @@ func (c *Cluster) ClientTLS() *tls.Config {
 // (ip_local_port_range), where port 0 would land: the outgoing
 // connections of every process on the machine (the suite's packages run
 // at once) take their ports from that range, and one of them took a port
-// handed out there before its node bound it. Another test could still
-// take the same port; then the node fails to start and says so.
+// handed out there before its node bound it. It never hands out a port
+// twice in one test process (closed after the check, a port is free for
+// the next check too). Another test process could still take the same
+// port; then the node fails to start, and start tries other ports.
 func freeAddr(t testing.TB) string {
+	handedOut.Lock()
+	defer handedOut.Unlock()
 	if low := ephemeralLow(); low > 10000 {
 		for range 100 {
 			port := 10000 + rand.IntN(low-10000)
+			if handedOut.ports[port] {
+				continue
+			}
 			if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
 				l.Close()
+				handedOut.ports[port] = true
 				return l.Addr().String()
 			}
 		}
@@ -268,8 +325,15 @@ func freeAddr(t testing.TB) string {
 		t.Fatal(err)
 	}
 	defer l.Close()
+	handedOut.ports[l.Addr().(*net.TCPAddr).Port] = true
 	return l.Addr().String()
 }
+
+// handedOut are the ports freeAddr has handed out in this process.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
 
 // ephemeralLow is the first port of the kernel's ephemeral range, 0 when
 // it cannot be read.

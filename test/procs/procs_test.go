@@ -2,6 +2,7 @@ package procs
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,5 +28,36 @@ func TestARaceInANodeFailsTheTest(t *testing.T) {
 	c.killAll()
 	if len(rec.errs) != 1 || !strings.Contains(rec.errs[0], "n2 had a data race") || !strings.Contains(rec.errs[0], "goroutine 7") {
 		t.Fatalf("errors %q, want n2's race", rec.errs)
+	}
+}
+
+// TestStartTriesOtherPortsWhenOneIsTaken takes the port start chose for
+// n2's cluster address before n2 binds it, as another test's process can:
+// n2 fails to start, and start must start the cluster over on other ports.
+func TestStartTriesOtherPortsWhenOneIsTaken(t *testing.T) {
+	bin, err := Build(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held net.Listener
+	beforeStart = func(c *Cluster) {
+		if held == nil {
+			if held, err = net.Listen("tcp", c.Nodes[1].Addr); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	defer func() {
+		beforeStart = nil
+		held.Close()
+	}()
+	c := Start(t, bin, 3)
+	if c.Nodes[1].Addr == held.Addr().String() {
+		t.Fatalf("n2 is on %s, the port taken before it started", c.Nodes[1].Addr)
+	}
+	for i := range c.Nodes {
+		if !c.Running(i) {
+			t.Fatalf("%s is not running", c.Nodes[i].ID)
+		}
 	}
 }
