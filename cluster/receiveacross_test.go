@@ -176,8 +176,13 @@ func TestRepeatAfterTheLocksEndedReportsThemLost(t *testing.T) {
 		t.Fatalf("replay after the locks ended: %v, want a non-retryable MESSAGE_LOCK_LOST", replayErr)
 	}
 	// A repeat of a receive from one partition, as the SDK makes after an
-	// unknown outcome, likewise.
-	_, err = c.client(0).msg.Receive(ctx, &raftbusv1.ReceiveRequest{EntityPath: "short", PartitionId: &one, ReceiveId: []byte("one-1"), MaxMessages: 1})
+	// unknown outcome, likewise. Its lock was taken after the others, so
+	// it may end a moment later: until then a repeat gets the message
+	// again and changes nothing.
+	await.Until(t, 15*time.Second, "the lock of the receive from one partition to end", func() bool {
+		_, err = c.client(0).msg.Receive(ctx, &raftbusv1.ReceiveRequest{EntityPath: "short", PartitionId: &one, ReceiveId: []byte("one-1"), MaxMessages: 1})
+		return err != nil
+	})
 	if reasonOf(err) != raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST {
 		t.Fatalf("repeat after the lock ended: %v, want MESSAGE_LOCK_LOST", err)
 	}

@@ -72,9 +72,7 @@ func acceptConfirms() chromedp.Action[chromedp.Void] {
 // text is the text of the element sel on the current page.
 func text(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, pageTimeout)
-	defer cancel()
-	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	s, err := read(ctx, chromedp.Text(chromedp.CSS(sel)))
 	if err != nil {
 		t.Fatalf("text of %s: %v", sel, err)
 	}
@@ -83,13 +81,25 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 
 func value(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, pageTimeout)
-	defer cancel()
-	s, err := chromedp.Run(ctx, chromedp.Value(chromedp.CSS(sel)))
+	s, err := read(ctx, chromedp.Value(chromedp.CSS(sel)))
 	if err != nil {
 		t.Fatalf("value of %s: %v", sel, err)
 	}
 	return s
+}
+
+// read runs a query of the current page. A page that a form's redirect
+// replaces can drop the node the query found before it is read ("No node
+// with given id found"); the query then runs again, on the new page.
+func read(ctx context.Context, query chromedp.Action[string]) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, pageTimeout)
+	defer cancel()
+	for {
+		s, err := chromedp.Run(ctx, query)
+		if err == nil || !strings.Contains(err.Error(), "No node with given id found") || ctx.Err() != nil {
+			return s, err
+		}
+	}
 }
 
 // shot saves a screenshot of the current page as name.png in the folder
