@@ -117,15 +117,13 @@ func (s *Sender) SendMessage(ctx context.Context, message *Message, options *Sen
 	if err != nil {
 		return err
 	}
+	id, free, err := s.partition(ctx, pm)
+	if err != nil {
+		return err
+	}
 	key := sendKey{anyPartition: true, repeatable: safe}
 	item := &raftbusv1.PartitionedMessage{Message: pm}
-	if free, err := s.free(ctx, pm); err != nil {
-		return err
-	} else if !free {
-		id, err := s.partition(ctx, pm)
-		if err != nil {
-			return err
-		}
+	if !free {
 		addr, err := s.c.leaderOf(ctx, s.path, id)
 		if err != nil {
 			return err
@@ -225,7 +223,7 @@ func (s *Sender) ScheduleMessages(ctx context.Context, messages []*Message, sche
 	seqs := make([]int64, len(messages))
 	for _, key := range order {
 		g := groups[key]
-		id, err := s.partition(ctx, g.msgs[0])
+		id, _, err := s.partition(ctx, g.msgs[0])
 		if err != nil {
 			return nil, err
 		}
@@ -292,7 +290,7 @@ func (s *Sender) CancelScheduledMessages(ctx context.Context, sequenceNumbers []
 
 // send sends messages that share a partition in one request.
 func (s *Sender) send(ctx context.Context, msgs []*raftbusv1.Message) (*raftbusv1.SendResponse, error) {
-	id, err := s.partition(ctx, msgs[0])
+	id, _, err := s.partition(ctx, msgs[0])
 	if err != nil {
 		return nil, err
 	}
@@ -420,23 +418,6 @@ func (s *Sender) withSlot(ctx context.Context, f func() error) error {
 	return f()
 }
 
-// free tells whether m may go to any partition of the entity: it has
-// several, and m has no session id or partition key, nor a MessageId that
-// duplicate detection must find again in the same partition.
-func (s *Sender) free(ctx context.Context, m *raftbusv1.Message) (bool, error) {
-	rt, err := s.c.routes.route(ctx, s.path)
-	if err != nil {
-		return false, err
-	}
-	switch {
-	case len(rt.leaders) <= 1, keyOf(m) != "":
-		return false, nil
-	case m.GetMessageId() != "" && rt.duplicateDetection:
-		return false, nil
-	}
-	return true, nil
-}
-
 // takeSticky returns the partition of the moment and the address of its
 // leader ("" when unknown), and moves the partition of the moment on.
 func (s *Sender) takeSticky(ctx context.Context) (uint32, string, error) {
@@ -452,23 +433,24 @@ func (s *Sender) takeSticky(ctx context.Context) (uint32, string, error) {
 
 // partition picks the partition of a message: its session id's or
 // partition key's, else, when the entity detects duplicates, its
-// MessageId's (as Service Bus does), else the partition of the moment.
-func (s *Sender) partition(ctx context.Context, m *raftbusv1.Message) (uint32, error) {
+// MessageId's (as Service Bus does), else the partition of the moment,
+// and then the message is free to go to any partition (free).
+func (s *Sender) partition(ctx context.Context, m *raftbusv1.Message) (id uint32, free bool, err error) {
 	rt, err := s.c.routes.route(ctx, s.path)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	parts := uint32(len(rt.leaders))
 	if parts <= 1 {
-		return 0, nil
+		return 0, false, nil
 	}
 	if key := keyOf(m); key != "" {
-		return raftbusv1.PartitionForKey(key, parts), nil
+		return raftbusv1.PartitionForKey(key, parts), false, nil
 	}
 	// Duplicate detection is kept per partition: a message sent again
 	// after an unknown outcome must go where the first attempt went.
 	if id := m.GetMessageId(); id != "" && rt.duplicateDetection {
-		return raftbusv1.PartitionForKey(id, parts), nil
+		return raftbusv1.PartitionForKey(id, parts), false, nil
 	}
 	// Any partition will do. If each message took a partition of its
 	// own, a request of n messages would become up to n Raft entries,
@@ -482,7 +464,7 @@ func (s *Sender) partition(ctx context.Context, m *raftbusv1.Message) (uint32, e
 	// they taken it when sent, they would have gathered per leader node,
 	// and each move of the partition of the moment to another node would
 	// start a request there with the first message to come.
-	return s.sticky.Load() % parts, nil
+	return s.sticky.Load() % parts, true, nil
 }
 
 func keyOf(m *raftbusv1.Message) string {

@@ -223,11 +223,9 @@ func (c *Cluster) lostAPort() bool {
 				return bytes.Contains(b, []byte("address already in use"))
 			default:
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			if _, err := admins[i].GetClusterInfo(ctx, &raftbusv1.GetClusterInfoRequest{}); err == nil {
+			if answer(admins[i]) == nil {
 				up++
 			}
-			cancel()
 		}
 		if up == len(c.Nodes) {
 			return false
@@ -581,9 +579,7 @@ func (c *Cluster) WaitReady(i int, timeout time.Duration) {
 			c.t.Fatalf("%s exited during start-up:\n%s", c.Nodes[i].ID, tail(b, 4096))
 		default:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := admin.GetClusterInfo(ctx, &raftbusv1.GetClusterInfoRequest{})
-		cancel()
+		err := answer(admin)
 		if err == nil {
 			return
 		}
@@ -592,6 +588,15 @@ func (c *Cluster) WaitReady(i int, timeout time.Duration) {
 		}
 		time.Sleep(min(50*time.Millisecond<<min(attempt, 4), time.Second))
 	}
+}
+
+// answer asks the node behind admin what a client asks first, which a
+// node answers once it is ready.
+func answer(admin raftbusv1.AdminServiceClient) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err := admin.GetClusterInfo(ctx, &raftbusv1.GetClusterInfoRequest{})
+	return err
 }
 
 // Conn is a client connection to node i, closed when the test ends.
