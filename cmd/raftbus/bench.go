@@ -60,9 +60,10 @@ Sends carry a MessageId, so the SDK may resend after an unknown outcome;
 the SDK coalesces concurrent sends (and completes) to one leader node into
 one request. Each of a receive's messages is completed by its own call,
 all at once. Latency figures are send-ack (SendMessage call to return) and
-end-to-end (the broker's enqueue time to receipt by a consumer, on this
-machine's clock); in a phased run end-to-end is mostly the wait for the
-drain. The backlog is the most messages sent and not yet received.
+end-to-end (the broker's enqueue time, in whole milliseconds, to the
+return of the receive that got the message, before it is settled, on
+this machine's clock); in a phased run end-to-end is mostly the wait for
+the drain. The backlog is the most messages sent and not yet received.
 
 Per phase (mixed; or send, drain and both of phased) the run reports:
   CPU per message   utime+stime of this process and of the --node-pids

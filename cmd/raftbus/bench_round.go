@@ -75,8 +75,9 @@ func (r *round) startConsumers(ctx context.Context) {
 	}
 }
 
-// got counts a settled batch.
-func (r *round) got(msgs []*client.ReceivedMessage) {
+// got counts a settled batch, received at receivedAt: end-to-end ends
+// at receipt, not once the batch is settled.
+func (r *round) got(msgs []*client.ReceivedMessage, receivedAt time.Time) {
 	now := time.Now()
 	fresh := 0
 	r.seenMu.Lock()
@@ -87,7 +88,7 @@ func (r *round) got(msgs []*client.ReceivedMessage) {
 		if _, dup := r.seen[m.MessageID]; !dup {
 			r.seen[m.MessageID] = struct{}{}
 			fresh++
-			r.e2eLat.Add(now.Sub(m.EnqueuedTime))
+			r.e2eLat.Add(receivedAt.Sub(m.EnqueuedTime))
 		}
 	}
 	r.seenMu.Unlock()
@@ -230,7 +231,7 @@ func (r *round) wait(ctx context.Context, phase string, start time.Time, sendDon
 // consume receives (and completes, in peek-lock mode) until ctx ends,
 // calling got for each batch once it is settled. A failure a retry can
 // get past goes to failed and the consumer goes on; another ends it.
-func consume(ctx context.Context, c *client.Client, cfg benchConfig, failed func(error), got func([]*client.ReceivedMessage)) error {
+func consume(ctx context.Context, c *client.Client, cfg benchConfig, failed func(error), got func([]*client.ReceivedMessage, time.Time)) error {
 	mode := client.ReceiveModePeekLock
 	if cfg.mode == "receive-and-delete" {
 		mode = client.ReceiveModeReceiveAndDelete
@@ -240,6 +241,7 @@ func consume(ctx context.Context, c *client.Client, cfg benchConfig, failed func
 	defer completers.stop()
 	drain := func(r *client.Receiver) (int, error) {
 		msgs, err := r.ReceiveMessages(ctx, cfg.batch, opts)
+		receivedAt := time.Now()
 		if err != nil {
 			return 0, retried(ctx, err, failed)
 		}
@@ -247,7 +249,7 @@ func consume(ctx context.Context, c *client.Client, cfg benchConfig, failed func
 		if mode == client.ReceiveModePeekLock {
 			settleErr = completers.completeAll(ctx, r, msgs, failed)
 		}
-		got(msgs)
+		got(msgs, receivedAt)
 		return len(msgs), settleErr
 	}
 	if cfg.sessions == 0 {

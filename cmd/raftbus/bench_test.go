@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/raftbus/raftbus/client"
 	"github.com/raftbus/raftbus/internal/benchmeter"
@@ -126,5 +127,23 @@ func TestBenchKeepsUnknownCountersUnknownInASumOfPhases(t *testing.T) {
 	}
 	if p := d.report("both", 6, 0); p.RaftEntries != nil || *p.SyncsPerMessage != 2 {
 		t.Fatalf("report %+v", p)
+	}
+}
+
+func TestBenchEndToEndEndsAtReceiptNotAtSettlement(t *testing.T) {
+	r := newRound(nil, benchConfig{}, "run-", nil)
+	enqueued := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	receivedAt := enqueued.Add(3 * time.Millisecond)
+	r.got([]*client.ReceivedMessage{
+		{MessageID: "run-1", EnqueuedTime: enqueued},
+		{MessageID: "other-1", EnqueuedTime: enqueued}, // an earlier round's
+	}, receivedAt)
+	// got runs once the batch is settled, long after receivedAt; the
+	// figure must not include the settling.
+	if rep := r.e2eLat.Report(); rep.Count != 1 || rep.Max != 3 {
+		t.Fatalf("end-to-end %+v, want one message at 3 ms", rep)
+	}
+	if r.received.Load() != 1 || r.redelivered.Load() != 1 {
+		t.Fatalf("received %d, redelivered %d, want 1 and 1", r.received.Load(), r.redelivered.Load())
 	}
 }
