@@ -204,3 +204,71 @@ func TestRepeatAfterTheLocksEndedReportsThemLost(t *testing.T) {
 		t.Fatalf("%d messages delivered before, want %d", redelivered, want)
 	}
 }
+
+// A receive across partitions takes first from the partition whose
+// message has waited longest, as the node asked sees it, even when that
+// partition is led by another node and one it leads has a message too:
+// looking at its own partitions first let the partitions of nodes that
+// fewer receivers reached fall seconds behind.
+func TestReceiveAcrossTakesTheOldestMessageFirst(t *testing.T) {
+	c := newTestCluster(t, 3)
+	const parts = 6
+	createQueue(t, c.client(0), &raftbusv1.QueueProperties{Name: "aged", PartitionCount: proto.Uint32(parts)})
+	leaders := make([]int, parts)
+	for id := range uint32(parts) {
+		leaders[id] = c.leaderOf("aged", id)
+	}
+	// The node asked leads a partition (for the newer message), and
+	// another node leads one (for the older).
+	asked, pOld, pNew := -1, -1, -1
+	for id, l := range leaders {
+		if asked == -1 || l == asked {
+			asked, pNew = l, id
+		}
+	}
+	for id, l := range leaders {
+		if l != asked {
+			pOld = id
+		}
+	}
+	if pOld == -1 {
+		t.Fatalf("node %d leads all %d partitions; the test needs one led elsewhere", asked, parts)
+	}
+	keyFor := func(p int) string {
+		for i := 0; ; i++ {
+			if k := fmt.Sprintf("k%d", i); raftbusv1.PartitionForKey(k, parts) == uint32(p) {
+				return k
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	send := func(id string, p int) *raftbusv1.SendResult {
+		resp, err := c.client(asked).msg.Send(ctx, &raftbusv1.SendRequest{EntityPath: "aged", Messages: []*raftbusv1.Message{{MessageId: id, PartitionKey: keyFor(p)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetResults()[0]
+	}
+	old := send("old", pOld)
+	nd := c.nodes[asked]
+	e := nd.meta.fsm.Entity("aged")
+	await.Until(t, 10*time.Second, "the asked node's replica of the older message's partition to hold it", func() bool {
+		_, ok := nd.replica(e, uint32(pOld)).p.OldestAvailable("aged", raftbusv1.SubQueue_SUB_QUEUE_UNSPECIFIED)
+		return ok
+	})
+	// Enqueue times are whole milliseconds: the newer message must get a
+	// later one.
+	await.Until(t, time.Second, "the clock to pass the older message's enqueue time", func() bool {
+		return time.Now().UnixMilli() > old.GetEnqueuedTime().AsTime().UnixMilli()
+	})
+	send("new", pNew)
+
+	for _, want := range []string{"old", "new"} {
+		got, err := c.client(asked).msg.Receive(ctx, &raftbusv1.ReceiveRequest{EntityPath: "aged", MaxMessages: 1, MaxWait: durationpb.New(10 * time.Second)})
+		if err != nil || len(got.GetMessages()) != 1 || got.GetMessages()[0].GetMessage().GetMessageId() != want {
+			t.Fatalf("receive of one message at node %d (older in partition %d led by node %d, newer in partition %d led here): %v, %v; want %q",
+				asked, pOld, leaders[pOld], pNew, got.GetMessages(), err, want)
+		}
+	}
+}

@@ -485,6 +485,25 @@ func (e *Engine) HasAvailable(entityPath string, subQueue raftbusv1.SubQueue) bo
 	return err == nil && q.availableCount > 0
 }
 
+// OldestAvailable returns the enqueue time, in Unix milliseconds, of the
+// message a receive from the sub-queue would get first, and whether there
+// is one.
+func (e *Engine) OldestAvailable(entityPath string, subQueue raftbusv1.SubQueue) (int64, bool) {
+	ent, ok := e.entities[entityPath]
+	if !ok {
+		return 0, false
+	}
+	q, err := ent.queue(subQueue)
+	if err != nil || q.availableCount == 0 {
+		return 0, false
+	}
+	m := q.nextAvailable()
+	if m == nil {
+		return 0, false
+	}
+	return m.enqueuedMs, true
+}
+
 // RuntimeProperties returns the entity's counts in this partition, as of
 // the last applied command. Active counts available and locked messages of
 // the main queue (a locked message received by sequence number included);

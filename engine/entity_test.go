@@ -112,6 +112,36 @@ func TestNextDeadlineIsTheEarliestTimeDrivenWork(t *testing.T) {
 	}
 }
 
+func TestOldestAvailableIsWhatAReceiveGetsFirst(t *testing.T) {
+	h := newHarness(t, nil)
+	if _, ok := h.e.OldestAvailable(testQueue, mainQueue); ok {
+		t.Fatal("a message available before any send")
+	}
+	first := h.now
+	h.sendN(1)
+	h.advance(time.Second)
+	h.sendN(1)
+	if ms, ok := h.e.OldestAvailable(testQueue, mainQueue); !ok || ms != first {
+		t.Fatalf("oldest available %d, %v; want the first send's %d", ms, ok, first)
+	}
+	locked := h.lock(1)
+	if ms, ok := h.e.OldestAvailable(testQueue, mainQueue); !ok || ms != first+1000 {
+		t.Fatalf("with the first locked, oldest available %d, %v; want the second send's %d", ms, ok, first+1000)
+	}
+	// Abandoned, the first is available again, in its place.
+	h.settle(locked[0], enginev1.Disposition_DISPOSITION_ABANDON)
+	if ms, ok := h.e.OldestAvailable(testQueue, mainQueue); !ok || ms != first {
+		t.Fatalf("after the abandon, oldest available %d, %v; want %d", ms, ok, first)
+	}
+	h.lock(2)
+	if _, ok := h.e.OldestAvailable(testQueue, mainQueue); ok {
+		t.Fatal("a message available with both locked")
+	}
+	if _, ok := h.e.OldestAvailable("nope", mainQueue); ok {
+		t.Fatal("a message available in an unknown entity")
+	}
+}
+
 func TestHasAvailableFollowsTheAvailableSet(t *testing.T) {
 	h := newHarness(t, nil)
 	if h.e.HasAvailable(testQueue, mainQueue) || h.e.HasAvailable("nope", mainQueue) {

@@ -27,6 +27,16 @@ func (p *Partition) Available(path string, sub raftbusv1.SubQueue) bool {
 	return ok
 }
 
+// OldestAvailable returns the enqueue time, in Unix milliseconds, of the
+// message a receive from the sub-queue of path would get first in this
+// replica's applied state, and whether there is one. A follower's state
+// trails its leader's: enough to tell which partitions have waited
+// longest, not to decide what to lock.
+func (p *Partition) OldestAvailable(path string, sub raftbusv1.SubQueue) (enqueuedMs int64, ok bool) {
+	p.fsm.read(func(e *engine.Engine) { enqueuedMs, ok = e.OldestAvailable(path, sub) })
+	return enqueuedMs, ok
+}
+
 // Receive applies a Lock command, waiting up to maxWait for a message to
 // become available when there is none. It proposes only when the leader's
 // state shows a message available, so idle receivers cost no log entries,

@@ -129,7 +129,10 @@ type fakeReplica struct {
 	leader     bool
 	leaderAddr string
 	available  bool
-	result     func(cmd *enginev1.Command) (*enginev1.Result, error)
+	// oldest is the enqueue time of its oldest available message, when
+	// available (a follower's view included).
+	oldest int64
+	result func(cmd *enginev1.Command) (*enginev1.Result, error)
 
 	mu      sync.Mutex
 	applied []*enginev1.Command
@@ -141,7 +144,10 @@ func (r *fakeReplica) Leader() (string, string)                  { return r.lead
 func (r *fakeReplica) Ready() bool                               { return true }
 func (r *fakeReplica) Available(string, raftbusv1.SubQueue) bool { return r.available }
 func (r *fakeReplica) Changes() <-chan struct{}                  { return nil }
-func (r *fakeReplica) Now() (int64, error)                       { return 0, nil }
+func (r *fakeReplica) OldestAvailable(string, raftbusv1.SubQueue) (int64, bool) {
+	return r.oldest, r.available
+}
+func (r *fakeReplica) Now() (int64, error) { return 0, nil }
 
 func (r *fakeReplica) Apply(_ context.Context, cmd *enginev1.Command) (*enginev1.Result, error) {
 	r.mu.Lock()

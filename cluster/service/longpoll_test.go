@@ -2,6 +2,7 @@ package service
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -101,7 +102,7 @@ func TestSourcesAreThisNodeFirstThenEachOtherLeaderOnce(t *testing.T) {
 	node.replicas[4] = &fakeReplica{leaderAddr: "10.0.0.2:7400"}
 	node.replicas[5] = &fakeReplica{leaderAddr: node.addr} // an old view: it led here
 	s := NewMessaging(node)
-	srcs := s.sources(node.entity)
+	srcs := s.sources(node.entity, "spread", raftbusv1.SubQueue_SUB_QUEUE_UNSPECIFIED)
 	addrs := map[string]bool{}
 	var alone []uint32
 	for k, src := range srcs {
@@ -128,5 +129,41 @@ func TestSourcesAreThisNodeFirstThenEachOtherLeaderOnce(t *testing.T) {
 	}
 	if n := len(node.replicas[3].commands()); n != 0 {
 		t.Fatalf("awaiting applied %d commands", n)
+	}
+}
+
+// Where messages wait, the source holding the oldest comes first, as this
+// node's replicas see them (a follower's view of another leader's
+// partition included); the sources where nothing is seen waiting follow
+// in the usual order. Among the partitions this node leads, a receive
+// asks those with the oldest messages first.
+func TestSourcesHoldingTheOldestMessagesComeFirst(t *testing.T) {
+	const parts = 6
+	node := newFakeNode("spread", parts)
+	node.lead(0, 3)
+	node.replicas[1] = &fakeReplica{leaderAddr: "10.0.0.2:7400"}
+	node.replicas[2] = &fakeReplica{leaderAddr: "10.0.0.3:7400"}
+	node.replicas[4] = &fakeReplica{leaderAddr: "10.0.0.2:7400"}
+	node.replicas[5] = &fakeReplica{leaderAddr: node.addr} // an old view: asked alone
+	s := NewMessaging(node)
+	sub := raftbusv1.SubQueue_SUB_QUEUE_UNSPECIFIED
+	wait := func(id uint32, ms int64) { node.replicas[id].available, node.replicas[id].oldest = true, ms }
+	wait(0, 500)
+	wait(3, 300)
+	wait(2, 100) // led by 10.0.0.3
+	wait(4, 400) // led by 10.0.0.2
+	srcs := s.sources(node.entity, "spread", sub)
+	want := []source{{addr: "10.0.0.3:7400"}, {local: true}, {addr: "10.0.0.2:7400"}, {id: 5}}
+	if !slices.Equal(srcs, want) {
+		t.Fatalf("sources %+v; want %+v: 10.0.0.3 (100), here (300), 10.0.0.2 (400), partition 5 alone", srcs, want)
+	}
+	if order := s.receiveOrder(node.entity, "spread", sub); !slices.Equal(order[:4], []uint32{2, 3, 4, 0}) {
+		t.Fatalf("receive order %v; want the partitions with messages first, oldest first: 2, 3, 4, 0", order)
+	}
+	// A partition asked alone that is seen holding the oldest message
+	// comes first too.
+	wait(5, 50)
+	if srcs := s.sources(node.entity, "spread", sub); srcs[0] != (source{id: 5}) || len(srcs) != 4 {
+		t.Fatalf("sources %+v; want partition 5 first, and each source once", srcs)
 	}
 }

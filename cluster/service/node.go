@@ -83,6 +83,10 @@ type Replica interface {
 	// leader serves nothing before it does.
 	Ready() bool
 	Available(path string, sub raftbusv1.SubQueue) bool
+	// OldestAvailable is the enqueue time (Unix ms) of the message a
+	// receive would get first as this replica sees it, a leader or not,
+	// and whether there is one.
+	OldestAvailable(path string, sub raftbusv1.SubQueue) (int64, bool)
 	// Changes is closed when the replica next applies a batch.
 	Changes() <-chan struct{}
 	Apply(ctx context.Context, cmd *enginev1.Command) (*enginev1.Result, error)

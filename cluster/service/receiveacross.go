@@ -1,8 +1,10 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"reflect"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc"
@@ -17,8 +19,10 @@ import (
 )
 
 // A receive across the partitions of an entity looks by node, not by
-// partition: at the partitions this node leads, then at each other node
-// that leads some, which looks at its own (forwarding refused). When none
+// partition: first where the oldest message waits, as this node's
+// replicas see it (at the partitions this node leads, or at another node
+// that leads some, which looks at its own, forwarding refused), and where
+// nothing is seen waiting, here first. When none
 // has anything it waits on every leader at once, taking nothing
 // (AwaitMessages: each node waits on all its partitions at once), and
 // looks again as soon as one has a message. Asking partition by
@@ -55,7 +59,7 @@ func (s *Messaging) receiveAcross(ctx context.Context, e *clusterv1.Entity, lock
 	}
 	deadline := time.Now().Add(wait)
 	for {
-		srcs := s.sources(e)
+		srcs := s.sources(e, lock.GetEntityPath(), lock.GetSubQueue())
 		msgs, err := firstAcross(srcs, 0, look)
 		if err != nil || len(msgs) > 0 || !time.Now().Before(deadline) {
 			return msgs, err
@@ -78,36 +82,81 @@ type source struct {
 	id    uint32
 }
 
-// sources lists where a receive across e's partitions looks: this node
-// first, then each other leader once, as this node's replicas know them.
-func (s *Messaging) sources(e *clusterv1.Entity) []source {
-	var local bool
-	var remote, other []source
+// sources lists where a receive across e's partitions looks, each once:
+// this node (the partitions it leads), each other leader, and on its own
+// each partition whose leader is not known here. Sources holding the
+// oldest messages waiting come first, as this node's replicas see them (a
+// follower's view of a partition trails its leader a little); the others
+// follow in pollOrder: this node, then each other leader, then the
+// partitions asked on their own. Looking here first whatever waited
+// elsewhere let the partitions of a node that fewer receivers reached
+// fall behind: under load their messages waited seconds.
+func (s *Messaging) sources(e *clusterv1.Entity, path string, sub raftbusv1.SubQueue) []source {
+	waiting, rest := s.byOldest(e, path, sub, s.pollOrder(e))
+	var out, alone []source
+	local := false
 	seen := map[string]bool{}
-	for _, id := range s.pollOrder(e) {
+	for k, id := range append(waiting, rest...) {
 		r := s.node.Replica(e, id)
-		if r == nil {
-			other = append(other, source{id: id})
+		if r != nil && r.IsLeader() {
+			if !local {
+				local = true
+				out = append(out, source{local: true})
+			}
 			continue
 		}
-		if r.IsLeader() {
-			local = true
-			continue
+		var addr string
+		if r != nil {
+			addr, _ = r.Leader()
 		}
-		switch addr, _ := r.Leader(); {
-		case addr == "" || addr == s.node.Addr():
-			// No leader now: asked on its own, it answers why.
-			other = append(other, source{id: id})
+		switch {
+		case r == nil || addr == "" || addr == s.node.Addr():
+			// No replica here, or no leader now: asked on its own, it
+			// answers why.
+			if k < len(waiting) {
+				out = append(out, source{id: id})
+			} else {
+				alone = append(alone, source{id: id})
+			}
 		case !seen[addr]:
 			seen[addr] = true
-			remote = append(remote, source{addr: addr})
+			out = append(out, source{addr: addr})
 		}
 	}
-	var out []source
-	if local {
-		out = append(out, source{local: true})
+	return append(out, alone...)
+}
+
+// byOldest splits ids into those whose replica here sees a message
+// waiting in the sub-queue of path, the oldest message first, and the
+// rest, in the order given.
+func (s *Messaging) byOldest(e *clusterv1.Entity, path string, sub raftbusv1.SubQueue, ids []uint32) (waiting, rest []uint32) {
+	type aged struct {
+		id uint32
+		ms int64
 	}
-	return append(append(out, remote...), other...)
+	var seen []aged
+	for _, id := range ids {
+		if r := s.node.Replica(e, id); r != nil {
+			if ms, ok := r.OldestAvailable(path, sub); ok {
+				seen = append(seen, aged{id, ms})
+				continue
+			}
+		}
+		rest = append(rest, id)
+	}
+	slices.SortStableFunc(seen, func(a, b aged) int { return cmp.Compare(a.ms, b.ms) })
+	for _, a := range seen {
+		waiting = append(waiting, a.id)
+	}
+	return waiting, rest
+}
+
+// receiveOrder is the order in which a receive asks the partitions of e:
+// those holding the oldest messages first (see byOldest), then the rest
+// in pollOrder.
+func (s *Messaging) receiveOrder(e *clusterv1.Entity, path string, sub raftbusv1.SubQueue) []uint32 {
+	waiting, rest := s.byOldest(e, path, sub, s.pollOrder(e))
+	return append(waiting, rest...)
 }
 
 // awaitAny waits up to wait until one of srcs has a message for lock, at
@@ -156,7 +205,7 @@ func (s *Messaging) awaitAny(ctx context.Context, e *clusterv1.Entity, lock *eng
 // message for the sub-queue of path, taking nothing.
 func (s *Messaging) awaitLocal(ctx context.Context, e *clusterv1.Entity, path string, sub raftbusv1.SubQueue, wait time.Duration) (bool, error) {
 	available := false
-	err := s.onLocalPartitions(ctx, e, wait, func(_ uint32, r Replica) (bool, error) {
+	err := s.onLocalPartitions(ctx, e, path, sub, wait, func(_ uint32, r Replica) (bool, error) {
 		available = r.Available(path, sub)
 		return available, nil
 	})
@@ -169,7 +218,7 @@ func (s *Messaging) awaitLocal(ctx context.Context, e *clusterv1.Entity, path st
 func (s *Messaging) receiveLocal(ctx context.Context, e *clusterv1.Entity, lock *enginev1.Lock, wait time.Duration) ([]*raftbusv1.ReceivedMessage, error) {
 	var msgs []*raftbusv1.ReceivedMessage
 	var first uint32
-	err := s.onLocalPartitions(ctx, e, wait, func(id uint32, r Replica) (bool, error) {
+	err := s.onLocalPartitions(ctx, e, lock.GetEntityPath(), lock.GetSubQueue(), wait, func(id uint32, r Replica) (bool, error) {
 		var err error
 		msgs, err = r.Receive(ctx, lock, 0)
 		first = id
@@ -199,7 +248,7 @@ const gatherMinBytes = 2 << 20
 func (s *Messaging) gatherLocal(ctx context.Context, e *clusterv1.Entity, lock *enginev1.Lock, first uint32, msgs []*raftbusv1.ReceivedMessage) ([]*raftbusv1.ReceivedMessage, error) {
 	left := int(lock.GetMaxMessages()) - len(msgs)
 	bytes := lock.GetMaxBytes() - receivedSize(msgs)
-	for _, id := range s.pollOrder(e) {
+	for _, id := range s.receiveOrder(e, lock.GetEntityPath(), lock.GetSubQueue()) {
 		if left <= 0 || bytes < gatherMinBytes {
 			break
 		}
@@ -233,11 +282,12 @@ func receivedSize(msgs []*raftbusv1.ReceivedMessage) int64 {
 	return n
 }
 
-// onLocalPartitions asks each partition of e this node leads, in turn,
+// onLocalPartitions asks each partition of e this node leads, in turn
+// (those holding the oldest messages of the sub-queue of path first),
 // until one is done; when none is, it waits until any of them applies a
 // batch and asks again, until wait passes (nil). A failing partition is
 // treated as in any call across partitions (see round).
-func (s *Messaging) onLocalPartitions(ctx context.Context, e *clusterv1.Entity, wait time.Duration, ask func(id uint32, r Replica) (bool, error)) error {
+func (s *Messaging) onLocalPartitions(ctx context.Context, e *clusterv1.Entity, path string, sub raftbusv1.SubQueue, wait time.Duration, ask func(id uint32, r Replica) (bool, error)) error {
 	deadline := time.Now().Add(wait)
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -248,7 +298,7 @@ func (s *Messaging) onLocalPartitions(ctx context.Context, e *clusterv1.Entity, 
 			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.node.Stopping())},
 		}
 		var rd round
-		for _, id := range s.pollOrder(e) {
+		for _, id := range s.receiveOrder(e, path, sub) {
 			r := s.node.Replica(e, id)
 			if r == nil || !r.IsLeader() {
 				continue
