@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	raftv1 "github.com/raftbus/raftbus/proto/raftbus/raft/v1"
@@ -20,6 +23,24 @@ import (
 // HeartbeatTimeout/10), and as unary calls they cost an idle node more CPU
 // than everything else its groups did. A peer that does not serve the
 // stream (an older version) gets unary calls, as before.
+//
+// Each heartbeat on the stream was a message of its own, and each message
+// wakes the writer and reader goroutines of both nodes and makes a write
+// and a read on each side: with 16 idle partitions, most of what three
+// nodes did. So the heartbeats that come within heartbeatGather of each
+// other go in one message, and the answers ready together go back in one.
+// Each side says in the stream's header that it reads such messages; a
+// peer of an older version does not, and gets one heartbeat (or answer)
+// a message.
+
+// heartbeatGather is how long a heartbeat waits for others to the same
+// peer to share its message: short against the heartbeat interval (50-100
+// ms) and the follower's timeout (HeartbeatTimeout, 500 ms by default).
+const heartbeatGather = 20 * time.Millisecond
+
+// batchesHeader, in the stream's header, says that its sender reads
+// heartbeats (or answers) in HeartbeatsRequest.more (HeartbeatsResponse.more).
+const batchesHeader = "raftbus-heartbeat-batches"
 
 // heartbeats is the heartbeat stream to one peer, opened on first use and
 // again after it fails.
@@ -36,6 +57,12 @@ type heartbeats struct {
 	next        uint64
 	waiting     map[uint64]chan heartbeatAnswer
 	unsupported bool
+	// batches: the peer reads several heartbeats in one message (its
+	// header on the current stream said so).
+	batches bool
+	// pending are the heartbeats gathered for the current stream's next
+	// message, which leaves heartbeatGather after the first of them.
+	pending []*raftv1.HeartbeatsRequest
 }
 
 type heartbeatAnswer struct {
@@ -67,20 +94,12 @@ type heartbeatKey struct {
 // send sends one heartbeat and waits for its answer until ctx ends. It
 // fails with errNoHeartbeatStream when the peer does not serve the stream.
 func (h *heartbeats) send(ctx context.Context, req *raftv1.AppendEntriesRequest) (*raftv1.AppendEntriesResponse, error) {
-	stream, id, answer, err := h.enqueue()
+	stream, id, now, answer, err := h.enqueue(req)
 	if err != nil {
 		return nil, err
 	}
-	h.sendMu.Lock()
-	err = stream.Send(&raftv1.HeartbeatsRequest{Id: id, Request: req})
-	h.sendMu.Unlock()
-	if err != nil && !errors.Is(err, io.EOF) {
-		// The stream is broken: every heartbeat waiting on it fails, this
-		// one included, and the next one opens a new stream. On io.EOF the
-		// stream has ended with a status that only Recv reports (the
-		// receiving goroutine fails the stream with it): a peer without
-		// the method must be told apart from one that went away.
-		h.fail(stream, err)
+	if now != nil {
+		h.write(stream, now)
 	}
 	select {
 	case a := <-answer:
@@ -91,55 +110,113 @@ func (h *heartbeats) send(ctx context.Context, req *raftv1.AppendEntriesRequest)
 	}
 }
 
-// enqueue registers a heartbeat on the current stream, opening one if
-// there is none.
-func (h *heartbeats) enqueue() (grpc.BidiStreamingClient[raftv1.HeartbeatsRequest, raftv1.HeartbeatsResponse], uint64, chan heartbeatAnswer, error) {
+// write sends msg on stream. The stream broken, every heartbeat waiting on
+// it fails, and the next one opens a new stream. On io.EOF the stream has
+// ended with a status that only Recv reports (the receiving goroutine
+// fails the stream with it): a peer without the method must be told apart
+// from one that went away.
+func (h *heartbeats) write(stream grpc.BidiStreamingClient[raftv1.HeartbeatsRequest, raftv1.HeartbeatsResponse], msg *raftv1.HeartbeatsRequest) {
+	h.sendMu.Lock()
+	err := stream.Send(msg)
+	h.sendMu.Unlock()
+	if err != nil && !errors.Is(err, io.EOF) {
+		h.fail(stream, err)
+	}
+}
+
+// enqueue registers a heartbeat for req on the current stream, opening one
+// if there is none. It returns the heartbeat's id and the message to send
+// now, or nil when the heartbeat waits for others to share its message
+// (see flush).
+func (h *heartbeats) enqueue(req *raftv1.AppendEntriesRequest) (grpc.BidiStreamingClient[raftv1.HeartbeatsRequest, raftv1.HeartbeatsResponse], uint64, *raftv1.HeartbeatsRequest, chan heartbeatAnswer, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.unsupported {
-		return nil, 0, nil, errNoHeartbeatStream
+		return nil, 0, nil, nil, errNoHeartbeatStream
 	}
 	if h.stream == nil {
 		c, err := h.m.client(h.addr)
 		if err != nil {
-			return nil, 0, nil, err
+			return nil, 0, nil, nil, err
 		}
 		ctx, cancel := context.WithCancel(h.m.ctx)
-		stream, err := c.Heartbeats(h.m.withIdentity(ctx, h.id))
+		ctx = metadata.AppendToOutgoingContext(h.m.withIdentity(ctx, h.id), batchesHeader, "1")
+		stream, err := c.Heartbeats(ctx)
 		if err != nil {
 			cancel()
-			return nil, 0, nil, err
+			return nil, 0, nil, nil, err
 		}
-		h.stream, h.cancel = stream, cancel
+		h.stream, h.cancel, h.batches = stream, cancel, false
 		h.m.heartbeatStreams.Add(1)
 		go h.receive(stream)
 	}
 	h.next++
 	answer := make(chan heartbeatAnswer, 1)
 	h.waiting[h.next] = answer
-	return h.stream, h.next, answer, nil
+	beat := &raftv1.HeartbeatsRequest{Id: h.next, Request: req}
+	if !h.batches {
+		return h.stream, h.next, beat, answer, nil
+	}
+	h.pending = append(h.pending, beat)
+	if len(h.pending) == 1 {
+		stream := h.stream
+		time.AfterFunc(heartbeatGather, func() { h.flush(stream) })
+	}
+	return h.stream, h.next, nil, answer, nil
 }
 
-// receive hands each answer to its heartbeat until the stream fails.
+// flush sends the heartbeats gathered for stream in one message, unless
+// the stream has ended meanwhile (its heartbeats have failed then).
+func (h *heartbeats) flush(stream grpc.BidiStreamingClient[raftv1.HeartbeatsRequest, raftv1.HeartbeatsResponse]) {
+	h.mu.Lock()
+	if h.stream != stream || len(h.pending) == 0 {
+		h.mu.Unlock()
+		return
+	}
+	msg := h.pending[0]
+	msg.More = h.pending[1:]
+	h.pending = nil
+	h.mu.Unlock()
+	h.write(stream, msg)
+}
+
+// receive hands each answer to its heartbeat until the stream fails. The
+// header, which comes with the first answer, says whether the peer reads
+// several heartbeats in one message.
 func (h *heartbeats) receive(stream grpc.BidiStreamingClient[raftv1.HeartbeatsRequest, raftv1.HeartbeatsResponse]) {
-	for {
+	for first := true; ; first = false {
 		msg, err := stream.Recv()
 		if err != nil {
 			h.fail(stream, err)
 			return
 		}
-		h.mu.Lock()
-		answer, ok := h.waiting[msg.GetId()]
-		delete(h.waiting, msg.GetId())
-		h.mu.Unlock()
-		if !ok {
-			continue // its caller gave up
+		if first {
+			if md, err := stream.Header(); err == nil && slices.Contains(md.Get(batchesHeader), "1") {
+				h.mu.Lock()
+				h.batches = h.stream == stream
+				h.mu.Unlock()
+			}
 		}
-		if msg.GetError() != "" {
-			answer <- heartbeatAnswer{err: errors.New(msg.GetError())}
-		} else {
-			answer <- heartbeatAnswer{resp: msg.GetResponse()}
+		h.answer(msg)
+		for _, more := range msg.GetMore() {
+			h.answer(more)
 		}
+	}
+}
+
+// answer hands msg to its heartbeat, if its caller still waits.
+func (h *heartbeats) answer(msg *raftv1.HeartbeatsResponse) {
+	h.mu.Lock()
+	answer, ok := h.waiting[msg.GetId()]
+	delete(h.waiting, msg.GetId())
+	h.mu.Unlock()
+	if !ok {
+		return // its caller gave up
+	}
+	if msg.GetError() != "" {
+		answer <- heartbeatAnswer{err: errors.New(msg.GetError())}
+	} else {
+		answer <- heartbeatAnswer{resp: msg.GetResponse()}
 	}
 }
 
@@ -153,7 +230,7 @@ func (h *heartbeats) fail(stream grpc.BidiStreamingClient[raftv1.HeartbeatsReque
 		return
 	}
 	h.cancel()
-	h.stream, h.cancel = nil, nil
+	h.stream, h.cancel, h.batches, h.pending = nil, nil, false, nil
 	if status.Code(err) == codes.Unimplemented {
 		h.unsupported = true
 		err = errNoHeartbeatStream
@@ -172,19 +249,41 @@ func (h *heartbeats) forget(id uint64) {
 	delete(h.waiting, id)
 }
 
-// Heartbeats serves a peer's heartbeat stream: each heartbeat goes to its
-// group's heartbeat handler, on a goroutine of its own so that one group
-// slow to answer (raft persisting a new term) holds up no other, and the
-// answers go back as they come.
+// Heartbeats serves a peer's heartbeat stream: each message's heartbeats
+// go to their groups' heartbeat handlers on a goroutine of their own, so
+// that a group slow to answer (raft persisting a new term) holds up no
+// other message, and the answers go back as they come, a message's
+// together, and with the others ready when the peer reads them so.
 func (s *transportServer) Heartbeats(stream grpc.BidiStreamingServer[raftv1.HeartbeatsRequest, raftv1.HeartbeatsResponse]) error {
 	if err := s.admit(stream.Context()); err != nil {
 		return err
 	}
+	if err := stream.SendHeader(metadata.Pairs(batchesHeader, "1")); err != nil {
+		return err
+	}
+	md, _ := metadata.FromIncomingContext(stream.Context())
+	batches := slices.Contains(md.Get(batchesHeader), "1")
 	// Cancelled on return: the heartbeats still being answered give up.
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	answers := make(chan *raftv1.HeartbeatsResponse)
 	received := make(chan error, 1)
+	// answer answers the heartbeats of one message, one after the other
+	// (a heartbeat is answered at once, unless its group persists a new
+	// term), in one message.
+	answer := func(msg *raftv1.HeartbeatsRequest) {
+		a := s.heartbeat(ctx, msg.GetRequest())
+		a.Id = msg.GetId()
+		for _, more := range msg.GetMore() {
+			b := s.heartbeat(ctx, more.GetRequest())
+			b.Id = more.GetId()
+			a.More = append(a.More, b)
+		}
+		select {
+		case answers <- a:
+		case <-ctx.Done():
+		}
+	}
 	go func() {
 		for {
 			msg, err := stream.Recv()
@@ -192,19 +291,24 @@ func (s *transportServer) Heartbeats(stream grpc.BidiStreamingServer[raftv1.Hear
 				received <- err
 				return
 			}
-			go func() {
-				a := s.heartbeat(ctx, msg.GetRequest())
-				a.Id = msg.GetId()
-				select {
-				case answers <- a:
-				case <-ctx.Done():
-				}
-			}()
+			s.mux.heartbeatMessages.Add(1)
+			go answer(msg)
 		}
 	}()
 	for {
 		select {
 		case a := <-answers:
+			for batches && len(a.More) < maxAnswersPerMessage {
+				select {
+				case more := <-answers:
+					a.More = append(a.More, more)
+					a.More = append(a.More, more.More...)
+					more.More = nil
+					continue
+				default:
+				}
+				break
+			}
 			if err := stream.Send(a); err != nil {
 				return err
 			}
@@ -216,6 +320,9 @@ func (s *transportServer) Heartbeats(stream grpc.BidiStreamingServer[raftv1.Hear
 		}
 	}
 }
+
+// maxAnswersPerMessage bounds the answers sent in one message.
+const maxAnswersPerMessage = 256
 
 // heartbeat hands one heartbeat to its group. A group whose raft has not
 // installed its heartbeat handler yet answers an error rather than queue

@@ -114,3 +114,80 @@ func TestHeartbeatsGoUnaryToAPeerWithoutTheStream(t *testing.T) {
 		t.Errorf("%d heartbeat streams tried, want 1 (then unary for good)", n)
 	}
 }
+
+// concurrentHeartbeats sends one heartbeat from each leader group to its
+// follower, all at once, and fails the test unless each is answered with
+// its group's term.
+func concurrentHeartbeats(t *testing.T, leader, follower []*GroupTransport) {
+	t.Helper()
+	start := make(chan struct{})
+	var ready, done sync.WaitGroup
+	for i := range leader {
+		ready.Add(1)
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			ready.Done()
+			<-start
+			if resp, err := sendHeartbeat(leader[i], follower[i], uint64(10+i)); err != nil || !resp.Success || resp.Term != uint64(10+i) {
+				t.Errorf("heartbeat of g%d: %+v, %v", i, resp, err)
+			}
+		}()
+	}
+	ready.Wait()
+	close(start)
+	done.Wait()
+}
+
+func TestHeartbeatsOfManyGroupsShareAMessage(t *testing.T) {
+	var followerMux *Mux
+	leader, follower, _, _ := heartbeatPair(t, 8, func(m *Mux, s *grpc.Server) { followerMux = m; m.Register(s) })
+	// The first answer's header says the follower reads several
+	// heartbeats in one message.
+	if _, err := sendHeartbeat(leader[0], follower[0], 10); err != nil {
+		t.Fatal(err)
+	}
+	before := followerMux.heartbeatMessages.Load()
+	concurrentHeartbeats(t, leader, follower)
+	if n := followerMux.heartbeatMessages.Load() - before; n > 2 {
+		t.Fatalf("8 heartbeats sent at once to one peer came in %d messages, want them gathered (at most 2)", n)
+	}
+}
+
+// olderHeartbeats serves the heartbeat stream as a peer of an older
+// version: one heartbeat a message, no header, and more not read.
+type olderHeartbeats struct{ *transportServer }
+
+func (s olderHeartbeats) Heartbeats(stream grpc.BidiStreamingServer[raftv1.HeartbeatsRequest, raftv1.HeartbeatsResponse]) error {
+	var sendMu sync.Mutex
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			return nil
+		}
+		s.mux.heartbeatMessages.Add(1)
+		go func() {
+			a := s.heartbeat(stream.Context(), msg.GetRequest())
+			a.Id = msg.GetId()
+			sendMu.Lock()
+			defer sendMu.Unlock()
+			stream.Send(a)
+		}()
+	}
+}
+
+func TestHeartbeatsGoOneAMessageToAnOlderPeer(t *testing.T) {
+	var followerMux *Mux
+	leader, follower, _, _ := heartbeatPair(t, 8, func(m *Mux, s *grpc.Server) {
+		followerMux = m
+		raftv1.RegisterRaftTransportServiceServer(s, olderHeartbeats{&transportServer{mux: m}})
+	})
+	if _, err := sendHeartbeat(leader[0], follower[0], 10); err != nil {
+		t.Fatal(err)
+	}
+	// Gathered, seven of them would never be answered.
+	concurrentHeartbeats(t, leader, follower)
+	if n := followerMux.heartbeatMessages.Load(); n != 9 {
+		t.Fatalf("%d heartbeat messages, want 9: one heartbeat each", n)
+	}
+}

@@ -102,9 +102,11 @@ type Mux struct {
 	heartbeats map[heartbeatKey]*heartbeats
 
 	// dials counts the connections made, heartbeatStreams the heartbeat
-	// streams opened, for tests.
-	dials            atomic.Int64
-	heartbeatStreams atomic.Int64
+	// streams opened, heartbeatMessages the heartbeat messages received,
+	// for tests.
+	dials             atomic.Int64
+	heartbeatStreams  atomic.Int64
+	heartbeatMessages atomic.Int64
 }
 
 // NewMux returns the Mux of a node advertising cfg.LocalAddr.

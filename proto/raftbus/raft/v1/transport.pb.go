@@ -1125,12 +1125,17 @@ func (x *InstallSnapshotResponse) GetSuccess() bool {
 }
 
 // HeartbeatsRequest carries one heartbeat: an AppendEntries request with
-// no entries and no commit index.
+// no entries and no commit index; and, on a stream whose server said it
+// reads them (the response header "raftbus-heartbeat-batches"), the
+// heartbeats of other groups in more.
 type HeartbeatsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Chosen by the caller, unique on the stream; the answer carries it.
-	Id            uint64                `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Request       *AppendEntriesRequest `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	Id      uint64                `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Request *AppendEntriesRequest `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	// Further heartbeats, each with its own id and request (and no more of
+	// its own).
+	More          []*HeartbeatsRequest `protobuf:"bytes,3,rep,name=more,proto3" json:"more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1179,13 +1184,24 @@ func (x *HeartbeatsRequest) GetRequest() *AppendEntriesRequest {
 	return nil
 }
 
+func (x *HeartbeatsRequest) GetMore() []*HeartbeatsRequest {
+	if x != nil {
+		return x.More
+	}
+	return nil
+}
+
 // HeartbeatsResponse answers the heartbeat of the same id: a response, or
-// the error that kept its group from answering.
+// the error that kept its group from answering; and, on a stream whose
+// client said it reads them (the request header
+// "raftbus-heartbeat-batches"), the answers to other heartbeats in more.
 type HeartbeatsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Response      *AppendEntriesResponse `protobuf:"bytes,2,opt,name=response,proto3" json:"response,omitempty"`
-	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Id       uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Response *AppendEntriesResponse `protobuf:"bytes,2,opt,name=response,proto3" json:"response,omitempty"`
+	Error    string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// Further answers, each with no more of its own.
+	More          []*HeartbeatsResponse `protobuf:"bytes,4,rep,name=more,proto3" json:"more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1239,6 +1255,13 @@ func (x *HeartbeatsResponse) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *HeartbeatsResponse) GetMore() []*HeartbeatsResponse {
+	if x != nil {
+		return x.More
+	}
+	return nil
 }
 
 var File_raftbus_raft_v1_transport_proto protoreflect.FileDescriptor
@@ -1321,14 +1344,16 @@ const file_raftbus_raft_v1_transport_proto_rawDesc = "" +
 	"\x17InstallSnapshotResponse\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.raftbus.raft.v1.RPCHeaderR\x06header\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x18\n" +
-	"\asuccess\x18\x03 \x01(\bR\asuccess\"d\n" +
+	"\asuccess\x18\x03 \x01(\bR\asuccess\"\x9c\x01\n" +
 	"\x11HeartbeatsRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12?\n" +
-	"\arequest\x18\x02 \x01(\v2%.raftbus.raft.v1.AppendEntriesRequestR\arequest\"~\n" +
+	"\arequest\x18\x02 \x01(\v2%.raftbus.raft.v1.AppendEntriesRequestR\arequest\x126\n" +
+	"\x04more\x18\x03 \x03(\v2\".raftbus.raft.v1.HeartbeatsRequestR\x04more\"\xb7\x01\n" +
 	"\x12HeartbeatsResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12B\n" +
 	"\bresponse\x18\x02 \x01(\v2&.raftbus.raft.v1.AppendEntriesResponseR\bresponse\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error*\xb7\x01\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x127\n" +
+	"\x04more\x18\x04 \x03(\v2#.raftbus.raft.v1.HeartbeatsResponseR\x04more*\xb7\x01\n" +
 	"\aLogType\x12 \n" +
 	"\x1cLOG_TYPE_COMMAND_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rLOG_TYPE_NOOP\x10\x01\x12 \n" +
@@ -1398,26 +1423,28 @@ var file_raftbus_raft_v1_transport_proto_depIdxs = []int32{
 	13, // 13: raftbus.raft.v1.InstallSnapshotRequest.meta:type_name -> raftbus.raft.v1.SnapshotMeta
 	1,  // 14: raftbus.raft.v1.InstallSnapshotResponse.header:type_name -> raftbus.raft.v1.RPCHeader
 	3,  // 15: raftbus.raft.v1.HeartbeatsRequest.request:type_name -> raftbus.raft.v1.AppendEntriesRequest
-	4,  // 16: raftbus.raft.v1.HeartbeatsResponse.response:type_name -> raftbus.raft.v1.AppendEntriesResponse
-	3,  // 17: raftbus.raft.v1.RaftTransportService.AppendEntries:input_type -> raftbus.raft.v1.AppendEntriesRequest
-	5,  // 18: raftbus.raft.v1.RaftTransportService.AppendEntriesPipeline:input_type -> raftbus.raft.v1.AppendEntriesPipelineRequest
-	7,  // 19: raftbus.raft.v1.RaftTransportService.RequestVote:input_type -> raftbus.raft.v1.RequestVoteRequest
-	9,  // 20: raftbus.raft.v1.RaftTransportService.RequestPreVote:input_type -> raftbus.raft.v1.RequestPreVoteRequest
-	11, // 21: raftbus.raft.v1.RaftTransportService.TimeoutNow:input_type -> raftbus.raft.v1.TimeoutNowRequest
-	14, // 22: raftbus.raft.v1.RaftTransportService.InstallSnapshot:input_type -> raftbus.raft.v1.InstallSnapshotRequest
-	16, // 23: raftbus.raft.v1.RaftTransportService.Heartbeats:input_type -> raftbus.raft.v1.HeartbeatsRequest
-	4,  // 24: raftbus.raft.v1.RaftTransportService.AppendEntries:output_type -> raftbus.raft.v1.AppendEntriesResponse
-	6,  // 25: raftbus.raft.v1.RaftTransportService.AppendEntriesPipeline:output_type -> raftbus.raft.v1.AppendEntriesPipelineResponse
-	8,  // 26: raftbus.raft.v1.RaftTransportService.RequestVote:output_type -> raftbus.raft.v1.RequestVoteResponse
-	10, // 27: raftbus.raft.v1.RaftTransportService.RequestPreVote:output_type -> raftbus.raft.v1.RequestPreVoteResponse
-	12, // 28: raftbus.raft.v1.RaftTransportService.TimeoutNow:output_type -> raftbus.raft.v1.TimeoutNowResponse
-	15, // 29: raftbus.raft.v1.RaftTransportService.InstallSnapshot:output_type -> raftbus.raft.v1.InstallSnapshotResponse
-	17, // 30: raftbus.raft.v1.RaftTransportService.Heartbeats:output_type -> raftbus.raft.v1.HeartbeatsResponse
-	24, // [24:31] is the sub-list for method output_type
-	17, // [17:24] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	16, // 16: raftbus.raft.v1.HeartbeatsRequest.more:type_name -> raftbus.raft.v1.HeartbeatsRequest
+	4,  // 17: raftbus.raft.v1.HeartbeatsResponse.response:type_name -> raftbus.raft.v1.AppendEntriesResponse
+	17, // 18: raftbus.raft.v1.HeartbeatsResponse.more:type_name -> raftbus.raft.v1.HeartbeatsResponse
+	3,  // 19: raftbus.raft.v1.RaftTransportService.AppendEntries:input_type -> raftbus.raft.v1.AppendEntriesRequest
+	5,  // 20: raftbus.raft.v1.RaftTransportService.AppendEntriesPipeline:input_type -> raftbus.raft.v1.AppendEntriesPipelineRequest
+	7,  // 21: raftbus.raft.v1.RaftTransportService.RequestVote:input_type -> raftbus.raft.v1.RequestVoteRequest
+	9,  // 22: raftbus.raft.v1.RaftTransportService.RequestPreVote:input_type -> raftbus.raft.v1.RequestPreVoteRequest
+	11, // 23: raftbus.raft.v1.RaftTransportService.TimeoutNow:input_type -> raftbus.raft.v1.TimeoutNowRequest
+	14, // 24: raftbus.raft.v1.RaftTransportService.InstallSnapshot:input_type -> raftbus.raft.v1.InstallSnapshotRequest
+	16, // 25: raftbus.raft.v1.RaftTransportService.Heartbeats:input_type -> raftbus.raft.v1.HeartbeatsRequest
+	4,  // 26: raftbus.raft.v1.RaftTransportService.AppendEntries:output_type -> raftbus.raft.v1.AppendEntriesResponse
+	6,  // 27: raftbus.raft.v1.RaftTransportService.AppendEntriesPipeline:output_type -> raftbus.raft.v1.AppendEntriesPipelineResponse
+	8,  // 28: raftbus.raft.v1.RaftTransportService.RequestVote:output_type -> raftbus.raft.v1.RequestVoteResponse
+	10, // 29: raftbus.raft.v1.RaftTransportService.RequestPreVote:output_type -> raftbus.raft.v1.RequestPreVoteResponse
+	12, // 30: raftbus.raft.v1.RaftTransportService.TimeoutNow:output_type -> raftbus.raft.v1.TimeoutNowResponse
+	15, // 31: raftbus.raft.v1.RaftTransportService.InstallSnapshot:output_type -> raftbus.raft.v1.InstallSnapshotResponse
+	17, // 32: raftbus.raft.v1.RaftTransportService.Heartbeats:output_type -> raftbus.raft.v1.HeartbeatsResponse
+	26, // [26:33] is the sub-list for method output_type
+	19, // [19:26] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_raft_v1_transport_proto_init() }
