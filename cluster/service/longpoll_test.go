@@ -89,18 +89,26 @@ func TestPollOrderAsksThePartitionsThisNodeLeadsFirst(t *testing.T) {
 	}
 }
 
+// spreadNode is a node of the 6-partition queue "spread" that leads
+// partitions 0 and 3 and follows 1 and 4 (led by 10.0.0.2), 2 (led by
+// 10.0.0.3) and 5, whose replica here last saw this node lead it (an old
+// view: asked on its own).
+func spreadNode() *fakeNode {
+	node := newFakeNode("spread", 6)
+	node.lead(0, 3)
+	node.replicas[1] = &fakeReplica{leaderAddr: "10.0.0.2:7400"}
+	node.replicas[2] = &fakeReplica{leaderAddr: "10.0.0.3:7400"}
+	node.replicas[4] = &fakeReplica{leaderAddr: "10.0.0.2:7400"}
+	node.replicas[5] = &fakeReplica{leaderAddr: node.addr}
+	return node
+}
+
 // A receive across partitions looks by node: this node's partitions are
 // one source, first; each other leader another, once; a partition whose
 // leader is unknown, or that this node holds no replica of, is asked on
 // its own.
 func TestSourcesAreThisNodeFirstThenEachOtherLeaderOnce(t *testing.T) {
-	const parts = 6
-	node := newFakeNode("spread", parts)
-	node.lead(0, 3)
-	node.replicas[1] = &fakeReplica{leaderAddr: "10.0.0.2:7400"}
-	node.replicas[2] = &fakeReplica{leaderAddr: "10.0.0.3:7400"}
-	node.replicas[4] = &fakeReplica{leaderAddr: "10.0.0.2:7400"}
-	node.replicas[5] = &fakeReplica{leaderAddr: node.addr} // an old view: it led here
+	node := spreadNode()
 	s := NewMessaging(node)
 	srcs := s.sources(node.entity, "spread", raftbusv1.SubQueue_SUB_QUEUE_UNSPECIFIED)
 	addrs := map[string]bool{}
@@ -138,13 +146,7 @@ func TestSourcesAreThisNodeFirstThenEachOtherLeaderOnce(t *testing.T) {
 // in the usual order. Among the partitions this node leads, a receive
 // asks those with the oldest messages first.
 func TestSourcesHoldingTheOldestMessagesComeFirst(t *testing.T) {
-	const parts = 6
-	node := newFakeNode("spread", parts)
-	node.lead(0, 3)
-	node.replicas[1] = &fakeReplica{leaderAddr: "10.0.0.2:7400"}
-	node.replicas[2] = &fakeReplica{leaderAddr: "10.0.0.3:7400"}
-	node.replicas[4] = &fakeReplica{leaderAddr: "10.0.0.2:7400"}
-	node.replicas[5] = &fakeReplica{leaderAddr: node.addr} // an old view: asked alone
+	node := spreadNode()
 	s := NewMessaging(node)
 	sub := raftbusv1.SubQueue_SUB_QUEUE_UNSPECIFIED
 	wait := func(id uint32, ms int64) { node.replicas[id].available, node.replicas[id].oldest = true, ms }
