@@ -298,16 +298,16 @@ func (s *transportServer) Heartbeats(stream grpc.BidiStreamingServer[raftv1.Hear
 	for {
 		select {
 		case a := <-answers:
+		gather:
 			for batches && len(a.More) < maxAnswersPerMessage {
 				select {
 				case more := <-answers:
 					a.More = append(a.More, more)
 					a.More = append(a.More, more.More...)
 					more.More = nil
-					continue
 				default:
+					break gather
 				}
-				break
 			}
 			if err := stream.Send(a); err != nil {
 				return err

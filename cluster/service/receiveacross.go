@@ -22,8 +22,8 @@ import (
 // partition: first where the oldest message waits, as this node's
 // replicas see it (at the partitions this node leads, or at another node
 // that leads some, which looks at its own, forwarding refused), and where
-// nothing is seen waiting, here first. When none
-// has anything it waits on every leader at once, taking nothing
+// nothing is seen waiting, here first. When none has anything it waits on
+// every leader at once, taking nothing
 // (AwaitMessages: each node waits on all its partitions at once), and
 // looks again as soon as one has a message. Asking partition by
 // partition, 50 ms each in turn, had left a message sent to an idle
@@ -151,11 +151,17 @@ func (s *Messaging) byOldest(e *clusterv1.Entity, path string, sub raftbusv1.Sub
 	return waiting, rest
 }
 
-// receiveOrder is the order in which a receive asks the partitions of e:
-// those holding the oldest messages first (see byOldest), then the rest
-// in pollOrder.
-func (s *Messaging) receiveOrder(e *clusterv1.Entity, path string, sub raftbusv1.SubQueue) []uint32 {
-	waiting, rest := s.byOldest(e, path, sub, s.pollOrder(e))
+// localOrder is the order in which a receive asks the partitions of e
+// this node leads: those holding the oldest messages of the sub-queue of
+// path first (see byOldest), then the rest in pollOrder.
+func (s *Messaging) localOrder(e *clusterv1.Entity, path string, sub raftbusv1.SubQueue) []uint32 {
+	var led []uint32
+	for _, id := range s.pollOrder(e) {
+		if r := s.node.Replica(e, id); r != nil && r.IsLeader() {
+			led = append(led, id)
+		}
+	}
+	waiting, rest := s.byOldest(e, path, sub, led)
 	return append(waiting, rest...)
 }
 
@@ -205,7 +211,8 @@ func (s *Messaging) awaitAny(ctx context.Context, e *clusterv1.Entity, lock *eng
 // message for the sub-queue of path, taking nothing.
 func (s *Messaging) awaitLocal(ctx context.Context, e *clusterv1.Entity, path string, sub raftbusv1.SubQueue, wait time.Duration) (bool, error) {
 	available := false
-	err := s.onLocalPartitions(ctx, e, path, sub, wait, func(_ uint32, r Replica) (bool, error) {
+	order := func() []uint32 { return s.pollOrder(e) } // any will do: it takes nothing
+	err := s.onLocalPartitions(ctx, e, order, wait, func(_ uint32, r Replica) (bool, error) {
 		available = r.Available(path, sub)
 		return available, nil
 	})
@@ -218,7 +225,8 @@ func (s *Messaging) awaitLocal(ctx context.Context, e *clusterv1.Entity, path st
 func (s *Messaging) receiveLocal(ctx context.Context, e *clusterv1.Entity, lock *enginev1.Lock, wait time.Duration) ([]*raftbusv1.ReceivedMessage, error) {
 	var msgs []*raftbusv1.ReceivedMessage
 	var first uint32
-	err := s.onLocalPartitions(ctx, e, lock.GetEntityPath(), lock.GetSubQueue(), wait, func(id uint32, r Replica) (bool, error) {
+	order := func() []uint32 { return s.localOrder(e, lock.GetEntityPath(), lock.GetSubQueue()) }
+	err := s.onLocalPartitions(ctx, e, order, wait, func(id uint32, r Replica) (bool, error) {
 		var err error
 		msgs, err = r.Receive(ctx, lock, 0)
 		first = id
@@ -248,7 +256,7 @@ const gatherMinBytes = 2 << 20
 func (s *Messaging) gatherLocal(ctx context.Context, e *clusterv1.Entity, lock *enginev1.Lock, first uint32, msgs []*raftbusv1.ReceivedMessage) ([]*raftbusv1.ReceivedMessage, error) {
 	left := int(lock.GetMaxMessages()) - len(msgs)
 	bytes := lock.GetMaxBytes() - receivedSize(msgs)
-	for _, id := range s.receiveOrder(e, lock.GetEntityPath(), lock.GetSubQueue()) {
+	for _, id := range s.localOrder(e, lock.GetEntityPath(), lock.GetSubQueue()) {
 		if left <= 0 || bytes < gatherMinBytes {
 			break
 		}
@@ -282,12 +290,12 @@ func receivedSize(msgs []*raftbusv1.ReceivedMessage) int64 {
 	return n
 }
 
-// onLocalPartitions asks each partition of e this node leads, in turn
-// (those holding the oldest messages of the sub-queue of path first),
-// until one is done; when none is, it waits until any of them applies a
-// batch and asks again, until wait passes (nil). A failing partition is
-// treated as in any call across partitions (see round).
-func (s *Messaging) onLocalPartitions(ctx context.Context, e *clusterv1.Entity, path string, sub raftbusv1.SubQueue, wait time.Duration, ask func(id uint32, r Replica) (bool, error)) error {
+// onLocalPartitions asks each partition of e this node leads, in turn (in
+// the order order gives at each round), until one is done; when none is,
+// it waits until any of them applies a batch and asks again, until wait
+// passes (nil). A failing partition is treated as in any call across
+// partitions (see round).
+func (s *Messaging) onLocalPartitions(ctx context.Context, e *clusterv1.Entity, order func() []uint32, wait time.Duration, ask func(id uint32, r Replica) (bool, error)) error {
 	deadline := time.Now().Add(wait)
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -298,7 +306,7 @@ func (s *Messaging) onLocalPartitions(ctx context.Context, e *clusterv1.Entity, 
 			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(s.node.Stopping())},
 		}
 		var rd round
-		for _, id := range s.receiveOrder(e, path, sub) {
+		for _, id := range order() {
 			r := s.node.Replica(e, id)
 			if r == nil || !r.IsLeader() {
 				continue
