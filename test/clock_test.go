@@ -75,8 +75,11 @@ func TestSkewedNodeNeverLeadsAndItsClockNeverReachesTheLog(t *testing.T) {
 		var res *raftbusv1.SendResult
 		call(t, 30*time.Second, func(ctx context.Context) error {
 			resp, err := msg[via].Send(ctx, &raftbusv1.SendRequest{EntityPath: "orders", Messages: []*raftbusv1.Message{m}})
+			if err != nil {
+				return err
+			}
 			res = resp.GetResults()[0]
-			return err
+			return nil
 		})
 		return res
 	}
