@@ -206,11 +206,13 @@ func (e *env) testSendResult(t *testing.T) {
 	}
 }
 
-// Messages with a MessageId and no session id or partition key go where
-// the Sender's requests take turns, unless the entity detects duplicates:
-// then a MessageId picks the partition, so that a resend meets its first
-// copy. The ids are picked to share one partition by hash.
-func (e *env) testKeylessSendsTakeTurnsAndDuplicatesMeet(t *testing.T) {
+// Messages with a MessageId and no session id or partition key may go to
+// any partition, unless the entity detects duplicates: then a MessageId
+// picks the partition, so that a resend meets its first copy. The ids are
+// picked to share one partition by hash. Free to go anywhere, they share
+// the serving node's partition of the moment (here, one node leading
+// every partition).
+func (e *env) testKeylessSendsGoAnywhereAndDuplicatesMeet(t *testing.T) {
 	ctx := ctxT(t, 30*time.Second)
 	const parts = 4
 	var ids []string
@@ -236,9 +238,7 @@ func (e *env) testKeylessSendsTakeTurnsAndDuplicatesMeet(t *testing.T) {
 			t.Fatalf("%s went to partition %d of the entity that detects duplicates, not its MessageId's (1)", id, res.PartitionID)
 		}
 	}
-	for p := uint32(0); p < parts; p++ {
-		if perPartition[p] != 2 {
-			t.Fatalf("one send after another took partitions %v, not two each", perPartition)
-		}
+	if len(perPartition) != 1 {
+		t.Fatalf("one send after another took partitions %v, not the node's partition of the moment", perPartition)
 	}
 }

@@ -290,7 +290,7 @@ func (s *Sender) CancelScheduledMessages(ctx context.Context, sequenceNumbers []
 
 // send sends messages that share a partition in one request.
 func (s *Sender) send(ctx context.Context, msgs []*raftbusv1.Message) (*raftbusv1.SendResponse, error) {
-	id, _, err := s.partition(ctx, msgs[0])
+	id, free, err := s.partition(ctx, msgs[0])
 	if err != nil {
 		return nil, err
 	}
@@ -299,17 +299,19 @@ func (s *Sender) send(ctx context.Context, msgs []*raftbusv1.Message) (*raftbusv
 	if err != nil {
 		return nil, err
 	}
-	return s.sendTo(ctx, id, safe, msgs)
+	return s.sendTo(ctx, id, free, safe, msgs)
 }
 
-// sendTo sends msgs to partition id in one request; safe: the request may
-// be repeated after an unknown outcome.
-func (s *Sender) sendTo(ctx context.Context, id uint32, safe bool, msgs []*raftbusv1.Message) (*raftbusv1.SendResponse, error) {
+// sendTo sends msgs to partition id in one request; free: they may go to
+// any partition, and id only names the node to serve them (which checks
+// that each of them may); safe: the request may be repeated after an
+// unknown outcome.
+func (s *Sender) sendTo(ctx context.Context, id uint32, free, safe bool, msgs []*raftbusv1.Message) (*raftbusv1.SendResponse, error) {
 	var resp *raftbusv1.SendResponse
 	err := s.withSlot(ctx, func() error {
 		return s.c.onPartition(ctx, s.path, id, safe, func(ctx context.Context, ms raftbusv1.MessagingServiceClient) error {
 			var err error
-			resp, err = ms.Send(ctx, &raftbusv1.SendRequest{EntityPath: s.path, Messages: msgs, PartitionId: &id})
+			resp, err = ms.Send(ctx, &raftbusv1.SendRequest{EntityPath: s.path, Messages: msgs, PartitionId: &id, AnyPartition: free})
 			return err
 		})
 	})
@@ -338,7 +340,7 @@ func (s *Sender) sendCoalesced(ctx context.Context, key sendKey, calls []*call[*
 			return
 		}
 		for _, c := range calls {
-			c.item.PartitionId = id
+			c.item.PartitionId, c.item.AnyPartition = id, true
 		}
 		key.addr = addr
 	}
@@ -457,8 +459,10 @@ func (s *Sender) partition(ctx context.Context, m *raftbusv1.Message) (id uint32
 	// each paying for its own log writes and round trips. So a request
 	// (a gathered SendEach, a batch, a schedule) goes to the partition of
 	// the moment as a whole and moves that on to the next: its messages
-	// share an entry, and over many requests the partitions get equal
-	// shares. Single sends free to go anywhere gather in a queue of their
+	// share an entry, and the requests spread over the partitions'
+	// leaders. Sends and batches say the messages may go anywhere, and
+	// the node serving them puts them on its own partition of the moment,
+	// where other senders' requests meet them in one entry. Single sends free to go anywhere gather in a queue of their
 	// own while that queue's requests are on the wire, and take their
 	// partition only when their request leaves (see sendCoalesced): had
 	// they taken it when sent, they would have gathered per leader node,

@@ -35,7 +35,7 @@ func TestSingleNode(t *testing.T) {
 	t.Run("Sessions", e.testSessions)
 	t.Run("SessionBatchOutlivesTheMessageLockDuration", e.testSessionBatchOutlivesTheMessageLockDuration)
 	t.Run("SendResult", e.testSendResult)
-	t.Run("KeylessSendsTakeTurnsAndDuplicatesMeet", e.testKeylessSendsTakeTurnsAndDuplicatesMeet)
+	t.Run("KeylessSendsGoAnywhereAndDuplicatesMeet", e.testKeylessSendsGoAnywhereAndDuplicatesMeet)
 	t.Run("Admin", e.testAdmin)
 	t.Run("SessionProcessor", e.testSessionProcessor)
 	t.Run("LargeMessagesComeInAnswersThatFit", e.testLargeMessagesComeInAnswersThatFit)

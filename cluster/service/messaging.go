@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"crypto/rand"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -50,6 +51,9 @@ type Messaging struct {
 	raftbusv1.UnimplementedMessagingServiceServer
 	node Node
 	rr   roundRobin
+	// placed are the node's partitions of the moment for messages free to
+	// go to any partition.
+	placed placements
 	// grant serves one grant of a ReceiveStream as a unary Receive (see
 	// ServeGrantsThrough); nil: Receive itself.
 	grant func(ctx context.Context, req *raftbusv1.ReceiveRequest) (*raftbusv1.ReceiveResponse, error)
@@ -72,6 +76,11 @@ func (s *Messaging) Send(ctx context.Context, req *raftbusv1.SendRequest) (*raft
 	if err != nil {
 		return nil, err
 	}
+	if req.GetAnyPartition() && !slices.ContainsFunc(req.GetMessages(), func(m *raftbusv1.Message) bool { return !anywhere(e, m) }) {
+		if placed, ok := s.place(e, len(req.GetMessages())); ok {
+			id = placed
+		}
+	}
 	return route(ctx, s.node, e, id, sendRepeat(e, req.GetMessages()), func(r Replica) (*raftbusv1.SendResponse, error) {
 		res, err := r.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_Send{Send: &enginev1.Send{EntityPath: e.GetName(), Messages: req.GetMessages()}}})
 		if err != nil {
@@ -80,7 +89,7 @@ func (s *Messaging) Send(ctx context.Context, req *raftbusv1.SendRequest) (*raft
 		return &raftbusv1.SendResponse{Results: res.GetSend().GetMessages()}, nil
 	}, func(ctx context.Context, conn grpc.ClientConnInterface) (*raftbusv1.SendResponse, error) {
 		fwd := proto.Clone(req).(*raftbusv1.SendRequest)
-		fwd.PartitionId = &id
+		fwd.PartitionId, fwd.AnyPartition = &id, false
 		return raftbusv1.NewMessagingServiceClient(conn).Send(ctx, fwd)
 	})
 }
@@ -175,6 +184,32 @@ func (s *Messaging) sendPartition(ent *clusterv1.Entity, msgs []*raftbusv1.Messa
 		return raftbusv1.PartitionForKey(msgs[0].GetMessageId(), parts), nil
 	}
 	return s.rr.pick(parts), nil
+}
+
+// anywhere tells whether m may go to any partition of e: it has no
+// session id or partition key, and e does not detect duplicates by its
+// MessageId (that is kept per partition, so a resend must meet its first
+// copy).
+func anywhere(e *clusterv1.Entity, m *raftbusv1.Message) bool {
+	if m.GetSessionId() != "" || m.GetPartitionKey() != "" {
+		return false
+	}
+	dedup := e.GetQueue().GetRequiresDuplicateDetection() || e.GetTopic().GetRequiresDuplicateDetection()
+	return !dedup || m.GetMessageId() == ""
+}
+
+// place is the partition of e that n messages free to go anywhere go to
+// (see placements), and false when there are none, e has one partition,
+// or this node leads none of its partitions: then each keeps the
+// partition its sender named, served at that partition's leader.
+func (s *Messaging) place(e *clusterv1.Entity, n int) (uint32, bool) {
+	if n == 0 || len(e.GetPartitions()) < 2 {
+		return 0, false
+	}
+	return s.placed.place(e, n, func(id uint32) bool {
+		r := s.node.Replica(e, id)
+		return r != nil && r.IsLeader() && r.Ready()
+	})
 }
 
 func (s *Messaging) CancelScheduled(ctx context.Context, req *raftbusv1.CancelScheduledRequest) (*raftbusv1.CancelScheduledResponse, error) {

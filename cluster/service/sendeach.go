@@ -35,8 +35,8 @@ func (s *Messaging) SendEach(ctx context.Context, req *raftbusv1.SendEachRequest
 		items []int
 		msgs  []*raftbusv1.Message
 	}
-	var order []*batch
-	batches := map[uint32]*batch{}
+	ids := make([]uint32, len(all))
+	free := 0
 	for i, pm := range all {
 		m := pm.GetMessage()
 		if m == nil {
@@ -49,6 +49,28 @@ func (s *Messaging) SendEach(ctx context.Context, req *raftbusv1.SendEachRequest
 			failed(i, err)
 			continue
 		}
+		ids[i] = id
+		if pm.GetAnyPartition() && anywhere(e, m) {
+			free++
+		}
+	}
+	// The messages free to go anywhere go together to the node's
+	// partition of the moment (see placements).
+	if id, ok := s.place(e, free); ok {
+		for i, pm := range all {
+			if results[i] == nil && pm.GetAnyPartition() && anywhere(e, pm.GetMessage()) {
+				ids[i] = id
+			}
+		}
+	}
+
+	var order []*batch
+	batches := map[uint32]*batch{}
+	for i, pm := range all {
+		if results[i] != nil {
+			continue
+		}
+		m, id := pm.GetMessage(), ids[i]
 		b := batches[id]
 		if b == nil {
 			b = &batch{id: id}

@@ -194,8 +194,15 @@ type SendRequest struct {
 	EntityPath string `protobuf:"bytes,1,opt,name=entity_path,json=entityPath,proto3" json:"entity_path,omitempty"`
 	// All go to one partition: the one of their SessionId, else PartitionKey,
 	// else partition_id when set, else one the server picks.
-	Messages      []*Message `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
-	PartitionId   *uint32    `protobuf:"varint,3,opt,name=partition_id,json=partitionId,proto3,oneof" json:"partition_id,omitempty"`
+	Messages    []*Message `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
+	PartitionId *uint32    `protobuf:"varint,3,opt,name=partition_id,json=partitionId,proto3,oneof" json:"partition_id,omitempty"`
+	// The messages may go to any partition: partition_id then only names
+	// the node to serve them (its leader), which puts them on its partition
+	// of the moment, one it leads, so that the messages of concurrent
+	// senders share Raft entries. Ignored unless every message may indeed
+	// go anywhere (no SessionId or PartitionKey, and no MessageId when the
+	// entity detects duplicates).
+	AnyPartition  bool `protobuf:"varint,4,opt,name=any_partition,json=anyPartition,proto3" json:"any_partition,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -249,6 +256,13 @@ func (x *SendRequest) GetPartitionId() uint32 {
 		return *x.PartitionId
 	}
 	return 0
+}
+
+func (x *SendRequest) GetAnyPartition() bool {
+	if x != nil {
+		return x.AnyPartition
+	}
+	return false
 }
 
 type SendResponse struct {
@@ -436,9 +450,11 @@ func (x *SendEachRequest) GetMessages() []*PartitionedMessage {
 // of its SessionId, else PartitionKey (as Send picks it; a message naming
 // another is refused), else any.
 type PartitionedMessage struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Message       *Message               `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
-	PartitionId   uint32                 `protobuf:"varint,2,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Message     *Message               `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	PartitionId uint32                 `protobuf:"varint,2,opt,name=partition_id,json=partitionId,proto3" json:"partition_id,omitempty"`
+	// As SendRequest.any_partition, for this message.
+	AnyPartition  bool `protobuf:"varint,3,opt,name=any_partition,json=anyPartition,proto3" json:"any_partition,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -485,6 +501,13 @@ func (x *PartitionedMessage) GetPartitionId() uint32 {
 		return x.PartitionId
 	}
 	return 0
+}
+
+func (x *PartitionedMessage) GetAnyPartition() bool {
+	if x != nil {
+		return x.AnyPartition
+	}
+	return false
 }
 
 type SendEachResponse struct {
@@ -2779,12 +2802,13 @@ const file_raftbus_v1_messaging_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
 	"\n" +
-	"lock_token\x18\x02 \x01(\fR\tlockToken\"\x98\x01\n" +
+	"lock_token\x18\x02 \x01(\fR\tlockToken\"\xbd\x01\n" +
 	"\vSendRequest\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x12/\n" +
 	"\bmessages\x18\x02 \x03(\v2\x13.raftbus.v1.MessageR\bmessages\x12&\n" +
-	"\fpartition_id\x18\x03 \x01(\rH\x00R\vpartitionId\x88\x01\x01B\x0f\n" +
+	"\fpartition_id\x18\x03 \x01(\rH\x00R\vpartitionId\x88\x01\x01\x12#\n" +
+	"\rany_partition\x18\x04 \x01(\bR\fanyPartitionB\x0f\n" +
 	"\r_partition_id\"@\n" +
 	"\fSendResponse\x120\n" +
 	"\aresults\x18\x01 \x03(\v2\x16.raftbus.v1.SendResultR\aresults\"\xd5\x01\n" +
@@ -2798,10 +2822,11 @@ const file_raftbus_v1_messaging_proto_rawDesc = "" +
 	"\x0fSendEachRequest\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x12:\n" +
-	"\bmessages\x18\x02 \x03(\v2\x1e.raftbus.v1.PartitionedMessageR\bmessages\"f\n" +
+	"\bmessages\x18\x02 \x03(\v2\x1e.raftbus.v1.PartitionedMessageR\bmessages\"\x8b\x01\n" +
 	"\x12PartitionedMessage\x12-\n" +
 	"\amessage\x18\x01 \x01(\v2\x13.raftbus.v1.MessageR\amessage\x12!\n" +
-	"\fpartition_id\x18\x02 \x01(\rR\vpartitionId\"H\n" +
+	"\fpartition_id\x18\x02 \x01(\rR\vpartitionId\x12#\n" +
+	"\rany_partition\x18\x03 \x01(\bR\fanyPartition\"H\n" +
 	"\x10SendEachResponse\x124\n" +
 	"\aresults\x18\x01 \x03(\v2\x1a.raftbus.v1.SendEachResultR\aresults\"m\n" +
 	"\x0eSendEachResult\x12.\n" +
