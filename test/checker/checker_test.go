@@ -218,6 +218,29 @@ func TestCancelRacingActivationIsNotAViolation(t *testing.T) {
 	}
 }
 
+// A drain pages through a partition while the broker works on: a
+// scheduled message that comes due meanwhile is seen under its schedule
+// number and, enqueued, under its new one. One copy, not a duplicate; a
+// second schedule number seen enqueued is one.
+func TestScheduledMessageSeenBeforeAndAfterItsActivationIsOneCopy(t *testing.T) {
+	h := clean()
+	due := h.t + 5*ms
+	h.add(history.Op{Kind: history.Schedule, Entity: "q", MessageID: "due", Seq: 1<<48 | 40, ScheduledFor: due})
+	scheduled := history.Delivery{MessageID: "due", Seq: 1<<48 | 40, State: "scheduled"}
+	active := history.Delivery{MessageID: "due", Seq: 1<<48 | 45, State: "active"}
+	if r := Check(h.add(drain(scheduled, active)).ops, Options{}); !r.OK() {
+		t.Fatalf("a message seen scheduled and then enqueued by one drain:\n%s", r)
+	}
+
+	h = clean()
+	h.add(history.Op{Kind: history.Schedule, Entity: "q", MessageID: "due", Seq: 1<<48 | 40, ScheduledFor: due})
+	again := history.Delivery{MessageID: "due", Seq: 1<<48 | 46, State: "active"}
+	r := Check(h.add(drain(scheduled, active, again)).ops, Options{})
+	if len(r.Duplicated) != 1 {
+		t.Fatalf("two enqueued copies of one schedule: want one duplicate violation, got %q\n%s", r.Duplicated, r)
+	}
+}
+
 func TestOverlappingSendsAreNotOrdered(t *testing.T) {
 	h := clean()
 	h.add(history.Op{Kind: history.Send, Entity: "q", MessageID: "p", Seq: 51, Start: h.t + ms, End: h.t + 9*ms, Outcome: history.OK})

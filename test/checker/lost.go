@@ -52,7 +52,9 @@ func (c *run) storedSeqs(cp *copyOf, m *message) []int64 {
 		}
 	}
 	for _, d := range cp.deliveries {
-		seen[d.Seq] = true
+		if !activatedMeanwhile(cp, d) {
+			seen[d.Seq] = true
+		}
 	}
 	out := make([]int64, 0, len(seen))
 	for s := range seen {
@@ -60,6 +62,24 @@ func (c *run) storedSeqs(cp *copyOf, m *message) []int64 {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
+}
+
+// activatedMeanwhile reports whether d, a drain's sighting of a scheduled
+// message under its schedule number, is the same copy as a sighting of it
+// enqueued: in the same partition under a later number (the broker
+// numbers a scheduled message again when it comes due). A drain pages
+// through a partition by sequence number while the broker works on, so a
+// message that comes due during the drain is seen both ways.
+func activatedMeanwhile(cp *copyOf, d *delivery) bool {
+	if !d.drain || d.State != "scheduled" {
+		return false
+	}
+	for _, o := range cp.deliveries {
+		if o.State != "scheduled" && o.Seq > d.Seq && o.Seq>>48 == d.Seq>>48 {
+			return true
+		}
+	}
+	return false
 }
 
 // lost lists copies that are gone without a reason: acknowledged and
