@@ -142,7 +142,12 @@ func TestCloseEndsWhenRaftDropsCommittedEntries(t *testing.T) {
 		wait := proposeUntilClosed(t, p, 16)
 		// Hold the state machine so that committed entries queue up for it.
 		releaseFSM := holdStateMachine(t, p)
-		target := p.Info().AppliedIndex + 8
+		// From the held state machine's index, not raft's AppliedIndex:
+		// raft counts an entry applied once it is queued for the state
+		// machine, so that index keeps up with the commits while the
+		// state machine is held, and once every sender waits for an
+		// entry queued behind it nothing more would commit.
+		target := p.StateAppliedIndex() + 8
 		await.Until(t, 10*time.Second, "entries to commit behind the held state machine", func() bool {
 			return p.Info().CommitIndex >= target
 		})

@@ -23,6 +23,11 @@ func (p *Partition) FollowerReady(id string) error {
 // Raft is the replica's Raft node, for tests that drive it directly.
 func (p *Partition) Raft() *raft.Raft { return p.raft }
 
+// StateAppliedIndex is the log index the replica's state machine has
+// applied through. Raft's own AppliedIndex counts entries once they are
+// handed to the state machine's queue, not once applied.
+func (p *Partition) StateAppliedIndex() uint64 { return p.fsm.appliedIndex() }
+
 // Riders is how many waiting receives ride on the next entry with a send.
 func (p *Partition) Riders() int {
 	p.riders.mu.Lock()
