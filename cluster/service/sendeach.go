@@ -36,7 +36,7 @@ func (s *Messaging) SendEach(ctx context.Context, req *raftbusv1.SendEachRequest
 		msgs  []*raftbusv1.Message
 	}
 	ids := make([]uint32, len(all))
-	free := 0
+	var free []int // the messages free to go anywhere
 	for i, pm := range all {
 		m := pm.GetMessage()
 		if m == nil {
@@ -51,16 +51,14 @@ func (s *Messaging) SendEach(ctx context.Context, req *raftbusv1.SendEachRequest
 		}
 		ids[i] = id
 		if pm.GetAnyPartition() && anywhere(e, m) {
-			free++
+			free = append(free, i)
 		}
 	}
 	// The messages free to go anywhere go together to the node's
 	// partition of the moment (see placements).
-	if id, ok := s.place(e, free); ok {
-		for i, pm := range all {
-			if results[i] == nil && pm.GetAnyPartition() && anywhere(e, pm.GetMessage()) {
-				ids[i] = id
-			}
+	if id, ok := s.place(e, len(free)); ok {
+		for _, i := range free {
+			ids[i] = id
 		}
 	}
 
