@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -99,14 +100,28 @@ func (r *replica) appliedGeneration() uint64 {
 // partition id, so that a queue deleted and created again never meets the
 // replicas of the old one.
 func groupName(e *clusterv1.Entity, id uint32) string {
-	return fmt.Sprintf("%s@%d/%d", e.GetName(), e.GetIncarnation(), id)
+	return string(appendGroupName(nil, e, id))
 }
 
-// replica returns this node's replica of a partition, or nil.
+// appendGroupName appends groupName(e, id) to b.
+func appendGroupName(b []byte, e *clusterv1.Entity, id uint32) []byte {
+	b = append(b, e.GetName()...)
+	b = append(b, '@')
+	b = strconv.AppendUint(b, e.GetIncarnation(), 10)
+	b = append(b, '/')
+	return strconv.AppendUint(b, uint64(id), 10)
+}
+
+// replica returns this node's replica of a partition, or nil. A receive
+// across partitions looks up every partition several times, so the key is
+// built without allocating (fmt.Sprintf here was 2 % of a node's CPU at
+// 16 partitions).
 func (n *Node) replica(e *clusterv1.Entity, id uint32) *replica {
+	var buf [128]byte
+	key := appendGroupName(buf[:0], e, id)
 	n.mu.RLock()
 	defer n.mu.RUnlock()
-	return n.replicas[groupName(e, id)]
+	return n.replicas[string(key)]
 }
 
 // runReconciler keeps the replicas this node runs in line with the
