@@ -24,6 +24,7 @@ func newPeers(creds credentials.TransportCredentials) *routing.Peers {
 type target struct {
 	local *replica // set when this node leads the partition
 	addrs []string // otherwise the nodes to try, best first
+	group string   // and the partition's group name
 }
 
 // locate finds who serves partition id of e: this node when it leads, else
@@ -32,14 +33,14 @@ func (n *Node) locate(ctx context.Context, e *clusterv1.Entity, id uint32) (targ
 	if id >= uint32(len(e.GetPartitions())) {
 		return target{}, apierror.Invalid("entity %q has %d partitions; there is no partition %d", e.GetName(), len(e.GetPartitions()), id)
 	}
-	group := groupName(e, id)
 	r := n.replica(e, id)
 	if r != nil && r.p.IsLeader() {
 		if !r.ready() {
-			return target{}, apierror.Busy("partition %s is starting; try again", group)
+			return target{}, apierror.Busy("partition %s is starting; try again", r.group)
 		}
 		return target{local: r}, nil
 	}
+	group := groupName(e, id)
 	if routing.Forwarded(ctx) {
 		if r != nil {
 			return target{}, apierror.From(r.p.NotLeader())
@@ -66,7 +67,7 @@ func (n *Node) locate(ctx context.Context, e *clusterv1.Entity, id uint32) (targ
 	if len(addrs) == 0 {
 		return target{}, apierror.Busy("partition %s has no reachable leader", group)
 	}
-	return target{addrs: addrs}, nil
+	return target{addrs: addrs, group: group}, nil
 }
 
 // route serves a request for one partition: locally when this node leads
@@ -85,5 +86,5 @@ func (n *Node) route(ctx context.Context, e *clusterv1.Entity, id uint32, rep ro
 		}
 		return nil
 	}
-	return routing.Forward(ctx, n.peers, n.leaders, groupName(e, id), t.addrs, rep, remote)
+	return routing.Forward(ctx, n.peers, n.leaders, t.group, t.addrs, rep, remote)
 }
