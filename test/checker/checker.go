@@ -9,8 +9,9 @@
 // Operations are ordered only when one's acknowledgement arrived before the
 // other started (End < Start); overlapping operations may have taken effect
 // in either order, and no rule assumes one. An operation whose outcome is
-// unknown may or may not have happened, and no rule assumes either.
-// Times the broker reports (lock and expiry times) are trusted only to
+// unknown may or may not have happened, and no rule assumes either; it may
+// also have happened after its client gave up, up to Options.LateEffect
+// later (the network held the request). Times the broker reports (lock and expiry times) are trusted only to
 // within Options.ClockUncertainty.
 package checker
 
@@ -220,6 +221,12 @@ type Options struct {
 	// broker may still hold it in its queue (it removes expired messages
 	// when its leader next applies time).
 	ExpiryGrace time.Duration
+	// LateEffect is how long after its client gave up a request may
+	// still act (see run.actsUntil): a request the network held (a
+	// partition, a paused node) reaches its node when the fault ends,
+	// long after the client stopped waiting, and its cancellation,
+	// which follows it, may come only once the node has acted on it.
+	LateEffect time.Duration
 }
 
 // Check applies every rule to ops.

@@ -110,7 +110,7 @@ func (c *run) lockLatestEnd(cp *copyOf, d *delivery) int64 {
 		case history.OK:
 			until = max(until, s.LockedUntil)
 		case history.Unknown:
-			until = max(until, s.End+longest)
+			until = max(until, c.actsUntil(s)+longest)
 		}
 	}
 	for _, s := range cp.settles {
@@ -290,14 +290,23 @@ func (c *run) lockedAt(cp *copyOf, d *delivery) int64 {
 }
 
 // unseenLocks counts the receives of entity with an unknown outcome that
-// overlap (from, to): each may have locked a message nobody saw, raising
-// its delivery count.
+// may have acted within (from, to) (see actsUntil): each may have locked
+// a message nobody saw, raising its delivery count.
 func (c *run) unseenLocks(entity string, from, to int64) int {
 	n := 0
 	for _, r := range c.unknownReceives[entity] {
-		if r.End > from && r.Start < to {
+		if c.actsUntil(r) > from && r.Start < to {
 			n++
 		}
 	}
 	return n
+}
+
+// actsUntil is the latest op, whose outcome its client does not know,
+// may have acted at the broker: a request held up in the network may
+// reach its node after the client gave up on it (Options.LateEffect).
+// A receive whose client timed out at 17.4 s, held up on its way by a
+// partition healed just before, locked a message sent at 17.6 s.
+func (c *run) actsUntil(op *history.Op) int64 {
+	return op.End + int64(c.opt.LateEffect)
 }

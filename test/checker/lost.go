@@ -158,7 +158,7 @@ func (c *run) excused(k copyKey, m *message) string {
 	}
 	first := m.firstStart()
 	for _, r := range c.unknownReceives[k.entity] {
-		if r.Mode == history.ReceiveAndDelete && r.End > first {
+		if r.Mode == history.ReceiveAndDelete && c.actsUntil(r) > first {
 			return "a ReceiveAndDelete with an unknown outcome may have taken it"
 		}
 	}

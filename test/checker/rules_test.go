@@ -54,13 +54,15 @@ type ruleCase struct {
 	ops   []history.Op
 	field func(*Report) []string
 	want  string
+	// late is the Options.LateEffect the case is checked with.
+	late time.Duration
 }
 
 func runRuleCases(t *testing.T, cases []ruleCase) {
 	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := Check(tc.ops, Options{ClockUncertainty: 10 * time.Millisecond, ExpiryGrace: time.Second})
+			r := Check(tc.ops, Options{ClockUncertainty: 10 * time.Millisecond, ExpiryGrace: time.Second, LateEffect: tc.late})
 			if tc.want == "" {
 				if !r.OK() {
 					t.Fatalf("want no violation, got:\n%s", r)
@@ -140,6 +142,19 @@ func TestLostRule(t *testing.T) {
 		ops: []history.Op{entityOp("q", plainQueue),
 			{Kind: history.Receive, Entity: "q", Mode: history.ReceiveAndDelete, Start: 0, End: sec / 2, Outcome: history.Unknown},
 			sendAt("q", "m", 1, 1*sec, 2*sec, history.OK)},
+		field: lost, want: "m in q seq 1: send acknowledged at 2s, never delivered nor found",
+	}, {
+		name: "a lost ReceiveAndDelete held up in the network may take what was sent after it ended",
+		ops: []history.Op{entityOp("q", plainQueue),
+			{Kind: history.Receive, Entity: "q", Mode: history.ReceiveAndDelete, Start: 0, End: sec / 2, Outcome: history.Unknown},
+			sendAt("q", "m", 1, 1*sec, 2*sec, history.OK)},
+		late: time.Second,
+	}, {
+		name: "but not what was sent after the network could have held it",
+		ops: []history.Op{entityOp("q", plainQueue),
+			{Kind: history.Receive, Entity: "q", Mode: history.ReceiveAndDelete, Start: 0, End: sec / 2, Outcome: history.Unknown},
+			sendAt("q", "m", 1, 1*sec, 2*sec, history.OK)},
+		late:  time.Duration(sec / 4),
 		field: lost, want: "m in q seq 1: send acknowledged at 2s, never delivered nor found",
 	}, {
 		name: "a lost PeekLock receive consumes nothing",
@@ -337,6 +352,18 @@ func TestDeliveryCountRules(t *testing.T) {
 	}, {
 		name: "rises by two over a receive whose answer was lost",
 		ops:  redeliver(3, history.Op{Kind: history.Receive, Entity: "q", Start: 6*sec + 1, End: 6*sec + 2, Outcome: history.Unknown}),
+	}, {
+		// Given up on before the first delivery's lock (3.99 s), held up
+		// in the network, it may have locked the message once the first
+		// lock expired.
+		name: "rises by two over a receive given up on before, held up in the network",
+		ops:  redeliver(3, history.Op{Kind: history.Receive, Entity: "q", Process: 1, Start: 2 * sec, End: 3 * sec, Outcome: history.Unknown}),
+		late: 4 * time.Second,
+	}, {
+		name:  "but not over one the network held less long",
+		ops:   redeliver(3, history.Op{Kind: history.Receive, Entity: "q", Process: 1, Start: 2 * sec, End: 3 * sec, Outcome: history.Unknown}),
+		late:  time.Duration(sec / 2),
+		field: counts, want: "m in q seq 1: delivery count rose from 1 to 3 by 8s with 0 receives unanswered in between",
 	}, {
 		name: "delivered beyond MaxDeliveryCount",
 		ops: append(redeliver(2), recvAt("q", 11*sec, 12*sec, locked("m", 1, 3, "t3", 14*sec)),

@@ -77,6 +77,13 @@ var soakMix = mix{
 	changes:  []string{ChangeSubscriptions, ChangeRules, ChangeSettings, ChangeQueues},
 }
 
+// lateEffect is how long after its client gave up a request the faults
+// of m may deliver it (see checker.Options.LateEffect): a fault holds
+// packets up to 1.5 × hold (see nemesis.Run), and TCP, retransmitting at
+// intervals that double, delivers what it held at most about as long
+// after the heal.
+func (m mix) lateEffect() time.Duration { return 3 * m.hold }
+
 // settings of a run, from the environment: RAFTBUS_FAILOVER_DURATION (of
 // the faults; default 45s), RAFTBUS_FAILOVER_SEED (default: from the
 // clock, printed), RAFTBUS_FAILOVER_NODES (3 or 5, default 3),
@@ -291,7 +298,9 @@ func runFailover(t *testing.T, dur time.Duration, seed uint64, nodes int, m mix,
 	if err != nil {
 		t.Fatal(err)
 	}
-	report := checker.Check(ops, checkOptions)
+	tolerances := checkOptions
+	tolerances.LateEffect = m.lateEffect()
+	report := checker.Check(ops, tolerances)
 	t.Logf("%d faults injected; history in %s\n%s", faults, historyPath, report)
 	if report.Acknowledged < 100 {
 		t.Errorf("only %d messages acknowledged: the workload hardly ran", report.Acknowledged)
