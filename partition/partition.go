@@ -211,14 +211,19 @@ func (p *Partition) ApplyAll(ctx context.Context, cmds []*enginev1.Command) []Ap
 		group = append(group, proposed[i])
 	}
 	if len(group) > 0 {
-		// One send for them all: the proposer takes them together.
-		var err error
-		select {
-		case p.proposals <- group:
-		case <-ctx.Done():
-			err = ctx.Err() // nothing was proposed
-		case <-p.stop:
-			err = p.closing()
+		// One send for them all: the proposer takes them together. A
+		// caller already gone proposes nothing: with room in the queue
+		// the select below would pick either way, and a command whose
+		// caller gave up (a receive's lock) would still act.
+		err := ctx.Err()
+		if err == nil {
+			select {
+			case p.proposals <- group:
+			case <-ctx.Done():
+				err = ctx.Err() // nothing was proposed
+			case <-p.stop:
+				err = p.closing()
+			}
 		}
 		if err != nil {
 			for i, pr := range proposed {

@@ -314,3 +314,31 @@ func TestRepeatedReceiveIsAnsweredAtOnceFromItsReceipt(t *testing.T) {
 		t.Fatalf("replay: %v, %v", got, err)
 	}
 }
+
+// TestACallerAlreadyGoneProposesNothing: a command whose caller's context
+// has ended fails with the context's error and never reaches the log,
+// however much room the proposer's queue has (a select between the two
+// would pick either). Tried 32 times, a coin toss would pass once in
+// four billion runs.
+func TestACallerAlreadyGoneProposesNothing(t *testing.T) {
+	p := openAlone(t, nil)
+	applied := p.Info().AppliedIndex
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 32 {
+		if _, err := p.Apply(ctx, sendCmd(&raftbusv1.Message{Body: []byte("gone")})); !errors.Is(err, context.Canceled) {
+			t.Fatalf("attempt %d: a send whose caller is gone: %v, want context.Canceled", i, err)
+		}
+	}
+	// A later command is applied after anything the gone ones proposed.
+	if _, err := p.Apply(context.Background(), sendCmd(&raftbusv1.Message{Body: []byte("here")})); err != nil {
+		t.Fatal(err)
+	}
+	var bodies []string
+	for _, m := range peekAll(t, p) {
+		bodies = append(bodies, string(m.GetMessage().GetBody()))
+	}
+	if fmt.Sprint(bodies) != "[here]" {
+		t.Fatalf("the queue holds %q, want only the send whose caller waited (applied index %d before)", bodies, applied)
+	}
+}
