@@ -11,8 +11,8 @@
 // in either order, and no rule assumes one. An operation whose outcome is
 // unknown may or may not have happened, and no rule assumes either; it may
 // also have happened after its client gave up, up to Options.LateEffect
-// later (the network held the request). Times the broker reports (lock and expiry times) are trusted only to
-// within Options.ClockUncertainty.
+// later (the network held the request). Times the broker reports (lock
+// and expiry times) are trusted only to within Options.ClockUncertainty.
 package checker
 
 import (

@@ -305,8 +305,6 @@ func (c *run) unseenLocks(entity string, from, to int64) int {
 // actsUntil is the latest op, whose outcome its client does not know,
 // may have acted at the broker: a request held up in the network may
 // reach its node after the client gave up on it (Options.LateEffect).
-// A receive whose client timed out at 17.4 s, held up on its way by a
-// partition healed just before, locked a message sent at 17.6 s.
 func (c *run) actsUntil(op *history.Op) int64 {
 	return op.End + int64(c.opt.LateEffect)
 }

@@ -92,6 +92,12 @@ func story(more ...history.Op) []history.Op {
 	return append(ops, more...)
 }
 
+// lostBeforeSend: a ReceiveAndDelete whose outcome is unknown, given up
+// on before the send of the message the lost rule looks for.
+var lostBeforeSend = []history.Op{entityOp("q", plainQueue),
+	{Kind: history.Receive, Entity: "q", Mode: history.ReceiveAndDelete, Start: 0, End: sec / 2, Outcome: history.Unknown},
+	sendAt("q", "m", 1, 1*sec, 2*sec, history.OK)}
+
 func TestLostRule(t *testing.T) {
 	runRuleCases(t, []ruleCase{{
 		name:  "abandoned, acknowledged, then missing",
@@ -138,22 +144,16 @@ func TestLostRule(t *testing.T) {
 		ops: []history.Op{entityOp("q", plainQueue), sendAt("q", "m", 1, 1*sec, 2*sec, history.OK),
 			{Kind: history.Receive, Entity: "q", Mode: history.ReceiveAndDelete, Start: 3 * sec, End: 4 * sec, Outcome: history.Unknown}},
 	}, {
-		name: "a lost ReceiveAndDelete that ended before the send cannot have taken it",
-		ops: []history.Op{entityOp("q", plainQueue),
-			{Kind: history.Receive, Entity: "q", Mode: history.ReceiveAndDelete, Start: 0, End: sec / 2, Outcome: history.Unknown},
-			sendAt("q", "m", 1, 1*sec, 2*sec, history.OK)},
+		name:  "a lost ReceiveAndDelete that ended before the send cannot have taken it",
+		ops:   lostBeforeSend,
 		field: lost, want: "m in q seq 1: send acknowledged at 2s, never delivered nor found",
 	}, {
 		name: "a lost ReceiveAndDelete held up in the network may take what was sent after it ended",
-		ops: []history.Op{entityOp("q", plainQueue),
-			{Kind: history.Receive, Entity: "q", Mode: history.ReceiveAndDelete, Start: 0, End: sec / 2, Outcome: history.Unknown},
-			sendAt("q", "m", 1, 1*sec, 2*sec, history.OK)},
+		ops:  lostBeforeSend,
 		late: time.Second,
 	}, {
-		name: "but not what was sent after the network could have held it",
-		ops: []history.Op{entityOp("q", plainQueue),
-			{Kind: history.Receive, Entity: "q", Mode: history.ReceiveAndDelete, Start: 0, End: sec / 2, Outcome: history.Unknown},
-			sendAt("q", "m", 1, 1*sec, 2*sec, history.OK)},
+		name:  "but not what was sent after the network could have held it",
+		ops:   lostBeforeSend,
 		late:  time.Duration(sec / 4),
 		field: lost, want: "m in q seq 1: send acknowledged at 2s, never delivered nor found",
 	}, {
@@ -338,6 +338,9 @@ func TestDeliveryCountRules(t *testing.T) {
 			settleAt(history.Complete, "q", "m", 1, "t2", 9*sec, 9*sec+1, history.OK),
 		}, more...)...)
 	}
+	// givenUpBefore: a receive of another process whose outcome is unknown,
+	// given up on before the first delivery's lock (3.99 s).
+	givenUpBefore := history.Op{Kind: history.Receive, Entity: "q", Process: 1, Start: 2 * sec, End: 3 * sec, Outcome: history.Unknown}
 	runRuleCases(t, []ruleCase{{
 		name: "rises by one per delivery",
 		ops:  redeliver(2),
@@ -353,15 +356,14 @@ func TestDeliveryCountRules(t *testing.T) {
 		name: "rises by two over a receive whose answer was lost",
 		ops:  redeliver(3, history.Op{Kind: history.Receive, Entity: "q", Start: 6*sec + 1, End: 6*sec + 2, Outcome: history.Unknown}),
 	}, {
-		// Given up on before the first delivery's lock (3.99 s), held up
-		// in the network, it may have locked the message once the first
-		// lock expired.
+		// Held up in the network, it may have locked the message once
+		// the first lock expired.
 		name: "rises by two over a receive given up on before, held up in the network",
-		ops:  redeliver(3, history.Op{Kind: history.Receive, Entity: "q", Process: 1, Start: 2 * sec, End: 3 * sec, Outcome: history.Unknown}),
+		ops:  redeliver(3, givenUpBefore),
 		late: 4 * time.Second,
 	}, {
 		name:  "but not over one the network held less long",
-		ops:   redeliver(3, history.Op{Kind: history.Receive, Entity: "q", Process: 1, Start: 2 * sec, End: 3 * sec, Outcome: history.Unknown}),
+		ops:   redeliver(3, givenUpBefore),
 		late:  time.Duration(sec / 2),
 		field: counts, want: "m in q seq 1: delivery count rose from 1 to 3 by 8s with 0 receives unanswered in between",
 	}, {
