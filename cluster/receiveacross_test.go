@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/raftbus/raftbus/cluster/service"
 	"github.com/raftbus/raftbus/internal/await"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -207,7 +208,8 @@ func TestRepeatAfterTheLocksEndedReportsThemLost(t *testing.T) {
 
 // A receive across partitions takes first from the partition whose
 // message has waited longest, as the node asked sees it, even when that
-// partition is led by another node and one it leads has a message too:
+// partition is led by another node and one it leads has a message too
+// (one that came more than service.LocalLead later):
 // looking at its own partitions first let the partitions of nodes that
 // fewer receivers reached fall seconds behind.
 func TestReceiveAcrossTakesTheOldestMessageFirst(t *testing.T) {
@@ -257,10 +259,10 @@ func TestReceiveAcrossTakesTheOldestMessageFirst(t *testing.T) {
 		_, ok := nd.replica(e, uint32(pOld)).p.OldestAvailable("aged", raftbusv1.SubQueue_SUB_QUEUE_UNSPECIFIED)
 		return ok
 	})
-	// Enqueue times are whole milliseconds: the newer message must get a
-	// later one.
-	await.Until(t, time.Second, "the clock to pass the older message's enqueue time", func() bool {
-		return time.Now().UnixMilli() > old.GetEnqueuedTime().AsTime().UnixMilli()
+	// The newer message must come more than service.LocalLead later:
+	// within it, the node's own partition goes first.
+	await.Until(t, 5*time.Second, "the clock to pass the older message's enqueue time by the lead", func() bool {
+		return time.Now().UnixMilli() > old.GetEnqueuedTime().AsTime().UnixMilli()+service.LocalLead.Milliseconds()
 	})
 	send("new", pNew)
 

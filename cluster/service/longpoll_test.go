@@ -169,3 +169,26 @@ func TestSourcesHoldingTheOldestMessagesComeFirst(t *testing.T) {
 		t.Fatalf("sources %+v; want partition 5 first, and each source once", srcs)
 	}
 }
+
+// This node goes first while its oldest message came no more than
+// LocalLead after the oldest anywhere, not a hop away for one a little
+// older.
+func TestSourcesHereFirstWhenItsOldestIsWithinTheLead(t *testing.T) {
+	node := spreadNode()
+	s := NewMessaging(node)
+	sub := raftbusv1.SubQueue_SUB_QUEUE_UNSPECIFIED
+	lead := LocalLead.Milliseconds()
+	wait := func(id uint32, ms int64) { node.replicas[id].available, node.replicas[id].oldest = true, ms }
+	wait(2, 1000)        // led by 10.0.0.3
+	wait(4, 1000+lead/2) // led by 10.0.0.2
+	wait(3, 1000+lead)   // led here
+	want := []source{{local: true}, {addr: "10.0.0.3:7400"}, {addr: "10.0.0.2:7400"}, {id: 5}}
+	if srcs := s.sources(node.entity, "spread", sub); !slices.Equal(srcs, want) {
+		t.Fatalf("sources %+v; want %+v: here (%d ms after the oldest) first", srcs, want, lead)
+	}
+	wait(3, 1000+lead+1)
+	want = []source{{addr: "10.0.0.3:7400"}, {addr: "10.0.0.2:7400"}, {local: true}, {id: 5}}
+	if srcs := s.sources(node.entity, "spread", sub); !slices.Equal(srcs, want) {
+		t.Fatalf("sources %+v; want %+v: here (%d ms after the oldest) after the older", srcs, want, lead+1)
+	}
+}

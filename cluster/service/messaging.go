@@ -31,6 +31,13 @@ const (
 	// source (this node's partitions, another node's, a partition whose
 	// leader is unknown) before it looks at the next.
 	pollSlice = 50 * time.Millisecond
+	// LocalLead is how much longer a message elsewhere may have waited
+	// than the oldest at the partitions this node leads before a receive
+	// across partitions goes there first (see Messaging.sources): going
+	// to another node for a message only a little older costs every
+	// message it takes a hop, while a node that fewer receivers reach
+	// falls behind by about this much at most.
+	LocalLead = 50 * time.Millisecond
 	// MaxReceiveBytes bounds the messages one partition hands out for a
 	// receive, a deferred receive or a peek, as the engine counts them (an
 	// upper bound of their encoding; the first message is handed out

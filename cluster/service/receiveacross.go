@@ -21,8 +21,9 @@ import (
 // A receive across the partitions of an entity looks by node, not by
 // partition: first where the oldest message waits, as this node's
 // replicas see it (at the partitions this node leads, or at another node
-// that leads some, which looks at its own, forwarding refused), and where
-// nothing is seen waiting, here first. When none has anything it waits on
+// that leads some, which looks at its own, forwarding refused), unless
+// this node's own oldest came at most LocalLead later; where nothing is
+// seen waiting, here first. When none has anything it waits on
 // every leader at once, taking nothing
 // (AwaitMessages: each node waits on all its partitions at once), and
 // looks again as soon as one has a message. Asking partition by
@@ -86,15 +87,29 @@ type source struct {
 // this node (the partitions it leads), each other leader, and on its own
 // each partition whose leader is not known here. Sources holding the
 // oldest messages waiting come first, as this node's replicas see them (a
-// follower's view of a partition trails its leader a little); the others
-// follow in pollOrder: this node, then each other leader, then the
-// partitions asked on their own. Looking here first whatever waited
-// elsewhere let the partitions of a node that fewer receivers reached
-// fall behind: under load their messages waited seconds.
+// follower's view of a partition trails its leader a little), but this
+// node goes first while its oldest message has waited no more than
+// LocalLead less than the oldest anywhere; the others follow in
+// pollOrder: this node, then each other leader, then the partitions asked
+// on their own. Looking here first whatever waited elsewhere let the
+// partitions of a node that fewer receivers reached fall behind: under
+// load their messages waited seconds. Going elsewhere for the oldest
+// however little sooner it came sent most receives under load through
+// another node, each message crossing one more hop.
 func (s *Messaging) sources(e *clusterv1.Entity, path string, sub raftbusv1.SubQueue) []source {
-	waiting, rest := s.byOldest(e, path, sub, s.pollOrder(e))
+	waiting, ages, rest := s.byOldest(e, path, sub, s.pollOrder(e))
 	var out, alone []source
 	local := false
+	for k, id := range waiting {
+		if ages[k]-ages[0] > LocalLead.Milliseconds() {
+			break
+		}
+		if r := s.node.Replica(e, id); r != nil && r.IsLeader() {
+			local = true
+			out = append(out, source{local: true})
+			break
+		}
+	}
 	seen := map[string]bool{}
 	for k, id := range append(waiting, rest...) {
 		r := s.node.Replica(e, id)
@@ -127,9 +142,10 @@ func (s *Messaging) sources(e *clusterv1.Entity, path string, sub raftbusv1.SubQ
 }
 
 // byOldest splits ids into those whose replica here sees a message
-// waiting in the sub-queue of path, the oldest message first, and the
-// rest, in the order given.
-func (s *Messaging) byOldest(e *clusterv1.Entity, path string, sub raftbusv1.SubQueue, ids []uint32) (waiting, rest []uint32) {
+// waiting in the sub-queue of path, the oldest message first, with the
+// enqueue times of those messages (Unix milliseconds), and the rest, in
+// the order given.
+func (s *Messaging) byOldest(e *clusterv1.Entity, path string, sub raftbusv1.SubQueue, ids []uint32) (waiting []uint32, ages []int64, rest []uint32) {
 	type aged struct {
 		id uint32
 		ms int64
@@ -147,8 +163,9 @@ func (s *Messaging) byOldest(e *clusterv1.Entity, path string, sub raftbusv1.Sub
 	slices.SortStableFunc(seen, func(a, b aged) int { return cmp.Compare(a.ms, b.ms) })
 	for _, a := range seen {
 		waiting = append(waiting, a.id)
+		ages = append(ages, a.ms)
 	}
-	return waiting, rest
+	return waiting, ages, rest
 }
 
 // localOrder is the order in which a receive asks the partitions of e
@@ -161,7 +178,7 @@ func (s *Messaging) localOrder(e *clusterv1.Entity, path string, sub raftbusv1.S
 			led = append(led, id)
 		}
 	}
-	waiting, rest := s.byOldest(e, path, sub, led)
+	waiting, _, rest := s.byOldest(e, path, sub, led)
 	return append(waiting, rest...)
 }
 
