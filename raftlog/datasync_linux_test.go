@@ -11,9 +11,9 @@ import (
 // BenchmarkDatasync measures what a segment's sync costs (a 32 KiB write,
 // then fdatasync) by how the file's blocks came to be: reserved with
 // fallocate as segments are (ext4 marks such blocks unwritten, and the
-// first sync after writing into them also commits the journal that marks
-// them written), written once before (zeros), or appended to the end of
-// the file. It reports the process's CPU time per sync besides the wall
+// first sync after writing into them also writes the change that marks
+// them written: a journal commit, or with no journal the extent tree),
+// written once before (zeros), or appended to the end of the file. It reports the process's CPU time per sync besides the wall
 // time.
 //
 //	go test -run '^$' -bench BenchmarkDatasync -benchtime 3000x ./raftlog

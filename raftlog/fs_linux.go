@@ -18,8 +18,9 @@ func lockFile(f *os.File) error {
 
 // datasync flushes the file's data and what is needed to read it back,
 // not its times. The file is preallocated, so its size needs no record;
-// ext4 still commits its journal on the first sync after writing into
-// blocks fallocate reserved, to mark them written (BenchmarkDatasync).
+// ext4 still writes, on the first sync after writing into blocks
+// fallocate reserved, the change that marks them written
+// (BenchmarkDatasync).
 func datasync(f *os.File) error {
 	for {
 		err := syscall.Fdatasync(int(f.Fd()))
