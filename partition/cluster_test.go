@@ -26,11 +26,20 @@ type testCluster struct {
 	logs     []*raftlog.Log
 	replicas []*partition.Partition
 	tune     func(*partition.Config)
+	// fs, when set, gives the file system of node i's log.
+	fs func(i int) raftlog.FS
 }
 
 func newTestCluster(t testing.TB, n int, tune func(*partition.Config)) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, name: "orders/0", tune: tune}
+	return newTestClusterOn(t, n, tune, nil)
+}
+
+// newTestClusterOn is newTestCluster with the node logs on the file
+// systems fs gives (the operating system's for nil).
+func newTestClusterOn(t testing.TB, n int, tune func(*partition.Config), fs func(i int) raftlog.FS) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, name: "orders/0", tune: tune, fs: fs}
 	base := t.TempDir()
 	for i := range n {
 		c.dirs = append(c.dirs, filepath.Join(base, fmt.Sprintf("node%d", i)))
@@ -79,7 +88,11 @@ func (c *testCluster) open(i int) (*partition.Partition, error) {
 		}
 	}
 	if c.logs[i] == nil {
-		l, err := raftlog.Open(filepath.Join(c.dirs[i], "log"), raftlog.Options{})
+		var opts raftlog.Options
+		if c.fs != nil {
+			opts.FS = c.fs(i)
+		}
+		l, err := raftlog.Open(filepath.Join(c.dirs[i], "log"), opts)
 		if err != nil {
 			c.t.Fatalf("open node log %d: %v", i, err)
 		}

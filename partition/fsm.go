@@ -14,6 +14,7 @@ import (
 
 	"github.com/raftbus/raftbus/engine"
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
 // fsm adapts the engine to raft.BatchingFSM. Raft calls ApplyBatch, Snapshot
@@ -41,6 +42,19 @@ type fsm struct {
 
 	// snapshots counts the snapshots taken, for metrics.
 	snapshots atomic.Uint64
+
+	// durable, when set, waits until the replica's own log holds the
+	// entries through an index durably: a leader writes its entries while
+	// it replicates them (leaderwrite.go), and applies none before its copy
+	// is on disk. halted is the error of a wait that failed (the node log
+	// failed or closed): from then on the replica applies nothing and takes
+	// no snapshot, for its state would lack entries raft counts as applied.
+	// Both are raft's FSM goroutine's alone.
+	durable func(index uint64) error
+	halted  error
+	// halt is closed when the replica halts, for the partition to make
+	// raft step down (its next write to the failed log fails).
+	halt chan struct{}
 }
 
 func newFSM(name string, partitionID, partitionCount uint32) *fsm {
@@ -48,6 +62,7 @@ func newFSM(name string, partitionID, partitionCount uint32) *fsm {
 		name:    name,
 		engine:  engine.New(partitionID, partitionCount),
 		changed: make(chan struct{}),
+		halt:    make(chan struct{}),
 	}
 }
 
@@ -63,6 +78,15 @@ var _ raft.BatchingFSM = (*fsm)(nil)
 
 func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
+	if len(logs) == 0 {
+		return out
+	}
+	if err := f.awaitDurable(logs[len(logs)-1].Index); err != nil {
+		for i := range out {
+			out[i] = entryResults{err: err}
+		}
+		return out
+	}
 	f.mu.Lock()
 	for i, l := range logs {
 		// Configuration entries come here too; they change no state.
@@ -71,12 +95,21 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		}
 	}
 	f.mu.Unlock()
-	var last uint64
-	if len(logs) > 0 {
-		last = logs[len(logs)-1].Index
-	}
-	f.advance(last, false)
+	f.advance(logs[len(logs)-1].Index, false)
 	return out
+}
+
+// awaitDurable waits until this replica's log holds the entries through
+// index durably; on a leader they may still be on their way to disk.
+func (f *fsm) awaitDurable(index uint64) error {
+	if f.halted == nil && f.durable != nil {
+		if err := f.durable(index); err != nil {
+			f.halted = newError(raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN,
+				"partition %s: entry %d is committed but this replica cannot make its own copy durable, and applies nothing more until its node restarts: %v", f.name, index, err)
+			close(f.halt)
+		}
+	}
+	return f.halted
 }
 
 // advance records that the state is current through index (never
@@ -165,6 +198,9 @@ var snapshotMagic = []byte("\x00raftbus partition\x00")
 // image is of one point in the log; Persist then only copies bytes and can
 // run alongside new applies.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	if f.halted != nil {
+		return nil, f.halted
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.progress.Lock()

@@ -34,6 +34,7 @@ func (p *Partition) runLeaderDuties() {
 	defer timer.Stop()
 	leading := p.raft.State() == raft.Leader
 	var lastTick time.Time
+	halt := p.fsm.halt
 	for {
 		ready := true
 		if leading && p.readyTerm.Load() != p.raft.CurrentTerm() {
@@ -67,6 +68,15 @@ func (p *Partition) runLeaderDuties() {
 				p.readyTerm.Store(0)
 			}
 		case <-changed:
+		case <-halt:
+			// The replica's log failed under a leader's entries (see
+			// leaderwrite.go). A barrier is stored durably before it is
+			// replicated: the failed log refuses it, and raft steps down
+			// rather than lead a replica that applies nothing more.
+			halt = nil
+			if leading {
+				p.raft.Barrier(p.cfg.ApplyTimeout)
+			}
 		case <-timer.C:
 			if leading && tick {
 				lastTick = time.Now()

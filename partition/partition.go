@@ -23,7 +23,11 @@ type Partition struct {
 	cfg  Config
 
 	raft *raft.Raft
-	fsm  *fsm
+	// running is raft once it runs, for its log store (leaderLog), which
+	// raft calls from its own goroutines.
+	running atomic.Pointer[raft.Raft]
+
+	fsm *fsm
 	// followers is what this replica, leading, sees of its followers;
 	// stuck how long raft has refused its proposals for a transfer (see
 	// handover.go).
@@ -86,6 +90,13 @@ func Open(cfg Config) (*Partition, error) {
 	if cfg.wrapLogStore != nil {
 		logs = cfg.wrapLogStore(logs)
 	}
+	transport := cfg.Transport
+	if q, ok := logs.(queuingLog); ok {
+		if capped, ok := capCommits(transport, q); ok {
+			logs, transport = leaderLog{queuingLog: q, raft: &p.running}, capped
+			p.fsm.durable = q.WaitDurable
+		}
+	}
 	logs, err := raft.NewLogCache(logCacheSize, logs)
 	if err != nil {
 		return nil, fmt.Errorf("partition %s: log cache: %w", cfg.Name, err)
@@ -96,13 +107,14 @@ func Open(cfg Config) (*Partition, error) {
 	}
 	p.raft, _, err = StartGroup(Group{
 		Name: cfg.Name, NodeID: cfg.NodeID, Dir: cfg.Dir,
-		Log: logs, Stable: cfg.Stable, Transport: cfg.Transport, FSM: machine,
+		Log: logs, Stable: cfg.Stable, Transport: transport, FSM: machine,
 		Logger: cfg.Logger, OnDamage: cfg.OnDamage, Config: cfg.raftConfig(),
 		Followers: p.followers,
 	})
 	if err != nil {
 		return nil, err
 	}
+	p.running.Store(p.raft)
 	if len(cfg.Bootstrap) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.ApplyTimeout)
 		err := Await(ctx, nil, p.raft.BootstrapCluster(raft.Configuration{Servers: cfg.Bootstrap}))

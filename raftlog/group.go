@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 )
@@ -37,6 +38,9 @@ type group struct {
 	dropped bool
 	// lastBatch is the batch of the group's last request (the writer's).
 	lastBatch uint64
+	// pending counts the group's queued appends (StoreLogsQueued) the
+	// writer has not answered yet.
+	pending atomic.Int64
 }
 
 func newGroup(name string, created uint64) *group {
@@ -206,9 +210,13 @@ func (g *Group) LastIndex() (uint64, error) {
 }
 
 // GetLog reads the entry at index from disk and checks it. A record that
-// fails its checks marks the group damaged.
+// fails its checks marks the group damaged. An entry queued by
+// StoreLogsQueued and not yet written is read once it is.
 func (g *Group) GetLog(index uint64, out *raft.Log) error {
 	buf, err := g.read(index)
+	if errors.Is(err, raft.ErrLogNotFound) && g.g.pending.Load() > 0 && g.WaitDurable(index) == nil {
+		buf, err = g.read(index)
+	}
 	if err != nil {
 		return err
 	}
@@ -256,14 +264,82 @@ func (g *Group) StoreLogs(logs []*raft.Log) error {
 	if len(logs) == 0 {
 		return nil
 	}
+	recs, err := g.encode(logs)
+	if err != nil {
+		return err
+	}
+	return g.l.submit(&request{g: g.g, op: opAppend, recs: recs, first: logs[0].Index})
+}
+
+// encode makes the records of entries that follow each other.
+func (g *Group) encode(logs []*raft.Log) ([]encoded, error) {
 	recs := make([]encoded, len(logs))
 	for i, l := range logs {
 		if i > 0 && l.Index != logs[i-1].Index+1 {
-			return fmt.Errorf("raftlog: group %s: entries %d and %d are not contiguous", g.g.name, logs[i-1].Index, l.Index)
+			return nil, fmt.Errorf("raftlog: group %s: entries %d and %d are not contiguous", g.g.name, logs[i-1].Index, l.Index)
 		}
 		recs[i] = encodeEntry(g.g.name, g.g.created, l, recEntry)
 	}
-	return g.l.submit(&request{g: g.g, op: opAppend, recs: recs, first: logs[0].Index})
+	return recs, nil
+}
+
+// StoreLogsQueued stores entries as StoreLogs does, but returns once the
+// writer has them, before they are durable: for a leader, which may write
+// its entries while it replicates them. The entries are durable once
+// WaitDurable returns for the last of them; until then LastIndex does not
+// count them, reads of them wait, and a failed write fails the log (every
+// later call reports it). The group's next requests come after them.
+func (g *Group) StoreLogsQueued(logs []*raft.Log) error {
+	if len(logs) == 0 {
+		return nil
+	}
+	recs, err := g.encode(logs)
+	if err != nil {
+		return err
+	}
+	g.g.pending.Add(1)
+	if err := g.l.hand(&request{g: g.g, op: opAppend, recs: recs, first: logs[0].Index, queued: true}); err != nil {
+		g.g.pending.Add(-1)
+		return err
+	}
+	return nil
+}
+
+// WaitDurable waits until the group's entries through index are durable.
+// It fails when the log fails or closes first, when the group is dropped
+// or damaged, and when index is past the last entry stored with no append
+// of the group still to be written.
+func (g *Group) WaitDurable(index uint64) error {
+	for {
+		// pending is read before the index: the writer updates the index
+		// before it answers, so a group with nothing pending has its last
+		// append in the index read next.
+		pending := g.g.pending.Load()
+		g.l.mu.RLock()
+		err := g.check()
+		last := g.g.last()
+		written := g.l.written
+		g.l.mu.RUnlock()
+		if err == nil && last < index {
+			err = g.l.failure()
+		}
+		switch {
+		case err != nil:
+			return err
+		case last >= index:
+			return nil
+		case pending == 0:
+			return fmt.Errorf("raftlog: group %s: entry %d is not stored (last %d)", g.g.name, index, last)
+		}
+		select {
+		case <-written:
+		case <-g.l.done:
+			// The writer stopped; its last batch has signalled.
+			if g.g.pending.Load() > 0 {
+				return g.l.closedError()
+			}
+		}
+	}
 }
 
 // DeleteRange deletes the entries from min to max inclusive: a prefix (as

@@ -43,6 +43,9 @@ const (
 	maxBatchBytes = 8 << 20
 	// maxKeptBatchBuffer bounds the batch buffer the writer keeps.
 	maxKeptBatchBuffer = maxBatchBytes + 1<<20
+	// requestQueue is how many requests wait for the writer before the
+	// next caller blocks.
+	requestQueue = 256
 )
 
 func (o Options) withDefaults() Options {
@@ -100,11 +103,19 @@ type Log struct {
 	recovery Recovery
 	stats    counters
 
+	// written is closed (and replaced) under mu after every batch the
+	// writer handles, for WaitDurable.
+	written chan struct{}
+
 	failMu sync.Mutex
 	failed error // a write or sync failed: the log takes no more writes
 
+	// reqs is the writer's queue, in the order of the calls: a caller that
+	// does not wait for its append (StoreLogsQueued) must not hold up
+	// while a batch is being written, nor be overtaken by its group's
+	// next request.
 	reqs   chan *request
-	queued atomic.Int64  // callers waiting to hand the writer a request
+	queued atomic.Int64  // callers whose request the writer has, waiting for its answer
 	done   chan struct{} // closed when the writer has stopped
 	// collectDue is set when segments may have become free; carrying is
 	// the carry under way (both the writer's).
@@ -193,13 +204,14 @@ func (e *DamagedError) Unwrap() error { return e.Err }
 func Open(dir string, opts Options) (*Log, error) {
 	opts = opts.withDefaults()
 	l := &Log{
-		dir:    dir,
-		opts:   opts,
-		fs:     opts.FS,
-		log:    opts.Logger,
-		groups: make(map[string]*group),
-		reqs:   make(chan *request),
-		done:   make(chan struct{}),
+		dir:     dir,
+		opts:    opts,
+		fs:      opts.FS,
+		log:     opts.Logger,
+		groups:  make(map[string]*group),
+		reqs:    make(chan *request, requestQueue),
+		done:    make(chan struct{}),
+		written: make(chan struct{}),
 	}
 	if err := l.fs.MkdirAll(dir); err != nil {
 		return nil, fmt.Errorf("raftlog: create %s: %w", dir, err)
@@ -302,6 +314,14 @@ func (l *Log) fail(err error) error {
 		l.log.Error("node log failed; restart the node to recover it", "dir", l.dir, "err", err)
 	}
 	return l.failed
+}
+
+// signalWritten wakes those waiting in WaitDurable.
+func (l *Log) signalWritten() {
+	l.mu.Lock()
+	close(l.written)
+	l.written = make(chan struct{})
+	l.mu.Unlock()
 }
 
 func (l *Log) failure() error {

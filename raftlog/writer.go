@@ -29,6 +29,9 @@ type request struct {
 	key   string // state
 	value []byte
 	done  chan error
+	// queued: the caller did not wait (StoreLogsQueued); the group counts
+	// it in pending until it is answered.
+	queued bool
 
 	// Filled in by the writer: what the request does to the index.
 	effect   opKind // opDelete becomes one of the two truncations
@@ -38,22 +41,54 @@ type request struct {
 
 // submit hands r to the writer and waits until it is durable.
 func (l *Log) submit(r *request) error {
+	if err := l.hand(r); err != nil {
+		return err
+	}
+	l.queued.Add(1)
+	defer l.queued.Add(-1)
+	select {
+	case err := <-r.done:
+		return err
+	case <-l.done:
+		// The writer stopped: it answered r before, or never will (r
+		// came after the close).
+		select {
+		case err := <-r.done:
+			return err
+		default:
+			return l.closedError()
+		}
+	}
+}
+
+// hand gives r to the writer, in the order of the calls.
+func (l *Log) hand(r *request) error {
 	if err := l.failure(); err != nil {
 		return err
 	}
 	r.done = make(chan error, 1)
-	l.queued.Add(1)
 	select {
 	case l.reqs <- r:
-		l.queued.Add(-1)
+		return nil
 	case <-l.done:
-		l.queued.Add(-1)
-		if err := l.failure(); err != nil {
-			return err
-		}
-		return ErrClosed
+		return l.closedError()
 	}
-	return <-r.done
+}
+
+// closedError is what a call gets once the writer has stopped.
+func (l *Log) closedError() error {
+	if err := l.failure(); err != nil {
+		return err
+	}
+	return ErrClosed
+}
+
+// finish answers r.
+func (r *request) finish(err error) {
+	r.done <- err
+	if r.queued {
+		r.g.pending.Add(-1)
+	}
 }
 
 // runWriter is the log's only writer: it takes the first waiting request,
@@ -111,9 +146,12 @@ type span struct{ first, last uint64 }
 // commit writes one batch for reqs and answers them. It reports whether
 // a close request was among them (the writer then stops).
 func (l *Log) commit(reqs []*request) (closing bool) {
+	// Whatever happens, those waiting for entries to become durable look
+	// again.
+	defer l.signalWritten()
 	if err := l.failure(); err != nil {
 		for _, r := range reqs {
-			r.done <- err
+			r.finish(err)
 		}
 		return hasClose(reqs)
 	}
@@ -129,11 +167,11 @@ func (l *Log) commit(reqs []*request) (closing bool) {
 		}
 		l.abandonCarry(r)
 		if err := l.plan(r, views); err != nil {
-			r.done <- err
+			r.finish(err)
 			continue
 		}
 		if len(r.recs) == 0 {
-			r.done <- nil // nothing to write (a delete of nothing)
+			r.finish(nil) // nothing to write (a delete of nothing)
 			continue
 		}
 		accepted = append(accepted, r)
@@ -152,7 +190,7 @@ func (l *Log) commit(reqs []*request) (closing bool) {
 			l.stats.requests.Add(uint64(len(accepted)))
 		}
 		for _, r := range accepted {
-			r.done <- err
+			r.finish(err)
 		}
 	}
 	if closing {
@@ -162,7 +200,7 @@ func (l *Log) commit(reqs []*request) (closing bool) {
 		}
 		for _, r := range reqs {
 			if r.op == opClose {
-				r.done <- cerr
+				r.finish(cerr)
 			}
 		}
 		return true
