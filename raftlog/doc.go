@@ -8,7 +8,8 @@
 // cover. Here the writer gathers the appends of every group that arrive
 // while a write is under way and makes them durable with one write and one
 // sync (group commit); each caller returns only when its own records are
-// on disk.
+// on disk, but for a Raft leader's appends, which may return once queued
+// (Group.StoreLogsQueued) and be awaited later (Group.WaitDurable).
 //
 // Integrity: every record carries two CRC-32C checksums, one over its
 // header and one over its body, and every batch a header of its own.
