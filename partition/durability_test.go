@@ -56,15 +56,24 @@ func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
 	l := c.leader()
 	p := c.replicas[l]
 	configure(t, p, nil)
+	ctx := context.Background()
+	send := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			if _, err := p.Apply(ctx, sendCmd(&raftbusv1.Message{MessageId: strconv.Itoa(i), Body: []byte("x")})); err != nil {
+				t.Fatalf("send: %v", err)
+			}
+		}
+	}
+	// The follower falls behind with more entries of its own than
+	// TrailingLogs: installing the snapshot must empty its log, or its
+	// next appends would not follow what it kept.
+	send(0, 10)
+	c.converged()
 	behind := (l + 1) % 3
 	c.kill(behind)
 
-	ctx := context.Background()
-	for i := range 100 {
-		if _, err := p.Apply(ctx, sendCmd(&raftbusv1.Message{MessageId: strconv.Itoa(i), Body: []byte("x")})); err != nil {
-			t.Fatalf("send: %v", err)
-		}
-	}
+	send(10, 110)
 	if err := p.Raft().Snapshot().Error(); err != nil {
 		t.Fatalf("snapshot: %v", err)
 	}
@@ -74,6 +83,8 @@ func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
 	if stats["last_snapshot_index"] == "0" {
 		t.Fatalf("follower caught up without installing a snapshot (stats %v)", stats)
 	}
+	send(110, 120)
+	c.converged()
 }
 
 // TestTimeDrivenWorkHappensWithoutTraffic checks that the leader proposes

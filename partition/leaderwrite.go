@@ -37,6 +37,11 @@ import (
 // waiting for them (raftlog.Group).
 type queuingLog interface {
 	raft.LogStore
+	// IsMonotonic is part of the interface so that leaderLog has it too:
+	// raft empties a monotonic store after installing a snapshot, and
+	// only compacts another, keeping entries the next appends would not
+	// follow.
+	raft.MonotonicLogStore
 	// StoreLogsQueued returns once the entries are queued for writing,
 	// in order with the group's other requests.
 	StoreLogsQueued(logs []*raft.Log) error
