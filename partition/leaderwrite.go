@@ -19,8 +19,9 @@ import (
 // is:
 //
 //   - the leader applies an entry, and so answers its callers, only once
-//     its own copy is durable (fsm.durable): every answer rests on the
-//     leader's durable copy and a follower's, a majority of three;
+//     its own copy is durable (fsm.durable): every answer rests on a
+//     majority of durable copies, the leader's and those of the followers
+//     raft counted with it;
 //   - the commit index the leader sends its followers never passes its
 //     own durable entries (commitCap): a follower applies an entry only
 //     once two copies are durable, so no replica applies an entry that a
