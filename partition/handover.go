@@ -81,19 +81,17 @@ func (f *Followers) ready(id raft.ServerID, term, last uint64, window time.Durat
 
 // watchedTransport records the followers' answers to AppendEntries.
 type watchedTransport struct {
-	raft.Transport
-	prevote   raft.WithPreVote
+	transportWrapper
 	followers *Followers
 }
 
-// watch wraps t to fill f; a transport without pre-vote is left as it is
-// (raft would take the wrapper for one that has it).
+// watch wraps t to fill f; a transport without pre-vote is left as it is.
 func watch(t raft.Transport, f *Followers) raft.Transport {
-	pv, ok := t.(raft.WithPreVote)
+	w, ok := wrapTransport(t)
 	if f == nil || !ok {
 		return t
 	}
-	return &watchedTransport{Transport: t, prevote: pv, followers: f}
+	return &watchedTransport{transportWrapper: w, followers: f}
 }
 
 func (w *watchedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
@@ -102,18 +100,6 @@ func (w *watchedTransport) AppendEntries(id raft.ServerID, target raft.ServerAdd
 		w.followers.answered(id, args.Term, resp.LastLog)
 	}
 	return err
-}
-
-func (w *watchedTransport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
-	return w.prevote.RequestPreVote(id, target, args, resp)
-}
-
-// Close closes the wrapped transport when it can be closed.
-func (w *watchedTransport) Close() error {
-	if c, ok := w.Transport.(raft.WithClose); ok {
-		return c.Close()
-	}
-	return nil
 }
 
 // HandOver transfers leadership of a group r leads to the voter to, or,

@@ -81,19 +81,18 @@ func (s leaderLog) StoreLogs(logs []*raft.Log) error {
 // replicates: every AppendEntries carries a commit index no higher than
 // the last entry of the leader's log that is durable.
 type commitCap struct {
-	raft.Transport
-	prevote raft.WithPreVote
+	transportWrapper
 	durable func() (uint64, error) // the log's LastIndex: durable entries only
 }
 
 // capCommits wraps t; ok is false for a transport without pre-vote, which
-// is left as it is (raft would take the wrapper for one that has it).
+// is left as it is.
 func capCommits(t raft.Transport, logs raft.LogStore) (raft.Transport, bool) {
-	pv, ok := t.(raft.WithPreVote)
+	w, ok := wrapTransport(t)
 	if !ok {
 		return t, false
 	}
-	return &commitCap{Transport: t, prevote: pv, durable: logs.LastIndex}, true
+	return &commitCap{transportWrapper: w, durable: logs.LastIndex}, true
 }
 
 // capped returns args with its commit index lowered to the last durable
@@ -128,18 +127,6 @@ func (c *commitCap) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAd
 		return nil, err
 	}
 	return cappedPipeline{AppendPipeline: p, c: c}, nil
-}
-
-func (c *commitCap) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
-	return c.prevote.RequestPreVote(id, target, args, resp)
-}
-
-// Close closes the wrapped transport when it can be closed.
-func (c *commitCap) Close() error {
-	if wc, ok := c.Transport.(raft.WithClose); ok {
-		return wc.Close()
-	}
-	return nil
 }
 
 type cappedPipeline struct {

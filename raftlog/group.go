@@ -261,26 +261,11 @@ func (g *Group) StoreLog(l *raft.Log) error { return g.StoreLogs([]*raft.Log{l})
 // StoreLogs stores entries, which must follow each other and the last
 // stored entry, and returns once they are durable.
 func (g *Group) StoreLogs(logs []*raft.Log) error {
-	if len(logs) == 0 {
-		return nil
-	}
-	recs, err := g.encode(logs)
-	if err != nil {
+	r, err := g.appendRequest(logs)
+	if r == nil {
 		return err
 	}
-	return g.l.submit(&request{g: g.g, op: opAppend, recs: recs, first: logs[0].Index})
-}
-
-// encode makes the records of entries that follow each other.
-func (g *Group) encode(logs []*raft.Log) ([]encoded, error) {
-	recs := make([]encoded, len(logs))
-	for i, l := range logs {
-		if i > 0 && l.Index != logs[i-1].Index+1 {
-			return nil, fmt.Errorf("raftlog: group %s: entries %d and %d are not contiguous", g.g.name, logs[i-1].Index, l.Index)
-		}
-		recs[i] = encodeEntry(g.g.name, g.g.created, l, recEntry)
-	}
-	return recs, nil
+	return g.l.submit(r)
 }
 
 // StoreLogsQueued stores entries as StoreLogs does, but returns once the
@@ -290,19 +275,28 @@ func (g *Group) encode(logs []*raft.Log) ([]encoded, error) {
 // count them, reads of them wait, and a failed write fails the log (every
 // later call reports it). The group's next requests come after them.
 func (g *Group) StoreLogsQueued(logs []*raft.Log) error {
+	r, err := g.appendRequest(logs)
+	if r == nil {
+		return err
+	}
+	r.queued = true
+	return g.l.hand(r)
+}
+
+// appendRequest is the request that appends entries which follow each
+// other; nil when there are none or they do not follow each other.
+func (g *Group) appendRequest(logs []*raft.Log) (*request, error) {
 	if len(logs) == 0 {
-		return nil
+		return nil, nil
 	}
-	recs, err := g.encode(logs)
-	if err != nil {
-		return err
+	recs := make([]encoded, len(logs))
+	for i, l := range logs {
+		if i > 0 && l.Index != logs[i-1].Index+1 {
+			return nil, fmt.Errorf("raftlog: group %s: entries %d and %d are not contiguous", g.g.name, logs[i-1].Index, l.Index)
+		}
+		recs[i] = encodeEntry(g.g.name, g.g.created, l, recEntry)
 	}
-	g.g.pending.Add(1)
-	if err := g.l.hand(&request{g: g.g, op: opAppend, recs: recs, first: logs[0].Index, queued: true}); err != nil {
-		g.g.pending.Add(-1)
-		return err
-	}
-	return nil
+	return &request{g: g.g, op: opAppend, recs: recs, first: logs[0].Index}, nil
 }
 
 // WaitDurable waits until the group's entries through index are durable.

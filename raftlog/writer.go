@@ -67,10 +67,16 @@ func (l *Log) hand(r *request) error {
 		return err
 	}
 	r.done = make(chan error, 1)
+	if r.queued {
+		r.g.pending.Add(1) // before the writer can answer it
+	}
 	select {
 	case l.reqs <- r:
 		return nil
 	case <-l.done:
+		if r.queued {
+			r.g.pending.Add(-1)
+		}
 		return l.closedError()
 	}
 }

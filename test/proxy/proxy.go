@@ -1,11 +1,11 @@
 // Package proxy is a TCP proxy for tests that loses the answer to a gRPC
 // call: it passes a connection's bytes both ways, and once armed it cuts
 // the connection that carries the next response, after the server handled
-// the request and before the client reads the answer. The answers to the
-// clock pings nodes send each other in the background (NodeService.Ping)
-// are never the one cut: a test arms the proxy for the call it makes. That is the fault
+// the request and before the client reads the answer. That is the fault
 // whose outcome a client cannot know: the request took effect, the
-// connection broke ("error reading from server: EOF").
+// connection broke ("error reading from server: EOF"). The answers to the
+// clock pings nodes send each other in the background (NodeService.Ping)
+// are never the one cut: a test arms the proxy for the call it makes.
 package proxy
 
 import (
