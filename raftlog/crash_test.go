@@ -195,7 +195,17 @@ var crashOptions = Options{SegmentSize: 1024, RetainBytes: 2048}
 // operation was cut may hold either state), and the log goes on working.
 func (w *crashWorkload) verify(t *testing.T, dir, what string) {
 	t.Helper()
-	l, err := Open(dir, crashOptions)
+	w.verifyOn(t, dir, nil, what)
+}
+
+// verifyOn is verify on the file system fs (nil: the real one).
+func (w *crashWorkload) verifyOn(t *testing.T, dir string, fs FS, what string) {
+	t.Helper()
+	opts := crashOptions
+	if fs != nil {
+		opts.FS = fs
+	}
+	l, err := Open(dir, opts)
 	if err != nil {
 		t.Fatalf("%s: reopen: %v", what, err)
 	}
