@@ -15,37 +15,46 @@ import (
 )
 
 // TestPowerCutsLoseNothingAcknowledged runs three replicas whose node logs
-// sit on disks that lose power, while senders stream messages: in turn
-// every node at once (keeping nothing they had not synced), the leader
-// alone, and the leader with a follower (keeping about half of it, as
-// whole sectors, or nothing) lose power and start again from what their
-// disks kept. Every send
-// acknowledged before a cut must be there afterwards, under its sequence
-// number and with its bytes, the numbers gap-free, the node logs must not
-// take a cut for damage, and the replicas must converge. A kill of a
-// process leaves its writes in the page cache, so only a power cut tests
-// what a leader that writes while it replicates rests on: its answers
-// wait for its own sync, and its followers learn of a commit only up to
-// what it has synced.
+// sit on disks that lose power, while senders stream messages and a
+// receiver completes them: in turn every node at once (keeping nothing
+// they had not synced), the leader alone, and the leader with a follower
+// (keeping about half of it, as whole sectors, or nothing) lose power and
+// start again from what their disks kept. Every send acknowledged before
+// a cut must be there afterwards, under its sequence number and with its
+// bytes, unless its completion may have taken effect; no message whose
+// completion was acknowledged may be delivered again; the numbers must be
+// gap-free, the node logs must not take a cut for damage, and the
+// replicas must converge. A kill of a process leaves its writes in the
+// page cache, so only a power cut tests what a leader that writes while
+// it replicates rests on: its answers wait for its own sync, and its
+// followers learn of a commit only up to what it has synced.
 func TestPowerCutsLoseNothingAcknowledged(t *testing.T) {
 	const seed = 20261128
 	disks := []*powercut.Disk{powercut.NewDisk(seed), powercut.NewDisk(seed + 1), powercut.NewDisk(seed + 2)}
 	for _, d := range disks {
 		// Syncs that take time, so that a leader's entries are often on
 		// their way to its disk while its followers hold them.
-		d.SetSyncTime(2 * time.Millisecond)
+		d.SetSyncTime(5 * time.Millisecond)
 	}
 	c := newTestClusterOn(t, 3, nil, func(i int) raftlog.FS { return disks[i].FS() })
 	configure(t, c.replicas[c.leader()], nil)
 
-	// epoch counts the cuts; a send counts as acknowledged only when its
-	// answer came in the epoch it was sent in, before the next cut.
+	// epoch counts the cuts; a send or a completion counts as
+	// acknowledged only when its answer came in the epoch it was made in,
+	// before the next cut.
 	var (
-		mu     sync.RWMutex // held for writing while nodes lose power
-		epoch  int
-		acked  = map[string]int64{}
-		ackedN = make(chan struct{}, 1<<16)
+		mu             sync.RWMutex // held for writing while nodes lose power
+		epoch          int
+		acked          = map[string]int64{}
+		ackedN         = make(chan struct{}, 1<<16)
+		completed      = map[string]int64{}
+		maybeCompleted = map[string]int64{}
 	)
+	inEpoch := func() int {
+		mu.RLock()
+		defer mu.RUnlock()
+		return epoch
+	}
 	current := func() *partition.Partition {
 		mu.RLock()
 		defer mu.RUnlock()
@@ -70,9 +79,7 @@ func TestPowerCutsLoseNothingAcknowledged(t *testing.T) {
 					time.Sleep(5 * time.Millisecond) // no leader yet
 					continue
 				}
-				mu.RLock()
-				sentIn := epoch
-				mu.RUnlock()
+				sentIn := inEpoch()
 				actx, acancel := context.WithTimeout(ctx, 5*time.Second)
 				res, err := p.Apply(actx, sendCmd(&raftbusv1.Message{MessageId: id, Body: []byte(id)}))
 				acancel()
@@ -100,6 +107,40 @@ func TestPowerCutsLoseNothingAcknowledged(t *testing.T) {
 			}
 		}()
 	}
+	// A receiver completes messages through whichever replica leads.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			p := current()
+			if p == nil {
+				time.Sleep(5 * time.Millisecond) // no leader yet
+				continue
+			}
+			msgs, err := p.Receive(ctx, lockCmd(8), 20*time.Millisecond)
+			if err != nil {
+				continue
+			}
+			for _, m := range msgs {
+				id := m.Message.MessageId
+				sentIn := inEpoch()
+				actx, acancel := context.WithTimeout(ctx, 5*time.Second)
+				_, err := p.Apply(actx, completeCmd(m.LockToken))
+				acancel()
+				mu.Lock()
+				if _, done := completed[id]; done {
+					t.Errorf("message %s (seq %d) delivered again after its completion was acknowledged", id, m.SequenceNumber)
+				}
+				switch {
+				case err == nil && epoch == sentIn:
+					completed[id] = m.SequenceNumber
+				case err == nil, partition.ReasonOf(err) == raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN:
+					maybeCompleted[id] = m.SequenceNumber
+				}
+				mu.Unlock()
+			}
+		}
+	}()
 
 	// cut takes the power of the nodes in victims at once: each is cut off
 	// from its peers first, so that it says nothing after its disk lost
@@ -116,6 +157,8 @@ func TestPowerCutsLoseNothingAcknowledged(t *testing.T) {
 				}
 			}
 		}
+		// The leader's disk first: its sync under way is what an
+		// acknowledgement must not rest on alone.
 		for _, i := range victims {
 			disks[i].Cut(keep)
 		}
@@ -150,7 +193,7 @@ func TestPowerCutsLoseNothingAcknowledged(t *testing.T) {
 		// Whole-cluster cuts keep nothing unsynced: what an acknowledgement
 		// rests on must have been synced somewhere a new leader will come
 		// from.
-		victims, keep := []int{0, 1, 2}, 0.0
+		victims, keep := []int{l, (l + 1) % 3, (l + 2) % 3}, 0.0
 		switch round % 3 {
 		case 1:
 			victims, keep = []int{l}, 0.5
@@ -183,8 +226,28 @@ func TestPowerCutsLoseNothingAcknowledged(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	for id, seq := range acked {
+		_, done := completed[id]
+		_, maybe := maybeCompleted[id]
+		if done || maybe {
+			continue
+		}
 		if s, ok := present[id]; !ok || s != seq {
 			t.Errorf("acknowledged message %s (seq %d) is missing (held as %d: %v)", id, seq, s, ok)
+		}
+	}
+	for id := range completed {
+		if _, ok := present[id]; ok {
+			t.Errorf("message %s came back after its completion was acknowledged", id)
+		}
+	}
+	// Nothing else removes messages, so every number handed out is still
+	// held or was completed: together they are 1..n.
+	for _, s := range completed {
+		seqs = append(seqs, s)
+	}
+	for id, s := range maybeCompleted {
+		if _, held := present[id]; !held {
+			seqs = append(seqs, s)
 		}
 	}
 	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
@@ -193,5 +256,5 @@ func TestPowerCutsLoseNothingAcknowledged(t *testing.T) {
 			t.Fatalf("sequence numbers not gap-free and unique: position %d holds %d", i, s)
 		}
 	}
-	t.Logf("%d sends acknowledged across %d power cuts, %d held", len(acked), rounds, len(present))
+	t.Logf("across %d power cuts: %d sends and %d completions acknowledged, %d held", rounds, len(acked), len(completed), len(present))
 }
