@@ -95,6 +95,9 @@ type Config struct {
 	// been quiet before a target forgets its mark (see marksweep.go):
 	// defaultForgetStreamsAfter unless an in-process test sets it.
 	forgetStreamsAfter time.Duration
+	// nodeLogFS is the file system under the node log: the operating
+	// system's unless an in-process test makes the disk fail.
+	nodeLogFS raftlog.FS
 	// Auth makes every public call need a SharedAccessSignature token
 	// signed with a key of an access policy (see cluster/access); it
 	// needs TLS, which authenticates the nodes to each other.

@@ -33,7 +33,18 @@ func openStorage(n *Node) error {
 	_, err := os.Stat(dir)
 	_, metaErr := os.Stat(filepath.Join(n.cfg.DataDir, "meta"))
 	logLost := errors.Is(err, os.ErrNotExist) && metaErr == nil
-	n.nodeLog, err = raftlog.Open(dir, raftlog.Options{Logger: n.log, OnDamage: n.markDamaged, OnSync: n.metrics.Synced})
+	n.nodeLog, err = raftlog.Open(dir, raftlog.Options{
+		FS: n.cfg.nodeLogFS, Logger: n.log, OnDamage: n.markDamaged, OnSync: n.metrics.Synced,
+		// A log that failed a write takes no more, and Raft cannot go on
+		// without keeping terms and votes (hashicorp/raft panics when it
+		// cannot): the node stops, saying why, rather than stay up with
+		// every replica on it stuck.
+		OnFail: func(err error) {
+			n.fail(fmt.Errorf("cluster: %w; no replica on this node can store anything more. "+
+				"Check the disk under %s (full, read-only, failing) and start the node again: "+
+				"it recovers the log up to its last synced write and catches up from the other nodes", err, dir))
+		},
+	})
 	if err != nil {
 		return fmt.Errorf("cluster: the node log cannot be read as a whole, so no partition replica on this node can be trusted (%w). "+
 			"Move %s aside (to %s.damaged, say) and start the node again: it then rebuilds each of its replicas from the other nodes. "+

@@ -34,6 +34,10 @@ type Options struct {
 	// took (the fdatasync alone), for metrics. It runs on the writer and
 	// must not block.
 	OnSync func(d time.Duration)
+	// OnFail, when set, is called once (on a goroutine of its own) when
+	// the log fails a write or a sync: it takes no more writes until it
+	// is opened again.
+	OnFail func(err error)
 }
 
 const (
@@ -312,6 +316,9 @@ func (l *Log) fail(err error) error {
 	if l.failed == nil {
 		l.failed = fmt.Errorf("raftlog: %s: writes stopped after a failed write: %w", l.dir, err)
 		l.log.Error("node log failed; restart the node to recover it", "dir", l.dir, "err", err)
+		if l.opts.OnFail != nil {
+			go l.opts.OnFail(l.failed)
+		}
 	}
 	return l.failed
 }

@@ -136,3 +136,31 @@ func TestWaitDurableForAnEntryNeverStored(t *testing.T) {
 		t.Fatal("WaitDurable of an entry never stored returned nil")
 	}
 }
+
+// A failed write is told to OnFail once, however many callers see it.
+func TestOnFailIsToldOnce(t *testing.T) {
+	fs := &faultFS{}
+	failed := make(chan error, 2)
+	l := openLog(t, filepath.Join(t.TempDir(), "log"), Options{FS: fs, OnFail: func(err error) { failed <- err }})
+	g := openGroup(t, l, "g")
+	store(t, g, 1, 1, 1, 10)
+	fs.mu.Lock()
+	fs.failAt = fs.ops + 1 // the next write
+	fs.mu.Unlock()
+	for i := uint64(2); i <= 4; i++ {
+		if err := g.StoreLogs(entries("g", i, i, 1, 10)); !errors.Is(err, errCrashed) {
+			t.Fatalf("append %d after the failure: %v, want the write's error", i, err)
+		}
+	}
+	if err := <-failed; !errors.Is(err, errCrashed) {
+		t.Fatalf("OnFail was told %v, want the write's error", err)
+	}
+	if err := l.Close(); err == nil {
+		t.Fatal("a failed log closed without an error")
+	}
+	select {
+	case err := <-failed:
+		t.Fatalf("OnFail told twice (then %v)", err)
+	default:
+	}
+}
