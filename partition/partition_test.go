@@ -127,6 +127,62 @@ type history struct {
 	maybeCompleted map[string]int64
 }
 
+// verify checks the messages a leader holds against what clients were
+// told: every acknowledged send is held, under its sequence number and
+// with its bytes (each body is its message id), unless its completion may
+// have taken effect; nothing is held twice; nothing whose completion was
+// acknowledged is held; and, as nothing else removes messages, the numbers
+// of what is held and what was completed are 1..n. It returns how many
+// messages are held.
+func (h *history) verify(t *testing.T, held []*raftbusv1.ReceivedMessage) int {
+	t.Helper()
+	present := map[string]int64{}
+	var seqs []int64
+	for _, m := range held {
+		id := m.Message.MessageId
+		if string(m.Message.Body) != id {
+			t.Errorf("message %s (seq %d) holds %q", id, m.SequenceNumber, m.Message.Body)
+		}
+		if _, dup := present[id]; dup {
+			t.Errorf("message %s held twice", id)
+		}
+		present[id] = m.SequenceNumber
+		seqs = append(seqs, m.SequenceNumber)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id, seq := range h.acked {
+		_, done := h.completed[id]
+		_, maybe := h.maybeCompleted[id]
+		if done || maybe {
+			continue
+		}
+		if s, ok := present[id]; !ok || s != seq {
+			t.Errorf("acknowledged message %s (seq %d) is missing", id, seq)
+		}
+	}
+	for id := range h.completed {
+		if _, ok := present[id]; ok {
+			t.Errorf("completed message %s came back", id)
+		}
+	}
+	for _, s := range h.completed {
+		seqs = append(seqs, s)
+	}
+	for id, s := range h.maybeCompleted {
+		if _, ok := present[id]; !ok {
+			seqs = append(seqs, s)
+		}
+	}
+	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
+	for i, s := range seqs {
+		if s != int64(i+1) {
+			t.Fatalf("sequence numbers not gap-free and unique: position %d holds %d", i, s)
+		}
+	}
+	return len(present)
+}
+
 // TestLeaderCrashLosesNothingAcknowledged kills the leader while senders
 // stream messages and a receiver completes them, then checks the new
 // leader's state against what clients were told.
@@ -235,50 +291,8 @@ func TestLeaderCrashLosesNothingAcknowledged(t *testing.T) {
 		return
 	}
 
-	p := c.replicas[c.leader()]
-	present := map[string]int64{}
-	for _, m := range peekAll(t, p) {
-		present[m.Message.MessageId] = m.SequenceNumber
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for id, seq := range h.acked {
-		_, done := h.completed[id]
-		_, maybe := h.maybeCompleted[id]
-		if done || maybe {
-			continue
-		}
-		if s, ok := present[id]; !ok || s != seq {
-			t.Errorf("acknowledged message %s (seq %d) is missing", id, seq)
-		}
-	}
-	for id := range h.completed {
-		if _, ok := present[id]; ok {
-			t.Errorf("completed message %s came back", id)
-		}
-	}
-	// Nothing else removes messages here, so every number handed out is
-	// either still held or was completed (perhaps unbeknown to the
-	// receiver): together they are 1..n.
-	var seqs []int64
-	for _, s := range present {
-		seqs = append(seqs, s)
-	}
-	for _, s := range h.completed {
-		seqs = append(seqs, s)
-	}
-	for id, s := range h.maybeCompleted {
-		if _, held := present[id]; !held {
-			seqs = append(seqs, s)
-		}
-	}
-	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
-	for i, s := range seqs {
-		if s != int64(i+1) {
-			t.Fatalf("sequence numbers not gap-free and unique: position %d holds %d", i, s)
-		}
-	}
-	t.Logf("acked %d sends, completed %d, %d held after failover", len(h.acked), len(h.completed), len(present))
+	held := h.verify(t, peekAll(t, c.replicas[c.leader()]))
+	t.Logf("acked %d sends, completed %d, %d held after failover", len(h.acked), len(h.completed), held)
 	c.converged()
 }
 

@@ -3,7 +3,6 @@ package partition_test
 import (
 	"context"
 	"fmt"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -43,12 +42,10 @@ func TestPowerCutsLoseNothingAcknowledged(t *testing.T) {
 	// acknowledged only when its answer came in the epoch it was made in,
 	// before the next cut.
 	var (
-		mu             sync.RWMutex // held for writing while nodes lose power
-		epoch          int
-		acked          = map[string]int64{}
-		ackedN         = make(chan struct{}, 1<<16)
-		completed      = map[string]int64{}
-		maybeCompleted = map[string]int64{}
+		mu     sync.RWMutex // held for writing while nodes lose power
+		epoch  int
+		h      = &history{acked: map[string]int64{}, completed: map[string]int64{}, maybeCompleted: map[string]int64{}}
+		ackedN = make(chan struct{}, 1<<16)
 	)
 	inEpoch := func() int {
 		mu.RLock()
@@ -91,12 +88,14 @@ func TestPowerCutsLoseNothingAcknowledged(t *testing.T) {
 						}
 						return
 					}
-					mu.Lock()
+					mu.RLock()
 					if epoch == sentIn {
-						acked[id] = res.GetSend().Messages[0].SequenceNumber
+						h.mu.Lock()
+						h.acked[id] = res.GetSend().Messages[0].SequenceNumber
+						h.mu.Unlock()
 						ackedN <- struct{}{}
 					}
-					mu.Unlock()
+					mu.RUnlock()
 				case raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN:
 					// May or may not be in the log; not counted as acked.
 				default:
@@ -127,17 +126,19 @@ func TestPowerCutsLoseNothingAcknowledged(t *testing.T) {
 				actx, acancel := context.WithTimeout(ctx, 5*time.Second)
 				_, err := p.Apply(actx, completeCmd(m.LockToken))
 				acancel()
-				mu.Lock()
-				if _, done := completed[id]; done {
+				mu.RLock()
+				h.mu.Lock()
+				if _, done := h.completed[id]; done {
 					t.Errorf("message %s (seq %d) delivered again after its completion was acknowledged", id, m.SequenceNumber)
 				}
 				switch {
 				case err == nil && epoch == sentIn:
-					completed[id] = m.SequenceNumber
+					h.completed[id] = m.SequenceNumber
 				case err == nil, partition.ReasonOf(err) == raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN:
-					maybeCompleted[id] = m.SequenceNumber
+					h.maybeCompleted[id] = m.SequenceNumber
 				}
-				mu.Unlock()
+				h.mu.Unlock()
+				mu.RUnlock()
 			}
 		}
 	}()
@@ -210,51 +211,6 @@ func TestPowerCutsLoseNothingAcknowledged(t *testing.T) {
 	}
 
 	c.converged()
-	present := map[string]int64{}
-	var seqs []int64
-	for _, m := range peekAll(t, c.replicas[c.leader()]) {
-		id := m.Message.MessageId
-		if string(m.Message.Body) != id {
-			t.Errorf("message %s (seq %d) holds %q", id, m.SequenceNumber, m.Message.Body)
-		}
-		if _, dup := present[id]; dup {
-			t.Errorf("message %s held twice", id)
-		}
-		present[id] = m.SequenceNumber
-		seqs = append(seqs, m.SequenceNumber)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	for id, seq := range acked {
-		_, done := completed[id]
-		_, maybe := maybeCompleted[id]
-		if done || maybe {
-			continue
-		}
-		if s, ok := present[id]; !ok || s != seq {
-			t.Errorf("acknowledged message %s (seq %d) is missing (held as %d: %v)", id, seq, s, ok)
-		}
-	}
-	for id := range completed {
-		if _, ok := present[id]; ok {
-			t.Errorf("message %s came back after its completion was acknowledged", id)
-		}
-	}
-	// Nothing else removes messages, so every number handed out is still
-	// held or was completed: together they are 1..n.
-	for _, s := range completed {
-		seqs = append(seqs, s)
-	}
-	for id, s := range maybeCompleted {
-		if _, held := present[id]; !held {
-			seqs = append(seqs, s)
-		}
-	}
-	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
-	for i, s := range seqs {
-		if s != int64(i+1) {
-			t.Fatalf("sequence numbers not gap-free and unique: position %d holds %d", i, s)
-		}
-	}
-	t.Logf("across %d power cuts: %d sends and %d completions acknowledged, %d held", rounds, len(acked), len(completed), len(present))
+	held := h.verify(t, peekAll(t, c.replicas[c.leader()]))
+	t.Logf("across %d power cuts: %d sends and %d completions acknowledged, %d held", rounds, len(h.acked), len(h.completed), held)
 }

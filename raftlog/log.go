@@ -118,9 +118,8 @@ type Log struct {
 	// does not wait for its append (StoreLogsQueued) must not hold up
 	// while a batch is being written, nor be overtaken by its group's
 	// next request.
-	reqs   chan *request
-	queued atomic.Int64  // callers whose request the writer has, waiting for its answer
-	done   chan struct{} // closed when the writer has stopped
+	reqs chan *request
+	done chan struct{} // closed when the writer has stopped
 	// collectDue is set when segments may have become free; carrying is
 	// the carry under way (both the writer's).
 	collectDue bool

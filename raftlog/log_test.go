@@ -291,8 +291,9 @@ func TestGroupCommitCoalescesAndWaitsForTheSync(t *testing.T) {
 			returned <- g.Name()
 		}()
 	}
-	// Wait until all fifteen are queued behind the writer.
-	await.Until(t, 10*time.Second, fmt.Sprintf("all %d appends queued", n), func() bool { return l.queued.Load() >= n })
+	// Wait until all fifteen are queued behind the writer, which holds the
+	// first batch.
+	await.Until(t, 10*time.Second, fmt.Sprintf("all %d appends queued", n), func() bool { return len(l.reqs) >= n })
 	select {
 	case name := <-returned:
 		t.Fatalf("%s returned before its records were synced", name)

@@ -44,8 +44,6 @@ func (l *Log) submit(r *request) error {
 	if err := l.hand(r); err != nil {
 		return err
 	}
-	l.queued.Add(1)
-	defer l.queued.Add(-1)
 	select {
 	case err := <-r.done:
 		return err
