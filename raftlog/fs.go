@@ -113,6 +113,10 @@ func (o osFile) Sync() error                              { return datasync(o.f)
 func (o osFile) Allocate(size int64) error                { return allocate(o.f, size) }
 func (o osFile) Close() error                             { return o.f.Close() }
 
+// DropCache tells the kernel that the file's pages in [off, off+n) will
+// not be read again soon (see Log.dropWritten).
+func (o osFile) DropCache(off, n int64) error { return dropCache(o.f, off, n) }
+
 func (o osFile) Size() (int64, error) {
 	st, err := o.f.Stat()
 	if err != nil {

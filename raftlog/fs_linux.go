@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 var errLocked = errors.New("locked")
@@ -38,4 +40,10 @@ func allocate(f *os.File, size int64) error {
 		return f.Truncate(size)
 	}
 	return err
+}
+
+// dropCache lets the kernel free the page cache of [off, off+n). Only clean
+// pages go: those of synced data.
+func dropCache(f *os.File, off, n int64) error {
+	return unix.Fadvise(int(f.Fd()), off, n, unix.FADV_DONTNEED)
 }

@@ -134,7 +134,10 @@ type segment struct {
 	f          File
 	firstBatch uint64
 	end        int64 // bytes in use: the write offset of the active segment
-	sealed     bool
+	// dropped is how far the segment's pages have been let go of the page
+	// cache (Log.dropWritten); the writer's alone.
+	dropped int64
+	sealed  bool
 }
 
 func segmentName(seq uint32) string { return fmt.Sprintf("%020d.seg", seq) }
