@@ -83,6 +83,8 @@ type Node struct {
 	Env    []string
 	cmd    *exec.Cmd
 	exited chan struct{}
+	// disk is the file system the data dir is on (Options.Disks).
+	disk *disk
 }
 
 // PID is the running process's id, 0 when it is not running.
@@ -119,6 +121,10 @@ type Options struct {
 	// Auth, with TLS, makes every client call need a token of an access
 	// policy (--auth); Conn then signs with the root policy's key.
 	Auth bool
+	// Disks puts each node's data dir on a file system of its own, an
+	// ext4 image on a loop device, so that one node's disk can fail
+	// (Cluster.FailDisk). It needs what DisksSupported checks.
+	Disks bool
 }
 
 // testClient names the client certificate Conn presents.
@@ -154,14 +160,20 @@ func start(t testing.TB, bin string, n int, hosts []*netns.Host, opts Options) *
 	// directory is removed, or they write into it while it goes.
 	t.Cleanup(func() {
 		c.killAll()
+		c.unmountDisks()
 		c.keepFailed()
 	})
 	for i := 0; i < n; i++ {
-		c.Nodes = append(c.Nodes, &Node{
-			ID:      fmt.Sprintf("n%d", i+1),
-			DataDir: filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
-			LogPath: filepath.Join(dir, fmt.Sprintf("n%d.log", i+1)),
-		})
+		id := fmt.Sprintf("n%d", i+1)
+		node := &Node{ID: id, DataDir: filepath.Join(dir, id), LogPath: filepath.Join(dir, id+".log")}
+		if opts.Disks {
+			d, err := newDisk(filepath.Join(dir, "disks"), id)
+			if err != nil {
+				t.Fatalf("a disk for %s: %v", id, err)
+			}
+			node.disk, node.DataDir = d, filepath.Join(d.dir, id)
+		}
+		c.Nodes = append(c.Nodes, node)
 	}
 	c.auth = opts.Auth
 	for attempt := 1; ; attempt++ {
@@ -419,6 +431,9 @@ func (c *Cluster) Replace(i int) string {
 	id := fmt.Sprintf("n%d", len(c.Nodes)+c.replaced)
 	n.ID, n.Env = id, nil
 	n.DataDir = filepath.Join(c.Dir, id)
+	if n.disk != nil {
+		n.DataDir = filepath.Join(n.disk.dir, id)
+	}
 	n.LogPath = filepath.Join(c.Dir, id+".log")
 	if c.CertDir != "" {
 		host, _, _ := net.SplitHostPort(n.Addr)
