@@ -126,12 +126,22 @@ func (c *testCluster) open(i int) (*partition.Partition, error) {
 // first, then shut down without a leadership handover.
 func (c *testCluster) kill(i int) {
 	c.t.Helper()
+	c.isolate(i)
+	c.shutDown(i)
+}
+
+// isolate cuts replica i off from its peers, both ways.
+func (c *testCluster) isolate(i int) {
 	c.trans[i].DisconnectAll()
 	for j, other := range c.trans {
 		if j != i && other != nil {
 			other.Disconnect(c.trans[i].LocalAddr())
 		}
 	}
+}
+
+// shutDown closes replica i and its node log.
+func (c *testCluster) shutDown(i int) {
 	if err := c.replicas[i].Close(); err != nil {
 		c.t.Logf("close replica %d: %v", i, err)
 	}

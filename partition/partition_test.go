@@ -183,114 +183,184 @@ func (h *history) verify(t *testing.T, held []*raftbusv1.ReceivedMessage) int {
 	return len(present)
 }
 
-// TestLeaderCrashLosesNothingAcknowledged kills the leader while senders
-// stream messages and a receiver completes them, then checks the new
-// leader's state against what clients were told.
-func TestLeaderCrashLosesNothingAcknowledged(t *testing.T) {
-	c := newTestCluster(t, 3, nil)
-	configure(t, c.replicas[c.leader()], nil)
-	h := &history{acked: map[string]int64{}, completed: map[string]int64{}, maybeCompleted: map[string]int64{}}
+// clientLoad is clients of a partition's replicas: senders that stream
+// messages and a receiver that completes them, through whichever replica
+// leads, recording in h what they were told. A test replaces replicas
+// (kills them, cuts their power, restarts them) only inside disrupt.
+type clientLoad struct {
+	t  *testing.T
+	c  *testCluster
+	h  *history
+	wg sync.WaitGroup
+	// mu is held for writing while replicas are replaced.
+	mu sync.RWMutex
+	// epoch is moved on by a disruption after which answers to calls made
+	// before it no longer count (a power cut may take back what a leader
+	// answered before it synced): an answer is an acknowledgement only in
+	// the epoch its call was made in.
+	epoch int
+	acked chan struct{} // one for each send acknowledged
+}
 
-	var mu sync.Mutex // guards c.replicas while the leader is killed
-	current := func() *partition.Partition {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, p := range c.replicas {
-			if p != nil && p.IsLeader() {
-				return p
-			}
+func newClientLoad(t *testing.T, c *testCluster) *clientLoad {
+	return &clientLoad{t: t, c: c, acked: make(chan struct{}, 1<<16),
+		h: &history{acked: map[string]int64{}, completed: map[string]int64{}, maybeCompleted: map[string]int64{}}}
+}
+
+// leader is the replica that leads now, if any, and the epoch.
+func (l *clientLoad) leader() (*partition.Partition, int) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	for _, p := range l.c.replicas {
+		if p != nil && p.IsLeader() {
+			return p, l.epoch
 		}
-		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	return nil, l.epoch
+}
 
-	const senders, perSender = 4, 150
-	var wg sync.WaitGroup
-	ackedOne := make(chan struct{}, senders*perSender)
+// disrupt runs f, which replaces replicas, while no client looks at them.
+func (l *clientLoad) disrupt(f func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f()
+}
+
+// apply makes one call to p, bounded so that a replica cut off mid-call
+// does not hold its client forever.
+func (l *clientLoad) apply(ctx context.Context, p *partition.Partition, cmd *enginev1.Command) (*enginev1.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return p.Apply(ctx, cmd)
+}
+
+// startSenders starts senders that send perSender messages each (until ctx
+// ends when perSender is 0), each message's body its id.
+func (l *clientLoad) startSenders(ctx context.Context, senders, perSender int) {
 	for s := range senders {
-		wg.Add(1)
+		l.wg.Add(1)
 		go func() {
-			defer wg.Done()
-			for i := 0; i < perSender && ctx.Err() == nil; {
+			defer l.wg.Done()
+			for i := 0; (perSender == 0 || i < perSender) && ctx.Err() == nil; {
 				id := fmt.Sprintf("s%d-%d", s, i)
-				p := current()
+				p, epoch := l.leader()
 				if p == nil {
-					time.Sleep(10 * time.Millisecond) // no leader yet
+					time.Sleep(5 * time.Millisecond) // no leader yet
 					continue
 				}
-				res, err := p.Apply(ctx, sendCmd(&raftbusv1.Message{MessageId: id, Body: []byte(id)}))
+				res, err := l.apply(ctx, p, sendCmd(&raftbusv1.Message{MessageId: id, Body: []byte(id)}))
 				switch partition.ReasonOf(err) {
 				case raftbusv1.ErrorReason_ERROR_REASON_UNSPECIFIED:
 					if err != nil {
-						t.Errorf("send %s: %v", id, err)
+						if ctx.Err() == nil {
+							l.t.Errorf("send %s: %v", id, err)
+						}
 						return
 					}
-					h.mu.Lock()
-					h.acked[id] = res.GetSend().Messages[0].SequenceNumber
-					h.mu.Unlock()
-					ackedOne <- struct{}{}
+					l.mu.RLock()
+					if l.epoch == epoch {
+						l.h.mu.Lock()
+						l.h.acked[id] = res.GetSend().Messages[0].SequenceNumber
+						l.h.mu.Unlock()
+						l.acked <- struct{}{}
+					}
+					l.mu.RUnlock()
 				case raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN:
 					// May or may not be in the log; not counted as acked.
 				default:
-					time.Sleep(10 * time.Millisecond) // NOT_LEADER, busy: retry
+					time.Sleep(5 * time.Millisecond) // NOT_LEADER, busy: retry
 					continue
 				}
 				i++
 			}
 		}()
 	}
-	// A receiver completes messages through whichever replica leads.
-	wg.Add(1)
+}
+
+// startReceiver starts a receiver that completes messages until it has
+// completed enough (until ctx ends when enough is 0). A message whose
+// completion was acknowledged must never be delivered again.
+func (l *clientLoad) startReceiver(ctx context.Context, enough int) {
+	l.wg.Add(1)
 	go func() {
-		defer wg.Done()
+		defer l.wg.Done()
 		for ctx.Err() == nil {
-			p := current()
+			p, _ := l.leader()
 			if p == nil {
-				time.Sleep(10 * time.Millisecond)
+				time.Sleep(5 * time.Millisecond) // no leader yet
 				continue
 			}
-			msgs, err := p.Receive(ctx, lockCmd(8), 50*time.Millisecond)
+			msgs, err := p.Receive(ctx, lockCmd(8), 20*time.Millisecond)
 			if err != nil {
 				continue
 			}
 			for _, m := range msgs {
-				_, err := p.Apply(ctx, completeCmd(m.LockToken))
-				h.mu.Lock()
-				switch {
-				case err == nil:
-					h.completed[m.Message.MessageId] = m.SequenceNumber
-				case partition.ReasonOf(err) == raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN:
-					h.maybeCompleted[m.Message.MessageId] = m.SequenceNumber
+				id := m.Message.MessageId
+				_, epoch := l.leader()
+				_, err := l.apply(ctx, p, completeCmd(m.LockToken))
+				l.mu.RLock()
+				l.h.mu.Lock()
+				if _, done := l.h.completed[id]; done {
+					l.t.Errorf("message %s (seq %d) delivered again after its completion was acknowledged", id, m.SequenceNumber)
 				}
-				h.mu.Unlock()
-			}
-			h.mu.Lock()
-			done := len(h.completed) >= 200
-			h.mu.Unlock()
-			if done {
-				return
+				switch {
+				case err == nil && l.epoch == epoch:
+					l.h.completed[id] = m.SequenceNumber
+				case err == nil, partition.ReasonOf(err) == raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN:
+					l.h.maybeCompleted[id] = m.SequenceNumber
+				}
+				done := enough > 0 && len(l.h.completed) >= enough
+				l.h.mu.Unlock()
+				l.mu.RUnlock()
+				if done {
+					return
+				}
 			}
 		}
 	}()
+}
 
-	for range 100 {
-		<-ackedOne
-	}
-	mu.Lock()
-	leader := -1
-	for i, p := range c.replicas {
-		if p != nil && p.IsLeader() {
-			leader = i
+// waitAcks waits for n more sends to be acknowledged.
+func (l *clientLoad) waitAcks(n int) {
+	l.t.Helper()
+	for range n {
+		select {
+		case <-l.acked:
+		case <-time.After(30 * time.Second):
+			l.t.Fatal("no send acknowledged for 30 s")
 		}
 	}
-	c.kill(leader)
-	mu.Unlock()
-	wg.Wait()
+}
+
+// TestLeaderCrashLosesNothingAcknowledged kills the leader while senders
+// stream messages and a receiver completes them, then checks the new
+// leader's state against what clients were told.
+func TestLeaderCrashLosesNothingAcknowledged(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	configure(t, c.replicas[c.leader()], nil)
+	load := newClientLoad(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	load.startSenders(ctx, 4, 150)
+	load.startReceiver(ctx, 200)
+
+	load.waitAcks(100)
+	load.disrupt(func() {
+		for i, p := range c.replicas {
+			if p != nil && p.IsLeader() {
+				c.kill(i)
+			}
+		}
+	})
+	load.wg.Wait()
+	if ctx.Err() != nil {
+		t.Fatal("the clients did not finish within 30 s")
+	}
 	if t.Failed() {
 		return
 	}
 
+	h := load.h
 	held := h.verify(t, peekAll(t, c.replicas[c.leader()]))
 	t.Logf("acked %d sends, completed %d, %d held after failover", len(h.acked), len(h.completed), held)
 	c.converged()

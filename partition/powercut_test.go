@@ -2,13 +2,9 @@ package partition_test
 
 import (
 	"context"
-	"fmt"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/raftbus/raftbus/partition"
-	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 	"github.com/raftbus/raftbus/raftlog"
 	"github.com/raftbus/raftbus/raftlog/powercut"
 )
@@ -37,159 +33,41 @@ func TestPowerCutsLoseNothingAcknowledged(t *testing.T) {
 	}
 	c := newTestClusterOn(t, 3, nil, func(i int) raftlog.FS { return disks[i].FS() })
 	configure(t, c.replicas[c.leader()], nil)
-
-	// epoch counts the cuts; a send or a completion counts as
-	// acknowledged only when its answer came in the epoch it was made in,
-	// before the next cut.
-	var (
-		mu     sync.RWMutex // held for writing while nodes lose power
-		epoch  int
-		h      = &history{acked: map[string]int64{}, completed: map[string]int64{}, maybeCompleted: map[string]int64{}}
-		ackedN = make(chan struct{}, 1<<16)
-	)
-	inEpoch := func() int {
-		mu.RLock()
-		defer mu.RUnlock()
-		return epoch
-	}
-	current := func() *partition.Partition {
-		mu.RLock()
-		defer mu.RUnlock()
-		for _, p := range c.replicas {
-			if p != nil && p.IsLeader() {
-				return p
-			}
-		}
-		return nil
-	}
+	load := newClientLoad(t, c)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var wg sync.WaitGroup
-	for s := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ctx.Err() == nil; {
-				id := fmt.Sprintf("s%d-%d", s, i)
-				p := current()
-				if p == nil {
-					time.Sleep(5 * time.Millisecond) // no leader yet
-					continue
-				}
-				sentIn := inEpoch()
-				actx, acancel := context.WithTimeout(ctx, 5*time.Second)
-				res, err := p.Apply(actx, sendCmd(&raftbusv1.Message{MessageId: id, Body: []byte(id)}))
-				acancel()
-				switch partition.ReasonOf(err) {
-				case raftbusv1.ErrorReason_ERROR_REASON_UNSPECIFIED:
-					if err != nil {
-						if ctx.Err() == nil {
-							t.Errorf("send %s: %v", id, err)
-						}
-						return
-					}
-					mu.RLock()
-					if epoch == sentIn {
-						h.mu.Lock()
-						h.acked[id] = res.GetSend().Messages[0].SequenceNumber
-						h.mu.Unlock()
-						ackedN <- struct{}{}
-					}
-					mu.RUnlock()
-				case raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN:
-					// May or may not be in the log; not counted as acked.
-				default:
-					time.Sleep(5 * time.Millisecond) // NOT_LEADER, busy: retry
-					continue
-				}
-				i++
-			}
-		}()
-	}
-	// A receiver completes messages through whichever replica leads.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for ctx.Err() == nil {
-			p := current()
-			if p == nil {
-				time.Sleep(5 * time.Millisecond) // no leader yet
-				continue
-			}
-			msgs, err := p.Receive(ctx, lockCmd(8), 20*time.Millisecond)
-			if err != nil {
-				continue
-			}
-			for _, m := range msgs {
-				id := m.Message.MessageId
-				sentIn := inEpoch()
-				actx, acancel := context.WithTimeout(ctx, 5*time.Second)
-				_, err := p.Apply(actx, completeCmd(m.LockToken))
-				acancel()
-				mu.RLock()
-				h.mu.Lock()
-				if _, done := h.completed[id]; done {
-					t.Errorf("message %s (seq %d) delivered again after its completion was acknowledged", id, m.SequenceNumber)
-				}
-				switch {
-				case err == nil && epoch == sentIn:
-					h.completed[id] = m.SequenceNumber
-				case err == nil, partition.ReasonOf(err) == raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN:
-					h.maybeCompleted[id] = m.SequenceNumber
-				}
-				h.mu.Unlock()
-				mu.RUnlock()
-			}
-		}
-	}()
+	load.startSenders(ctx, 4, 0)
+	load.startReceiver(ctx, 0)
 
 	// cut takes the power of the nodes in victims at once: each is cut off
 	// from its peers first, so that it says nothing after its disk lost
 	// what it had not synced, and then shut down on the world it wrote to.
+	// Answers to calls made before the cut no longer count.
 	cut := func(victims []int, keep float64) {
-		mu.Lock()
-		defer mu.Unlock()
-		epoch++
-		for _, i := range victims {
-			c.trans[i].DisconnectAll()
-			for j, other := range c.trans {
-				if j != i && other != nil {
-					other.Disconnect(c.trans[i].LocalAddr())
+		load.disrupt(func() {
+			load.epoch++
+			for _, i := range victims {
+				c.isolate(i)
+			}
+			// The leader's disk first: its sync under way is what an
+			// acknowledgement must not rest on alone.
+			for _, i := range victims {
+				disks[i].Cut(keep)
+			}
+			for _, i := range victims {
+				c.shutDown(i)
+			}
+			for _, i := range victims {
+				c.start(i)
+				if rec := c.logs[i].Recovery(); len(rec.Damaged) > 0 || rec.Unattributed {
+					t.Fatalf("node %d took a power cut for damage: %+v", i, rec)
 				}
 			}
-		}
-		// The leader's disk first: its sync under way is what an
-		// acknowledgement must not rest on alone.
-		for _, i := range victims {
-			disks[i].Cut(keep)
-		}
-		for _, i := range victims {
-			c.replicas[i].Close()
-			c.replicas[i] = nil
-			c.trans[i] = nil
-			c.logs[i].Close()
-			c.logs[i] = nil
-		}
-		for _, i := range victims {
-			c.start(i)
-			if rec := c.logs[i].Recovery(); len(rec.Damaged) > 0 || rec.Unattributed {
-				t.Fatalf("node %d took a power cut for damage: %+v", i, rec)
-			}
-		}
-	}
-	waitAcks := func(n int) {
-		t.Helper()
-		for range n {
-			select {
-			case <-ackedN:
-			case <-time.After(30 * time.Second):
-				t.Fatal("no send acknowledged for 30 s")
-			}
-		}
+		})
 	}
 	const rounds = 15
 	for round := range rounds {
-		waitAcks(60)
+		load.waitAcks(60)
 		l := c.leader()
 		// Whole-cluster cuts keep nothing unsynced: what an acknowledgement
 		// rests on must have been synced somewhere a new leader will come
@@ -203,14 +81,15 @@ func TestPowerCutsLoseNothingAcknowledged(t *testing.T) {
 		}
 		cut(victims, keep)
 	}
-	waitAcks(60)
+	load.waitAcks(60)
 	cancel()
-	wg.Wait()
+	load.wg.Wait()
 	if t.Failed() {
 		return
 	}
 
 	c.converged()
+	h := load.h
 	held := h.verify(t, peekAll(t, c.replicas[c.leader()]))
 	t.Logf("across %d power cuts: %d sends and %d completions acknowledged, %d held", rounds, len(h.acked), len(h.completed), held)
 }

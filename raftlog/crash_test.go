@@ -190,6 +190,29 @@ func (w *crashWorkload) run(l *Log) error {
 
 var crashOptions = Options{SegmentSize: 1024, RetainBytes: 2048}
 
+// crashOptionsOn are crashOptions on the file system fs (nil: the real one).
+func crashOptionsOn(fs FS) Options {
+	opts := crashOptions
+	if fs != nil {
+		opts.FS = fs
+	}
+	return opts
+}
+
+// runOn runs the workload on the log in dir on fs (nil: the real file
+// system) and closes it, returning the first error.
+func (w *crashWorkload) runOn(dir string, fs FS) error {
+	l, err := Open(dir, crashOptionsOn(fs))
+	if err != nil {
+		return err
+	}
+	err = w.run(l)
+	if cerr := l.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // verify reopens the log in dir with the real file system and checks it
 // against w: no damage, every group as acknowledged (the one whose
 // operation was cut may hold either state), and the log goes on working.
@@ -201,11 +224,7 @@ func (w *crashWorkload) verify(t *testing.T, dir, what string) {
 // verifyOn is verify on the file system fs (nil: the real one).
 func (w *crashWorkload) verifyOn(t *testing.T, dir string, fs FS, what string) {
 	t.Helper()
-	opts := crashOptions
-	if fs != nil {
-		opts.FS = fs
-	}
-	l, err := Open(dir, opts)
+	l, err := Open(dir, crashOptionsOn(fs))
 	if err != nil {
 		t.Fatalf("%s: reopen: %v", what, err)
 	}
@@ -251,9 +270,7 @@ func (w *crashWorkload) verifyOn(t *testing.T, dir string, fs FS, what string) {
 func TestCrashAtEveryStep(t *testing.T) {
 	dry := &faultFS{}
 	dir := t.TempDir()
-	opts := crashOptions
-	opts.FS = dry
-	l, err := Open(dir, opts)
+	l, err := Open(dir, crashOptionsOn(dry))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,18 +304,8 @@ func TestCrashAtEveryStep(t *testing.T) {
 		for _, v := range variants {
 			what := fmt.Sprintf("crash at operation %d (%s, cut %d, applied %v)", at, kinds[at-1], v.cut, v.applied)
 			dir := filepath.Join(t.TempDir(), "log")
-			fs := &faultFS{failAt: at, cut: v.cut, applied: v.applied}
-			opts := crashOptions
-			opts.FS = fs
-			l, err := Open(dir, opts)
 			w := newCrashWorkload()
-			if err == nil {
-				err = w.run(l)
-				if cerr := l.Close(); err == nil {
-					err = cerr
-				}
-			}
-			if err == nil {
+			if err := w.runOn(dir, &faultFS{failAt: at, cut: v.cut, applied: v.applied}); err == nil {
 				t.Fatalf("%s: the workload did not notice", what)
 			}
 			w.verify(t, dir, what)

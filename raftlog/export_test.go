@@ -7,12 +7,9 @@ import "testing"
 
 type CrashWorkload = crashWorkload
 
-var (
-	NewCrashWorkload = newCrashWorkload
-	CrashOptions     = crashOptions
-)
+var NewCrashWorkload = newCrashWorkload
 
-func (w *crashWorkload) Run(l *Log) error { return w.run(l) }
+func (w *crashWorkload) RunOn(dir string, fs FS) error { return w.runOn(dir, fs) }
 
 func (w *crashWorkload) VerifyOn(t *testing.T, dir string, fs FS, what string) {
 	t.Helper()

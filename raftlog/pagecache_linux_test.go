@@ -58,7 +58,7 @@ func TestWrittenPagesLeaveThePageCache(t *testing.T) {
 		store(t, g, b*perBatch+1, (b+1)*perBatch, 1, size)
 	}
 	// The writer lets go of a batch's pages after answering it, before it
-	// takes the next request: once this small append is answered, every
+	// takes the next request: once this last append is answered, every
 	// batch before it is out of the cache.
 	last := uint64(batches*perBatch + 1)
 	store(t, g, last, last, 1, size)

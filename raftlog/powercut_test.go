@@ -147,15 +147,8 @@ func (d dyingFile) ReadAt(p []byte, off int64) (int, error) {
 // it acknowledged.
 func TestPowerCutAtEveryStep(t *testing.T) {
 	dry := &dyingFS{FS: powercut.NewDisk(0).FS()}
-	l, err := raftlog.Open("/log", withFS(dry))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := raftlog.NewCrashWorkload().Run(l); err != nil {
+	if err := raftlog.NewCrashWorkload().RunOn("/log", dry); err != nil {
 		t.Fatalf("dry run: %v", err)
-	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
 	}
 	count := map[string]int{}
 	for _, k := range dry.kinds {
@@ -171,25 +164,11 @@ func TestPowerCutAtEveryStep(t *testing.T) {
 			seed := uint64(at)<<8 | uint64(keep*100) + uint64(len(t.Name()))
 			disk := powercut.NewDisk(seed)
 			what := fmt.Sprintf("power cut at operation %d (%s), unsynced writes kept with chance %.1f (seed %d)", at, dry.kinds[at-1], keep, seed)
-			f := &dyingFS{FS: disk.FS(), disk: disk, keep: keep, cutAt: at}
 			w := raftlog.NewCrashWorkload()
-			l, err := raftlog.Open("/log", withFS(f))
-			if err == nil {
-				err = w.Run(l)
-				if cerr := l.Close(); err == nil {
-					err = cerr
-				}
-			}
-			if err == nil {
+			if err := w.RunOn("/log", &dyingFS{FS: disk.FS(), disk: disk, keep: keep, cutAt: at}); err == nil {
 				t.Fatalf("%s: the workload did not notice", what)
 			}
 			w.VerifyOn(t, "/log", disk.FS(), what+"\n"+disk.String())
 		}
 	}
-}
-
-func withFS(fs raftlog.FS) raftlog.Options {
-	opts := raftlog.CrashOptions
-	opts.FS = fs
-	return opts
 }

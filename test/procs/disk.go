@@ -151,10 +151,6 @@ func (c *Cluster) RepairDisk(i int) error {
 	return n.disk.mount()
 }
 
-// HasDisks reports whether the nodes have disks of their own
-// (Options.Disks).
-func (c *Cluster) HasDisks() bool { return len(c.Nodes) > 0 && c.Nodes[0].disk != nil }
-
 // unmountDisks unmounts the nodes' disks, whose processes are gone; their
 // images stay in Dir.
 func (c *Cluster) unmountDisks() {
