@@ -80,7 +80,17 @@ func openMetaGroup(n *Node) (*metaGroup, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: open metadata log in %s (is another raftbusd using this data dir?): %w", dir, err)
 	}
-	logs := checkedLog{store}
+	stored := failStopStore{store, func(err error) {
+		select {
+		case <-n.stop: // closing: the store may be closed under a late write
+			return
+		default:
+		}
+		n.fail(fmt.Errorf("cluster: the metadata log in %s failed a write (%w); this node can take no more part in the cluster's metadata. "+
+			"Check the disk under %s (full, read-only, failing) and start the node again: "+
+			"it recovers the metadata log up to its last synced write and catches up from the other nodes", dir, err, dir))
+	}}
+	logs := checkedLog{stored}
 	if err := logs.verify(); err != nil {
 		store.Close()
 		return nil, metaDamaged(dir, err)
@@ -98,7 +108,7 @@ func openMetaGroup(n *Node) (*metaGroup, error) {
 	g := &metaGroup{n: n, fsm: meta.NewFSM(), store: store, transport: transport, followers: partition.NewFollowers()}
 	g.raft, g.snaps, err = partition.StartGroup(partition.Group{
 		Name: metaGroupName, NodeID: n.cfg.NodeID, Dir: dir,
-		Log: logs, Stable: store, Transport: transport, FSM: countingFSM{g.fsm, &g.snapshots},
+		Log: logs, Stable: stored, Transport: transport, FSM: countingFSM{g.fsm, &g.snapshots},
 		Logger: n.log, Config: rc, Followers: g.followers,
 		OnDamage: func(err error) { n.log.Error("the metadata group's snapshot is damaged", "err", err) },
 	})

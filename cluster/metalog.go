@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 
 	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
 
 // checkedLog is the metadata group's bbolt log with a checksum in every
@@ -89,4 +90,41 @@ func (s checkedLog) verify() error {
 		}
 	}
 	return nil
+}
+
+// failStopStore is the metadata group's bbolt store with the node log's
+// rule for a failed write (see openStorage): onFail is told, and the node
+// stops saying why, rather than leave hashicorp/raft to step down, retry
+// and panic at its next term change with a bare "failed to save current
+// term". Reads are bbolt's own.
+type failStopStore struct {
+	*raftboltdb.BoltStore
+	onFail func(error)
+}
+
+func (s failStopStore) check(what string, err error) error {
+	if err != nil {
+		s.onFail(fmt.Errorf("%s: %w", what, err))
+	}
+	return err
+}
+
+func (s failStopStore) StoreLog(l *raft.Log) error {
+	return s.check("store entry", s.BoltStore.StoreLog(l))
+}
+
+func (s failStopStore) StoreLogs(logs []*raft.Log) error {
+	return s.check("store entries", s.BoltStore.StoreLogs(logs))
+}
+
+func (s failStopStore) DeleteRange(min, max uint64) error {
+	return s.check("delete entries", s.BoltStore.DeleteRange(min, max))
+}
+
+func (s failStopStore) Set(k, v []byte) error {
+	return s.check("store "+string(k), s.BoltStore.Set(k, v))
+}
+
+func (s failStopStore) SetUint64(k []byte, v uint64) error {
+	return s.check("store "+string(k), s.BoltStore.SetUint64(k, v))
 }

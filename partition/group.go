@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -55,7 +56,8 @@ func StartGroup(g Group) (*raft.Raft, *Snapshots, error) {
 	rc := *g.Config
 	rc.LocalID = raft.ServerID(g.NodeID)
 	rc.Logger = RaftLogger(g.Logger, g.Name)
-	r, err := raft.NewRaft(&rc, g.FSM, g.Log, g.Stable, snaps, watch(g.Transport, g.Followers))
+	stable := termGuard{g.Stable, g.Logger, g.Name}
+	r, err := raft.NewRaft(&rc, g.FSM, g.Log, stable, snaps, watch(g.Transport, g.Followers))
 	if err != nil {
 		return nil, nil, fmt.Errorf("group %s: start raft: %w", g.Name, err)
 	}
@@ -78,4 +80,35 @@ func StopGroup(r *raft.Raft, transport raft.Transport, timeout time.Duration) er
 		return fmt.Errorf("raft did not shut down within %v: %w", timeout, err)
 	}
 	return nil
+}
+
+// termKey is the stable key under which hashicorp/raft keeps its current
+// term.
+const termKey = "CurrentTerm"
+
+// termGuard keeps a group whose store failed from taking the process
+// down. hashicorp/raft panics when it cannot store a new term (every other
+// failed write it answers or steps down on), and it comes to one soon
+// after its store fails: at its next election, or the first message of a
+// newer leader. The store's owner has been told of the failure by then
+// (the node log's OnFail, the metadata store's) and is stopping the group;
+// so instead of the panic the goroutine that asked ends, with
+// runtime.Goexit, whose deferred calls let Raft's shutdown find every
+// goroutine of its own done (when the asker is the transport's heartbeat
+// handler, that heartbeat goes unanswered). The term was not stored, so
+// nothing acts on it.
+type termGuard struct {
+	raft.StableStore
+	logger *slog.Logger
+	name   string
+}
+
+func (s termGuard) SetUint64(key []byte, val uint64) error {
+	err := s.StableStore.SetUint64(key, val)
+	if err != nil && string(key) == termKey {
+		s.logger.Error("cannot store a new term: the group takes no more part until the node starts again",
+			"group", s.name, "term", val, "err", err)
+		runtime.Goexit()
+	}
+	return err
 }

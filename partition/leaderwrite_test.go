@@ -142,10 +142,9 @@ func TestLeaderWritesWhileReplicatingAndActsOnlyOnItsDurableCopy(t *testing.T) {
 // applies nothing more, takes no snapshot and steps down; the entry lives
 // on in the followers, and the next leader serves it once.
 func TestLeaderWhoseLogFailsAnswersOutcomeUnknownAndStepsDown(t *testing.T) {
-	// A replica whose log failed cannot keep a term: raft panics when it
-	// next has to (its own election, or a vote asked of it), as a node
-	// process with a failed disk should. Slow timeouts leave the test the
-	// time to stop it first.
+	// A replica whose log failed stops taking part at its next term
+	// (TestAReplicaThatCannotStoreATermStopsWithoutAPanic). Slow timeouts
+	// keep it in play until the test has seen what it does before that.
 	c, gates := syncGatedCluster(t, func(cfg *partition.Config) {
 		cfg.HeartbeatTimeout = 2 * time.Second
 		cfg.ElectionTimeout = 2 * time.Second

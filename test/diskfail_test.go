@@ -1,10 +1,17 @@
 package test
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/raftbus/raftbus/internal/await"
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 	"github.com/raftbus/raftbus/test/procs"
 )
 
@@ -57,4 +64,68 @@ func TestANodeWhoseDiskFailsStopsAndComesBack(t *testing.T) {
 	w.awaitRebuilt(victim)
 	w.drain(victim)
 	w.check()
+}
+
+// TestAMetadataLeaderWhoseDiskFailsStopsAndComesBack fails the disk of
+// the node leading the metadata group of a cluster with no queue yet, so
+// that the metadata log (not the node log) is the first to write to it.
+// The node must stop by itself and say why, as it does for the node log,
+// rather than go on without a metadata log or panic; the other two must
+// take the change, and the node must come back with it once its disk is.
+func TestAMetadataLeaderWhoseDiskFailsStopsAndComesBack(t *testing.T) {
+	if err := procs.DisksSupported(); err != nil {
+		t.Skipf("nodes cannot have disks of their own here: %v", err)
+	}
+	c := procs.StartWith(t, raftbusd, 3, procs.Options{Disks: true})
+	victim := -1
+	await.Until(t, 30*time.Second, "a metadata leader", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		info, err := raftbusv1.NewAdminServiceClient(c.Conn(0)).GetClusterInfo(ctx, &raftbusv1.GetClusterInfoRequest{})
+		for _, n := range info.GetNodes() {
+			if err == nil && n.GetMetadataLeader() {
+				victim = slices.IndexFunc(c.Nodes, func(p *procs.Node) bool { return p.ID == n.GetNodeId() })
+			}
+		}
+		return victim >= 0
+	})
+	if err := c.FailDisk(victim); err != nil {
+		t.Fatal(err)
+	}
+	other := raftbusv1.NewAdminServiceClient(c.Conn((victim + 1) % 3))
+	create := func(name string) {
+		call(t, 60*time.Second, func(ctx context.Context) error {
+			_, err := other.CreateQueue(ctx, &raftbusv1.CreateQueueRequest{Queue: &raftbusv1.QueueProperties{Name: name}})
+			if status.Code(err) == codes.AlreadyExists {
+				return nil
+			}
+			return err
+		})
+	}
+	create("during")
+	if !c.WaitExit(victim, 30*time.Second) {
+		t.Fatalf("%s still runs 30s after its disk failed", c.Nodes[victim].ID)
+	}
+	awaitLog(t, c.Nodes[victim].LogPath, "this node can take no more part in the cluster's metadata", 5*time.Second)
+	if c.Logged("panic: ") {
+		t.Fatal("a node panicked")
+	}
+	create("after")
+
+	if err := c.RepairDisk(victim); err != nil {
+		t.Fatal(err)
+	}
+	c.Restart(victim)
+	c.WaitReady(victim, 60*time.Second)
+	admin := raftbusv1.NewAdminServiceClient(c.Conn(victim))
+	await.Until(t, 30*time.Second, "the restarted node to know both queues", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, name := range []string{"during", "after"} {
+			if _, err := admin.GetQueue(ctx, &raftbusv1.GetQueueRequest{Name: name}); err != nil {
+				return false
+			}
+		}
+		return true
+	})
 }
