@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -50,7 +51,7 @@ func TestNemesisHealsWhatItBreaks(t *testing.T) {
 
 // TestEveryFaultHeals injects each kind of fault once into five nodes in
 // network namespaces (two of five down, a skewed clock, bridge and ring
-// partitions, lossy and slow links among them) and checks that each is
+// partitions, lossy and slow links, a failed disk among them) and checks that each is
 // recorded, healed and leaves a cluster that serves.
 func TestEveryFaultHeals(t *testing.T) {
 	if err := netns.Available(); err != nil {
@@ -60,7 +61,15 @@ func TestEveryFaultHeals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := procs.StartOn(t, raftbusd, nw.Hosts())
+	var opts procs.Options
+	kinds := append(slices.Clip(nemesis.ProcessKinds), nemesis.NetworkKinds...)
+	if err := procs.DisksSupported(); err == nil {
+		opts.Disks = true
+		kinds = append(kinds, nemesis.DiskKinds...)
+	} else {
+		t.Logf("disk faults skipped: %v", err)
+	}
+	c := procs.StartOnWith(t, raftbusd, nw.Hosts(), opts)
 	t.Cleanup(func() {
 		for i := range c.Nodes {
 			c.Kill(i)
@@ -84,7 +93,7 @@ func TestEveryFaultHeals(t *testing.T) {
 	}
 	n := &nemesis.Nemesis{Cluster: c, Network: nw, Entity: "q", Rand: rand.New(rand.NewPCG(3, 4)), History: rec, Log: t.Logf}
 	faults := 0
-	for _, k := range append(append([]nemesis.Kind{}, nemesis.ProcessKinds...), nemesis.NetworkKinds...) {
+	for _, k := range kinds {
 		// A fault aimed at a leader needs one to be known: right after the
 		// previous fault healed, an election may still be under way.
 		var applied bool

@@ -59,7 +59,7 @@ var allFeatures = []string{featureQueue, featureSessions, featureSchedule, featu
 // down at once, the majorities ring, a drain).
 var ciMix = mix{
 	name:          "ci",
-	processFaults: []nemesis.Kind{nemesis.Kill, nemesis.KillLeader, nemesis.Pause, nemesis.KillAll, nemesis.Term, nemesis.ClockSkew, nemesis.RollingRestart},
+	processFaults: []nemesis.Kind{nemesis.Kill, nemesis.KillLeader, nemesis.Pause, nemesis.KillAll, nemesis.Term, nemesis.ClockSkew, nemesis.RollingRestart, nemesis.DiskFail},
 	networkFaults: []nemesis.Kind{nemesis.Isolate, nemesis.IsolateLeader, nemesis.Bridge, nemesis.Loss, nemesis.Slow},
 	interval:      3 * time.Second, hold: 2 * time.Second,
 	features: allFeatures,
@@ -70,7 +70,7 @@ var ciMix = mix{
 // (up to three lock durations).
 var soakMix = mix{
 	name:          "soak",
-	processFaults: nemesis.ProcessKinds,
+	processFaults: append(slices.Clip(nemesis.ProcessKinds), nemesis.DiskKinds...),
 	networkFaults: nemesis.NetworkKinds,
 	interval:      2 * time.Second, hold: 4 * time.Second,
 	features: allFeatures,
@@ -134,12 +134,12 @@ func settings(t *testing.T) (dur time.Duration, seed uint64, nodes int, m mix, o
 		for _, k := range strings.Split(v, ",") {
 			switch {
 			case k == "none":
-			case slices.Contains(nemesis.ProcessKinds, nemesis.Kind(k)):
+			case slices.Contains(nemesis.ProcessKinds, nemesis.Kind(k)), slices.Contains(nemesis.DiskKinds, nemesis.Kind(k)):
 				m.processFaults = append(m.processFaults, nemesis.Kind(k))
 			case slices.Contains(nemesis.NetworkKinds, nemesis.Kind(k)):
 				m.networkFaults = append(m.networkFaults, nemesis.Kind(k))
 			default:
-				t.Fatalf("RAFTBUS_FAILOVER_FAULTS: no fault %q (kinds: %v %v)", k, nemesis.ProcessKinds, nemesis.NetworkKinds)
+				t.Fatalf("RAFTBUS_FAILOVER_FAULTS: no fault %q (kinds: %v %v %v)", k, nemesis.ProcessKinds, nemesis.DiskKinds, nemesis.NetworkKinds)
 			}
 		}
 	}
@@ -198,6 +198,13 @@ func runFailover(t *testing.T, dur time.Duration, seed uint64, nodes int, m mix,
 	t.Logf("failover run (%s): %v of faults, seed %d, %d nodes, TLS and auth %v (RAFTBUS_FAILOVER_SEED=%d repeats the faults' choices)", m.name, dur, seed, nodes, opts.TLS, seed)
 
 	kinds := m.processFaults
+	// The disk fault needs each node on a disk of its own; without, it
+	// is never applied.
+	if err := procs.DisksSupported(); err == nil {
+		opts.Disks = true
+	} else if slices.ContainsFunc(kinds, func(k nemesis.Kind) bool { return slices.Contains(nemesis.DiskKinds, k) }) {
+		t.Logf("disk faults skipped: %v", err)
+	}
 	var cluster *procs.Cluster
 	var network *netns.Network
 	if err := netns.Available(); err == nil {

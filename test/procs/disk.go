@@ -124,6 +124,10 @@ func command(name string, args ...string) error {
 	return nil
 }
 
+// HasDisks reports whether the nodes run on disks of their own
+// (Options.Disks).
+func (c *Cluster) HasDisks() bool { return len(c.Nodes) > 0 && c.Nodes[0].disk != nil }
+
 // FailDisk fails the disk under node i: every read, write and sync on it
 // fails from then on, and the node must notice at its next write.
 func (c *Cluster) FailDisk(i int) error {
