@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The failover soak: real raftbusd processes under the harshest seeded
 # nemesis (kills, SIGTERM stops, pauses, whole-cluster crashes, two of five
-# nodes down, a node restarted with its clock 11 minutes ahead, and, when
+# nodes down, a node restarted with its clock 11 minutes ahead, a failed
+# disk under a node (as root with mkfs.ext4 and loop devices), and, when
 # run as root with ip, iptables and tc: isolated nodes and leaders, bridge
 # and majorities-ring partitions, lossy and congested links), faults held
 # up to three lock durations, every workload feature (see
