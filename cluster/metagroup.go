@@ -69,7 +69,7 @@ type metaGroup struct {
 }
 
 func openMetaGroup(n *Node) (*metaGroup, error) {
-	dir := filepath.Join(n.cfg.DataDir, "meta")
+	dir := filepath.Join(n.cfg.DataDir, metaDirName)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("cluster: create %s: %w", dir, err)
 	}
@@ -138,12 +138,21 @@ func (g *metaGroup) close() {
 	g.store.Close()
 }
 
-// metaDamaged is the error of a node whose metadata log or snapshot is
-// damaged: the metadata group is not rebuilt from peers like a partition,
-// so the node cannot start.
-func metaDamaged(dir string, err error) error {
-	return fmt.Errorf("cluster: the metadata log in %s is damaged (%w); this node cannot start on it: restore the data dir from a backup", dir, err)
+// metaDamagedError is what openMetaGroup returns when the metadata log or
+// snapshot in Dir fails its checks: the node rebuilds it from the other
+// nodes (see rebuildMeta), or cannot start.
+type metaDamagedError struct {
+	Dir string
+	Err error
 }
+
+func (e *metaDamagedError) Error() string {
+	return fmt.Sprintf("cluster: the metadata log in %s is damaged (%v)", e.Dir, e.Err)
+}
+
+func (e *metaDamagedError) Unwrap() error { return e.Err }
+
+func metaDamaged(dir string, err error) error { return &metaDamagedError{Dir: dir, Err: err} }
 
 // await waits for a Raft future of the node's groups (see
 // partition.Await), giving up when ctx ends or the node stops.
@@ -171,6 +180,13 @@ func (g *metaGroup) joinOrBootstrap(formed string) error {
 		g.n.log.Info("the peers have formed a cluster already: joining it", "via", formed)
 		return g.join(formed)
 	}
+	// A member that lost its metadata log must not form a cluster of its
+	// own from the peer list: it would start over with none of the
+	// cluster's metadata, and could vote as if it never had any.
+	if id := g.n.ident.record().ClusterID; id != "" {
+		return fmt.Errorf("cluster: this node has been a member of cluster %s (node.json in %s) but holds no metadata log, "+
+			"so it can only come back through a running member, and none of its peers answered: start it again once they run", id, cfg.DataDir)
+	}
 	peers := cfg.Peers
 	if len(peers) == 0 {
 		peers = map[string]string{cfg.NodeID: g.n.addr}
@@ -192,17 +208,28 @@ func (g *metaGroup) joinOrBootstrap(formed string) error {
 }
 
 func (g *metaGroup) join(addr string) error {
+	if err := g.n.join(addr, false); err != nil {
+		return err
+	}
+	g.n.log.Info("joined the cluster", "via", addr)
+	return nil
+}
+
+// join asks the metadata leader, through the node at addr, to let this
+// node in (Join), retrying while a retry may help, for joinTimeout.
+// With rebuild it asks instead to rebuild its metadata log (see
+// rebuildMeta).
+func (n *Node) join(addr string, rebuild bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
 	defer cancel()
-	rec := g.n.ident.record()
-	req := &clusterv1.JoinRequest{NodeId: g.n.cfg.NodeID, Address: g.n.addr, Incarnation: rec.Incarnation, ClusterId: rec.ClusterID}
+	rec := n.ident.record()
+	req := &clusterv1.JoinRequest{NodeId: n.cfg.NodeID, Address: n.addr, Incarnation: rec.Incarnation, ClusterId: rec.ClusterID, RebuildMetadata: rebuild}
 	var lastErr error
 	for attempt := 0; ; attempt++ {
-		conn, err := g.n.peers.Get(addr)
+		conn, err := n.peers.Get(addr)
 		if err == nil {
 			_, err = clusterv1.NewNodeServiceClient(conn).Join(ctx, req)
 			if err == nil {
-				g.n.log.Info("joined the cluster", "via", addr)
 				return nil
 			}
 		}
@@ -433,6 +460,9 @@ func (g *metaGroup) addMember(ctx context.Context, req *clusterv1.JoinRequest) e
 			}
 		}
 	}
+	if in && req.GetRebuildMetadata() {
+		return g.demoteForRebuild(ctx, id, f.Configuration())
+	}
 	if !in {
 		// A voter while the group has fewer than it should, else a
 		// non-voter (reconcileVoters promotes it when a voter goes).
@@ -456,6 +486,30 @@ func (g *metaGroup) addMember(ctx context.Context, req *clusterv1.JoinRequest) e
 		}
 	}
 	return g.ensureMembers(ctx)
+}
+
+// demoteForRebuild makes member id, whose metadata log is damaged, a
+// non-voter before it starts again on an empty log (see rebuildMeta). The
+// change commits on a majority of the remaining voters, which by Raft's
+// log matching then hold every entry id ever acknowledged: forgetting
+// them costs no majority anything. reconcileVoters makes it a voter again
+// once it is heard from; a voter with an empty log is safe (it grants no
+// vote to a candidate missing what it acknowledged since, and it keeps
+// its term and vote), it only cannot lead until it has caught up.
+func (g *metaGroup) demoteForRebuild(ctx context.Context, id string, conf raft.Configuration) error {
+	for _, s := range conf.Servers {
+		if s.ID != raft.ServerID(id) || s.Suffrage != raft.Voter {
+			continue
+		}
+		g.n.log.Warn("metadata group: a member rebuilds its damaged metadata log; it is a non-voter until it is heard from again", "node", id)
+		if err := g.n.await(ctx, g.raft.DemoteVoter(s.ID, 0, membershipChangeTimeout)); err != nil {
+			if errors.Is(err, raft.ErrNotLeader) {
+				return g.notLeader()
+			}
+			return apierror.Busy("make %s a non-voter: %v", id, err)
+		}
+	}
+	return nil
 }
 
 // runMetaLeaderDuties keeps membership complete, the metadata group's

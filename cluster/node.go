@@ -306,7 +306,13 @@ func Start(cfg Config) (*Node, error) {
 	if err := openStorage(n); err != nil {
 		return abort(err)
 	}
+	if err := finishMetaRebuild(cfg.DataDir); err != nil {
+		return abort(fmt.Errorf("cluster: %w", err))
+	}
 	n.meta, err = openMetaGroup(n)
+	if damage := (*metaDamagedError)(nil); errors.As(err, &damage) {
+		n.meta, err = n.rebuildMeta(formed, damage)
+	}
 	if err != nil {
 		return abort(err)
 	}

@@ -31,7 +31,7 @@ func openStorage(n *Node) error {
 	}
 	dir := n.nodeLogDir()
 	_, err := os.Stat(dir)
-	_, metaErr := os.Stat(filepath.Join(n.cfg.DataDir, "meta"))
+	_, metaErr := os.Stat(filepath.Join(n.cfg.DataDir, metaDirName))
 	logLost := errors.Is(err, os.ErrNotExist) && metaErr == nil
 	n.nodeLog, err = raftlog.Open(dir, raftlog.Options{
 		FS: n.cfg.nodeLogFS, Logger: n.log, OnDamage: n.markDamaged, OnSync: n.metrics.Synced,

@@ -806,9 +806,14 @@ type JoinRequest struct {
 	Incarnation string `protobuf:"bytes,3,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
 	// The cluster the joining node's data dir belongs to; empty for a new
 	// data dir. Another cluster's id is refused.
-	ClusterId     string `protobuf:"bytes,4,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ClusterId string `protobuf:"bytes,4,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// Set by a member whose metadata log is damaged, before it starts its
+	// metadata group on an empty log: the leader makes it a non-voter, so
+	// that every entry it acknowledged is on a majority of the other
+	// voters before it forgets them. A member only; nothing else changes.
+	RebuildMetadata bool `protobuf:"varint,5,opt,name=rebuild_metadata,json=rebuildMetadata,proto3" json:"rebuild_metadata,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *JoinRequest) Reset() {
@@ -867,6 +872,13 @@ func (x *JoinRequest) GetClusterId() string {
 		return x.ClusterId
 	}
 	return ""
+}
+
+func (x *JoinRequest) GetRebuildMetadata() bool {
+	if x != nil {
+		return x.RebuildMetadata
+	}
+	return false
 }
 
 type JoinResponse struct {
@@ -3125,13 +3137,14 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"\x11replied_unix_nano\x18\x06 \x01(\x03R\x0frepliedUnixNano\x127\n" +
 	"\vclock_state\x18\a \x01(\x0e2\x16.raftbus.v1.ClockStateR\n" +
 	"clockState\x12%\n" +
-	"\x0ecaller_removed\x18\b \x01(\bR\rcallerRemoved\"\x81\x01\n" +
+	"\x0ecaller_removed\x18\b \x01(\bR\rcallerRemoved\"\xac\x01\n" +
 	"\vJoinRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12 \n" +
 	"\vincarnation\x18\x03 \x01(\tR\vincarnation\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x04 \x01(\tR\tclusterId\"-\n" +
+	"cluster_id\x18\x04 \x01(\tR\tclusterId\x12)\n" +
+	"\x10rebuild_metadata\x18\x05 \x01(\bR\x0frebuildMetadata\"-\n" +
 	"\fJoinResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\"]\n" +
