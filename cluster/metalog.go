@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"runtime/debug"
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
@@ -73,8 +74,13 @@ func (s checkedLog) GetLog(index uint64, out *raft.Log) error {
 	return nil
 }
 
-// verify reads every entry, checking it.
+// verify reads every entry, checking it, and every page of bbolt's on
+// the way (see readGuarded).
 func (s checkedLog) verify() error {
+	return readGuarded(s.verifyEntries)
+}
+
+func (s checkedLog) verifyEntries() error {
 	first, err := s.FirstIndex()
 	if err != nil {
 		return err
@@ -127,4 +133,24 @@ func (s failStopStore) Set(k, v []byte) error {
 
 func (s failStopStore) SetUint64(k []byte, v uint64) error {
 	return s.check("store "+string(k), s.BoltStore.SetUint64(k, v))
+}
+
+// errBoltFault is wrapped by the error of a read that faulted or panicked
+// in bbolt.
+var errBoltFault = errors.New("bbolt failed reading its file")
+
+// readGuarded runs read, which reads a bbolt file through its memory map,
+// and turns a fault or a panic there into an error. bbolt checks only its
+// meta pages: a damaged page elsewhere can send it to an address outside
+// the map, which would end the process with a fault, or to a page of the
+// wrong type, on which it panics. Its read transactions are rolled back
+// by deferred calls, so the store can be closed afterwards.
+func readGuarded(read func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", errBoltFault, r)
+		}
+	}()
+	return read()
 }

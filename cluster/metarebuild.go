@@ -14,8 +14,9 @@ import (
 // A member whose metadata log or snapshot fails its checks at start
 // rebuilds it from the other nodes rather than refuse to start:
 //
-//  1. it reads its term and vote from the damaged store (bbolt's own pages
-//     are checked by bbolt; the damage is in entries or a snapshot);
+//  1. it reads its term and vote from the damaged store (a store whose
+//     pages bbolt cannot read to find them cannot be rebuilt: the node
+//     refuses to start);
 //  2. it asks the metadata leader to make it a non-voter (Join with
 //     rebuild_metadata), and waits until that change has committed, so
 //     that the other voters hold every entry it ever acknowledged;
@@ -90,16 +91,17 @@ func readVoteState(path string) (voteState, error) {
 	}
 	defer store.Close()
 	var v voteState
-	if v.term, err = optional(store.GetUint64([]byte(keyCurrentTerm))); err != nil {
-		return voteState{}, err
-	}
-	if v.voteTerm, err = optional(store.GetUint64([]byte(keyLastVoteTerm))); err != nil {
-		return voteState{}, err
-	}
-	if v.voteCand, err = optional(store.Get([]byte(keyLastVoteCand))); err != nil {
-		return voteState{}, err
-	}
-	return v, nil
+	err = readGuarded(func() (err error) {
+		if v.term, err = optional(store.GetUint64([]byte(keyCurrentTerm))); err != nil {
+			return err
+		}
+		if v.voteTerm, err = optional(store.GetUint64([]byte(keyLastVoteTerm))); err != nil {
+			return err
+		}
+		v.voteCand, err = optional(store.Get([]byte(keyLastVoteCand)))
+		return err
+	})
+	return v, err
 }
 
 // optional turns raft-boltdb's "not found" into the zero value.
