@@ -21,11 +21,16 @@ import (
 	"github.com/raftbus/raftbus/test/procs"
 )
 
+// nemesisQueue is the queue the nemesis aims its leader faults at; its
+// name is long enough for the metadata corruption to find (see
+// nemesis.CorruptMeta).
+const nemesisQueue = "nemesis-queue"
+
 func TestNemesisHealsWhatItBreaks(t *testing.T) {
 	c := procs.Start(t, raftbusd, 3)
 	admin := raftbusv1.NewAdminServiceClient(c.Conn(0))
 	call(t, 30*time.Second, func(ctx context.Context) error {
-		_, err := admin.CreateQueue(ctx, &raftbusv1.CreateQueueRequest{Queue: &raftbusv1.QueueProperties{Name: "q", PartitionCount: proto.Uint32(2)}})
+		_, err := admin.CreateQueue(ctx, &raftbusv1.CreateQueueRequest{Queue: &raftbusv1.QueueProperties{Name: nemesisQueue, PartitionCount: proto.Uint32(2)}})
 		if status.Code(err) == codes.AlreadyExists {
 			return nil
 		}
@@ -36,7 +41,7 @@ func TestNemesisHealsWhatItBreaks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &nemesis.Nemesis{Cluster: c, Entity: "q", Kinds: nemesis.ProcessKinds, Rand: rand.New(rand.NewPCG(1, 2)), History: rec, Log: t.Logf}
+	n := &nemesis.Nemesis{Cluster: c, Entity: nemesisQueue, Kinds: nemesis.ProcessKinds, Rand: rand.New(rand.NewPCG(1, 2)), History: rec, Log: t.Logf}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
 	faults, err := n.Run(ctx, 200*time.Millisecond, time.Second)
 	cancel()
@@ -80,7 +85,7 @@ func TestEveryFaultHeals(t *testing.T) {
 	})
 	admin := raftbusv1.NewAdminServiceClient(c.Conn(0))
 	call(t, 30*time.Second, func(ctx context.Context) error {
-		_, err := admin.CreateQueue(ctx, &raftbusv1.CreateQueueRequest{Queue: &raftbusv1.QueueProperties{Name: "q", PartitionCount: proto.Uint32(2)}})
+		_, err := admin.CreateQueue(ctx, &raftbusv1.CreateQueueRequest{Queue: &raftbusv1.QueueProperties{Name: nemesisQueue, PartitionCount: proto.Uint32(2)}})
 		if status.Code(err) == codes.AlreadyExists {
 			return nil
 		}
@@ -91,7 +96,7 @@ func TestEveryFaultHeals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &nemesis.Nemesis{Cluster: c, Network: nw, Entity: "q", Rand: rand.New(rand.NewPCG(3, 4)), History: rec, Log: t.Logf}
+	n := &nemesis.Nemesis{Cluster: c, Network: nw, Entity: nemesisQueue, Rand: rand.New(rand.NewPCG(3, 4)), History: rec, Log: t.Logf}
 	faults := 0
 	for _, k := range kinds {
 		// A fault aimed at a leader needs one to be known: right after the
@@ -152,7 +157,7 @@ func checkHealed(t *testing.T, c *procs.Cluster, rec *history.Recorder, path str
 	}
 	msg := raftbusv1.NewMessagingServiceClient(c.Conn(1))
 	call(t, 30*time.Second, func(ctx context.Context) error {
-		_, err := msg.Send(ctx, &raftbusv1.SendRequest{EntityPath: "q", Messages: []*raftbusv1.Message{{MessageId: "after", Body: []byte("x")}}})
+		_, err := msg.Send(ctx, &raftbusv1.SendRequest{EntityPath: nemesisQueue, Messages: []*raftbusv1.Message{{MessageId: "after", Body: []byte("x")}}})
 		return err
 	})
 }

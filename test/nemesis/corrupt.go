@@ -46,6 +46,95 @@ func corrupt(n *Nemesis) (heal func()) {
 	return func() { n.record("restart "+c.Nodes[i].ID, true, func() error { c.Restart(i); return nil }) }
 }
 
+// CorruptMeta SIGKILLs a node, damages every stored copy of the entity's
+// name in its metadata log, and restarts it on healing. bbolt does not
+// check the entries it stores; their checksums do, at start: the node must
+// rebuild its metadata log from the other nodes (a non-voter until the
+// leader has made the change), and act on nothing it read wrong.
+const CorruptMeta Kind = "corrupt-meta"
+
+func init() { injectors[CorruptMeta] = corruptMeta }
+
+func corruptMeta(n *Nemesis) (heal func()) {
+	c := n.Cluster
+	// One damaged copy at a time, as for Corrupt: a second node's
+	// damage while the first still rebuilds is not a minority's loss.
+	if !n.replicasHealthy() {
+		return nil
+	}
+	i := n.pick(false)
+	if i < 0 {
+		return nil
+	}
+	var what string
+	n.record(fmt.Sprintf("corrupt-meta %s", c.Nodes[i].ID), false, func() error {
+		c.Kill(i)
+		what = flipInMetaLog(filepath.Join(c.Nodes[i].DataDir, "meta", "raft.db"), n.Entity)
+		return nil
+	})
+	if n.Log != nil {
+		n.Log("nemesis: %s", what)
+	}
+	return func() {
+		id := c.Nodes[i].ID
+		before := rebuildsLogged(c.Nodes[i].LogPath)
+		n.record("restart "+id, true, func() error {
+			c.Restart(i)
+			// The node must come back, on a rebuilt metadata log.
+			err := n.admin(i, func(ctx context.Context, a raftbusv1.AdminServiceClient) error {
+				_, err := a.GetClusterInfo(ctx, &raftbusv1.GetClusterInfoRequest{})
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("%s not answering after its restart on a damaged metadata log: %w", id, err)
+			}
+			return nil
+		})
+		if n.Log != nil && rebuildsLogged(c.Nodes[i].LogPath) > before {
+			n.Log("nemesis: %s rebuilt its metadata log", id)
+		}
+	}
+}
+
+// rebuildsLogged counts the metadata log rebuilds a node's log tells of.
+func rebuildsLogged(path string) int {
+	b, _ := os.ReadFile(path)
+	return bytes.Count(b, []byte("this node rebuilds it from the other nodes"))
+}
+
+// flipInMetaLog changes the case of the first letter of every copy of
+// name, as a protobuf string (its length, then its bytes), in the bbolt
+// file at path, and says how many it changed. Copies on pages bbolt has
+// freed change nothing; one in an entry of the log makes it fail its
+// checksum.
+func flipInMetaLog(path, name string) string {
+	if len(name) < 4 || len(name) > 127 {
+		return fmt.Sprintf("entity name %q is too short or too long to find in %s", name, path)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("read %s: %v", path, err)
+	}
+	pattern := append([]byte{byte(len(name))}, name...)
+	n := 0
+	for at := 0; ; {
+		k := bytes.Index(data[at:], pattern)
+		if k < 0 {
+			break
+		}
+		data[at+k+1] ^= 0x20
+		n++
+		at += k + len(pattern)
+	}
+	if n == 0 {
+		return fmt.Sprintf("%q is nowhere in %s", name, path)
+	}
+	if err := os.WriteFile(path, data, 0o640); err != nil {
+		return fmt.Sprintf("write %s: %v", path, err)
+	}
+	return fmt.Sprintf("changed %d copies of %q in %s", n, name, filepath.Base(path))
+}
+
 // flipInNodeLog flips one bit inside a batch of the node log in dir that
 // has another batch after it, and says where.
 func flipInNodeLog(dir string, rnd *rand.Rand) string {

@@ -2,7 +2,8 @@
 // a workload runs: it kills, stops (SIGTERM) and pauses nodes (often a
 // partition leader, sometimes two of five at once), crashes the whole
 // cluster, restarts every node in turn, drains a node and takes it back,
-// restarts a node with a skewed clock, fails the disk under a node when
+// restarts a node with a skewed clock, damages a killed node's log or
+// metadata log before it restarts, fails the disk under a node when
 // each node has one of its own, and, when the nodes run in
 // network namespaces, cuts nodes and leaders off, splits the cluster
 // around a bridge node or into a ring of overlapping majorities, and makes

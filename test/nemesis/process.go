@@ -29,7 +29,7 @@ const (
 )
 
 // ProcessKinds are the faults that need nothing but processes.
-var ProcessKinds = []Kind{Kill, KillLeader, Pause, KillAll, Term, KillTwo, ClockSkew, Corrupt, Drain, RollingRestart, Replace}
+var ProcessKinds = []Kind{Kill, KillLeader, Pause, KillAll, Term, KillTwo, ClockSkew, Corrupt, CorruptMeta, Drain, RollingRestart, Replace}
 
 // TermTimeout is how long a node may take to stop on SIGTERM: handing
 // over leadership and closing its partitions.
