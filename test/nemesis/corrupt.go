@@ -81,11 +81,7 @@ func corruptMeta(n *Nemesis) (heal func()) {
 		n.record("restart "+id, true, func() error {
 			c.Restart(i)
 			// The node must come back, on a rebuilt metadata log.
-			err := n.admin(i, func(ctx context.Context, a raftbusv1.AdminServiceClient) error {
-				_, err := a.GetClusterInfo(ctx, &raftbusv1.GetClusterInfoRequest{})
-				return err
-			})
-			if err != nil {
+			if err := n.awaitAnswer(i); err != nil {
 				return fmt.Errorf("%s not answering after its restart on a damaged metadata log: %w", id, err)
 			}
 			return nil

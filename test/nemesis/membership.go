@@ -57,6 +57,14 @@ func (n *Nemesis) admin(i int, fn func(ctx context.Context, c raftbusv1.AdminSer
 	}
 }
 
+// awaitAnswer waits until node i answers an admin call (see admin).
+func (n *Nemesis) awaitAnswer(i int) error {
+	return n.admin(i, func(ctx context.Context, a raftbusv1.AdminServiceClient) error {
+		_, err := a.GetClusterInfo(ctx, &raftbusv1.GetClusterInfoRequest{})
+		return err
+	})
+}
+
 func drain(n *Nemesis) func() {
 	c := n.Cluster
 	running := n.running()
@@ -99,11 +107,7 @@ func rollingRestart(n *Nemesis) func() {
 				return fmt.Errorf("%s: %w", id, err)
 			}
 			c.Restart(i)
-			err := n.admin(i, func(ctx context.Context, a raftbusv1.AdminServiceClient) error {
-				_, err := a.GetClusterInfo(ctx, &raftbusv1.GetClusterInfoRequest{})
-				return err
-			})
-			if err != nil {
+			if err := n.awaitAnswer(i); err != nil {
 				return fmt.Errorf("%s not answering after its restart: %w", id, err)
 			}
 		}
