@@ -3,7 +3,6 @@ package partition_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,77 +10,13 @@ import (
 	"github.com/raftbus/raftbus/partition"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 	"github.com/raftbus/raftbus/raftlog"
+	"github.com/raftbus/raftbus/raftlog/raftlogtest"
 )
 
-// syncGate is the operating system's file system whose syncs can be held
-// (as a slow disk would) or made to fail.
-type syncGate struct {
-	raftlog.OSFS
-	mu      sync.Mutex
-	held    chan struct{} // non-nil: syncs wait until it is closed
-	fail    error
-	waiting chan struct{} // a sync started waiting
-}
-
-func newSyncGate() *syncGate { return &syncGate{waiting: make(chan struct{}, 1)} }
-
-func (g *syncGate) hold() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.held = make(chan struct{})
-}
-
-// release lets held syncs and those to come through.
-func (g *syncGate) release() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.held != nil {
-		close(g.held)
-		g.held = nil
-	}
-}
-
-func (g *syncGate) failSyncs(err error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.fail = err
-}
-
-func (g *syncGate) Create(name string) (raftlog.File, error) {
-	f, err := g.OSFS.Create(name)
-	return gatedFile{f, g}, err
-}
-
-func (g *syncGate) OpenRW(name string) (raftlog.File, error) {
-	f, err := g.OSFS.OpenRW(name)
-	return gatedFile{f, g}, err
-}
-
-type gatedFile struct {
-	raftlog.File
-	g *syncGate
-}
-
-func (f gatedFile) Sync() error {
-	f.g.mu.Lock()
-	held, fail := f.g.held, f.g.fail
-	f.g.mu.Unlock()
-	if fail != nil {
-		return fail
-	}
-	if held != nil {
-		select {
-		case f.g.waiting <- struct{}{}:
-		default:
-		}
-		<-held
-	}
-	return f.File.Sync()
-}
-
-// syncGatedCluster is a test cluster whose node logs sit on sync gates.
-func syncGatedCluster(t *testing.T, tune func(*partition.Config)) (*testCluster, []*syncGate) {
-	gates := []*syncGate{newSyncGate(), newSyncGate(), newSyncGate()}
+// syncGatedCluster is a test cluster whose node logs are on disks whose
+// syncs can be held or failed.
+func syncGatedCluster(t *testing.T, tune func(*partition.Config)) (*testCluster, []*raftlogtest.Disk) {
+	gates := []*raftlogtest.Disk{{}, {}, {}}
 	c := newTestClusterOn(t, 3, tune, func(i int) raftlog.FS { return gates[i] })
 	return c, gates
 }
@@ -95,14 +30,14 @@ func TestLeaderWritesWhileReplicatingAndActsOnlyOnItsDurableCopy(t *testing.T) {
 	p := c.replicas[l]
 	configure(t, p, nil)
 
-	gates[l].hold()
-	t.Cleanup(gates[l].release) // before the cluster closes, should the test fail
+	gates[l].Hold()
+	t.Cleanup(gates[l].Release) // before the cluster closes, should the test fail
 	sent := make(chan error, 1)
 	go func() {
 		_, err := p.Apply(context.Background(), sendCmd(&raftbusv1.Message{MessageId: "m", Body: []byte("body")}))
 		sent <- err
 	}()
-	<-gates[l].waiting // the leader's log is syncing the send's entry
+	<-gates[l].Waiting() // the leader's log is syncing the send's entry
 	entry := p.Raft().LastIndex()
 	await.Until(t, 10*time.Second, "the entry to commit on a follower's copy", func() bool { return p.Raft().CommitIndex() >= entry })
 
@@ -125,7 +60,7 @@ func TestLeaderWritesWhileReplicatingAndActsOnlyOnItsDurableCopy(t *testing.T) {
 		t.Fatalf("the leader applied through %d while its copy of entry %d is not durable", got, entry)
 	}
 
-	gates[l].release()
+	gates[l].Release()
 	if err := <-sent; err != nil {
 		t.Fatalf("send: %v", err)
 	}
@@ -154,7 +89,7 @@ func TestLeaderWhoseLogFailsAnswersOutcomeUnknownAndStepsDown(t *testing.T) {
 	p := c.replicas[l]
 	configure(t, p, nil)
 
-	gates[l].failSyncs(errors.New("disk gone"))
+	gates[l].Fail(errors.New("disk gone"))
 	_, err := p.Apply(context.Background(), sendCmd(&raftbusv1.Message{MessageId: "m", Body: []byte("body")}))
 	if got := partition.ReasonOf(err); got != raftbusv1.ErrorReason_ERROR_REASON_OUTCOME_UNKNOWN {
 		t.Fatalf("send on a leader whose log failed: %v (%s), want OUTCOME_UNKNOWN", err, got)

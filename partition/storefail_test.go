@@ -42,7 +42,7 @@ func TestAReplicaThatCannotStoreATermStopsWithoutAPanic(t *testing.T) {
 	})
 	l := c.leader()
 	f := (l + 1) % 3
-	gates[f].failSyncs(errors.New("disk gone"))
+	gates[f].Fail(errors.New("disk gone"))
 	c.kill(l) // the two left hold an election in a newer term
 
 	await.Until(t, 10*time.Second, "the replica whose log failed to meet a newer term", func() bool {
