@@ -91,10 +91,11 @@ func (s *nodeService) DemoteReplica(ctx context.Context, req *clusterv1.DemoteRe
 		}
 		return nil, apierror.Errorf(raftbusv1.ErrorReason_ERROR_REASON_NOT_LEADER, "this node holds no replica of partition %s", groupName(e, req.GetPartitionId()))
 	}
-	if err := s.n.demote(r, req.GetNodeId()); err != nil {
+	index, err := s.n.demote(r, req.GetNodeId())
+	if err != nil {
 		return nil, err
 	}
-	return &clusterv1.DemoteReplicaResponse{}, nil
+	return &clusterv1.DemoteReplicaResponse{ConfigurationIndex: index}, nil
 }
 
 func (s *nodeService) NodeStatus(context.Context, *clusterv1.NodeStatusRequest) (*clusterv1.NodeStatusResponse, error) {

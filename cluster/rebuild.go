@@ -60,6 +60,10 @@ const (
 type rebuildState struct {
 	phase  rebuildPhase
 	damage string
+	// demotedAt is an index of the group's log at or after the leader
+	// made this replica a non-voter: a configuration in which it votes
+	// counts only once the replica has applied it (partition.VoterSince).
+	demotedAt uint64
 	// busy is set while a demotion and wipe is under way.
 	busy        atomic.Bool
 	lastAttempt time.Time // reconciler only
@@ -123,8 +127,15 @@ func (n *Node) readRebuildMarks() error {
 		}
 		text := strings.TrimSpace(string(b))
 		st := &rebuildState{phase: phaseDamaged, damage: strings.TrimPrefix(text, "damaged: ")}
-		if text == "wiped" {
+		if at, ok := strings.CutPrefix(text, "wiped"); ok {
+			// "wiped" alone was written before the demotion's index was
+			// kept: any configuration in which it votes then counts.
 			st.phase, st.damage = phaseWiped, ""
+			if at = strings.TrimSpace(at); at != "" {
+				if st.demotedAt, err = strconv.ParseUint(at, 10, 64); err != nil {
+					return fmt.Errorf("cluster: read %s: %q is not a rebuild phase", m, text)
+				}
+			}
 		}
 		n.rebuilds[group] = st
 	}
@@ -313,15 +324,17 @@ func (n *Node) demoteAndWipe(name string, e *clusterv1.Entity, id uint32, others
 	}
 	var lastErr error
 	demoted := false
+	var demotedAt uint64
 	for attempt := 0; attempt < 2*len(others)+2 && len(queue) > 0 && !demoted; attempt++ {
 		addr := queue[0]
 		queue = queue[1:]
 		conn, err := n.peers.Get(addr)
+		var resp *clusterv1.DemoteReplicaResponse
 		if err == nil {
-			_, err = clusterv1.NewNodeServiceClient(conn).DemoteReplica(ctx, req)
+			resp, err = clusterv1.NewNodeServiceClient(conn).DemoteReplica(ctx, req)
 		}
 		if err == nil {
-			demoted = true
+			demoted, demotedAt = true, resp.GetConfigurationIndex()
 			break
 		}
 		lastErr = err
@@ -354,11 +367,11 @@ func (n *Node) demoteAndWipe(name string, e *clusterv1.Entity, id uint32, others
 			return fmt.Errorf("remove its snapshots: %w", err)
 		}
 	}
-	if err := n.writeRebuildMark(name, "wiped"); err != nil {
+	if err := n.writeRebuildMark(name, fmt.Sprintf("wiped %d", demotedAt)); err != nil {
 		return err
 	}
 	n.mu.Lock()
-	st.phase, st.damage = phaseWiped, ""
+	st.phase, st.damage, st.demotedAt = phaseWiped, "", demotedAt
 	n.mu.Unlock()
 	select {
 	case n.kick <- struct{}{}:
@@ -369,16 +382,21 @@ func (n *Node) demoteAndWipe(name string, e *clusterv1.Entity, id uint32, others
 
 // finishRebuilds ends the rebuild of every wiped replica that votes again.
 func (n *Node) finishRebuilds() {
+	type wipedReplica struct {
+		r         *replica
+		demotedAt uint64
+	}
 	n.mu.RLock()
-	var wiped []*replica
+	var wiped []wipedReplica
 	for name, st := range n.rebuilds {
 		if r := n.replicas[name]; r != nil && st.phase == phaseWiped {
-			wiped = append(wiped, r)
+			wiped = append(wiped, wipedReplica{r, st.demotedAt})
 		}
 	}
 	n.mu.RUnlock()
-	for _, r := range wiped {
-		if r.p.Suffrage(n.cfg.NodeID) != raft.Voter {
+	for _, w := range wiped {
+		r := w.r
+		if !r.p.VoterSince(n.cfg.NodeID, w.demotedAt) {
 			continue
 		}
 		if err := os.Remove(n.rebuildMarkPath(r.group)); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -445,23 +463,23 @@ func (n *Node) promoteRebuilt(r *replica, e *clusterv1.Entity, peers []raft.Serv
 
 // demote takes the vote from node id's replica of r, which this node
 // leads (DemoteReplica).
-func (n *Node) demote(r *replica, id string) error {
+func (n *Node) demote(r *replica, id string) (uint64, error) {
 	if id == n.cfg.NodeID {
-		return apierror.Invalid("a leader does not demote itself")
+		return 0, apierror.Invalid("a leader does not demote itself")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	err := r.p.Demote(ctx, id, n.nodeAddrs()[id])
+	index, err := r.p.Demote(ctx, id, n.nodeAddrs()[id])
 	switch {
 	case errors.Is(err, partition.ErrNotMember):
-		return apierror.NotFound("node %s is not a member", id)
+		return 0, apierror.NotFound("node %s is not a member", id)
 	case partition.ReasonOf(err) != raftbusv1.ErrorReason_ERROR_REASON_UNSPECIFIED:
-		return apierror.From(err)
+		return 0, apierror.From(err)
 	case err != nil:
-		return apierror.Busy("partition %s: demote %s: %v", r.group, id, err)
+		return 0, apierror.Busy("partition %s: demote %s: %v", r.group, id, err)
 	}
 	n.log.Warn("partition replica demoted to non-voter to be rebuilt: its node found it damaged", "group", r.group, "node", id)
-	return nil
+	return index, nil
 }
 
 // forgetDeleted drops from the node log, and from disk, the groups of

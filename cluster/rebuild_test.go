@@ -15,6 +15,7 @@ import (
 
 	"github.com/raftbus/raftbus/internal/await"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+	"github.com/raftbus/raftbus/raftlog/raftlogtest"
 )
 
 // flipInNodeLog flips a byte inside the first stored copy of pattern in
@@ -223,5 +224,65 @@ func TestReplicaOfAnEntityDeletedWhileDownIsForgotten(t *testing.T) {
 		}
 		_, err := os.Stat(nd.replicaDir(group))
 		return os.IsNotExist(err)
+	})
+}
+
+// TestARebuiltReplicaVotesAgainOnlyOnceItsLeaderSaysSo: a replica rebuilt
+// from its leader's log replays the group's older configurations, in which
+// it still voted, before the one that made it a non-voter. Its node must
+// not take those for its promotion: whenever it reports the replica
+// healthy again, the leader must count it a voter.
+func TestARebuiltReplicaVotesAgainOnlyOnceItsLeaderSaysSo(t *testing.T) {
+	// The victim's disk is slow, so that its replay of the leader's log
+	// lasts several rounds of its reconciler.
+	disks := map[string]*raftlogtest.Disk{}
+	c := newTestClusterWith(t, 3, func(cfg *Config) {
+		if disks[cfg.NodeID] == nil {
+			disks[cfg.NodeID] = &raftlogtest.Disk{}
+		}
+		cfg.nodeLogFS = disks[cfg.NodeID]
+	})
+	createQueue(t, c.client(0), &raftbusv1.QueueProperties{Name: "q", PartitionCount: proto.Uint32(1)})
+	// Enough entries that the rebuild's replay takes many AppendEntries.
+	const n = 800
+	for i := range n {
+		sendOne(t, c.client(i%3), "q", fmt.Sprintf("m%03d", i))
+	}
+	e := c.nodes[0].meta.fsm.Entity("q")
+	group := groupName(e, 0)
+	victimID := e.GetPartitions()[0].GetNodeIds()[1]
+	v := c.indexOf(victimID)
+	await.Until(t, 20*time.Second, "the victim to apply every send", func() bool {
+		r := c.nodes[v].replica(e, 0)
+		return r != nil && r.p.Info().AppliedIndex >= uint64(n)
+	})
+	addr := c.stop(v)
+	if !flipInNodeLog(t, filepath.Join(c.dir, victimID), []byte("body m007")) {
+		t.Fatal("no stored copy of message m007 in the victim's log")
+	}
+	disks[victimID].Slow(5 * time.Millisecond)
+	nd := c.start(v, addr)
+	leaderSuffrage := func() raft.ServerSuffrage {
+		for i, other := range c.nodes {
+			if i == v || other == nil {
+				continue
+			}
+			if r := other.replica(e, 0); r != nil && r.p.IsLeader() {
+				return r.p.Suffrage(victimID)
+			}
+		}
+		return raft.Staging
+	}
+	sawRebuilding := false
+	await.Until(t, 60*time.Second, "the rebuild to finish", func() bool {
+		h, _ := nd.health(group)
+		if h != raftbusv1.ReplicaHealth_REPLICA_HEALTH_HEALTHY {
+			sawRebuilding = true
+			return false
+		}
+		if s := leaderSuffrage(); sawRebuilding && s != raft.Voter {
+			t.Fatalf("%s reports its rebuilt replica healthy while the leader counts it a %v", victimID, s)
+		}
+		return sawRebuilding
 	})
 }

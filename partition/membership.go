@@ -51,25 +51,42 @@ func (p *Partition) Promote(ctx context.Context, id, addr string) error {
 
 // Demote takes id's vote, on the leader: a voter becomes a non-voter, and a
 // node the group does not know joins as one at addr (ErrNotMember when
-// addr is empty). A non-voter is left as it is.
-func (p *Partition) Demote(ctx context.Context, id, addr string) error {
+// addr is empty). A non-voter is left as it is. It returns an index at
+// or after the configuration in which id is a non-voter: a configuration
+// that makes it a voter again comes after it (see VoterSince).
+func (p *Partition) Demote(ctx context.Context, id, addr string) (uint64, error) {
 	if !p.IsLeader() {
 		// A follower's configuration may be behind the leader's.
-		return p.notLeader()
+		return 0, p.notLeader()
 	}
 	var f raft.IndexFuture
 	switch p.Suffrage(id) {
 	case raft.Nonvoter:
-		return nil
+		// hashicorp/raft does not say at which index its configuration
+		// took effect; its last entry is at or after it.
+		return p.raft.LastIndex(), nil
 	case raft.Voter:
 		f = p.raft.DemoteVoter(raft.ServerID(id), 0, membershipTimeout)
 	default:
 		if addr == "" {
-			return fmt.Errorf("partition %s: demote %s: %w", p.name, id, ErrNotMember)
+			return 0, fmt.Errorf("partition %s: demote %s: %w", p.name, id, ErrNotMember)
 		}
 		f = p.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), 0, membershipTimeout)
 	}
-	return p.changeMembers(ctx, f, "demote "+id)
+	if err := p.changeMembers(ctx, f, "demote "+id); err != nil {
+		return 0, err
+	}
+	return f.Index(), nil
+}
+
+// VoterSince reports whether id is a voter in the group's latest
+// configuration, as this replica knows it once it has applied the entry at
+// index. A replica rebuilt from its leader's log replays the group's older
+// configurations on the way, some in which it still voted: only once it
+// has passed its demotion (index, from Demote) does a configuration in
+// which it votes mean that it votes again.
+func (p *Partition) VoterSince(id string, index uint64) bool {
+	return p.raft.AppliedIndex() >= index && p.Suffrage(id) == raft.Voter
 }
 
 // changeMembers waits for a configuration change; a replica that does not

@@ -1,11 +1,12 @@
 // Package raftlogtest has a disk for tests of what runs on a node log:
 // the operating system's file system, whose writes and syncs can be made
-// to fail, as a disk that fills up or breaks, and whose syncs can be held,
-// as a slow disk.
+// to fail, as a disk that fills up or breaks, and whose syncs can be held
+// or slowed.
 package raftlogtest
 
 import (
 	"sync"
+	"time"
 
 	"github.com/raftbus/raftbus/raftlog"
 )
@@ -17,6 +18,7 @@ type Disk struct {
 	err     error         // writes and syncs fail with it
 	held    chan struct{} // non-nil: syncs wait until it is closed
 	waiting chan struct{} // told when a sync starts waiting
+	slow    time.Duration // added to every sync
 }
 
 // Fail makes every write and sync from now on fail with err.
@@ -24,6 +26,13 @@ func (d *Disk) Fail(err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.err = err
+}
+
+// Slow adds d to every sync from now on, as a slow disk would.
+func (d *Disk) Slow(by time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.slow = by
 }
 
 // Hold makes syncs wait until Release.
@@ -59,10 +68,10 @@ func (d *Disk) waitingLocked() chan struct{} {
 	return d.waiting
 }
 
-func (d *Disk) state() (held, waiting chan struct{}, err error) {
+func (d *Disk) state() (held, waiting chan struct{}, slow time.Duration, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.held, d.waiting, d.err
+	return d.held, d.waiting, d.slow, d.err
 }
 
 func (d *Disk) Create(name string) (raftlog.File, error) {
@@ -81,17 +90,18 @@ type file struct {
 }
 
 func (f file) WriteAt(p []byte, off int64) (int, error) {
-	if _, _, err := f.d.state(); err != nil {
+	if _, _, _, err := f.d.state(); err != nil {
 		return 0, err
 	}
 	return f.File.WriteAt(p, off)
 }
 
 func (f file) Sync() error {
-	held, waiting, err := f.d.state()
+	held, waiting, slow, err := f.d.state()
 	if err != nil {
 		return err
 	}
+	time.Sleep(slow)
 	if held != nil {
 		select {
 		case waiting <- struct{}{}:

@@ -129,8 +129,10 @@ func replace(n *Nemesis) func() {
 		return nil
 	}
 	// An operator replaces one machine at a time: the cluster must be
-	// whole again (every replica in place, no move under way) first.
-	if !n.whole(running[0]) {
+	// whole again (every replica in place and healthy, no move under way)
+	// first. A replica still being rebuilt is a copy short: losing the
+	// machine for good then would take a majority of its group.
+	if !n.whole(running[0]) || !n.replicasHealthy() {
 		return nil
 	}
 	i := running[n.Rand.IntN(len(running))]

@@ -520,9 +520,14 @@ func (x *DemoteReplicaRequest) GetNodeId() string {
 }
 
 type DemoteReplicaResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An index of the partition's log at or after the configuration in
+	// which the node is a non-voter. The rebuilt replica votes again only
+	// once it has applied it: the older configurations it replays on the
+	// way may still count it a voter.
+	ConfigurationIndex uint64 `protobuf:"varint,1,opt,name=configuration_index,json=configurationIndex,proto3" json:"configuration_index,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *DemoteReplicaResponse) Reset() {
@@ -553,6 +558,13 @@ func (x *DemoteReplicaResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use DemoteReplicaResponse.ProtoReflect.Descriptor instead.
 func (*DemoteReplicaResponse) Descriptor() ([]byte, []int) {
 	return file_raftbus_cluster_v1_cluster_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *DemoteReplicaResponse) GetConfigurationIndex() uint64 {
+	if x != nil {
+		return x.ConfigurationIndex
+	}
+	return 0
 }
 
 type NodeStatusRequest struct {
@@ -3119,8 +3131,9 @@ const file_raftbus_cluster_v1_cluster_proto_rawDesc = "" +
 	"entityPath\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12!\n" +
 	"\fpartition_id\x18\x03 \x01(\rR\vpartitionId\x12\x17\n" +
-	"\anode_id\x18\x04 \x01(\tR\x06nodeId\"\x17\n" +
-	"\x15DemoteReplicaResponse\"\x13\n" +
+	"\anode_id\x18\x04 \x01(\tR\x06nodeId\"H\n" +
+	"\x15DemoteReplicaResponse\x12/\n" +
+	"\x13configuration_index\x18\x01 \x01(\x04R\x12configurationIndex\"\x13\n" +
 	"\x11NodeStatusRequest\"\xb2\x01\n" +
 	"\x12NodeStatusResponse\x12*\n" +
 	"\x03log\x18\x01 \x01(\v2\x18.raftbus.v1.NodeLogStatsR\x03log\x128\n" +
