@@ -174,7 +174,8 @@ func (w *Workload) drain(ctx context.Context, r *client.Receiver, path string, d
 
 // digests records the digest of every replica of every partition of path,
 // once the replicas of each partition report one applied index twice in a
-// row (the cluster has settled), or as they stand after a minute.
+// row (the cluster has settled) and again after the digests were taken,
+// or as they stand after two minutes.
 func (w *Workload) digests(ctx context.Context, path string) error {
 	type route struct {
 		id    uint32
@@ -198,17 +199,27 @@ func (w *Workload) digests(ctx context.Context, path string) error {
 		return err
 	}
 	for _, route := range routes {
-		var prev, last []history.Op
-		deadline := time.Now().Add(time.Minute)
+		// Settle on cheap rounds first: a digest encodes the whole state
+		// and may take seconds, while the replicas' indexes move on.
+		// Then take the digests, and keep them only if a round after them
+		// finds the replicas where the digests found them.
+		var prev, last, digests []history.Op
+		deadline := time.Now().Add(2 * time.Minute)
 		for time.Now().Before(deadline) {
-			last = w.replicaStates(ctx, path, route.id, route.addrs)
+			last = w.replicaStates(ctx, path, route.id, route.addrs, false)
 			if settled(prev, last) {
-				break
+				digests = w.replicaStates(ctx, path, route.id, route.addrs, true)
+				if after := w.replicaStates(ctx, path, route.id, route.addrs, false); settled(digests, after) {
+					break
+				}
 			}
 			prev = last
 			pause(ctx, 300*time.Millisecond)
 		}
-		for _, op := range last {
+		if digests == nil {
+			digests = w.replicaStates(ctx, path, route.id, route.addrs, true)
+		}
+		for _, op := range digests {
 			w.History.Record(op)
 		}
 	}
@@ -229,11 +240,11 @@ func settled(prev, cur []history.Op) bool {
 	return true
 }
 
-func (w *Workload) replicaStates(ctx context.Context, path string, id uint32, addrs []string) []history.Op {
+func (w *Workload) replicaStates(ctx context.Context, path string, id uint32, addrs []string, digest bool) []history.Op {
 	var out []history.Op
 	for _, addr := range addrs {
 		op := history.Op{Kind: history.Digest, Entity: path, Partition: id, Node: addr, Start: w.History.Now()}
-		resp, err := w.partitionStatus(ctx, addr, path, id)
+		resp, err := w.partitionStatus(ctx, addr, path, id, digest)
 		op.End = w.History.Now()
 		if err != nil {
 			op.Outcome, op.Error = history.Fail, err.Error()
@@ -247,7 +258,7 @@ func (w *Workload) replicaStates(ctx context.Context, path string, id uint32, ad
 
 // partitionStatus asks the node at addr for its replica's state. The node
 // service answers nodes only: with TLS the call presents NodeTLS.
-func (w *Workload) partitionStatus(ctx context.Context, addr, path string, id uint32) (*clusterv1.PartitionStatusResponse, error) {
+func (w *Workload) partitionStatus(ctx context.Context, addr, path string, id uint32, digest bool) (*clusterv1.PartitionStatusResponse, error) {
 	creds := insecure.NewCredentials()
 	if w.NodeTLS != nil {
 		creds = credentials.NewTLS(w.NodeTLS)
@@ -259,5 +270,5 @@ func (w *Workload) partitionStatus(ctx context.Context, addr, path string, id ui
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return clusterv1.NewNodeServiceClient(conn).PartitionStatus(ctx, &clusterv1.PartitionStatusRequest{EntityPath: path, PartitionId: id, IncludeDigest: true})
+	return clusterv1.NewNodeServiceClient(conn).PartitionStatus(ctx, &clusterv1.PartitionStatusRequest{EntityPath: path, PartitionId: id, IncludeDigest: digest})
 }
