@@ -202,7 +202,14 @@ func (n *Node) refuseIfAlone() error {
 	if err := f.Error(); err != nil {
 		return fmt.Errorf("cluster: metadata configuration: %w", err)
 	}
-	for _, s := range f.Configuration().Servers {
+	servers := f.Configuration().Servers
+	if len(servers) == 0 {
+		// No configuration yet: the node joined, or rebuilt its metadata
+		// log, through a peer, and the leader has not sent it one. A
+		// single-node cluster always holds itself in its configuration.
+		return nil
+	}
+	for _, s := range servers {
 		if string(s.ID) != n.cfg.NodeID {
 			return nil
 		}

@@ -18,8 +18,8 @@ import (
 
 // TestADamagedMetadataLogIsRebuiltFromThePeers damages an entry of a
 // stopped node's metadata log (a byte of a queue's name, which bbolt does
-// not check and the entry's checksum does). The node must not start on
-// it, nor refuse to start: it has the metadata leader make it a
+// not check and the entry's checksum does), and a partition replica in its
+// node log. The node must not start on them, nor refuse to start: it has the metadata leader make it a
 // non-voter, starts on an empty metadata log that the others fill, votes
 // again, serves its partitions and leads its own again, and nothing
 // acknowledged is lost or comes back wrong.
@@ -61,6 +61,10 @@ func TestADamagedMetadataLogIsRebuiltFromThePeers(t *testing.T) {
 		t.Fatalf("%q is nowhere in %s", marked, metaDB)
 	}
 	t.Logf("flipped a bit in %d copies of %q in %s", flipped, marked, metaDB)
+	// Its replica of partition 0 is damaged too: until the rebuilt
+	// metadata log has a configuration, the node must not take itself for
+	// a cluster of one with nothing to rebuild that replica from.
+	t.Logf("and in its node log: %s", corruptions[0].corrupt(t, c.Nodes[victim].DataDir, w.sentTo[0]))
 
 	c.Restart(victim)
 	c.WaitReady(victim, 60*time.Second)
@@ -83,7 +87,7 @@ func TestADamagedMetadataLogIsRebuiltFromThePeers(t *testing.T) {
 		}
 		return false
 	})
-	w.awaitRebuilt(victim) // it knows the queue again and leads partition 0
+	w.awaitRebuilt(victim) // every replica healthy, and it leads partition 0
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	q, err := raftbusv1.NewAdminServiceClient(c.Conn(victim)).GetQueue(ctx, &raftbusv1.GetQueueRequest{Name: marked})
