@@ -1,8 +1,14 @@
 package nemesis
 
 import (
+	"context"
 	"fmt"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
 // DiskFail fails the disk under a node (the leader of a random partition
@@ -17,9 +23,9 @@ const DiskFail Kind = "disk"
 // DiskKinds are the faults that need nodes on disks of their own.
 var DiskKinds = []Kind{DiskFail}
 
-// DiskFailStop bounds how long, after the fault's hold, a node whose disk
-// failed may still run. It notices at its next write, and a workload
-// writes to the partitions of every node many times a second.
+// DiskFailStop bounds how long, after the fault's hold and a metadata
+// change (which every member writes), a node whose disk failed may still
+// run: it notices at its next write.
 const DiskFailStop = 20 * time.Second
 
 func init() { injectors[DiskFail] = diskFail }
@@ -38,6 +44,11 @@ func diskFail(n *Nemesis) func() {
 	return func() {
 		n.record("repair the disk of "+id+" and restart it", true, func() error {
 			var err error
+			if !c.WaitExit(i, 0) {
+				// The node notices at its next write. A metadata change
+				// makes one on every member, busy or idle.
+				n.touchMetadata(i)
+			}
 			if !c.WaitExit(i, DiskFailStop) {
 				c.Kill(i)
 				err = fmt.Errorf("%s still ran %v after its disk failed; killed", id, DiskFailStop)
@@ -49,5 +60,34 @@ func diskFail(n *Nemesis) func() {
 			c.Restart(i)
 			return err
 		})
+	}
+}
+
+// probeQueue is the queue touchMetadata creates and deletes.
+const probeQueue = "nemesis-disk-probe"
+
+// touchMetadata creates and deletes a queue through a running node other
+// than i, so that every member writes its metadata log. Failures are left
+// to the caller's wait: the write may reach node i first and stop it.
+func (n *Nemesis) touchMetadata(i int) {
+	for _, via := range n.running() {
+		if via == i {
+			continue
+		}
+		n.admin(via, func(ctx context.Context, a raftbusv1.AdminServiceClient) error {
+			_, err := a.CreateQueue(ctx, &raftbusv1.CreateQueueRequest{Queue: &raftbusv1.QueueProperties{Name: probeQueue}})
+			if status.Code(err) == codes.AlreadyExists {
+				return nil
+			}
+			return err
+		})
+		n.admin(via, func(ctx context.Context, a raftbusv1.AdminServiceClient) error {
+			_, err := a.DeleteQueue(ctx, &raftbusv1.DeleteQueueRequest{Name: probeQueue})
+			if status.Code(err) == codes.NotFound {
+				return nil
+			}
+			return err
+		})
+		return
 	}
 }
