@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/raftbus/raftbus/internal/await"
+	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 	"github.com/raftbus/raftbus/raftlog/raftlogtest"
 )
@@ -48,6 +49,31 @@ func (c *testCluster) indexOf(id string) int {
 	return -1
 }
 
+// damageAReplica creates queue q with one partition, sends it n messages
+// ("m000", body "body m000", ...), stops the node of the partition's
+// replica at position pos of its placement once it has applied them, and
+// damages the body of m007 in that node's log. It returns the queue, the
+// stopped node and its address for the restart.
+func damageAReplica(t *testing.T, c *testCluster, n, pos int) (e *clusterv1.Entity, v int, addr string) {
+	t.Helper()
+	createQueue(t, c.client(0), &raftbusv1.QueueProperties{Name: "q", PartitionCount: proto.Uint32(1)})
+	for i := range n {
+		sendOne(t, c.client(i%3), "q", fmt.Sprintf("m%03d", i))
+	}
+	e = c.nodes[0].meta.fsm.Entity("q")
+	victimID := e.GetPartitions()[0].GetNodeIds()[pos]
+	v = c.indexOf(victimID)
+	await.Until(t, 20*time.Second, "the victim to apply every send", func() bool {
+		r := c.nodes[v].replica(e, 0)
+		return r != nil && r.p.Info().AppliedIndex >= uint64(n)
+	})
+	addr = c.stop(v)
+	if !flipInNodeLog(t, filepath.Join(c.dir, victimID), []byte("body m007")) {
+		t.Fatal("no stored copy of message m007 in the victim's log")
+	}
+	return e, v, addr
+}
+
 // TestDamagedReplicaIsRebuiltFromItsPeers damages a message body in the
 // node log of a partition's preferred leader while it is stopped. On
 // restart the node must find the damage, keep the replica closed, have it
@@ -55,24 +81,9 @@ func (c *testCluster) indexOf(id string) int {
 // lead again, and every message must come back intact.
 func TestDamagedReplicaIsRebuiltFromItsPeers(t *testing.T) {
 	c := newTestCluster(t, 3)
-	createQueue(t, c.client(0), &raftbusv1.QueueProperties{Name: "q", PartitionCount: proto.Uint32(1)})
 	const n = 40
-	for i := range n {
-		sendOne(t, c.client(i%3), "q", fmt.Sprintf("m%02d", i))
-	}
-	e := c.nodes[0].meta.fsm.Entity("q")
-	group := groupName(e, 0)
-	victimID := e.GetPartitions()[0].GetNodeIds()[0] // the preferred leader
-	v := c.indexOf(victimID)
-	await.Until(t, 20*time.Second, "the victim to apply every send", func() bool {
-		r := c.nodes[v].replica(e, 0)
-		return r != nil && r.p.Info().AppliedIndex >= uint64(n)
-	})
-
-	addr := c.stop(v)
-	if !flipInNodeLog(t, filepath.Join(c.dir, victimID), []byte("body m07")) {
-		t.Fatal("no stored copy of message m07 in the victim's log")
-	}
+	e, v, addr := damageAReplica(t, c, n, 0) // the preferred leader
+	group, victimID := groupName(e, 0), c.nodeID(v)
 	nd := c.start(v, addr)
 	if _, found := nd.nodeLog.Recovery().Damaged[group]; !found {
 		t.Fatalf("restart did not find the damage: %+v", nd.nodeLog.Recovery())
@@ -242,24 +253,9 @@ func TestARebuiltReplicaVotesAgainOnlyOnceItsLeaderSaysSo(t *testing.T) {
 		}
 		cfg.nodeLogFS = disks[cfg.NodeID]
 	})
-	createQueue(t, c.client(0), &raftbusv1.QueueProperties{Name: "q", PartitionCount: proto.Uint32(1)})
 	// Enough entries that the rebuild's replay takes many AppendEntries.
-	const n = 800
-	for i := range n {
-		sendOne(t, c.client(i%3), "q", fmt.Sprintf("m%03d", i))
-	}
-	e := c.nodes[0].meta.fsm.Entity("q")
-	group := groupName(e, 0)
-	victimID := e.GetPartitions()[0].GetNodeIds()[1]
-	v := c.indexOf(victimID)
-	await.Until(t, 20*time.Second, "the victim to apply every send", func() bool {
-		r := c.nodes[v].replica(e, 0)
-		return r != nil && r.p.Info().AppliedIndex >= uint64(n)
-	})
-	addr := c.stop(v)
-	if !flipInNodeLog(t, filepath.Join(c.dir, victimID), []byte("body m007")) {
-		t.Fatal("no stored copy of message m007 in the victim's log")
-	}
+	e, v, addr := damageAReplica(t, c, 800, 1)
+	group, victimID := groupName(e, 0), c.nodeID(v)
 	disks[victimID].Slow(5 * time.Millisecond)
 	nd := c.start(v, addr)
 	leaderSuffrage := func() raft.ServerSuffrage {
