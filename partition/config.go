@@ -45,11 +45,14 @@ type Config struct {
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
 	// CommitTimeout bounds how long a follower may wait for the commit
-	// index to advance with no new entries. The leader sends each follower
-	// an AppendEntries this often when idle, so a short one costs every
-	// partition CPU while nothing happens (at 10 ms, 16 idle partitions
-	// on 3 nodes took 0.95 of a core; at 50 ms, 0.54).
+	// index to advance with no new entries: raft sends each follower an
+	// AppendEntries this often when no entries flow.
 	CommitTimeout time.Duration
+	// IdleAppendHold bounds how long such an AppendEntries waits while it
+	// would tell the follower nothing new (see idleappend.go): on an idle
+	// partition it is sent about every IdleAppendHold, not every
+	// CommitTimeout.
+	IdleAppendHold time.Duration
 	// SnapshotThreshold is how many log entries since the last snapshot
 	// make a snapshot due; TrailingLogs how many entries stay in the log
 	// after it (for followers that lag a little).
@@ -82,6 +85,9 @@ type Config struct {
 	// for waiting receives to ride on its next entry (see riders.go);
 	// zero: defaultQuietForRiders, negative: whenever no entry is on its way.
 	quietForRiders time.Duration
+	// onIdleHold, for tests, is called as an AppendEntries starts to wait
+	// for something to tell.
+	onIdleHold func(*raft.AppendEntriesRequest)
 }
 
 // Clock is the time a leader stamps into the commands it proposes. A node
@@ -110,6 +116,7 @@ const (
 	DefaultElectionTimeout     = 500 * time.Millisecond
 	DefaultLeaderLeaseTimeout  = 500 * time.Millisecond
 	DefaultCommitTimeout       = 50 * time.Millisecond
+	DefaultIdleAppendHold      = 250 * time.Millisecond
 	DefaultSnapshotThreshold   = 8192
 	DefaultTrailingLogs        = 10240
 	DefaultSnapshotInterval    = 30 * time.Second
@@ -129,6 +136,7 @@ func (c *Config) withDefaults() Config {
 	setDur(&out.ElectionTimeout, DefaultElectionTimeout)
 	setDur(&out.LeaderLeaseTimeout, DefaultLeaderLeaseTimeout)
 	setDur(&out.CommitTimeout, DefaultCommitTimeout)
+	setDur(&out.IdleAppendHold, DefaultIdleAppendHold)
 	setDur(&out.SnapshotInterval, DefaultSnapshotInterval)
 	setDur(&out.ApplyTimeout, DefaultApplyTimeout)
 	if out.SnapshotThreshold == 0 {

@@ -39,3 +39,7 @@ func (p *Partition) Riders() int {
 // nothing for waiting receives to ride on its next entry (negative: any
 // time no entry is on its way).
 func QuietForRiders(c *Config, d time.Duration) { c.quietForRiders = d }
+
+// OnIdleHold has f called as an AppendEntries starts to wait for something
+// to tell its follower.
+func OnIdleHold(c *Config, f func(*raft.AppendEntriesRequest)) { c.onIdleHold = f }

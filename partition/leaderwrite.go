@@ -60,11 +60,20 @@ type leaderLog struct {
 	// dispatchLogs, never in a follower's AppendEntries (raft makes itself
 	// a follower before it stores a leader's entries).
 	raft *atomic.Pointer[raft.Raft]
+	// stored hears of every store, for the AppendEntries held back while
+	// they have nothing to tell (idleappend.go).
+	stored *storeSignal
 }
 
 func (s leaderLog) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
 
 func (s leaderLog) StoreLogs(logs []*raft.Log) error {
+	if len(logs) > 0 {
+		// Once stored, before raft triggers the replication of the
+		// entries: an AppendEntries held back goes, and raft's next one
+		// carries them.
+		defer s.stored.notify(logs[len(logs)-1].Index)
+	}
 	r := s.raft.Load()
 	if r == nil || r.State() != raft.Leader {
 		return s.queuingLog.StoreLogs(logs)
@@ -83,16 +92,17 @@ func (s leaderLog) StoreLogs(logs []*raft.Log) error {
 type commitCap struct {
 	transportWrapper
 	durable func() (uint64, error) // the log's LastIndex: durable entries only
+	idle    idleHold
 }
 
 // capCommits wraps t; ok is false for a transport without pre-vote, which
 // is left as it is.
-func capCommits(t raft.Transport, logs raft.LogStore) (raft.Transport, bool) {
+func capCommits(t raft.Transport, logs raft.LogStore, idle idleHold) (raft.Transport, bool) {
 	w, ok := wrapTransport(t)
 	if !ok {
 		return t, false
 	}
-	return &commitCap{transportWrapper: w, durable: logs.LastIndex}, true
+	return &commitCap{transportWrapper: w, durable: logs.LastIndex, idle: idle}, true
 }
 
 // capped returns args with its commit index lowered to the last durable
@@ -126,18 +136,31 @@ func (c *commitCap) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAd
 	if err != nil {
 		return nil, err
 	}
-	return cappedPipeline{AppendPipeline: p, c: c}, nil
+	return &cappedPipeline{AppendPipeline: p, c: c}, nil
 }
 
+// cappedPipeline is a pipeline of AppendEntries to one follower with
+// capped commit indexes, which holds back those with nothing to tell.
+// Raft calls it from one goroutine.
 type cappedPipeline struct {
 	raft.AppendPipeline
-	c *commitCap
+	c    *commitCap
+	told told
 }
 
-func (p cappedPipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
+func (p *cappedPipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
 	req, err := p.c.capped(args)
 	if err != nil {
 		return nil, err
 	}
-	return p.AppendPipeline.AppendEntries(req, resp)
+	if p.told.nothingNewIn(req) {
+		if req, err = p.c.idle.wait(req, p.told, p.c.durable); err != nil {
+			return nil, err
+		}
+	}
+	f, err := p.AppendPipeline.AppendEntries(req, resp)
+	if err == nil {
+		p.told.sent(req)
+	}
+	return f, err
 }

@@ -92,8 +92,10 @@ func Open(cfg Config) (*Partition, error) {
 	}
 	transport := cfg.Transport
 	if q, ok := logs.(queuingLog); ok {
-		if capped, ok := capCommits(transport, q); ok {
-			logs, transport = leaderLog{queuingLog: q, raft: &p.running}, capped
+		stored := newStoreSignal()
+		idle := idleHold{max: cfg.IdleAppendHold, stored: stored, applied: p.fsm.changes, raft: &p.running, stop: p.stop, onHold: cfg.onIdleHold}
+		if capped, ok := capCommits(transport, q, idle); ok {
+			logs, transport = leaderLog{queuingLog: q, raft: &p.running, stored: stored}, capped
 			p.fsm.durable = q.WaitDurable
 		}
 	}
