@@ -90,8 +90,12 @@ func openMetaGroup(n *Node) (*metaGroup, error) {
 			"Check the disk under %s (full, read-only, failing) and start the node again: "+
 			"it recovers the metadata log up to its last synced write and catches up from the other nodes", dir, err, dir))
 	}}
-	logs := checkedLog{stored}
+	logs, stable := checkedLog{stored}, checkedStable{stored}
 	if err := logs.verify(); err != nil {
+		store.Close()
+		return nil, metaDamaged(dir, err)
+	}
+	if err := readGuarded(func() error { _, err := readVotes(stable); return err }); err != nil {
 		store.Close()
 		return nil, metaDamaged(dir, err)
 	}
@@ -108,7 +112,7 @@ func openMetaGroup(n *Node) (*metaGroup, error) {
 	g := &metaGroup{n: n, fsm: meta.NewFSM(), store: store, transport: transport, followers: partition.NewFollowers()}
 	g.raft, g.snaps, err = partition.StartGroup(partition.Group{
 		Name: metaGroupName, NodeID: n.cfg.NodeID, Dir: dir,
-		Log: logs, Stable: stored, Transport: transport, FSM: countingFSM{g.fsm, &g.snapshots},
+		Log: logs, Stable: stable, Transport: transport, FSM: countingFSM{g.fsm, &g.snapshots},
 		Logger: n.log, Config: rc, Followers: g.followers,
 		OnDamage: func(err error) { n.log.Error("the metadata group's snapshot is damaged", "err", err) },
 	})
@@ -166,7 +170,7 @@ func (n *Node) await(ctx context.Context, f raft.Future) error {
 // member of a cluster formed already. A node with state just resumes.
 func (g *metaGroup) joinOrBootstrap(formed string) error {
 	cfg := g.n.cfg
-	has, err := raft.HasExistingState(g.store, g.store, g.snaps)
+	has, err := raft.HasExistingState(g.store, checkedStable{g.store}, g.snaps)
 	if err != nil {
 		return fmt.Errorf("cluster: read metadata state: %w", err)
 	}

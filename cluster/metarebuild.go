@@ -66,7 +66,8 @@ func (n *Node) rebuildMeta(formed string, damage *metaDamagedError) (*metaGroup,
 	n.log.Error("the metadata log is damaged: this node rebuilds it from the other nodes", "dir", damage.Dir, "err", damage.Err)
 	votes, err := readVoteState(filepath.Join(damage.Dir, "raft.db"))
 	if err != nil {
-		return nil, refuse("its term and vote cannot be read (%v): restore the data dir from a backup", err)
+		return nil, refuse("its term and vote cannot be read (%v), and without them it could vote twice in one term: "+
+			"replace it (raftbus node remove %s, then a node under a new id on an empty data dir), or restore the data dir from a backup", err, n.cfg.NodeID)
 	}
 	if err := n.join(formed, true); err != nil {
 		return nil, refuse("the metadata leader did not make it a non-voter to rebuild it (%v): start it again once the cluster has a metadata leader", err)
@@ -92,15 +93,21 @@ func readVoteState(path string) (voteState, error) {
 	defer store.Close()
 	var v voteState
 	err = readGuarded(func() (err error) {
-		if v.term, err = optional(store.GetUint64([]byte(keyCurrentTerm))); err != nil {
-			return err
-		}
-		if v.voteTerm, err = optional(store.GetUint64([]byte(keyLastVoteTerm))); err != nil {
-			return err
-		}
-		v.voteCand, err = optional(store.Get([]byte(keyLastVoteCand)))
+		v, err = readVotes(checkedStable{store})
 		return err
 	})
+	return v, err
+}
+
+// readVotes reads the term and vote of the metadata store s.
+func readVotes(s checkedStable) (v voteState, err error) {
+	if v.term, err = optional(s.GetUint64([]byte(keyCurrentTerm))); err != nil {
+		return v, err
+	}
+	if v.voteTerm, err = optional(s.GetUint64([]byte(keyLastVoteTerm))); err != nil {
+		return v, err
+	}
+	v.voteCand, err = optional(s.Get([]byte(keyLastVoteCand)))
 	return v, err
 }
 
@@ -128,14 +135,15 @@ func replaceMetaDir(dataDir string, votes voteState) error {
 	if err != nil {
 		return err
 	}
+	stable := checkedStable{store}
 	if votes.term > 0 {
-		err = store.SetUint64([]byte(keyCurrentTerm), votes.term)
+		err = stable.SetUint64([]byte(keyCurrentTerm), votes.term)
 	}
 	if err == nil && votes.voteTerm > 0 {
-		err = store.SetUint64([]byte(keyLastVoteTerm), votes.voteTerm)
+		err = stable.SetUint64([]byte(keyLastVoteTerm), votes.voteTerm)
 	}
 	if err == nil && votes.voteCand != nil {
-		err = store.Set([]byte(keyLastVoteCand), votes.voteCand)
+		err = stable.Set([]byte(keyLastVoteCand), votes.voteCand)
 	}
 	if cerr := store.Close(); err == nil {
 		err = cerr
