@@ -55,7 +55,9 @@ type metaGroup struct {
 	fsm   *meta.FSM
 	raft  *raft.Raft
 	store *raftboltdb.BoltStore
-	snaps *partition.Snapshots
+	// storeFaulted: a write faulted in bbolt, which may hold its lock.
+	storeFaulted *atomic.Bool
+	snaps        *partition.Snapshots
 	// transport is closed as Raft shuts down, so no RPC is waited out.
 	transport raft.Transport
 	// followers is what this node, leading, sees of the other members
@@ -80,7 +82,7 @@ func openMetaGroup(n *Node) (*metaGroup, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: open metadata log in %s (is another raftbusd using this data dir?): %w", dir, err)
 	}
-	stored := failStopStore{store, func(err error) {
+	stored := newFailStopStore(store, func(err error) {
 		select {
 		case <-n.stop: // closing: the store may be closed under a late write
 			return
@@ -89,7 +91,7 @@ func openMetaGroup(n *Node) (*metaGroup, error) {
 		n.fail(fmt.Errorf("cluster: the metadata log in %s failed a write (%w); this node can take no more part in the cluster's metadata. "+
 			"Check the disk under %s (full, read-only, failing) and start the node again: "+
 			"it recovers the metadata log up to its last synced write and catches up from the other nodes", dir, err, dir))
-	}}
+	})
 	logs, stable := checkedLog{stored}, checkedStable{stored}
 	if err := logs.verify(); err != nil {
 		store.Close()
@@ -109,7 +111,7 @@ func openMetaGroup(n *Node) (*metaGroup, error) {
 	rc.ElectionTimeout = n.raftTimes(partition.DefaultElectionTimeout)
 	rc.LeaderLeaseTimeout = n.raftTimes(partition.DefaultLeaderLeaseTimeout)
 	rc.MaxAppendEntries = metaMaxAppendEntries
-	g := &metaGroup{n: n, fsm: meta.NewFSM(), store: store, transport: transport, followers: partition.NewFollowers()}
+	g := &metaGroup{n: n, fsm: meta.NewFSM(), store: store, storeFaulted: stored.faulted, transport: transport, followers: partition.NewFollowers()}
 	g.raft, g.snaps, err = partition.StartGroup(partition.Group{
 		Name: metaGroupName, NodeID: n.cfg.NodeID, Dir: dir,
 		Log: logs, Stable: stable, Transport: transport, FSM: countingFSM{g.fsm, &g.snapshots},
@@ -137,6 +139,10 @@ const metaShutdownTimeout = 10 * time.Second
 func (g *metaGroup) close() {
 	if err := partition.StopGroup(g.raft, g.transport, metaShutdownTimeout); err != nil {
 		g.n.log.Warn("metadata group did not shut down; its log stays open", "err", err)
+		return
+	}
+	if g.storeFaulted.Load() {
+		g.n.log.Warn("the metadata log faulted in a write; it stays open, its lock perhaps held")
 		return
 	}
 	g.store.Close()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"runtime/debug"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
@@ -158,12 +159,25 @@ func (s checkedStable) GetUint64(k []byte) (uint64, error) {
 // stops saying why, rather than leave hashicorp/raft to step down, retry
 // and panic at its next term change with a bare "failed to save current
 // term". Reads are bbolt's own.
+//
+// A write can also fault: when the file system under the store goes away
+// (ext4 shut down), bbolt rolls a failed commit back by reading its meta
+// page through its memory map, which then faults, and the process would
+// die of it with a Go stack instead of the message. Writes run guarded
+// (see writeGuarded); a store that faulted may hold its lock for good, so
+// it is not closed afterwards (faulted).
 type failStopStore struct {
 	*raftboltdb.BoltStore
-	onFail func(error)
+	onFail  func(error)
+	faulted *atomic.Bool
 }
 
-func (s failStopStore) check(what string, err error) error {
+func newFailStopStore(store *raftboltdb.BoltStore, onFail func(error)) failStopStore {
+	return failStopStore{store, onFail, new(atomic.Bool)}
+}
+
+func (s failStopStore) write(what string, write func() error) error {
+	err := writeGuarded(write, s.faulted)
 	if err != nil {
 		s.onFail(fmt.Errorf("%s: %w", what, err))
 	}
@@ -171,28 +185,39 @@ func (s failStopStore) check(what string, err error) error {
 }
 
 func (s failStopStore) StoreLog(l *raft.Log) error {
-	return s.check("store entry", s.BoltStore.StoreLog(l))
+	return s.write("store entry", func() error { return s.BoltStore.StoreLog(l) })
 }
 
 func (s failStopStore) StoreLogs(logs []*raft.Log) error {
-	return s.check("store entries", s.BoltStore.StoreLogs(logs))
+	return s.write("store entries", func() error { return s.BoltStore.StoreLogs(logs) })
 }
 
 func (s failStopStore) DeleteRange(min, max uint64) error {
-	return s.check("delete entries", s.BoltStore.DeleteRange(min, max))
+	return s.write("delete entries", func() error { return s.BoltStore.DeleteRange(min, max) })
 }
 
 func (s failStopStore) Set(k, v []byte) error {
-	return s.check("store "+string(k), s.BoltStore.Set(k, v))
+	return s.write("store "+string(k), func() error { return s.BoltStore.Set(k, v) })
 }
 
 func (s failStopStore) SetUint64(k []byte, v uint64) error {
-	return s.check("store "+string(k), s.BoltStore.SetUint64(k, v))
+	return s.write("store "+string(k), func() error { return s.BoltStore.SetUint64(k, v) })
 }
 
-// errBoltFault is wrapped by the error of a read that faulted or panicked
-// in bbolt.
-var errBoltFault = errors.New("bbolt failed reading its file")
+// writeGuarded runs write, a bbolt write, and turns a fault or a panic in
+// it into an error, recording it in faulted: unlike a read, an interrupted
+// write transaction may keep the store's lock.
+func writeGuarded(write func() error, faulted *atomic.Bool) error {
+	err := readGuarded(write)
+	if errors.Is(err, errBoltFault) {
+		faulted.Store(true)
+	}
+	return err
+}
+
+// errBoltFault is wrapped by the error of a read or write that faulted or
+// panicked in bbolt.
+var errBoltFault = errors.New("bbolt faulted on its file")
 
 // readGuarded runs read, which reads a bbolt file through its memory map,
 // and turns a fault or a panic there into an error. bbolt checks only its

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -114,5 +116,31 @@ func TestMetadataLogCheckSurvivesBboltFaults(t *testing.T) {
 	t.Logf("outcomes of flipped bits: %v", outcomes)
 	if outcomes["fault"] == 0 {
 		t.Fatal("no flipped bit made bbolt fault: the test no longer covers what it is for")
+	}
+}
+
+var readByte byte
+
+// A bbolt write that faults in its memory map (the file system under it
+// gone) is an error the node stops on, not the end of the process, and
+// the store is marked so that nobody waits for its lock.
+func TestAMetadataWriteThatFaultsIsAnError(t *testing.T) {
+	page, err := syscall.Mmap(-1, 0, os.Getpagesize(), syscall.PROT_READ, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Munmap(page); err != nil {
+		t.Fatal(err)
+	}
+	var faulted atomic.Bool
+	err = writeGuarded(func() error {
+		readByte = page[0] // as bbolt reads a page of a file that is gone
+		return nil
+	}, &faulted)
+	if !errors.Is(err, errBoltFault) || !faulted.Load() {
+		t.Fatalf("a write that faulted returned %v (store marked faulted: %v)", err, faulted.Load())
+	}
+	if err := writeGuarded(func() error { return errors.New("disk full") }, &faulted); err == nil || errors.Is(err, errBoltFault) {
+		t.Fatalf("a write that failed returned %v", err)
 	}
 }
