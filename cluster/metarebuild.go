@@ -9,6 +9,8 @@ import (
 
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
+
+	"github.com/raftbus/raftbus/internal/atomicfile"
 )
 
 // A member whose metadata log or snapshot fails its checks at start
@@ -149,7 +151,7 @@ func replaceMetaDir(dataDir string, votes voteState) error {
 		err = cerr
 	}
 	if err == nil {
-		err = syncDir(fresh)
+		err = atomicfile.SyncDir(fresh)
 	}
 	if err != nil {
 		return fmt.Errorf("write %s: %w", fresh, err)
@@ -182,7 +184,7 @@ func finishMetaRebuild(dataDir string) error {
 		err = os.Rename(fresh, current)
 	}
 	if err == nil {
-		err = syncDir(dataDir)
+		err = atomicfile.SyncDir(dataDir)
 	}
 	if err != nil {
 		return fmt.Errorf("finish replacing the metadata log in %s: %w", dataDir, err)

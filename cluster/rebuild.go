@@ -15,6 +15,7 @@ import (
 
 	"github.com/raftbus/raftbus/cluster/apierror"
 	"github.com/raftbus/raftbus/cluster/routing"
+	"github.com/raftbus/raftbus/internal/atomicfile"
 	"github.com/raftbus/raftbus/partition"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -76,38 +77,10 @@ func (n *Node) rebuildMarkPath(group string) string {
 
 // writeRebuildMark records a replica's rebuild phase durably.
 func (n *Node) writeRebuildMark(group, content string) error {
-	dir := n.replicaDir(group)
 	if err := n.makeReplicaDir(group); err != nil {
 		return err
 	}
-	path := n.rebuildMarkPath(group)
-	f, err := os.Create(path + ".tmp")
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString(content + "\n")
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(path+".tmp", path)
-	}
-	if err == nil {
-		err = syncDir(dir)
-	}
-	return err
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.Write(n.rebuildMarkPath(group), []byte(content+"\n"), 0o640)
 }
 
 // readRebuildMarks finds the replicas a previous run left being rebuilt.

@@ -2,11 +2,11 @@ package cluster
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/raftbus/raftbus/cluster/meta"
+	"github.com/raftbus/raftbus/internal/atomicfile"
 	"github.com/raftbus/raftbus/internal/sas"
 	clusterv1 "github.com/raftbus/raftbus/proto/raftbus/cluster/v1"
 )
@@ -50,12 +50,10 @@ func (n *Node) writeRootKey() error {
 	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, text) {
 		return nil
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, text, 0o600); err != nil {
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("rename %s: %w", tmp, err)
+	// Durably: a node whose disk failed came back with the file there and
+	// empty (written, renamed, never synced).
+	if err := atomicfile.Write(path, text, 0o600); err != nil {
+		return err
 	}
 	if n.cfg.Auth {
 		n.log.Info("the root access policy's connection string is in "+path+" (readable by this user only)", "policy", meta.RootPolicyName)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/raftbus/raftbus/internal/atomicfile"
 )
 
 // recordFile is the name of a data dir's record.
@@ -62,40 +64,10 @@ func Save(dir string, rec Record) error {
 	if err != nil {
 		return fmt.Errorf("encode node identity: %w", err)
 	}
-	path := filepath.Join(dir, recordFile)
-	tmp, err := os.CreateTemp(dir, recordFile+".*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o640)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err == nil {
-		err = syncDir(dir)
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+	if err := atomicfile.Write(filepath.Join(dir, recordFile), b, 0o640); err != nil {
+		return fmt.Errorf("save node identity: %w", err)
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // NewUUID draws a random (version 4) UUID.
