@@ -175,6 +175,9 @@ func (p *Partition) handOver(ctx context.Context, to raft.ServerID) error {
 	}
 	p.handingOver.Store(true)
 	defer p.handingOver.Store(false)
+	if p.stored != nil {
+		p.stored.poke() // no AppendEntries waits from now on
+	}
 	if err := p.awaitNoEntriesInFlight(ctx); err != nil {
 		return err
 	}

@@ -14,6 +14,8 @@ import (
 	"github.com/raftbus/raftbus/internal/await"
 	"github.com/raftbus/raftbus/partition"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
+	"github.com/raftbus/raftbus/raftlog"
+	"github.com/raftbus/raftbus/raftlog/raftlogtest"
 )
 
 // gatedTransport can hold the AppendEntries requests that carry entries to
@@ -187,7 +189,31 @@ func TestTransferStuckForReportsRaftHoldingProposals(t *testing.T) {
 // leader stops proposing and lets the entries on their way commit before
 // it transfers, so every call either took effect here or was not applied.
 func TestHandOverUnderLoadLeavesNoOutcomeUnknown(t *testing.T) {
-	c := newTestCluster(t, 3, nil)
+	handOverUnderLoad(t, newTestCluster(t, 3, nil))
+}
+
+// The same to a successor on a slow disk, with AppendEntries that tell
+// nothing new held for an hour. Raft sends the successor such requests
+// until it has every entry, and the other follower's answers commit the
+// entries first, so nothing else would end the hold: the hand-over (100
+// ms here, the election timeout) must not wait on it.
+func TestHandOverUnderLoadIsNotHeldUp(t *testing.T) {
+	disks := []*raftlogtest.Disk{{}, {}, {}}
+	for _, d := range disks {
+		d.Slow(5 * time.Millisecond)
+	}
+	c := newTestClusterOn(t, 3, func(cfg *partition.Config) { cfg.IdleAppendHold = time.Hour },
+		func(i int) raftlog.FS { return disks[i] })
+	l := c.leader()
+	for i, d := range disks {
+		if i != (l+1)%3 {
+			d.Slow(0)
+		}
+	}
+	handOverUnderLoad(t, c)
+}
+
+func handOverUnderLoad(t *testing.T, c *testCluster) {
 	l := c.leader()
 	p := c.replicas[l]
 	configure(t, p, nil)

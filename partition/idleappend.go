@@ -27,7 +27,9 @@ import (
 // sends them next), until the commit index it may tell passes what it
 // told (the request goes with it), until the replica stops, or until the
 // hold ends (the request goes as raft made it, so that a follower that
-// lost its log is found out). Heartbeats, which keep followers from
+// lost its log is found out). Nothing waits while the replica hands its
+// leadership over: raft then lets the transfer go on only as it sends the
+// successor its AppendEntries. Heartbeats, which keep followers from
 // starting elections and confirm leadership, are not touched. Neither is
 // the request raft sends while it does not pipeline (after a failure, to a
 // follower catching up): those carry news.
@@ -65,14 +67,19 @@ type idleHold struct {
 	applied func() <-chan struct{} // closed after the next applied batch
 	raft    *atomic.Pointer[raft.Raft]
 	stop    <-chan struct{}
-	onHold  func(*raft.AppendEntriesRequest) // for tests
+	// handingOver is set while the replica hands its leadership over:
+	// raft then sends the successor AppendEntries until it has every
+	// entry (it lets the transfer go on once one is sent), and none may
+	// wait. HandOver pokes stored as it sets it.
+	handingOver *atomic.Bool
+	onHold      func(*raft.AppendEntriesRequest) // for tests
 }
 
 // wait holds req, which repeats t, and returns the request to send.
 // durable is the last durable entry of the leader's log.
 func (h idleHold) wait(req *raft.AppendEntriesRequest, t told, durable func() (uint64, error)) (*raft.AppendEntriesRequest, error) {
 	r := h.raft.Load()
-	if h.max <= 0 || h.stored == nil || r == nil {
+	if h.max <= 0 || h.stored == nil || r == nil || h.handingOver.Load() {
 		return req, nil
 	}
 	if h.onHold != nil {
@@ -84,7 +91,7 @@ func (h idleHold) wait(req *raft.AppendEntriesRequest, t told, durable func() (u
 		// The channels first, then the state they signal changes of.
 		last, stored := h.stored.watch()
 		applied := h.applied()
-		if last > t.lastIndex {
+		if last > t.lastIndex || h.handingOver.Load() {
 			return req, nil
 		}
 		commit, err := durable()
@@ -109,7 +116,7 @@ func (h idleHold) wait(req *raft.AppendEntriesRequest, t told, durable func() (u
 }
 
 // storeSignal tells of a log's stores: the last index of the latest, and
-// a channel closed at the next.
+// a channel closed at the next (or when poked).
 type storeSignal struct {
 	mu   sync.Mutex
 	last uint64
@@ -122,6 +129,14 @@ func (s *storeSignal) notify(last uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.last = last
+	close(s.next)
+	s.next = make(chan struct{})
+}
+
+// poke wakes the watchers without a store.
+func (s *storeSignal) poke() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	close(s.next)
 	s.next = make(chan struct{})
 }

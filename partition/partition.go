@@ -36,6 +36,10 @@ type Partition struct {
 	// handingOver is set while HandOver waits for the entries on their
 	// way: the proposer proposes nothing meanwhile.
 	handingOver atomic.Bool
+	// stored hears of the leader's stores; AppendEntries held back while
+	// they have nothing to tell wait on it (idleappend.go). Nil when the
+	// log cannot queue a leader's entries.
+	stored *storeSignal
 
 	// proposals feeds the proposer the commands of each call (Apply,
 	// ApplyAll) as one group, so that an idle proposer, woken by a call,
@@ -92,10 +96,11 @@ func Open(cfg Config) (*Partition, error) {
 	}
 	transport := cfg.Transport
 	if q, ok := logs.(queuingLog); ok {
-		stored := newStoreSignal()
-		idle := idleHold{max: cfg.IdleAppendHold, stored: stored, applied: p.fsm.changes, raft: &p.running, stop: p.stop, onHold: cfg.onIdleHold}
+		p.stored = newStoreSignal()
+		idle := idleHold{max: cfg.IdleAppendHold, stored: p.stored, applied: p.fsm.changes, raft: &p.running, stop: p.stop,
+			handingOver: &p.handingOver, onHold: cfg.onIdleHold}
 		if capped, ok := capCommits(transport, q, idle); ok {
-			logs, transport = leaderLog{queuingLog: q, raft: &p.running, stored: stored}, capped
+			logs, transport = leaderLog{queuingLog: q, raft: &p.running, stored: p.stored}, capped
 			p.fsm.durable = q.WaitDurable
 		}
 	}
