@@ -54,10 +54,8 @@ type metaGroup struct {
 	n     *Node
 	fsm   *meta.FSM
 	raft  *raft.Raft
-	store *raftboltdb.BoltStore
-	// storeFaulted: a write faulted in bbolt, which may hold its lock.
-	storeFaulted *atomic.Bool
-	snaps        *partition.Snapshots
+	store failStopStore
+	snaps *partition.Snapshots
 	// transport is closed as Raft shuts down, so no RPC is waited out.
 	transport raft.Transport
 	// followers is what this node, leading, sees of the other members
@@ -111,7 +109,7 @@ func openMetaGroup(n *Node) (*metaGroup, error) {
 	rc.ElectionTimeout = n.raftTimes(partition.DefaultElectionTimeout)
 	rc.LeaderLeaseTimeout = n.raftTimes(partition.DefaultLeaderLeaseTimeout)
 	rc.MaxAppendEntries = metaMaxAppendEntries
-	g := &metaGroup{n: n, fsm: meta.NewFSM(), store: store, storeFaulted: stored.faulted, transport: transport, followers: partition.NewFollowers()}
+	g := &metaGroup{n: n, fsm: meta.NewFSM(), store: stored, transport: transport, followers: partition.NewFollowers()}
 	g.raft, g.snaps, err = partition.StartGroup(partition.Group{
 		Name: metaGroupName, NodeID: n.cfg.NodeID, Dir: dir,
 		Log: logs, Stable: stable, Transport: transport, FSM: countingFSM{g.fsm, &g.snapshots},
@@ -141,7 +139,7 @@ func (g *metaGroup) close() {
 		g.n.log.Warn("metadata group did not shut down; its log stays open", "err", err)
 		return
 	}
-	if g.storeFaulted.Load() {
+	if g.store.faulted.Load() {
 		g.n.log.Warn("the metadata log faulted in a write; it stays open, its lock perhaps held")
 		return
 	}

@@ -137,14 +137,22 @@ func TestASingleNodeWithADamagedMetadataLogRefusesToStart(t *testing.T) {
 	createQueue(t, c.client(0), &raftbusv1.QueueProperties{Name: "marked-queue"})
 	addr := c.stop(0)
 	flipInMetaLog(t, c, 0, "marked-queue")
-	nd, err := Start(Config{NodeID: c.nodeID(0), ListenAddr: addr, DataDir: filepath.Join(c.dir, c.nodeID(0)), Clock: c.clocks[0]})
+	refusesToStart(t, Config{NodeID: c.nodeID(0), ListenAddr: addr, DataDir: filepath.Join(c.dir, c.nodeID(0)), Clock: c.clocks[0]},
+		"a damaged metadata log", "metadata log", "is damaged", "no other member of its cluster answered")
+}
+
+// refusesToStart starts a node on cfg and checks that it refuses, saying
+// every one of want; on is what it must not start on.
+func refusesToStart(t *testing.T, cfg Config, on string, want ...string) {
+	t.Helper()
+	nd, err := Start(cfg)
 	if err == nil {
 		nd.Close()
-		t.Fatal("the node started on a damaged metadata log")
+		t.Fatalf("the node started on %s", on)
 	}
-	for _, want := range []string{"metadata log", "is damaged", "no other member of its cluster answered"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Fatalf("refused with %q, want it to say %q", err, want)
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Fatalf("refused with %q, want it to say %q", err, w)
 		}
 	}
 }
@@ -265,14 +273,6 @@ func TestAMemberWhoseMetadataTermIsDamagedRefusesToStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nd, err := Start(Config{NodeID: c.nodeID(2), ListenAddr: addr, DataDir: c.dataDir(2), Join: c.nodes[0].Addr(), Clock: c.clocks[2]})
-	if err == nil {
-		nd.Close()
-		t.Fatal("the node started on a damaged term")
-	}
-	for _, want := range []string{"term or vote fails its checksum", "could vote twice", "raftbus node remove n3"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Fatalf("refused with %q, want it to say %q", err, want)
-		}
-	}
+	refusesToStart(t, Config{NodeID: c.nodeID(2), ListenAddr: addr, DataDir: c.dataDir(2), Join: c.nodes[0].Addr(), Clock: c.clocks[2]},
+		"a damaged term", "term or vote fails its checksum", "could vote twice", "raftbus node remove n3")
 }

@@ -79,7 +79,7 @@ type idleHold struct {
 // durable is the last durable entry of the leader's log.
 func (h idleHold) wait(req *raft.AppendEntriesRequest, t told, durable func() (uint64, error)) (*raft.AppendEntriesRequest, error) {
 	r := h.raft.Load()
-	if h.max <= 0 || h.stored == nil || r == nil || h.handingOver.Load() {
+	if r == nil || h.handingOver.Load() {
 		return req, nil
 	}
 	if h.onHold != nil {
@@ -129,14 +129,17 @@ func (s *storeSignal) notify(last uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.last = last
-	close(s.next)
-	s.next = make(chan struct{})
+	s.wakeLocked()
 }
 
 // poke wakes the watchers without a store.
 func (s *storeSignal) poke() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.wakeLocked()
+}
+
+func (s *storeSignal) wakeLocked() {
 	close(s.next)
 	s.next = make(chan struct{})
 }
