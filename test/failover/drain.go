@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc"
@@ -175,49 +176,44 @@ func (w *Workload) drain(ctx context.Context, r *client.Receiver, path string, d
 // digests records the digest of every replica of every partition of path,
 // once the replicas of each partition report one applied index twice in a
 // row (the cluster has settled) and again after the digests were taken,
-// or as they stand after two minutes.
+// or as they stand after two minutes. Each round asks where the replicas
+// are: a drain, an undrain or a replacement healed just before may still
+// be moving one.
 func (w *Workload) digests(ctx context.Context, path string) error {
-	type route struct {
-		id    uint32
-		addrs []string
-	}
-	var routes []route
-	err := until(ctx, "routes of "+path, func(ctx context.Context) error {
-		table, err := w.Admin.GetRoutingTable(ctx, path)
-		if err != nil {
-			return err
-		}
-		routes = nil
-		for _, e := range table {
-			for _, p := range e.GetPartitions() {
-				routes = append(routes, route{p.GetPartitionId(), p.GetReplicaAddresses()})
-			}
-		}
-		return nil
-	})
+	routes, err := w.replicaRoutes(ctx, path)
 	if err != nil {
 		return err
 	}
-	for _, route := range routes {
+	ids := make([]uint32, 0, len(routes))
+	for id := range routes {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
 		// Settle on cheap rounds first: a digest encodes the whole state
 		// and may take seconds, while the replicas' indexes move on.
 		// Then take the digests, and keep them only if a round after them
 		// finds the replicas where the digests found them.
+		addrs := routes[id]
 		var prev, last, digests []history.Op
 		deadline := time.Now().Add(2 * time.Minute)
 		for time.Now().Before(deadline) {
-			last = w.replicaStates(ctx, path, route.id, route.addrs, false)
+			if routes, err := w.replicaRoutes(ctx, path); err == nil {
+				addrs = routes[id]
+			}
+			last = w.replicaStates(ctx, path, id, addrs, false)
 			if settled(prev, last) {
-				digests = w.replicaStates(ctx, path, route.id, route.addrs, true)
-				if after := w.replicaStates(ctx, path, route.id, route.addrs, false); settled(digests, after) {
+				digests = w.replicaStates(ctx, path, id, addrs, true)
+				if after := w.replicaStates(ctx, path, id, addrs, false); settled(digests, after) {
 					break
 				}
+				digests = nil
 			}
 			prev = last
 			pause(ctx, 300*time.Millisecond)
 		}
 		if digests == nil {
-			digests = w.replicaStates(ctx, path, route.id, route.addrs, true)
+			digests = w.replicaStates(ctx, path, id, addrs, true)
 		}
 		for _, op := range digests {
 			w.History.Record(op)
@@ -226,14 +222,34 @@ func (w *Workload) digests(ctx context.Context, path string) error {
 	return nil
 }
 
-// settled reports whether every replica answered, all at one applied
-// index, the same as in the previous round.
+// replicaRoutes is where the routing table places each partition's
+// replicas of path, by partition id.
+func (w *Workload) replicaRoutes(ctx context.Context, path string) (map[uint32][]string, error) {
+	routes := make(map[uint32][]string)
+	err := until(ctx, "routes of "+path, func(ctx context.Context) error {
+		table, err := w.Admin.GetRoutingTable(ctx, path)
+		if err != nil {
+			return err
+		}
+		clear(routes)
+		for _, e := range table {
+			for _, p := range e.GetPartitions() {
+				routes[p.GetPartitionId()] = slices.Sorted(slices.Values(p.GetReplicaAddresses()))
+			}
+		}
+		return nil
+	})
+	return routes, err
+}
+
+// settled reports whether the same replicas as in the previous round all
+// answered, at one applied index, the same as in the previous round.
 func settled(prev, cur []history.Op) bool {
 	if len(prev) != len(cur) || len(cur) == 0 {
 		return false
 	}
 	for i, op := range cur {
-		if op.Outcome != history.OK || op.Applied != cur[0].Applied || op.Applied != prev[i].Applied {
+		if op.Outcome != history.OK || op.Node != prev[i].Node || op.Applied != cur[0].Applied || op.Applied != prev[i].Applied {
 			return false
 		}
 	}
