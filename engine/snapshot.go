@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"google.golang.org/protobuf/encoding/protodelim"
 	"google.golang.org/protobuf/proto"
@@ -27,92 +28,93 @@ var recordWriter = protodelim.MarshalOptions{MarshalOptions: proto.MarshalOption
 // Snapshot writes the whole state as a stream of length-delimited
 // enginev1.SnapshotRecord messages (see snapshot.proto). The encoding is
 // canonical: the same state always gives the same bytes.
-func (e *Engine) Snapshot(w io.Writer) error {
-	bw := bufio.NewWriterSize(w, 64<<10)
+func (e *Engine) Snapshot(w io.Writer) error { return e.Capture().Encode(w) }
+
+// An Image is the engine's state at one point of its log, to be encoded
+// later. Capture takes it while the engine is held, in the time it takes
+// to list the state (a few milliseconds for 100,000 queued messages, where
+// encoding them takes a few hundred); Encode writes it afterwards, while
+// commands apply again. An image shares with the engine only what the
+// engine never changes in place (bodies, properties, ids): what it does
+// change, such as a message's lock token, is copied.
+type Image struct {
+	records []*enginev1.SnapshotRecord
+}
+
+// Capture takes the image of the state, for Encode or Digest once the
+// engine may change again.
+func (e *Engine) Capture() *Image {
+	im := &Image{}
+	put := func(r *enginev1.SnapshotRecord) { im.records = append(im.records, r) }
 	var entities, messages uint64
 	bodies := sharedBodies{}
-	put := func(r *enginev1.SnapshotRecord) error {
-		_, err := recordWriter.MarshalTo(bw, r)
-		return err
-	}
-	err := put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Header{Header: &enginev1.SnapshotHeader{
+	put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Header{Header: &enginev1.SnapshotHeader{
 		Version: snapshotVersion, PartitionId: e.partitionID, PartitionCount: e.partitionCount,
 		NextOrder: e.nextOrder, NowUnixMs: e.now, Generations: e.snapshotGenerations(), NextTransfer: e.nextTransfer,
 	}}})
 	for _, ent := range e.sorted {
-		if err != nil {
-			break
-		}
 		entities++
-		err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Entity{Entity: &enginev1.SnapshotEntity{
+		put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Entity{Entity: &enginev1.SnapshotEntity{
 			Configuration: ent.configuration(),
 		}}})
 		for _, q := range [2]*queue{ent.main, ent.deadLetter} {
 			q.all.ascend(0, func(m *message) bool {
-				if err == nil {
-					messages++
-					s := storedMessage(q, m)
-					if x := e.transfers.byMessage[m]; x != nil {
-						s.State, s.TransferNumber, s.TransferTo = enginev1.StoredState_STORED_STATE_TRANSFER, x.number, x.to
-					}
-					err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Message{Message: bodies.stored(s, ent, m)}})
+				messages++
+				s := storedMessage(q, m)
+				if x := e.transfers.byMessage[m]; x != nil {
+					s.State, s.TransferNumber, s.TransferTo = enginev1.StoredState_STORED_STATE_TRANSFER, x.number, x.to
 				}
-				return err == nil
+				put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Message{Message: bodies.stored(s, ent, m)}})
+				return true
 			})
 		}
 		ent.duplicates.live(e.now, func(id string, c firstCopy) {
-			if err == nil {
-				err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_DuplicateId{DuplicateId: &enginev1.DuplicateId{
-					MessageId: id, ExpiresUnixMs: c.expiresMs,
-					SequenceNumber: c.seq, EnqueuedUnixMs: c.enqueuedMs, Scheduled: c.scheduled,
-				}}})
-			}
+			put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_DuplicateId{DuplicateId: &enginev1.DuplicateId{
+				MessageId: id, ExpiresUnixMs: c.expiresMs,
+				SequenceNumber: c.seq, EnqueuedUnixMs: c.enqueuedMs, Scheduled: c.scheduled,
+			}}})
 		})
 		for _, s := range storedSessions(ent.main.sessions) {
-			if err == nil {
-				err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Session{Session: s}})
-			}
+			put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Session{Session: s}})
 		}
 		for _, m := range ent.transferMarks() {
-			if err == nil {
-				err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_TransferMark{TransferMark: m}})
-			}
+			put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_TransferMark{TransferMark: m}})
 		}
 	}
 	for _, r := range e.receipts.live() {
-		if err == nil {
-			err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Receipt{Receipt: storedReceipt(r)}})
-		}
+		put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Receipt{Receipt: storedReceipt(r)}})
 	}
 	for _, s := range e.settled.live() {
-		if err == nil {
-			err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_SettledLock{SettledLock: storedSettled(s)}})
-		}
+		put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_SettledLock{SettledLock: storedSettled(s)}})
 	}
 	for _, c := range e.transfers.claims() {
-		if err == nil {
-			err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_TransferClaim{TransferClaim: c}})
+		put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_TransferClaim{TransferClaim: c}})
+	}
+	put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Trailer{Trailer: &enginev1.SnapshotTrailer{
+		EntityCount: entities, MessageCount: messages,
+	}}})
+	return im
+}
+
+// Encode writes the image as Snapshot does. It may run while the engine
+// it was captured from applies commands, and more than once.
+func (im *Image) Encode(w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	for _, r := range im.records {
+		if _, err := recordWriter.MarshalTo(bw, r); err != nil {
+			return fmt.Errorf("engine snapshot: %w", err)
 		}
 	}
-	if err == nil {
-		err = put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Trailer{Trailer: &enginev1.SnapshotTrailer{
-			EntityCount: entities, MessageCount: messages,
-		}}})
-	}
-	if err == nil {
-		err = bw.Flush()
-	}
-	if err != nil {
+	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("engine snapshot: %w", err)
 	}
 	return nil
 }
 
-// Digest is a SHA-256 over the canonical encoding of the state: replicas
-// that applied the same commands have the same digest.
-func (e *Engine) Digest() [32]byte {
+// Digest is a SHA-256 over the image's encoding (see Engine.Digest).
+func (im *Image) Digest() [32]byte {
 	h := sha256.New()
-	if err := e.Snapshot(h); err != nil {
+	if err := im.Encode(h); err != nil {
 		// Only encoding can fail, and every stored string is checked to be
 		// valid UTF-8 before it is stored.
 		panic(err)
@@ -121,6 +123,10 @@ func (e *Engine) Digest() [32]byte {
 	h.Sum(d[:0])
 	return d
 }
+
+// Digest is a SHA-256 over the canonical encoding of the state: replicas
+// that applied the same commands have the same digest.
+func (e *Engine) Digest() [32]byte { return e.Capture().Digest() }
 
 func storedMessage(q *queue, m *message) *enginev1.StoredMessage {
 	s := &enginev1.StoredMessage{
@@ -136,7 +142,7 @@ func storedMessage(q *queue, m *message) *enginev1.StoredMessage {
 	case stateLocked:
 		s.State = enginev1.StoredState_STORED_STATE_LOCKED
 		s.DueUnixMs = m.dueMs
-		s.LockToken = m.token[:]
+		s.LockToken = slices.Clone(m.token[:]) // m.token changes with the next lock
 		s.LockedFromDeferred = m.lockedFromDeferred
 		s.UnderSessionLock = m.underSessionLock
 	case stateDeferred:

@@ -356,9 +356,9 @@ func (p *Partition) await(ctx context.Context, f raft.Future) error {
 // Digest is a hash of the replica's state: replicas that applied the same
 // log have the same digest.
 func (p *Partition) Digest() [32]byte {
-	var d [32]byte
-	p.fsm.read(func(e *engine.Engine) { d = e.Digest() })
-	return d
+	var im *engine.Image
+	p.fsm.read(func(e *engine.Engine) { im = e.Capture() })
+	return im.Digest()
 }
 
 // Info describes the replica's Raft state.
