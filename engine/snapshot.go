@@ -32,11 +32,11 @@ func (e *Engine) Snapshot(w io.Writer) error { return e.Capture().Encode(w) }
 
 // An Image is the engine's state at one point of its log, to be encoded
 // later. Capture takes it while the engine is held, in the time it takes
-// to list the state (a few milliseconds for 100,000 queued messages, where
-// encoding them takes a few hundred); Encode writes it afterwards, while
-// commands apply again. An image shares with the engine only what the
-// engine never changes in place (bodies, properties, ids): what it does
-// change, such as a message's lock token, is copied.
+// to list the state (under 20 ms for 100,000 queued 1 KiB messages, where
+// encoding them into memory took up to a few hundred); Encode writes it
+// afterwards, while commands apply again. An image shares with the engine
+// only what the engine never changes in place (bodies, properties, ids):
+// what it does change, such as a message's lock token, is copied.
 type Image struct {
 	records []*enginev1.SnapshotRecord
 }
@@ -44,7 +44,16 @@ type Image struct {
 // Capture takes the image of the state, for Encode or Digest once the
 // engine may change again.
 func (e *Engine) Capture() *Image {
-	im := &Image{}
+	// The message records, most of an image, come from slabs, not three
+	// allocations each.
+	n := 0
+	for _, ent := range e.sorted {
+		n += ent.main.all.Len() + ent.deadLetter.all.Len()
+	}
+	records := make([]enginev1.SnapshotRecord, n)
+	wrappers := make([]enginev1.SnapshotRecord_Message, n)
+	stored := make([]enginev1.StoredMessage, n)
+	im := &Image{records: make([]*enginev1.SnapshotRecord, 0, n+2*len(e.sorted)+2)}
 	put := func(r *enginev1.SnapshotRecord) { im.records = append(im.records, r) }
 	var entities, messages uint64
 	bodies := sharedBodies{}
@@ -59,12 +68,16 @@ func (e *Engine) Capture() *Image {
 		}}})
 		for _, q := range [2]*queue{ent.main, ent.deadLetter} {
 			q.all.ascend(0, func(m *message) bool {
-				messages++
-				s := storedMessage(q, m)
+				s := &stored[messages]
+				storeMessage(s, q, m)
 				if x := e.transfers.byMessage[m]; x != nil {
 					s.State, s.TransferNumber, s.TransferTo = enginev1.StoredState_STORED_STATE_TRANSFER, x.number, x.to
 				}
-				put(&enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Message{Message: bodies.stored(s, ent, m)}})
+				w, r := &wrappers[messages], &records[messages]
+				w.Message = bodies.stored(s, ent, m)
+				r.Record = w
+				put(r)
+				messages++
 				return true
 			})
 		}
@@ -128,11 +141,10 @@ func (im *Image) Digest() [32]byte {
 // that applied the same commands have the same digest.
 func (e *Engine) Digest() [32]byte { return e.Capture().Digest() }
 
-func storedMessage(q *queue, m *message) *enginev1.StoredMessage {
-	s := &enginev1.StoredMessage{
-		SequenceNumber: m.seq, Order: m.order, EnqueuedUnixMs: m.enqueuedMs, ExpiresUnixMs: m.expiresMs,
-		MessageId: m.id, Body: m.body, Meta: m.meta, DeliveryCount: m.deliveryCount,
-	}
+// storeMessage fills s, a zero StoredMessage, with m of q.
+func storeMessage(s *enginev1.StoredMessage, q *queue, m *message) {
+	s.SequenceNumber, s.Order, s.EnqueuedUnixMs, s.ExpiresUnixMs = m.seq, m.order, m.enqueuedMs, m.expiresMs
+	s.MessageId, s.Body, s.Meta, s.DeliveryCount = m.id, m.body, m.meta, m.deliveryCount
 	if q.deadLetter {
 		s.SubQueue = raftbusv1.SubQueue_SUB_QUEUE_DEAD_LETTER
 	}
@@ -160,7 +172,6 @@ func storedMessage(q *queue, m *message) *enginev1.StoredMessage {
 		s.DeadLetterReason, s.DeadLetterErrorDescription = dl.reason, dl.description
 		s.DeadLetterSource, s.EnqueuedSequenceNumber = dl.source, dl.enqueuedSeq
 	}
-	return s
 }
 
 // Restore replaces the whole state with the one a Snapshot wrote. On error
