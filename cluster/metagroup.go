@@ -542,6 +542,27 @@ func (n *Node) runMetaLeaderDuties() {
 	})
 }
 
+// logMetaLeadership logs each time this node takes or loses the
+// metadata group's leadership, with the term: which node led the cluster's
+// metadata when is what an operator reads first after a failure. It is
+// the only reader of the group's LeaderCh. The caller has added the
+// goroutine to n.wg.
+func (n *Node) logMetaLeadership() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case leading := <-n.meta.raft.LeaderCh():
+			if leading {
+				n.log.Info("this node leads the metadata group", "term", n.meta.raft.CurrentTerm())
+			} else {
+				n.log.Info("this node no longer leads the metadata group", "term", n.meta.raft.CurrentTerm())
+			}
+		}
+	}
+}
+
 // whileMetaLeader runs duty every interval, each run bounded by timeout,
 // while this node leads the metadata group, until the node stops. The
 // caller has added the goroutine to n.wg.

@@ -326,8 +326,9 @@ func Start(cfg Config) (*Node, error) {
 	// Judge the clock before serving, so that a node that comes up skewed
 	// never stamps a command.
 	n.checkClock()
-	n.wg.Add(7)
+	n.wg.Add(8)
 	go n.runMetaLeaderDuties()
+	go n.logMetaLeadership()
 	go n.runIdleCheck()
 	go n.runReconciler()
 	go n.runIdentity()

@@ -121,6 +121,7 @@ func TestWipedNodeIsRefusedAndItsOldVotesElectNoStaleLeader(t *testing.T) {
 	// Pause a node that leads nothing, seen before the pause and, by
 	// another node, after it (a pause that catches a leader is undone).
 	stale, kept, wiped := -1, -1, -1
+	var metaLeader string
 	for attempt := 0; stale < 0; attempt++ {
 		if attempt == 10 {
 			t.Fatal("no node led nothing for ten tries")
@@ -134,12 +135,19 @@ func TestWipedNodeIsRefusedAndItsOldVotesElectNoStaleLeader(t *testing.T) {
 		}
 		kept, wiped = (stale+1)%3, (stale+2)%3
 		c.Pause(stale)
-		if meta, parts = leaders(t, c, kept); meta == c.Nodes[stale].ID || slices.Contains(parts, c.Nodes[stale].ID) {
+		if metaLeader, parts = leaders(t, c, kept); metaLeader == c.Nodes[stale].ID || slices.Contains(parts, c.Nodes[stale].ID) {
 			c.Resume(stale)
 			stale = -1
 		}
 	}
 	staleID, wipedID := c.Nodes[stale].ID, c.Nodes[wiped].ID
+	// A node logs each metadata leadership it takes: stale's log from
+	// here on must show none.
+	const leads = "this node leads the metadata group"
+	if l := logOf(t, c.Nodes[slices.IndexFunc(c.Nodes, func(n *procs.Node) bool { return n.ID == metaLeader })]); !strings.Contains(l, leads) {
+		t.Fatalf("the metadata leader %s did not log %q:\n%s", metaLeader, leads, l)
+	}
+	staleLogFrom := len(logOf(t, c.Nodes[stale]))
 	acked := []string{"with-all-three"}
 	for i := range 20 {
 		id := fmt.Sprintf("while-%s-paused-%d", staleID, i)
@@ -191,6 +199,11 @@ func TestWipedNodeIsRefusedAndItsOldVotesElectNoStaleLeader(t *testing.T) {
 	}
 	if answers < 3 {
 		t.Fatalf("%s answered cluster info %d times in 60s", staleID, answers)
+	}
+	// Between two answers stale could have won an election and lost it
+	// again: its log says whether it did.
+	if l := logOf(t, c.Nodes[stale])[staleLogFrom:]; strings.Contains(l, leads) {
+		t.Fatalf("%s took the metadata group's leadership without the entries it missed:\n%s", staleID, l)
 	}
 
 	// kept is back: it and stale serve, with every acknowledged message.
