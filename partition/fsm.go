@@ -259,8 +259,7 @@ type fsmSnapshot struct {
 }
 
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	head := append(slices.Clip(snapshotMagic), binary.BigEndian.AppendUint64(nil, s.applied)...)
-	_, err := sink.Write(head)
+	_, err := sink.Write(binary.BigEndian.AppendUint64(slices.Clip(snapshotMagic), s.applied))
 	if err == nil {
 		err = s.image.Encode(sink)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -184,12 +185,7 @@ func (w *Workload) digests(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
-	ids := make([]uint32, 0, len(routes))
-	for id := range routes {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(routes)) {
 		// Settle on cheap rounds first: a digest encodes the whole state
 		// and may take seconds, while the replicas' indexes move on.
 		// Then take the digests, and keep them only if a round after them
