@@ -78,6 +78,8 @@ func (c *Client) retryAfter(ctx context.Context, first *Error, unknownIsSafe boo
 	// tried at several nodes fails with the last failure (or the unknown
 	// outcome of an earlier one), and the others tell how it got there.
 	var trail []Attempt
+	// last is the last failure an attempt met.
+	var last *Error
 	// fail is how the loop ends on err: once an attempt's outcome is
 	// unknown, no later failure can say that nothing happened, so the
 	// caller hears that the outcome is unknown.
@@ -107,8 +109,15 @@ func (c *Client) retryAfter(ctx context.Context, first *Error, unknownIsSafe boo
 		trail = append(trail, attemptOf(err))
 		var e *Error
 		if !errors.As(err, &e) {
+			if last != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+				// The deadline came as the attempt looked for where to
+				// go (a routing lookup): the caller hears of the last
+				// failure too, not of its context alone.
+				return fail(&gaveUpError{ctx.Err(), last})
+			}
 			return fail(err)
 		}
+		last = e
 		if e.Code == CodeOutcomeUnknown {
 			unknown = e
 			awaitOwnDeadline(ctx, e)

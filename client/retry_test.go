@@ -221,6 +221,32 @@ func TestRetriesEndWithTheCallersContext(t *testing.T) {
 	}
 }
 
+// The deadline may come while an attempt waits for the routing table
+// (a busy node makes the client look for the leader again): the caller
+// still hears of the failure that kept it retrying.
+func TestADeadlineMetLookingForTheLeaderCarriesTheLastFailure(t *testing.T) {
+	c := fastClient(t, "127.0.0.1:1")
+	ctx, cancel := context.WithCancel(context.Background())
+	attempts := 0
+	err := c.retry(ctx, true, func(ctx context.Context, attempt int) error {
+		attempts++
+		if attempts == 1 {
+			return &Error{Code: CodeServerBusy, Retryable: true, Message: "no leader"}
+		}
+		cancel()
+		return ctx.Err() // as routingTable.lookup returns it
+	})
+	var e *Error
+	if !errors.Is(err, context.Canceled) || !errors.As(err, &e) || e.Code != CodeServerBusy {
+		t.Fatalf("after %d attempts: %v, want canceled with the busy node's failure", attempts, err)
+	}
+	// With no failure before it, the context's error is all there is.
+	err = c.retry(ctx, true, func(ctx context.Context, attempt int) error { return ctx.Err() })
+	if !errors.Is(err, context.Canceled) || errors.As(err, &e) {
+		t.Fatalf("first attempt cut short: %v, want the context's error alone", err)
+	}
+}
+
 func TestACallCutShortByTheDeadlineWaitsForTheCallersContext(t *testing.T) {
 	cut := &Error{Code: CodeOutcomeUnknown, Status: codes.Canceled}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
