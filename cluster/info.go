@@ -97,7 +97,7 @@ func (n *Node) clusterInfo(ctx context.Context) (*raftbusv1.GetClusterInfoRespon
 			voters[string(srv.ID)] = srv.Suffrage == raft.Voter
 		}
 	}
-	_, leaderID := n.meta.raft.LeaderWithID()
+	leaderID := n.confirmedMetaLeader(ctx)
 	resp.MaxClockOffset = durationpb.New(n.clocks.monitor.MaxOffset())
 	replicas, leads, moving := make(map[string]uint32), make(map[string]uint32), make(map[string]uint32)
 	for _, e := range entities {
@@ -114,7 +114,19 @@ func (n *Node) clusterInfo(ctx context.Context) (*raftbusv1.GetClusterInfoRespon
 			}
 		}
 	}
-	for _, m := range members {
+	// Each member that does not answer costs statusTimeout: ask them all
+	// at once.
+	states := make([]raftbusv1.NodeState, len(members))
+	var wg sync.WaitGroup
+	for i, m := range members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			states[i] = n.nodeState(ctx, m)
+		}()
+	}
+	wg.Wait()
+	for i, m := range members {
 		ni := &raftbusv1.NodeInfo{
 			Membership:           m.GetMembership(),
 			Replicas:             replicas[m.NodeId],
@@ -122,7 +134,7 @@ func (n *Node) clusterInfo(ctx context.Context) (*raftbusv1.GetClusterInfoRespon
 			ReplicasMoving:       moving[m.NodeId],
 			NodeId:               m.NodeId,
 			Address:              m.Address,
-			State:                n.nodeState(ctx, m),
+			State:                states[i],
 			MetadataVoter:        voters[m.NodeId],
 			MetadataLeader:       string(leaderID) == m.NodeId,
 			Incarnation:          m.Incarnation,
@@ -154,6 +166,24 @@ func (n *Node) clusterInfo(ctx context.Context) (*raftbusv1.GetClusterInfoRespon
 		}
 	}
 	return resp, nil
+}
+
+// confirmedMetaLeader is the id of the metadata group's leader as this
+// node knows it, "" when there is none. When this node believes it leads,
+// a quorum must confirm it first: a leader paused for less than an
+// election timeout believes it leads after it resumes, until its lease
+// check, while the others may have elected another.
+func (n *Node) confirmedMetaLeader(ctx context.Context) string {
+	_, id := n.meta.raft.LeaderWithID()
+	if string(id) != n.cfg.NodeID {
+		return string(id)
+	}
+	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	if err := n.meta.confirmLeadership(ctx); err != nil {
+		return ""
+	}
+	return string(id)
 }
 
 // nodeState says whether a member answers: this node always does; another

@@ -208,6 +208,13 @@ func TestDeposedMetadataLeaderDoesNotAnswerStaleReads(t *testing.T) {
 	if err == nil {
 		t.Fatalf("the deposed leader listed %d queues, missing the one created since", len(list.GetQueues()))
 	}
+	// Nor does it report itself the leader (raftbus status).
+	if id := old.n.confirmedMetaLeader(ctx); id != "" {
+		t.Fatalf("the deposed leader reports %q as the metadata leader", id)
+	}
+	if id := leader.n.confirmedMetaLeader(ctx); id != leader.n.cfg.NodeID {
+		t.Fatalf("the leader reports %q as the metadata leader, want itself", id)
+	}
 	// The current leader answers.
 	if q, err := service.NewAdmin(serviceNode{leader.n}, service.Config{}).GetQueue(asked(ctx), &raftbusv1.GetQueueRequest{Name: "orders"}); err != nil || q.GetQueue().GetMaxDeliveryCount() != 3 {
 		t.Fatalf("read on the new leader: %v, %v", q, err)

@@ -2607,7 +2607,9 @@ type NodeInfo struct {
 	State   NodeState `protobuf:"varint,3,opt,name=state,proto3,enum=raftbus.v1.NodeState" json:"state,omitempty"`
 	// Whether the node votes in the metadata group.
 	MetadataVoter bool `protobuf:"varint,4,opt,name=metadata_voter,json=metadataVoter,proto3" json:"metadata_voter,omitempty"`
-	// Whether the node leads the metadata group.
+	// Whether the node leads the metadata group, as the node answering
+	// knows it: a node that believes it leads reports so only once a quorum
+	// has confirmed it.
 	MetadataLeader bool `protobuf:"varint,5,opt,name=metadata_leader,json=metadataLeader,proto3" json:"metadata_leader,omitempty"`
 	// The incarnation of the node's data dir the cluster knows: a new one
 	// each time the data dir is created. A node that comes back with
