@@ -97,7 +97,6 @@ func (n *Node) clusterInfo(ctx context.Context) (*raftbusv1.GetClusterInfoRespon
 			voters[string(srv.ID)] = srv.Suffrage == raft.Voter
 		}
 	}
-	leaderID := n.confirmedMetaLeader(ctx)
 	resp.MaxClockOffset = durationpb.New(n.clocks.monitor.MaxOffset())
 	replicas, leads, moving := make(map[string]uint32), make(map[string]uint32), make(map[string]uint32)
 	for _, e := range entities {
@@ -114,10 +113,16 @@ func (n *Node) clusterInfo(ctx context.Context) (*raftbusv1.GetClusterInfoRespon
 			}
 		}
 	}
-	// Each member that does not answer costs statusTimeout: ask them all
-	// at once.
+	// Each member that does not answer costs statusTimeout, and so may a
+	// leadership that cannot be confirmed: ask them all at once.
+	var leaderID string
 	states := make([]raftbusv1.NodeState, len(members))
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		leaderID = n.confirmedMetaLeader(ctx)
+	}()
 	for i, m := range members {
 		wg.Add(1)
 		go func() {
@@ -136,7 +141,7 @@ func (n *Node) clusterInfo(ctx context.Context) (*raftbusv1.GetClusterInfoRespon
 			Address:              m.Address,
 			State:                states[i],
 			MetadataVoter:        voters[m.NodeId],
-			MetadataLeader:       string(leaderID) == m.NodeId,
+			MetadataLeader:       leaderID == m.NodeId,
 			Incarnation:          m.Incarnation,
 			ClockState:           n.clocks.peerState(m.NodeId),
 		}
