@@ -50,6 +50,7 @@ func serverOptions(t *certs.NodeTLS, ic interceptors) []grpc.ServerOption {
 		grpc.StatsHandler(ic.limit),
 		grpc.InitialWindowSize(raftbusv1.StreamWindow),
 		grpc.InitialConnWindowSize(raftbusv1.ConnWindow),
+		raftbusv1.ServerCodec(),
 	}
 	if t != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(t.Server)))

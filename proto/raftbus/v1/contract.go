@@ -74,7 +74,7 @@ const (
 )
 
 // DialOptions are the options every client of a node dials with, the
-// SDK's and the nodes' own: the flow-control windows above, and a
+// SDK's and the nodes' own: Codec, the flow-control windows above, and a
 // reconnect backoff capped at a second (gRPC's default grows to two
 // minutes; a node that was restarted must be used again within a second).
 func DialOptions() []grpc.DialOption {
@@ -85,6 +85,7 @@ func DialOptions() []grpc.DialOption {
 		}),
 		grpc.WithInitialWindowSize(StreamWindow),
 		grpc.WithInitialConnWindowSize(ConnWindow),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(Codec)),
 	}
 }
 
