@@ -41,8 +41,8 @@ type settledTable struct {
 	// byToken gives each settlement kept its position in the order: the
 	// count of settlements added before it. fifo[i] is at position
 	// base+i, so moving fifo's live part to its front (compact) changes
-	// base, not the map: re-indexing 64 Ki settlements each time cost a
-	// map write per settlement (half the table's CPU).
+	// base, not the map (re-indexing the 64 Ki kept each time cost a
+	// second map write per settlement).
 	byToken map[lockToken]int
 	fifo    []settledLock
 	base    int

@@ -29,7 +29,7 @@ func hotPath() []proto.Message {
 		&raftv1.AppendEntriesPipelineResponse{Response: &raftv1.AppendEntriesResponse{Term: 3, LastLog: 43, Success: true}},
 		&raftbusv1.SendEachRequest{EntityPath: "q", Messages: []*raftbusv1.PartitionedMessage{{Message: msg, PartitionId: 3, AnyPartition: true}}},
 		&raftbusv1.ReceiveResponse{Messages: []*raftbusv1.ReceivedMessage{{
-			Message: msg, SequenceNumber: 1 << 48, EnqueuedTime: timestamppb.New(timestamppb.Now().AsTime()), LockToken: []byte{9, 9}, DeliveryCount: 2,
+			Message: msg, SequenceNumber: 1 << 48, EnqueuedTime: timestamppb.Now(), LockToken: []byte{9, 9}, DeliveryCount: 2,
 		}}},
 	}
 }
