@@ -462,8 +462,10 @@ func (s *Sender) partition(ctx context.Context, m *raftbusv1.Message) (id uint32
 	// share an entry, and the requests spread over the partitions'
 	// leaders. Sends and batches say the messages may go anywhere, and
 	// the node serving them puts them on its own partition of the moment,
-	// where other senders' requests meet them in one entry. Single sends free to go anywhere gather in a queue of their
-	// own while that queue's requests are on the wire, and take their
+	// where other senders' requests meet them in one entry.
+	//
+	// Single sends free to go anywhere gather in a queue of their own
+	// while that queue's requests are on the wire, and take their
 	// partition only when their request leaves (see sendCoalesced): had
 	// they taken it when sent, they would have gathered per leader node,
 	// and each move of the partition of the moment to another node would
