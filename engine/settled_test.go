@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"encoding/binary"
+	"strconv"
 	"testing"
 	"time"
 
@@ -158,7 +159,8 @@ func renewCmd(token []byte) *enginev1.Command {
 // TestSettledTableFindsSettlementsAcrossCompactions: the table forgets
 // its oldest settlements and moves the rest to the front of its storage
 // many times over; every settlement kept is still found, and none
-// forgotten is.
+// forgotten is. Each settlement has a path of its own, so that one
+// found at another's place in the table is not taken for it.
 func TestSettledTableFindsSettlementsAcrossCompactions(t *testing.T) {
 	table := newSettledTable()
 	token := func(i int) lockToken {
@@ -166,16 +168,17 @@ func TestSettledTableFindsSettlementsAcrossCompactions(t *testing.T) {
 		binary.BigEndian.PutUint64(tok[:], uint64(i))
 		return tok
 	}
+	path := strconv.Itoa
 	const n = 3*maxSettledKept + 100
 	for i := range n {
-		table.add(settledLock{token: token(i), path: "q", expiresMs: int64(i)})
+		table.add(settledLock{token: token(i), path: path(i), expiresMs: int64(i)})
 		if i%(maxSettledKept/3) == 0 || i == n-1 {
 			for _, j := range []int{i, i - maxSettledKept + 1, i - maxSettledKept} {
 				if j < 0 {
 					continue
 				}
 				want := j > i-maxSettledKept
-				if got := table.repeats("q", 0, token(j), 0, -1); got != want {
+				if got := table.repeats(path(j), 0, token(j), 0, -1); got != want {
 					t.Fatalf("after %d settlements, settlement %d found: %v, want %v", i+1, j, got, want)
 				}
 			}
@@ -189,8 +192,8 @@ func TestSettledTableFindsSettlementsAcrossCompactions(t *testing.T) {
 	if len(table.byToken) != 0 || len(table.live()) != 0 {
 		t.Fatalf("%d indexed, %d live after all expired", len(table.byToken), len(table.live()))
 	}
-	table.add(settledLock{token: token(n), path: "q", expiresMs: n + 1})
-	if !table.repeats("q", 0, token(n), 0, n) || table.repeats("q", 0, token(n-1), 0, n) {
+	table.add(settledLock{token: token(n), path: path(n), expiresMs: n + 1})
+	if !table.repeats(path(n), 0, token(n), 0, n) || table.repeats(path(n-1), 0, token(n-1), 0, n) {
 		t.Fatal("after starting over, the new settlement is not found, or a forgotten one is")
 	}
 }
