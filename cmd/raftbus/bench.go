@@ -31,7 +31,9 @@ for the run (and deleted after it) unless --queue names an existing one.
 Flags:
   --workload w        mixed: producers and consumers at once; phased: send
                       every message first, then receive (and complete)
-                      them all (default mixed)
+                      them all; fill: only send, leaving the messages in
+                      --queue; drain: only receive --count messages from
+                      --queue, as a fill left them (default mixed)
   --producers n       concurrent senders (default 4)
   --consumers n       concurrent receivers (default 4)
   --inflight n        the window: sends in flight across all producers, each
@@ -87,6 +89,12 @@ Examples:
   raftbus bench --partitions 16 --size 65536 --output json
   raftbus bench --workload phased --count 100000 --warmup 10000 --consumers 8 \
       --node-pids "$(cat .run/cluster/n*.pid | paste -sd,)"
+  raftbus bench --workload fill --queue backlog --count 1000000
+  raftbus bench --workload drain --queue backlog --count 1000000
+
+A fill and a drain are apart so that what lies between them (a restart,
+a look at each node's memory and disk) can be measured: see
+scripts/bench-backlog.sh.
 `
 
 // benchConfig is one run's settings.
@@ -201,8 +209,10 @@ func runBench(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	switch {
-	case cfg.workload != "mixed" && cfg.workload != "phased":
-		return usagef("--workload is mixed or phased, not %q", cfg.workload)
+	case !slices.Contains([]string{"mixed", "phased", "fill", "drain"}, cfg.workload):
+		return usagef("--workload is mixed, phased, fill or drain, not %q", cfg.workload)
+	case (cfg.workload == "fill" || cfg.workload == "drain") && (cfg.queue == "" || cfg.count == 0 || cfg.warmup > 0):
+		return usagef("--workload %s needs --queue and --count, and no --warmup", cfg.workload)
 	case cfg.producers < 1 || cfg.consumers < 1 || cfg.inflight < 1 || cfg.batch < 1 || cfg.batch > 1000:
 		return usagef("--producers, --consumers and --inflight must be at least 1, --batch 1 to 1000")
 	case cfg.inflight < cfg.producers:
@@ -266,7 +276,8 @@ func runBench(ctx context.Context, a *app, args []string) error {
 // bench runs the warm-up, if any, then the measured round: in a mixed
 // run the producers until the duration or count is reached and the
 // consumers meanwhile, until they have received everything sent (or ctx
-// ends); in a phased run the producers, then the consumers.
+// ends); in a phased run the producers, then the consumers; in a fill
+// the producers alone, in a drain the consumers alone.
 func bench(ctx context.Context, c *client.Client, meter *costMeter, cfg benchConfig, progress io.Writer) (*BenchReport, error) {
 	if cfg.warmup > 0 {
 		w := newRound(c, cfg, "warmup-", progress)
@@ -299,9 +310,14 @@ func bench(ctx context.Context, c *client.Client, meter *costMeter, cfg benchCon
 	}
 	rep.SendLatency, rep.EndToEnd = r.sendLat.Report(), r.e2eLat.Report()
 	nodes := len(cfg.nodePIDs)
-	if cfg.workload == "mixed" {
+	switch cfg.workload {
+	case "mixed":
 		rep.Phases = []PhaseReport{costs[0].report("mixed", rep.Received, nodes)}
-	} else {
+	case "fill":
+		rep.Phases = []PhaseReport{costs[0].report("fill", rep.Sent, nodes)}
+	case "drain":
+		rep.Phases = []PhaseReport{costs[0].report("drain", rep.Received, nodes)}
+	default:
 		rep.Phases = []PhaseReport{costs[0].report("send", rep.Sent, nodes), costs[1].report("drain", rep.Received, nodes),
 			costs[0].plus(costs[1]).report("send+drain", rep.Received, nodes)}
 	}
@@ -323,10 +339,6 @@ func (r *round) run(ctx context.Context, meter *costMeter, count int64, duration
 		}
 		return name
 	}
-	first := "mixed"
-	if r.cfg.workload == "phased" {
-		first = "send"
-	}
 	var costs []costDelta
 	var before costSample
 	measure := func(start bool) {
@@ -340,6 +352,20 @@ func (r *round) run(ctx context.Context, meter *costMeter, count int64, duration
 	}
 	defer r.stop()
 	measure(true)
+	if r.cfg.workload == "drain" {
+		// The fill's messages are the round's: they carry its prefix.
+		r.sent.Store(count)
+		r.startConsumers(ctx)
+		if _, err := r.wait(ctx, phase("drain"), r.recvStart, closed, true); err != nil {
+			return 0, nil, err
+		}
+		measure(false)
+		if err := r.stop(); err != nil {
+			return 0, nil, fmt.Errorf("receive: %w", err)
+		}
+		return 0, costs, nil
+	}
+	first := map[string]string{"mixed": "mixed", "phased": "send", "fill": "fill"}[r.cfg.workload]
 	if r.cfg.workload == "mixed" {
 		r.startConsumers(ctx)
 	}

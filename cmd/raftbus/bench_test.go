@@ -147,3 +147,32 @@ func TestBenchEndToEndEndsAtReceiptNotAtSettlement(t *testing.T) {
 		t.Fatalf("received %d, redelivered %d, want 1 and 1", r.received.Load(), r.redelivered.Load())
 	}
 }
+
+func TestBenchFillLeavesTheBacklogForALaterDrain(t *testing.T) {
+	cl := procs.Start(t, raftbusd, 1)
+	c := cli{t: t, server: cl.Nodes[0].Addr}
+	c.ok("queue", "create", "backlog")
+	var fill BenchReport
+	c.json(&fill, "bench", "--workload", "fill", "--queue", "backlog", "--count", "300", "--inflight", "8", "--producers", "2")
+	if fill.Sent != 300 || fill.Received != 0 || len(fill.Phases) != 1 || fill.Phases[0].Name != "fill" || fill.Phases[0].Messages != 300 {
+		t.Fatalf("fill: %+v", fill)
+	}
+	var st struct {
+		Runtime map[string]map[string]any `json:"runtime"`
+	}
+	c.json(&st, "status")
+	if n := st.Runtime["backlog"]["activeMessageCount"]; n != "300" {
+		t.Fatalf("%v messages in the queue after the fill, want 300", n)
+	}
+	var drain BenchReport
+	c.json(&drain, "bench", "--workload", "drain", "--queue", "backlog", "--count", "300", "--consumers", "2", "--mode", "receive-and-delete")
+	if drain.Received != 300 || len(drain.Phases) != 1 || drain.Phases[0].Name != "drain" || drain.Phases[0].Messages != 300 || drain.RecvPerSecond <= 0 {
+		t.Fatalf("drain: %+v", drain)
+	}
+	c.json(&st, "status")
+	if n := st.Runtime["backlog"]["activeMessageCount"]; n != nil && n != "0" {
+		t.Fatalf("%v messages left after the drain", n)
+	}
+	c.fails(2, "--queue and --count", "bench", "--workload", "drain", "--count", "5")
+	c.fails(2, "--queue and --count", "bench", "--workload", "fill", "--queue", "backlog")
+}
