@@ -81,22 +81,32 @@ type Engine struct {
 	// version is the semantics version of the command being applied (see
 	// Version); it is not state and no snapshot holds it.
 	version uint32
+	// pins counts the body references of the stored messages and
+	// receipts by log index (see bodyref.go); it follows from the state.
+	pins *bodyPins
+	// sendRefs are the body references of the command being applied (see
+	// ApplyStored); pending the messages handed out since TakeBodies.
+	// Neither is state.
+	sendRefs []BodyRef
+	pending  []PendingBody
 }
 
 // New returns the empty state of partition partitionID of partitionCount.
 // With partitionCount 1 sequence numbers are a 63-bit counter; otherwise
 // they are partitionID<<48 | a 48-bit counter that rolls over to 0.
 func New(partitionID uint32, partitionCount uint32) *Engine {
+	pins := &bodyPins{}
 	return &Engine{
 		partitionID:    partitionID,
 		partitionCount: max(partitionCount, 1),
 		nextOrder:      1,
 		entities:       make(map[string]*entity),
-		receipts:       newReceiptTable(),
+		receipts:       newReceiptTable(pins),
 		settled:        newSettledTable(),
 		generations:    make(map[string]uint64),
 		nextTransfer:   1,
 		transfers:      newTransferTable(),
+		pins:           pins,
 	}
 }
 
@@ -116,6 +126,7 @@ func DecodeCommand(b []byte) (*enginev1.Command, error) {
 // from an outdated entity definition (see fence.go) do not even advance the
 // clock. Apply never panics on any input.
 func (e *Engine) Apply(cmd *enginev1.Command) *enginev1.Result {
+	e.pending = nil // what the caller did not take is of no use now
 	if err := validate(cmd); err != nil {
 		return errorResult(err)
 	}
@@ -138,13 +149,13 @@ func (e *Engine) Apply(cmd *enginev1.Command) *enginev1.Result {
 		}
 	case *enginev1.Command_Send:
 		var r []*raftbusv1.SendResult
-		r, err = e.send(now, b.Send.GetEntityPath(), b.Send.GetMessages(), false)
+		r, err = e.send(now, b.Send.GetEntityPath(), b.Send.GetMessages(), e.sendRefs, false)
 		if err == nil {
 			res = &enginev1.Result{Result: &enginev1.Result_Send{Send: &enginev1.SendResult{Messages: r}}}
 		}
 	case *enginev1.Command_Schedule:
 		var r []*raftbusv1.SendResult
-		r, err = e.send(now, b.Schedule.GetEntityPath(), b.Schedule.GetMessages(), true)
+		r, err = e.send(now, b.Schedule.GetEntityPath(), b.Schedule.GetMessages(), e.sendRefs, true)
 		if err == nil {
 			res = &enginev1.Result{Result: &enginev1.Result_Schedule{Schedule: &enginev1.ScheduleResult{Messages: r}}}
 		}
@@ -407,7 +418,7 @@ func (e *Engine) configure(c *enginev1.ConfigureEntity) *Error {
 		e.reconfigureKind(ent, rules)
 		return nil
 	}
-	ent := newEntity(path, s)
+	ent := newEntity(path, s, e.pins)
 	e.attachKind(ent, c, topic, rules)
 	e.entities[path] = ent
 	i, _ := slices.BinarySearchFunc(e.sorted, path, func(x *entity, p string) int { return strings.Compare(x.path, p) })

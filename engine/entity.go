@@ -220,10 +220,10 @@ type entity struct {
 	counters Counters
 }
 
-func newEntity(path string, s settings) *entity {
+func newEntity(path string, s settings, pins *bodyPins) *entity {
 	ent := &entity{path: path, settings: s, duplicates: newDuplicateTable()}
-	ent.main = newQueue(ent, false)
-	ent.deadLetter = newQueue(ent, true)
+	ent.main = newQueue(ent, false, pins)
+	ent.deadLetter = newQueue(ent, true, pins)
 	if s.requiresSession {
 		ent.main.sessions = newSessionIndex()
 	}

@@ -27,11 +27,64 @@ type harness struct {
 	// version is stamped into commands when set, else Version: a leader
 	// of an older build.
 	version *uint32
+	// log stands for the partition's log: the harness numbers every
+	// command as a log entry and hands the engine a reference for each
+	// body it sends (see ApplyStored), then reads the bodies handed out
+	// back from here, as a partition does. inline turns that off.
+	log    *fakeLog
+	inline bool
+}
+
+// fakeLog holds the bodies of sent messages by log index, as a
+// partition's log holds its entries.
+type fakeLog struct {
+	next    uint64
+	entries map[uint64][]byte
+}
+
+// refs numbers cmd as the next entry and returns the references of the
+// bodies it sends, laid out one after another in the entry's data.
+func (l *fakeLog) refs(cmd *enginev1.Command) []BodyRef {
+	l.next++
+	var msgs []*raftbusv1.Message
+	switch b := cmd.GetBody().(type) {
+	case *enginev1.Command_Send:
+		msgs = b.Send.GetMessages()
+	case *enginev1.Command_Schedule:
+		msgs = b.Schedule.GetMessages()
+	default:
+		return nil
+	}
+	data := []byte("entry header")
+	refs := make([]BodyRef, len(msgs))
+	for i, m := range msgs {
+		if len(m.GetBody()) > 0 {
+			refs[i] = BodyRef{Index: l.next, Offset: uint32(len(data)), Length: uint32(len(m.GetBody()))}
+			data = append(data, m.GetBody()...)
+		}
+	}
+	l.entries[l.next] = data
+	return refs
+}
+
+// resolve fills in the bodies of the messages handed out.
+func (l *fakeLog) resolve(t testing.TB, pending []PendingBody) {
+	t.Helper()
+	for _, p := range pending {
+		data, ok := l.entries[p.Ref.Index]
+		if !ok || int(p.Ref.Offset+p.Ref.Length) > len(data) {
+			t.Fatalf("a body reference to %+v, which the log does not hold", p.Ref)
+		}
+		if p.Message.Body != nil {
+			t.Fatalf("a pending body already set: %+v", p)
+		}
+		p.Message.Body = data[p.Ref.Offset : p.Ref.Offset+p.Ref.Length]
+	}
 }
 
 func newHarness(t testing.TB, props *raftbusv1.QueueProperties) *harness {
 	t.Helper()
-	h := &harness{t: t, e: New(0, 1), now: startMs}
+	h := &harness{t: t, e: New(0, 1), now: startMs, log: &fakeLog{entries: map[uint64][]byte{}}}
 	h.configure(testQueue, props)
 	return h
 }
@@ -54,7 +107,13 @@ func (h *harness) apply(cmd *enginev1.Command) *enginev1.Result {
 	if h.version != nil {
 		cmd.EngineVersion = *h.version
 	}
-	res := h.e.Apply(cmd)
+	var res *enginev1.Result
+	if h.inline || h.log == nil {
+		res = h.e.Apply(cmd)
+	} else {
+		res = h.e.ApplyStored(cmd, h.log.refs(cmd))
+		h.log.resolve(h.t, h.e.TakeBodies())
+	}
 	checkInvariants(h.t, h.e)
 	return res
 }
@@ -161,6 +220,9 @@ func (h *harness) peek(sq raftbusv1.SubQueue, from int64, max int) []*raftbusv1.
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	if h.log != nil {
+		h.log.resolve(h.t, h.e.TakeBodies())
+	}
 	return ms
 }
 
@@ -191,6 +253,7 @@ func checkInvariants(t testing.TB, e *Engine) {
 	}
 	checkTopicInvariants(t, e)
 	checkReceiptInvariants(t, e)
+	checkBodyPins(t, e)
 	checkSettledInvariants(t, e)
 	checkTransferInvariants(t, e)
 	for i, ent := range e.sorted {
@@ -336,5 +399,38 @@ func checkTransferInvariants(t testing.TB, e *Engine) {
 		if tt.byTarget[to] == nil {
 			t.Fatalf("a claim for %q, to which nothing is in transfer", to)
 		}
+	}
+}
+
+// checkBodyPins recounts the body references of the stored messages and
+// receipts and compares them with the pins the engine keeps.
+func checkBodyPins(t testing.TB, e *Engine) {
+	t.Helper()
+	want := map[uint64]int64{}
+	for _, ent := range e.sorted {
+		for _, q := range [2]*queue{ent.main, ent.deadLetter} {
+			q.all.ascend(0, func(m *message) bool {
+				if m.ref.onDisk() {
+					want[m.ref.Index]++
+				}
+				return true
+			})
+		}
+	}
+	for _, r := range e.receipts.live() {
+		for _, ref := range r.removedRefs {
+			if ref.onDisk() {
+				want[ref.Index]++
+			}
+		}
+	}
+	got := map[uint64]int64{}
+	for _, r := range e.pins.runs[e.pins.head:] {
+		if r.n > 0 {
+			got[r.index] = r.n
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("body pins %v, the state refers to %v", got, want)
 	}
 }

@@ -77,7 +77,7 @@ func (e *Engine) fanOut(subEnt *entity, m *message, v *filterView, now int64) {
 	}
 	c := &message{
 		seq: m.seq, order: m.order, enqueuedMs: now, expiresMs: noExpiry,
-		id: m.id, body: m.body, meta: m.meta, state: stateAvailable,
+		id: m.id, body: m.body, ref: m.ref, meta: m.meta, state: stateAvailable,
 	}
 	if ttl := min(v.ttlMs, subEnt.settings.defaultTTLMs); ttl != noExpiry {
 		c.expiresMs = addMs(now, ttl)

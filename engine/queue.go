@@ -34,9 +34,11 @@ type message struct {
 	expiresMs int64
 	// dueMs is the lock expiry of a locked message and the activation time
 	// of a scheduled one.
-	dueMs         int64
-	id            string
+	dueMs int64
+	id    string
+	// body is the body, unless ref says where it lies on disk.
 	body          []byte
+	ref           BodyRef
 	meta          []byte
 	deadLetter    *deadLetterInfo
 	token         lockToken
@@ -66,7 +68,10 @@ type deadLetterInfo struct {
 	origin uint64
 }
 
-func (m *message) size() int64 { return int64(len(m.id) + len(m.body) + len(m.meta)) }
+func (m *message) size() int64 { return int64(len(m.id)+len(m.meta)) + m.bodyLen() }
+
+// bodyLen is the size of the body, wherever it is.
+func (m *message) bodyLen() int64 { return int64(len(m.body)) + int64(m.ref.Length) }
 
 func bySeq(a, b *message) bool   { return a.seq < b.seq }
 func byOrder(a, b *message) bool { return a.order < b.order }
@@ -95,6 +100,9 @@ type queue struct {
 	timers     indexedHeap[*message, timerKey]
 	expiries   indexedHeap[*message, expiryKey]
 	locks      map[lockToken]*message
+	// pins counts the body references of the partition (shared by its
+	// queues and receipts).
+	pins *bodyPins
 	// sessions indexes the messages by session in the main queue of an
 	// entity that requires sessions; nil otherwise.
 	sessions *sessionIndex
@@ -104,11 +112,12 @@ type queue struct {
 	bytes                                                      int64
 }
 
-func newQueue(ent *entity, deadLetter bool) *queue {
+func newQueue(ent *entity, deadLetter bool, pins *bodyPins) *queue {
 	return &queue{
 		entity:     ent,
 		deadLetter: deadLetter,
 		locks:      make(map[lockToken]*message),
+		pins:       pins,
 	}
 }
 
@@ -129,6 +138,7 @@ func (q *queue) nextAvailable() *message {
 func (q *queue) insert(m *message) {
 	m.timerIdx, m.expiryIdx = -1, -1
 	q.all.insert(m)
+	q.pins.add(m.ref)
 	q.bytes += m.size()
 	if t := q.topicOf(); t != nil {
 		t.share(m)
@@ -147,6 +157,7 @@ func (q *queue) remove(m *message) {
 	q.detach(m)
 	q.expiries.remove(m)
 	q.all.remove(m)
+	q.pins.remove(m.ref)
 	q.bytes -= m.size()
 	if t := q.topicOf(); t != nil {
 		t.unshare(m)

@@ -48,7 +48,10 @@ type receipt struct {
 	// ReceiveAndDelete: the messages removed, as handed out (they share
 	// their bodies with nothing else: the messages are gone).
 	removed []*raftbusv1.ReceivedMessage
-	bytes   int64
+	// removedRefs says where the bodies of removed lie, one for each (nil
+	// when every body is in its message).
+	removedRefs []BodyRef
+	bytes       int64
 }
 
 type lockedRef struct {
@@ -69,10 +72,13 @@ type receiptTable struct {
 	head   int
 	weight int
 	bytes  int64
+	// pins counts the body references of the receipts' removed messages,
+	// with the partition's others.
+	pins *bodyPins
 }
 
-func newReceiptTable() receiptTable {
-	return receiptTable{byKey: make(map[string]*receipt)}
+func newReceiptTable(pins *bodyPins) receiptTable {
+	return receiptTable{byKey: make(map[string]*receipt), pins: pins}
 }
 
 func receiptKey(path string, id []byte) string {
@@ -101,6 +107,9 @@ func (t *receiptTable) add(r *receipt) {
 	t.fifo = append(t.fifo, r)
 	t.weight += r.weight()
 	t.bytes += r.bytes
+	for _, ref := range r.removedRefs {
+		t.pins.add(ref)
+	}
 	for len(t.fifo)-t.head > 1 && (t.weight > maxReceiptWeight || t.bytes > maxReceiptBytes) {
 		t.pop()
 	}
@@ -128,6 +137,9 @@ func (t *receiptTable) pop() {
 	}
 	t.weight -= r.weight()
 	t.bytes -= r.bytes
+	for _, ref := range r.removedRefs {
+		t.pins.remove(ref)
+	}
 }
 
 // last is when the newest receipt expires, if any is kept.
@@ -183,6 +195,9 @@ func (e *Engine) repeat(now int64, q *queue, req receiveRequest, sessionToken []
 		out = make([]*raftbusv1.ReceivedMessage, len(r.removed))
 		for i, m := range r.removed {
 			out[i] = keepReceived(m)
+			if i < len(r.removedRefs) && r.removedRefs[i].onDisk() {
+				e.pending = append(e.pending, PendingBody{Message: out[i].Message, Ref: r.removedRefs[i]})
+			}
 		}
 		return out, true, nil
 	}
@@ -214,11 +229,26 @@ func (e *Engine) remember(now int64, q *queue, req receiveRequest, got []*raftbu
 		path: req.path, id: string(req.id), expiresMs: addMs(now, e.receiptWindow(q)),
 		sub: req.sub, deleted: req.deleted, deferred: req.deferred, sessionID: req.sessionID,
 	}
+	var refs map[*raftbusv1.Message]BodyRef
+	if req.deleted && len(e.pending) > 0 {
+		refs = make(map[*raftbusv1.Message]BodyRef, len(e.pending))
+		for _, p := range e.pending {
+			refs[p.Message] = p.Ref
+		}
+		r.removedRefs = make([]BodyRef, 0, len(got))
+	}
 	for _, m := range got {
 		if req.deleted {
 			k := keepReceived(m)
 			r.removed = append(r.removed, k)
 			r.bytes += int64(proto.Size(k))
+			if refs != nil {
+				// A body on disk counts as one in memory: the receipt
+				// hands it out again.
+				ref := refs[m.GetMessage()]
+				r.removedRefs = append(r.removedRefs, ref)
+				r.bytes += int64(ref.Length)
+			}
 		} else {
 			r.locked = append(r.locked, lockedRef{seq: m.GetSequenceNumber(), token: lockToken(m.GetLockToken())})
 		}
@@ -253,6 +283,9 @@ func storedReceipt(r *receipt) *enginev1.Receipt {
 		EntityPath: r.path, ReceiveId: []byte(r.id), ExpiresUnixMs: r.expiresMs, SubQueue: r.sub,
 		ReceiveMode: raftbusv1.ReceiveMode_RECEIVE_MODE_PEEK_LOCK, Deferred: r.deferred, SessionId: r.sessionID,
 		Removed: r.removed,
+	}
+	for _, ref := range r.removedRefs {
+		s.RemovedBodyRefs = append(s.RemovedBodyRefs, ref.stored())
 	}
 	if r.deleted {
 		s.ReceiveMode = raftbusv1.ReceiveMode_RECEIVE_MODE_RECEIVE_AND_DELETE
@@ -297,6 +330,18 @@ func (e *Engine) restoreReceipt(s *enginev1.Receipt) *Error {
 	}
 	for _, m := range r.removed {
 		r.bytes += int64(proto.Size(m))
+	}
+	if n := len(s.GetRemovedBodyRefs()); n > 0 {
+		if n != len(r.removed) {
+			return invalidf("%d body references for %d removed messages", n, len(r.removed))
+		}
+		for i, ref := range s.GetRemovedBodyRefs() {
+			r.removedRefs = append(r.removedRefs, bodyRefOf(ref))
+			r.bytes += int64(ref.GetLength())
+			if ref.GetLength() > 0 && len(r.removed[i].GetMessage().GetBody()) > 0 {
+				return invalidf("a removed message with its body both stored and referenced")
+			}
+		}
 	}
 	if e.receipts.byKey[receiptKey(r.path, []byte(r.id))] != nil {
 		return invalidf("receive id %x stored twice", r.id)

@@ -375,7 +375,8 @@ func (e *Engine) received(m *message, b *receivedBlock) *raftbusv1.ReceivedMessa
 		// meta was encoded by this package (or checked on restore).
 		_ = proto.Unmarshal(m.meta, &b.msg)
 	}
-	b.msg.MessageId, b.msg.Body = m.id, m.body
+	b.msg.MessageId = m.id
+	e.handOut(&b.msg, m)
 	r := &b.r
 	r.Message = &b.msg
 	r.SequenceNumber = m.seq

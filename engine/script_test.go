@@ -291,6 +291,7 @@ func (s *script) directive(t *testing.T, d *datadriven.TestData, a *args) string
 		from, max, full := s.seqArg(t, d, a, "from"), a.int("max", 100), a.flag("full")
 		return s.read(func(e *Engine) string {
 			ms, err := e.Peek(path, sq, from, max, 0)
+			s.h.log.resolve(t, e.TakeBodies())
 			return s.messages(t, d, ms, err, full, false)
 		})
 	case "peek-session":
@@ -298,6 +299,7 @@ func (s *script) directive(t *testing.T, d *datadriven.TestData, a *args) string
 		from, max, full := s.seqArg(t, d, a, "from"), a.int("max", 100), a.flag("full")
 		return s.read(func(e *Engine) string {
 			ms, err := e.PeekSession(testQueue, id, from, max, 0)
+			s.h.log.resolve(t, e.TakeBodies())
 			return s.messages(t, d, ms, err, full, false)
 		})
 	case "counts":
@@ -340,7 +342,9 @@ func (s *script) directive(t *testing.T, d *datadriven.TestData, a *args) string
 	case "transfers":
 		return s.read(func(e *Engine) string {
 			var b strings.Builder
-			for _, x := range e.Transfers(1000, 1<<30) {
+			xs := e.Transfers(1000, 1<<30)
+			s.h.log.resolve(t, e.TakeBodies())
+			for _, x := range xs {
 				fmt.Fprintf(&b, "#%d %s -> %s %s body=%q", x.Number, x.From, x.To, x.Message.GetMessageId(), x.Message.GetBody())
 				if sid := x.Message.GetSessionId(); sid != "" {
 					fmt.Fprintf(&b, " session=%s", sid)

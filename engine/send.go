@@ -26,7 +26,9 @@ type incoming struct {
 
 // send enqueues (or schedules) a batch, all or nothing: every message is
 // checked and the quota tested before the first is stored.
-func (e *Engine) send(now int64, path string, msgs []*raftbusv1.Message, schedule bool) ([]*raftbusv1.SendResult, *Error) {
+// refs, when it has one for each message, says where their bodies lie in
+// the log (see ApplyStored).
+func (e *Engine) send(now int64, path string, msgs []*raftbusv1.Message, refs []BodyRef, schedule bool) ([]*raftbusv1.SendResult, *Error) {
 	ent, err := e.entity(path)
 	if err != nil {
 		return nil, err
@@ -113,6 +115,9 @@ func (e *Engine) send(now int64, path string, msgs []*raftbusv1.Message, schedul
 		}
 		ent.counters.Sent++
 		sm := &message{id: m.GetMessageId(), body: m.GetBody(), meta: x.meta, expiresMs: x.ttlMs}
+		if len(refs) == len(msgs) && refs[i].onDisk() && int(refs[i].Length) == len(sm.body) {
+			sm.body, sm.ref = nil, refs[i]
+		}
 		if ent.main.sessions != nil {
 			ent.main.sessions.assign(sm, m.GetSessionId())
 		}

@@ -124,10 +124,16 @@ func (im *Image) Encode(w io.Writer) error {
 	return nil
 }
 
-// Digest is a SHA-256 over the image's encoding (see Engine.Digest).
+// Digest is a SHA-256 over the image's encoding (see Engine.Digest), with
+// each body written as its length: a replica that holds a body in memory
+// and one that refers to it in its log hold the same state.
 func (im *Image) Digest() [32]byte {
 	h := sha256.New()
-	if err := im.Encode(h); err != nil {
+	canonical := &Image{records: make([]*enginev1.SnapshotRecord, len(im.records))}
+	for i, r := range im.records {
+		canonical.records[i] = bodiesAsLengths(r)
+	}
+	if err := canonical.Encode(h); err != nil {
 		// Only encoding can fail, and every stored string is checked to be
 		// valid UTF-8 before it is stored.
 		panic(err)
@@ -135,6 +141,39 @@ func (im *Image) Digest() [32]byte {
 	var d [32]byte
 	h.Sum(d[:0])
 	return d
+}
+
+// bodiesAsLengths is r with every body it holds or refers to replaced by
+// a reference of the body's length alone.
+func bodiesAsLengths(r *enginev1.SnapshotRecord) *enginev1.SnapshotRecord {
+	asLength := func(body []byte, ref *enginev1.BodyRef) *enginev1.BodyRef {
+		if n := uint32(len(body)) + ref.GetLength(); n > 0 {
+			return &enginev1.BodyRef{Length: n}
+		}
+		return nil
+	}
+	switch x := r.GetRecord().(type) {
+	case *enginev1.SnapshotRecord_Message:
+		m := proto.Clone(x.Message).(*enginev1.StoredMessage)
+		m.Body, m.BodyRef = nil, asLength(m.Body, m.BodyRef)
+		return &enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Message{Message: m}}
+	case *enginev1.SnapshotRecord_Receipt:
+		rc := proto.Clone(x.Receipt).(*enginev1.Receipt)
+		refs := rc.RemovedBodyRefs
+		rc.RemovedBodyRefs = nil
+		for i, m := range rc.Removed {
+			var ref *enginev1.BodyRef
+			if i < len(refs) {
+				ref = refs[i]
+			}
+			if m.GetMessage() != nil {
+				rc.RemovedBodyRefs = append(rc.RemovedBodyRefs, &enginev1.BodyRef{Length: uint32(len(m.Message.Body)) + ref.GetLength()})
+				m.Message.Body = nil
+			}
+		}
+		return &enginev1.SnapshotRecord{Record: &enginev1.SnapshotRecord_Receipt{Receipt: rc}}
+	}
+	return r
 }
 
 // Digest is a SHA-256 over the canonical encoding of the state: replicas
@@ -145,6 +184,9 @@ func (e *Engine) Digest() [32]byte { return e.Capture().Digest() }
 func storeMessage(s *enginev1.StoredMessage, q *queue, m *message) {
 	s.SequenceNumber, s.Order, s.EnqueuedUnixMs, s.ExpiresUnixMs = m.seq, m.order, m.enqueuedMs, m.expiresMs
 	s.MessageId, s.Body, s.Meta, s.DeliveryCount = m.id, m.body, m.meta, m.deliveryCount
+	if m.ref.onDisk() {
+		s.BodyRef = m.ref.stored()
+	}
 	if q.deadLetter {
 		s.SubQueue = raftbusv1.SubQueue_SUB_QUEUE_DEAD_LETTER
 	}
@@ -316,6 +358,12 @@ func (e *Engine) restoreMessage(ent *entity, s *enginev1.StoredMessage, bodies s
 		seq: s.GetSequenceNumber(), order: s.GetOrder(), enqueuedMs: s.GetEnqueuedUnixMs(),
 		expiresMs: s.GetExpiresUnixMs(), dueMs: s.GetDueUnixMs(), id: s.GetMessageId(),
 		body: s.GetBody(), meta: s.GetMeta(), deliveryCount: s.GetDeliveryCount(),
+	}
+	if ref := bodyRefOf(s.GetBodyRef()); ref.onDisk() {
+		if len(m.body) > 0 {
+			return errors.New("a body both stored and referenced")
+		}
+		m.ref = ref
 	}
 	if len(m.meta) == 0 {
 		m.meta = nil

@@ -355,6 +355,13 @@ func (e *Engine) deleteEntity(path string) {
 	}
 	for _, g := range gone {
 		delete(e.entities, g.path)
+		// Its messages' bodies are no longer needed in the log.
+		for _, q := range [2]*queue{g.main, g.deadLetter} {
+			q.all.ascend(0, func(m *message) bool {
+				e.pins.remove(m.ref)
+				return true
+			})
+		}
 	}
 	e.dropTransfers(gone)
 	e.sorted = slices.DeleteFunc(e.sorted, func(x *entity) bool { return slices.Contains(gone, x) })
@@ -375,7 +382,7 @@ func (t *topicState) share(m *message) {
 	o := m.origin()
 	n := t.copies[o]
 	if n == 0 {
-		t.held += int64(len(m.body))
+		t.held += m.bodyLen()
 	}
 	t.copies[o] = n + 1
 }
@@ -389,7 +396,7 @@ func (t *topicState) unshare(m *message) {
 		return
 	}
 	delete(t.copies, o)
-	t.held -= int64(len(m.body))
+	t.held -= m.bodyLen()
 }
 
 // topicOf is the topic whose copies q holds, or nil.
@@ -515,7 +522,7 @@ func (b sharedBodies) stored(s *enginev1.StoredMessage, ent *entity, m *message)
 	}
 	s.OriginOrder = m.origin()
 	if _, ok := b[s.OriginOrder]; ok {
-		s.Body = nil
+		s.Body, s.BodyRef = nil, nil
 	} else {
 		b[s.OriginOrder] = m
 	}
@@ -543,9 +550,9 @@ func (b sharedBodies) restore(ent *entity, m *message, origin uint64) error {
 		b[origin] = m
 		return nil
 	}
-	if len(m.body) != 0 {
+	if len(m.body) != 0 || m.ref.onDisk() {
 		return fmt.Errorf("the body of topic message %d written twice", origin)
 	}
-	m.body = first.body
+	m.body, m.ref = first.body, first.ref
 	return nil
 }

@@ -15,7 +15,7 @@ func subPath(name string) string { return testTopic + subscriptionsSegment + nam
 // newTopicHarness is a harness whose engine holds the topic testTopic.
 func newTopicHarness(t testing.TB, props *raftbusv1.TopicProperties) *harness {
 	t.Helper()
-	h := &harness{t: t, e: New(0, 1), now: startMs}
+	h := &harness{t: t, e: New(0, 1), now: startMs, log: &fakeLog{entries: map[uint64][]byte{}}}
 	h.ok(configureTopicCmd(props))
 	return h
 }
@@ -107,6 +107,7 @@ func (h *harness) peekSub(sub string, sq raftbusv1.SubQueue) []*raftbusv1.Receiv
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	h.log.resolve(h.t, h.e.TakeBodies())
 	return ms
 }
 
@@ -151,7 +152,7 @@ func checkTopicInvariants(t testing.TB, e *Engine) {
 				q.all.ascend(0, func(m *message) bool {
 					held += int64(len(m.id) + len(m.meta))
 					if copies[m.origin()] == 0 {
-						held += int64(len(m.body))
+						held += m.bodyLen()
 					}
 					copies[m.origin()]++
 					return true

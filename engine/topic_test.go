@@ -214,6 +214,7 @@ func TestSubscriptionRequiringSessionNeedsSessionIDsAndSessionReceivers(t *testi
 
 func TestBodyIsStoredOncePerPartition(t *testing.T) {
 	h := newTopicHarness(t, nil)
+	h.inline = true // bodies in memory (TestTopicCopiesShareTheirBodyOnDisk: on disk)
 	names := []string{"a", "b", "c", "d"}
 	for _, n := range names {
 		h.subscribe(n, nil)
@@ -323,6 +324,7 @@ func TestRuntimeCountsArePerSubscriptionAndTopicCountsSubscriptions(t *testing.T
 
 func TestDeletingSubscriptionFreesWhatOnlyItHeld(t *testing.T) {
 	h := newTopicHarness(t, nil)
+	h.inline = true // what the bodies in memory take
 	h.subscribe("all", nil)
 	h.subscribe("half", nil, sqlRule("even", "n % 2 = 0"))
 	const n, size = 200, 20_000
@@ -505,6 +507,7 @@ func must[T any](v T, err error) T {
 
 func TestRestoreRejectsCopiesThatDoNotShareProperly(t *testing.T) {
 	h := newTopicHarness(t, nil)
+	h.inline = true // what the bodies in memory take
 	h.subscribe("a", nil)
 	h.subscribe("b", nil)
 	h.publish(&raftbusv1.Message{MessageId: "x", Body: []byte("body")})

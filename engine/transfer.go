@@ -317,7 +317,7 @@ func (e *Engine) acceptTransfer(now int64, c *enginev1.AcceptTransfer) ([]*raftb
 			last = t.GetNumber()
 		}
 	}
-	sent, err := e.send(now, c.GetEntityPath(), fresh, false)
+	sent, err := e.send(now, c.GetEntityPath(), fresh, nil, false)
 	if err != nil {
 		return nil, err
 	}
@@ -400,8 +400,8 @@ func (e *Engine) transfersIn(l *numberList, max int, maxBytes int64) []Transfer 
 		if len(out) >= max {
 			return false
 		}
-		m := forwarded(x.m)
-		size := int64(proto.Size(m))
+		m := e.forwarded(x.m)
+		size := int64(proto.Size(m)) + int64(x.m.ref.Length)
 		if len(out) > 0 && bytes+size > maxBytes {
 			return false
 		}
@@ -415,8 +415,8 @@ func (e *Engine) transfersIn(l *numberList, max int, maxBytes int64) []Transfer 
 // TransferCount is how many messages are in transfer in the partition.
 func (e *Engine) TransferCount() int { return len(e.transfers.byNumber) }
 
-// forwarded is m as its target gets it.
-func forwarded(m *message) *raftbusv1.Message {
+// forwarded is m as its target gets it (its body pending, if on disk).
+func (e *Engine) forwarded(m *message) *raftbusv1.Message {
 	msg := &raftbusv1.Message{}
 	if id, ok := sessionOnlyID(m.meta); ok {
 		msg.SessionId = id
@@ -424,7 +424,8 @@ func forwarded(m *message) *raftbusv1.Message {
 		// meta was encoded by this package (or checked on restore).
 		_ = proto.Unmarshal(m.meta, msg)
 	}
-	msg.MessageId, msg.Body = m.id, m.body
+	msg.MessageId = m.id
+	e.handOut(msg, m)
 	if dl := m.deadLetter; dl != nil {
 		msg.ApplicationProperties = maps.Clone(msg.ApplicationProperties)
 		if msg.ApplicationProperties == nil {

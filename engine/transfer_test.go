@@ -30,6 +30,7 @@ func TestSubscriptionCopiesGoIntoTransfer(t *testing.T) {
 		t.Fatalf("the other subscription has %d copies, want 2", len(ms))
 	}
 	xs := h.e.Transfers(10, 1<<20)
+	h.log.resolve(t, h.e.TakeBodies())
 	if len(xs) != 2 || xs[0].From != subPath("fwd") || xs[0].To != "elsewhere" || string(xs[1].Message.GetBody()) != "world" {
 		t.Fatalf("transfers %+v", xs)
 	}
@@ -60,6 +61,7 @@ func TestTransfersOfDeletedEntitiesAreDroppedAndSnapshotsKeepTheRest(t *testing.
 	h.ok(deleteCmd(testQueue))
 	checkInvariants(t, h.e)
 	xs := h.e.Transfers(10, 1<<20)
+	h.log.resolve(t, h.e.TakeBodies())
 	if len(xs) != 2 || xs[0].From != "other" || xs[0].Number != 2 || xs[1].Message.GetMessageId() != "in" || xs[1].Number != 4 {
 		t.Fatalf("transfers after the delete: %+v", xs)
 	}

@@ -541,8 +541,10 @@ type StoredMessage struct {
 	// transfers and the entity it goes to.
 	TransferNumber uint64 `protobuf:"varint,24,opt,name=transfer_number,json=transferNumber,proto3" json:"transfer_number,omitempty"`
 	TransferTo     string `protobuf:"bytes,25,opt,name=transfer_to,json=transferTo,proto3" json:"transfer_to,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Where the body lies in the partition's log, when it is not in body.
+	BodyRef       *BodyRef `protobuf:"bytes,26,opt,name=body_ref,json=bodyRef,proto3" json:"body_ref,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StoredMessage) Reset() {
@@ -729,6 +731,76 @@ func (x *StoredMessage) GetTransferTo() string {
 	return ""
 }
 
+func (x *StoredMessage) GetBodyRef() *BodyRef {
+	if x != nil {
+		return x.BodyRef
+	}
+	return nil
+}
+
+// BodyRef is where a message's body lies on disk: bytes offset to
+// offset+length of the data of the partition's log entry index, as the
+// entry was written.
+type BodyRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Offset        uint32                 `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	Length        uint32                 `protobuf:"varint,3,opt,name=length,proto3" json:"length,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BodyRef) Reset() {
+	*x = BodyRef{}
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BodyRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BodyRef) ProtoMessage() {}
+
+func (x *BodyRef) ProtoReflect() protoreflect.Message {
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BodyRef.ProtoReflect.Descriptor instead.
+func (*BodyRef) Descriptor() ([]byte, []int) {
+	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *BodyRef) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *BodyRef) GetOffset() uint32 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *BodyRef) GetLength() uint32 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
+}
+
 // TransferMark is, for the entity last named by an entity record, the
 // highest number of a source's stream of transfers it accepted (see
 // AcceptTransfer).
@@ -744,7 +816,7 @@ type TransferMark struct {
 
 func (x *TransferMark) Reset() {
 	*x = TransferMark{}
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[5]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -756,7 +828,7 @@ func (x *TransferMark) String() string {
 func (*TransferMark) ProtoMessage() {}
 
 func (x *TransferMark) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[5]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -769,7 +841,7 @@ func (x *TransferMark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferMark.ProtoReflect.Descriptor instead.
 func (*TransferMark) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{5}
+	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TransferMark) GetStream() string {
@@ -809,7 +881,7 @@ type DuplicateId struct {
 
 func (x *DuplicateId) Reset() {
 	*x = DuplicateId{}
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[6]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -821,7 +893,7 @@ func (x *DuplicateId) String() string {
 func (*DuplicateId) ProtoMessage() {}
 
 func (x *DuplicateId) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[6]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -834,7 +906,7 @@ func (x *DuplicateId) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DuplicateId.ProtoReflect.Descriptor instead.
 func (*DuplicateId) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{6}
+	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DuplicateId) GetMessageId() string {
@@ -890,14 +962,18 @@ type Receipt struct {
 	SequenceNumbers []int64  `protobuf:"varint,8,rep,packed,name=sequence_numbers,json=sequenceNumbers,proto3" json:"sequence_numbers,omitempty"`
 	LockTokens      [][]byte `protobuf:"bytes,9,rep,name=lock_tokens,json=lockTokens,proto3" json:"lock_tokens,omitempty"`
 	// ReceiveAndDelete: the messages removed, as they were handed out.
-	Removed       []*v1.ReceivedMessage `protobuf:"bytes,10,rep,name=removed,proto3" json:"removed,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Removed []*v1.ReceivedMessage `protobuf:"bytes,10,rep,name=removed,proto3" json:"removed,omitempty"`
+	// Where the bodies of the removed messages lie, one for each (empty
+	// when every body is in its message); a reference of zero length means
+	// that message's body is in it.
+	RemovedBodyRefs []*BodyRef `protobuf:"bytes,11,rep,name=removed_body_refs,json=removedBodyRefs,proto3" json:"removed_body_refs,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Receipt) Reset() {
 	*x = Receipt{}
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[7]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -909,7 +985,7 @@ func (x *Receipt) String() string {
 func (*Receipt) ProtoMessage() {}
 
 func (x *Receipt) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[7]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -922,7 +998,7 @@ func (x *Receipt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Receipt.ProtoReflect.Descriptor instead.
 func (*Receipt) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{7}
+	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Receipt) GetEntityPath() string {
@@ -995,6 +1071,13 @@ func (x *Receipt) GetRemoved() []*v1.ReceivedMessage {
 	return nil
 }
 
+func (x *Receipt) GetRemovedBodyRefs() []*BodyRef {
+	if x != nil {
+		return x.RemovedBodyRefs
+	}
+	return nil
+}
+
 // SettledLock is a recent settlement: the lock token it ended and how, so
 // that a repeat of it succeeds without effect (see engine/settled.go).
 type SettledLock struct {
@@ -1010,7 +1093,7 @@ type SettledLock struct {
 
 func (x *SettledLock) Reset() {
 	*x = SettledLock{}
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[8]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1022,7 +1105,7 @@ func (x *SettledLock) String() string {
 func (*SettledLock) ProtoMessage() {}
 
 func (x *SettledLock) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[8]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1035,7 +1118,7 @@ func (x *SettledLock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettledLock.ProtoReflect.Descriptor instead.
 func (*SettledLock) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{8}
+	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SettledLock) GetEntityPath() string {
@@ -1084,7 +1167,7 @@ type SnapshotTrailer struct {
 
 func (x *SnapshotTrailer) Reset() {
 	*x = SnapshotTrailer{}
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[9]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1096,7 +1179,7 @@ func (x *SnapshotTrailer) String() string {
 func (*SnapshotTrailer) ProtoMessage() {}
 
 func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
-	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[9]
+	mi := &file_raftbus_engine_v1_snapshot_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1109,7 +1192,7 @@ func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotTrailer.ProtoReflect.Descriptor instead.
 func (*SnapshotTrailer) Descriptor() ([]byte, []int) {
-	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{9}
+	return file_raftbus_engine_v1_snapshot_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SnapshotTrailer) GetEntityCount() uint64 {
@@ -1160,7 +1243,7 @@ const file_raftbus_engine_v1_snapshot_proto_rawDesc = "" +
 	"generation\x18\x02 \x01(\x04R\n" +
 	"generation\"Z\n" +
 	"\x0eSnapshotEntity\x12H\n" +
-	"\rconfiguration\x18\x01 \x01(\v2\".raftbus.engine.v1.ConfigureEntityR\rconfiguration\"\x93\a\n" +
+	"\rconfiguration\x18\x01 \x01(\v2\".raftbus.engine.v1.ConfigureEntityR\rconfiguration\"\xca\a\n" +
 	"\rStoredMessage\x121\n" +
 	"\tsub_queue\x18\x01 \x01(\x0e2\x14.raftbus.v1.SubQueueR\bsubQueue\x12'\n" +
 	"\x0fsequence_number\x18\x02 \x01(\x03R\x0esequenceNumber\x12\x14\n" +
@@ -1187,7 +1270,12 @@ const file_raftbus_engine_v1_snapshot_proto_rawDesc = "" +
 	"\x12under_session_lock\x18\x17 \x01(\bR\x10underSessionLock\x12'\n" +
 	"\x0ftransfer_number\x18\x18 \x01(\x04R\x0etransferNumber\x12\x1f\n" +
 	"\vtransfer_to\x18\x19 \x01(\tR\n" +
-	"transferTo\"h\n" +
+	"transferTo\x125\n" +
+	"\bbody_ref\x18\x1a \x01(\v2\x1a.raftbus.engine.v1.BodyRefR\abodyRef\"O\n" +
+	"\aBodyRef\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\rR\x06offset\x12\x16\n" +
+	"\x06length\x18\x03 \x01(\rR\x06length\"h\n" +
 	"\fTransferMark\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x16\n" +
 	"\x06number\x18\x02 \x01(\x04R\x06number\x12(\n" +
@@ -1198,7 +1286,7 @@ const file_raftbus_engine_v1_snapshot_proto_rawDesc = "" +
 	"\x0fexpires_unix_ms\x18\x02 \x01(\x03R\rexpiresUnixMs\x12'\n" +
 	"\x0fsequence_number\x18\x03 \x01(\x03R\x0esequenceNumber\x12(\n" +
 	"\x10enqueued_unix_ms\x18\x04 \x01(\x03R\x0eenqueuedUnixMs\x12\x1c\n" +
-	"\tscheduled\x18\x05 \x01(\bR\tscheduled\"\x9e\x03\n" +
+	"\tscheduled\x18\x05 \x01(\bR\tscheduled\"\xe6\x03\n" +
 	"\aReceipt\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x12\x1d\n" +
@@ -1214,7 +1302,8 @@ const file_raftbus_engine_v1_snapshot_proto_rawDesc = "" +
 	"\vlock_tokens\x18\t \x03(\fR\n" +
 	"lockTokens\x125\n" +
 	"\aremoved\x18\n" +
-	" \x03(\v2\x1b.raftbus.v1.ReceivedMessageR\aremoved\"\xea\x01\n" +
+	" \x03(\v2\x1b.raftbus.v1.ReceivedMessageR\aremoved\x12F\n" +
+	"\x11removed_body_refs\x18\v \x03(\v2\x1a.raftbus.engine.v1.BodyRefR\x0fremovedBodyRefs\"\xea\x01\n" +
 	"\vSettledLock\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x121\n" +
@@ -1247,7 +1336,7 @@ func file_raftbus_engine_v1_snapshot_proto_rawDescGZIP() []byte {
 }
 
 var file_raftbus_engine_v1_snapshot_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_raftbus_engine_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_raftbus_engine_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_raftbus_engine_v1_snapshot_proto_goTypes = []any{
 	(StoredState)(0),           // 0: raftbus.engine.v1.StoredState
 	(*SnapshotRecord)(nil),     // 1: raftbus.engine.v1.SnapshotRecord
@@ -1255,44 +1344,47 @@ var file_raftbus_engine_v1_snapshot_proto_goTypes = []any{
 	(*EntityGeneration)(nil),   // 3: raftbus.engine.v1.EntityGeneration
 	(*SnapshotEntity)(nil),     // 4: raftbus.engine.v1.SnapshotEntity
 	(*StoredMessage)(nil),      // 5: raftbus.engine.v1.StoredMessage
-	(*TransferMark)(nil),       // 6: raftbus.engine.v1.TransferMark
-	(*DuplicateId)(nil),        // 7: raftbus.engine.v1.DuplicateId
-	(*Receipt)(nil),            // 8: raftbus.engine.v1.Receipt
-	(*SettledLock)(nil),        // 9: raftbus.engine.v1.SettledLock
-	(*SnapshotTrailer)(nil),    // 10: raftbus.engine.v1.SnapshotTrailer
-	(*StoredSession)(nil),      // 11: raftbus.engine.v1.StoredSession
-	(*TransferClaim)(nil),      // 12: raftbus.engine.v1.TransferClaim
-	(*ConfigureEntity)(nil),    // 13: raftbus.engine.v1.ConfigureEntity
-	(v1.SubQueue)(0),           // 14: raftbus.v1.SubQueue
-	(v1.ReceiveMode)(0),        // 15: raftbus.v1.ReceiveMode
-	(*v1.ReceivedMessage)(nil), // 16: raftbus.v1.ReceivedMessage
-	(Disposition)(0),           // 17: raftbus.engine.v1.Disposition
+	(*BodyRef)(nil),            // 6: raftbus.engine.v1.BodyRef
+	(*TransferMark)(nil),       // 7: raftbus.engine.v1.TransferMark
+	(*DuplicateId)(nil),        // 8: raftbus.engine.v1.DuplicateId
+	(*Receipt)(nil),            // 9: raftbus.engine.v1.Receipt
+	(*SettledLock)(nil),        // 10: raftbus.engine.v1.SettledLock
+	(*SnapshotTrailer)(nil),    // 11: raftbus.engine.v1.SnapshotTrailer
+	(*StoredSession)(nil),      // 12: raftbus.engine.v1.StoredSession
+	(*TransferClaim)(nil),      // 13: raftbus.engine.v1.TransferClaim
+	(*ConfigureEntity)(nil),    // 14: raftbus.engine.v1.ConfigureEntity
+	(v1.SubQueue)(0),           // 15: raftbus.v1.SubQueue
+	(v1.ReceiveMode)(0),        // 16: raftbus.v1.ReceiveMode
+	(*v1.ReceivedMessage)(nil), // 17: raftbus.v1.ReceivedMessage
+	(Disposition)(0),           // 18: raftbus.engine.v1.Disposition
 }
 var file_raftbus_engine_v1_snapshot_proto_depIdxs = []int32{
 	2,  // 0: raftbus.engine.v1.SnapshotRecord.header:type_name -> raftbus.engine.v1.SnapshotHeader
 	4,  // 1: raftbus.engine.v1.SnapshotRecord.entity:type_name -> raftbus.engine.v1.SnapshotEntity
 	5,  // 2: raftbus.engine.v1.SnapshotRecord.message:type_name -> raftbus.engine.v1.StoredMessage
-	7,  // 3: raftbus.engine.v1.SnapshotRecord.duplicate_id:type_name -> raftbus.engine.v1.DuplicateId
-	10, // 4: raftbus.engine.v1.SnapshotRecord.trailer:type_name -> raftbus.engine.v1.SnapshotTrailer
-	11, // 5: raftbus.engine.v1.SnapshotRecord.session:type_name -> raftbus.engine.v1.StoredSession
-	8,  // 6: raftbus.engine.v1.SnapshotRecord.receipt:type_name -> raftbus.engine.v1.Receipt
-	9,  // 7: raftbus.engine.v1.SnapshotRecord.settled_lock:type_name -> raftbus.engine.v1.SettledLock
-	6,  // 8: raftbus.engine.v1.SnapshotRecord.transfer_mark:type_name -> raftbus.engine.v1.TransferMark
-	12, // 9: raftbus.engine.v1.SnapshotRecord.transfer_claim:type_name -> raftbus.engine.v1.TransferClaim
+	8,  // 3: raftbus.engine.v1.SnapshotRecord.duplicate_id:type_name -> raftbus.engine.v1.DuplicateId
+	11, // 4: raftbus.engine.v1.SnapshotRecord.trailer:type_name -> raftbus.engine.v1.SnapshotTrailer
+	12, // 5: raftbus.engine.v1.SnapshotRecord.session:type_name -> raftbus.engine.v1.StoredSession
+	9,  // 6: raftbus.engine.v1.SnapshotRecord.receipt:type_name -> raftbus.engine.v1.Receipt
+	10, // 7: raftbus.engine.v1.SnapshotRecord.settled_lock:type_name -> raftbus.engine.v1.SettledLock
+	7,  // 8: raftbus.engine.v1.SnapshotRecord.transfer_mark:type_name -> raftbus.engine.v1.TransferMark
+	13, // 9: raftbus.engine.v1.SnapshotRecord.transfer_claim:type_name -> raftbus.engine.v1.TransferClaim
 	3,  // 10: raftbus.engine.v1.SnapshotHeader.generations:type_name -> raftbus.engine.v1.EntityGeneration
-	13, // 11: raftbus.engine.v1.SnapshotEntity.configuration:type_name -> raftbus.engine.v1.ConfigureEntity
-	14, // 12: raftbus.engine.v1.StoredMessage.sub_queue:type_name -> raftbus.v1.SubQueue
+	14, // 11: raftbus.engine.v1.SnapshotEntity.configuration:type_name -> raftbus.engine.v1.ConfigureEntity
+	15, // 12: raftbus.engine.v1.StoredMessage.sub_queue:type_name -> raftbus.v1.SubQueue
 	0,  // 13: raftbus.engine.v1.StoredMessage.state:type_name -> raftbus.engine.v1.StoredState
-	14, // 14: raftbus.engine.v1.Receipt.sub_queue:type_name -> raftbus.v1.SubQueue
-	15, // 15: raftbus.engine.v1.Receipt.receive_mode:type_name -> raftbus.v1.ReceiveMode
-	16, // 16: raftbus.engine.v1.Receipt.removed:type_name -> raftbus.v1.ReceivedMessage
-	14, // 17: raftbus.engine.v1.SettledLock.sub_queue:type_name -> raftbus.v1.SubQueue
-	17, // 18: raftbus.engine.v1.SettledLock.disposition:type_name -> raftbus.engine.v1.Disposition
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	6,  // 14: raftbus.engine.v1.StoredMessage.body_ref:type_name -> raftbus.engine.v1.BodyRef
+	15, // 15: raftbus.engine.v1.Receipt.sub_queue:type_name -> raftbus.v1.SubQueue
+	16, // 16: raftbus.engine.v1.Receipt.receive_mode:type_name -> raftbus.v1.ReceiveMode
+	17, // 17: raftbus.engine.v1.Receipt.removed:type_name -> raftbus.v1.ReceivedMessage
+	6,  // 18: raftbus.engine.v1.Receipt.removed_body_refs:type_name -> raftbus.engine.v1.BodyRef
+	15, // 19: raftbus.engine.v1.SettledLock.sub_queue:type_name -> raftbus.v1.SubQueue
+	18, // 20: raftbus.engine.v1.SettledLock.disposition:type_name -> raftbus.engine.v1.Disposition
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_raftbus_engine_v1_snapshot_proto_init() }
@@ -1320,7 +1412,7 @@ func file_raftbus_engine_v1_snapshot_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftbus_engine_v1_snapshot_proto_rawDesc), len(file_raftbus_engine_v1_snapshot_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
