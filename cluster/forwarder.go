@@ -122,7 +122,13 @@ func (n *Node) runForwarder(r *replica, stream string) {
 				continue
 			}
 			var batch []engine.Transfer
-			r.p.ReadApplied(func(en *engine.Engine) { batch = en.TransfersTo(to, forwardBatchMessages, forwardBatchBytes) })
+			// The bodies come from the log; a batch whose bodies could
+			// not be read is not sent, and is tried again.
+			if err := r.p.ReadApplied(func(en *engine.Engine) { batch = en.TransfersTo(to, forwardBatchMessages, forwardBatchBytes) }); err != nil {
+				n.log.Warn("forward messages: read their bodies", "group", r.group, "to", to, "err", err)
+				batch = nil
+				wait = min(wait, forwardMaxBackoff)
+			}
 			if len(batch) == 0 {
 				continue
 			}

@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"testing"
 
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
@@ -136,5 +137,46 @@ func TestTopicCopiesShareTheirBodyOnDisk(t *testing.T) {
 	h.ok(deleteCmd(testTopic))
 	if got := h.e.OldestBodyRef(); got != 0 {
 		t.Fatalf("the topic is gone, yet entry %d is pinned", got)
+	}
+}
+
+func TestExpandedSnapshotCarriesTheBodiesAndRestoresWithoutTheLog(t *testing.T) {
+	h := newHarness(t, nil)
+	for i := range 20 {
+		h.send(&raftbusv1.Message{MessageId: fmt.Sprint(i), Body: bytes.Repeat([]byte{byte('a' + i)}, 100+i*40)})
+	}
+	h.ok(receiveWithID("r1", receiveDel, 3))
+	var snap bytes.Buffer
+	if err := h.e.Snapshot(&snap); err != nil {
+		t.Fatal(err)
+	}
+	read := func(r BodyRef) ([]byte, error) {
+		data := h.log.entries[r.Index]
+		return data[r.Offset : r.Offset+r.Length], nil
+	}
+	size, err := ExpandBodies(bytes.NewReader(snap.Bytes()), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var expanded bytes.Buffer
+	n, err := ExpandBodies(bytes.NewReader(snap.Bytes()), &expanded, read)
+	if err != nil || n != size || int64(expanded.Len()) != size {
+		t.Fatalf("expanded %d bytes (%v), %d written, sized %d beforehand", n, err, expanded.Len(), size)
+	}
+	peer := New(0, 1)
+	if err := peer.Restore(&expanded); err != nil {
+		t.Fatal(err)
+	}
+	if peer.OldestBodyRef() != 0 || peer.Digest() != h.e.Digest() {
+		t.Fatalf("the peer refers to entry %d, or holds other state", peer.OldestBodyRef())
+	}
+	ms, err := peer.Peek(testQueue, mainQueue, 0, 100, 0)
+	if err != nil || len(ms) != 17 || len(peer.TakeBodies()) != 0 || !bytes.Equal(ms[16].GetMessage().GetBody(), bytes.Repeat([]byte{'t'}, 100+19*40)) {
+		t.Fatalf("the peer peeked %d messages (%v)", len(ms), err)
+	}
+
+	failing := func(BodyRef) ([]byte, error) { return nil, fmt.Errorf("disk gone") }
+	if _, err := ExpandBodies(bytes.NewReader(snap.Bytes()), io.Discard, failing); err == nil {
+		t.Fatal("a body that could not be read was left out without an error")
 	}
 }

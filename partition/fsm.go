@@ -43,6 +43,10 @@ type fsm struct {
 
 	// snapshots counts the snapshots taken, for metrics.
 	snapshots atomic.Uint64
+	// snapshotPin is the oldest log entry the newest snapshot on disk
+	// refers to a body in (0: none), which the log must keep along with
+	// those the state refers to (see pinnedLog).
+	snapshotPin atomic.Uint64
 
 	// durable, when set, waits until the replica's own log holds the
 	// entries through an index durably: a leader writes its entries while
@@ -72,7 +76,10 @@ func newFSM(name string, partitionID, partitionCount uint32) *fsm {
 // be decoded (which no leader of ours proposes).
 type entryResults struct {
 	results []*enginev1.Result
-	err     error
+	// bodies are, by command, the messages its result hands out whose
+	// bodies are still to be read from the log (nil when none).
+	bodies [][]engine.PendingBody
+	err    error
 }
 
 var _ raft.BatchingFSM = (*fsm)(nil)
@@ -180,10 +187,22 @@ func (f *fsm) applyEntry(l *raft.Log) entryResults {
 		return entryResults{err: fmt.Errorf("partition %s: decode log entry %d: %w", f.name, l.Index, err)}
 	}
 	results := make([]*enginev1.Result, len(entry.Commands))
+	refs := bodyRefs(l.Index, l.Data, &entry)
+	var bodies [][]engine.PendingBody
 	for i, cmd := range entry.Commands {
-		results[i] = f.engine.Apply(cmd)
+		var r []engine.BodyRef
+		if refs != nil {
+			r = refs[i]
+		}
+		results[i] = f.engine.ApplyStored(cmd, r)
+		if p := f.engine.TakeBodies(); len(p) > 0 {
+			if bodies == nil {
+				bodies = make([][]engine.PendingBody, len(entry.Commands))
+			}
+			bodies[i] = p
+		}
 	}
-	return entryResults{results: results}
+	return entryResults{results: results, bodies: bodies}
 }
 
 // A snapshot is snapshotMagic, the log index its state is current through
@@ -210,7 +229,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	applied := f.applied
 	f.progress.Unlock()
 	f.snapshots.Add(1)
-	return &fsmSnapshot{name: f.name, applied: applied, image: f.engine.Capture()}, nil
+	return &fsmSnapshot{f: f, name: f.name, applied: applied, pin: f.engine.OldestBodyRef(), image: f.engine.Capture()}, nil
 }
 
 func (f *fsm) Restore(r io.ReadCloser) error {
@@ -229,10 +248,12 @@ func (f *fsm) Restore(r io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	err := f.engine.Restore(br)
+	pin := f.engine.OldestBodyRef()
 	f.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("partition %s: restore engine: %w", f.name, err)
 	}
+	f.snapshotPin.Store(pin)
 	f.advance(applied, true)
 	return nil
 }
@@ -245,6 +266,18 @@ func (f *fsm) read(fn func(e *engine.Engine)) {
 	fn(f.engine)
 }
 
+// oldestPinned is the oldest log entry the state or the newest snapshot
+// refers to a body in (0: none).
+func (f *fsm) oldestPinned() uint64 {
+	f.mu.Lock()
+	pin := f.engine.OldestBodyRef()
+	f.mu.Unlock()
+	if s := f.snapshotPin.Load(); s > 0 && (pin == 0 || s < pin) {
+		pin = s
+	}
+	return pin
+}
+
 // changes returns a channel closed after the next applied batch.
 func (f *fsm) changes() <-chan struct{} {
 	f.progress.Lock()
@@ -253,8 +286,10 @@ func (f *fsm) changes() <-chan struct{} {
 }
 
 type fsmSnapshot struct {
+	f       *fsm
 	name    string
 	applied uint64
+	pin     uint64 // the image's oldest body reference
 	image   *engine.Image
 }
 
@@ -267,7 +302,13 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 		sink.Cancel()
 		return fmt.Errorf("partition %s: write snapshot: %w", s.name, err)
 	}
-	return sink.Close()
+	if err := sink.Close(); err != nil {
+		return err
+	}
+	// Raft compacts its log after this returns; from now on the
+	// entries this snapshot refers to are kept for it.
+	s.f.snapshotPin.Store(s.pin)
+	return nil
 }
 
 func (s *fsmSnapshot) Release() {}

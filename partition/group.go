@@ -3,6 +3,7 @@ package partition
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"runtime"
@@ -37,6 +38,9 @@ type Group struct {
 	// Config is the group's Raft configuration except for LocalID and
 	// Logger, which StartGroup sets.
 	Config *raft.Config
+	// ExpandSnapshot, when set, rewrites a snapshot for a peer (see
+	// Snapshots.Open): the group's snapshots refer to what its log holds.
+	ExpandSnapshot func(r io.Reader, w io.Writer) (int64, error)
 }
 
 // StartGroup opens g's snapshots, checks that its stored state holds
@@ -50,6 +54,7 @@ func StartGroup(g Group) (*raft.Raft, *Snapshots, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	snaps.expand = g.ExpandSnapshot
 	if err := CheckStored(g.Name, snaps, g.Log, g.Stable); err != nil {
 		return nil, nil, err
 	}
@@ -61,6 +66,10 @@ func StartGroup(g Group) (*raft.Raft, *Snapshots, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("group %s: start raft: %w", g.Name, err)
 	}
+	// Raft restored its newest snapshot, if any, while it started: from
+	// now on it opens snapshots to send them, or to install one a peer
+	// sent.
+	snaps.started.Store(true)
 	return r, snaps, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,8 @@ type Partition struct {
 	running atomic.Pointer[raft.Raft]
 
 	fsm *fsm
+	// bodies reads the bodies of the messages handed out from the log.
+	bodies *bodyReader
 	// followers is what this replica, leading, sees of its followers;
 	// stuck how long raft has refused its proposals for a transfer (see
 	// handover.go).
@@ -104,10 +107,11 @@ func Open(cfg Config) (*Partition, error) {
 			p.fsm.durable = q.WaitDurable
 		}
 	}
-	logs, err := raft.NewLogCache(logCacheSize, logs)
+	logs, err := raft.NewLogCache(logCacheSize, pinnedLog{LogStore: logs, oldest: p.fsm.oldestPinned})
 	if err != nil {
 		return nil, fmt.Errorf("partition %s: log cache: %w", cfg.Name, err)
 	}
+	p.bodies = newBodyReader(cfg.Name, logs)
 	var machine raft.FSM = p.fsm
 	if cfg.Observer != nil {
 		machine = timedFSM{p.fsm, cfg.Observer}
@@ -117,6 +121,9 @@ func Open(cfg Config) (*Partition, error) {
 		Log: logs, Stable: cfg.Stable, Transport: transport, FSM: machine,
 		Logger: cfg.Logger, OnDamage: cfg.OnDamage, Config: cfg.raftConfig(),
 		Followers: p.followers,
+		ExpandSnapshot: func(r io.Reader, w io.Writer) (int64, error) {
+			return expandSnapshot(r, w, p.bodies.read)
+		},
 	})
 	if err != nil {
 		return nil, err
@@ -258,7 +265,7 @@ func (p *Partition) ApplyAll(ctx context.Context, cmds []*enginev1.Command) []Ap
 		}
 		select {
 		case r := <-pr.done:
-			out[i].Result, out[i].Err = r.outcome()
+			out[i].Result, out[i].Err = p.outcome(r)
 		case <-p.stop:
 			out[i].Err = p.proposalError(raft.ErrRaftShutdown)
 		case <-ctx.Done():
@@ -293,20 +300,33 @@ func (p *Partition) Read(ctx context.Context, fn func(e *engine.Engine)) error {
 	// ahead of it (see fsm.applied). Entries Raft keeps from the state
 	// machine (no-ops, barriers) are covered: readyTerm is set once this
 	// term's barrier, the last such entry a leader writes, is applied.
-	if err := p.fsm.readAt(ctx, p.stop, readIndex, fn); err != nil {
+	var pending []engine.PendingBody
+	read := func(e *engine.Engine) {
+		fn(e)
+		pending = e.TakeBodies()
+	}
+	if err := p.fsm.readAt(ctx, p.stop, readIndex, read); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		return p.notLeader()
 	}
-	return nil
+	return p.bodies.fill(pending)
 }
 
 // ReadApplied runs fn against this replica's applied state as it is, with
 // no check of leadership or of what is committed but not yet applied: for
 // facts that only ever become true, such as an entity having been
-// configured.
-func (p *Partition) ReadApplied(fn func(e *engine.Engine)) { p.fsm.read(fn) }
+// configured. It fails only when the bodies of messages fn had handed
+// out could not be read.
+func (p *Partition) ReadApplied(fn func(e *engine.Engine)) error {
+	var pending []engine.PendingBody
+	p.fsm.read(func(e *engine.Engine) {
+		fn(e)
+		pending = e.TakeBodies()
+	})
+	return p.bodies.fill(pending)
+}
 
 // Await waits for a Raft future and returns its error, giving up when ctx
 // ends (ctx.Err()) or stop is closed (raft.ErrRaftShutdown; a nil stop is

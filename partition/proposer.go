@@ -28,11 +28,26 @@ type proposal struct {
 
 type proposalResult struct {
 	res *enginev1.Result
-	err error
+	// bodies are the messages res hands out whose bodies the caller
+	// reads from the log.
+	bodies []engine.PendingBody
+	err    error
 }
 
 // outcome is the result as Apply returns it: the engine's refusal of the
 // command as an error.
+// outcome is the result of a proposal as its caller gets it: with the
+// bodies of the messages it hands out read from the log.
+func (p *Partition) outcome(r proposalResult) (*enginev1.Result, error) {
+	res, err := r.outcome()
+	if err == nil && len(r.bodies) > 0 {
+		if err := p.bodies.fill(r.bodies); err != nil {
+			return nil, err
+		}
+	}
+	return res, err
+}
+
 func (r proposalResult) outcome() (*enginev1.Result, error) {
 	switch {
 	case r.err != nil:
@@ -247,7 +262,11 @@ func (p *Partition) runResponder() {
 				"partition %s: log entry %d: %d results for %d commands", p.name, in.future.Index(), len(er.results), len(in.batch))})
 		default:
 			for i, pr := range in.batch {
-				pr.done <- proposalResult{res: er.results[i]}
+				r := proposalResult{res: er.results[i]}
+				if er.bodies != nil {
+					r.bodies = er.bodies[i]
+				}
+				pr.done <- r
 			}
 		}
 	}

@@ -91,7 +91,7 @@ func (p *Partition) Receive(ctx context.Context, lock *enginev1.Lock, maxWait ti
 		var woke error
 		select {
 		case r := <-rider.done:
-			if msgs, done, err := lockOutcome(r); done {
+			if msgs, done, err := p.lockOutcome(r); done {
 				return msgs, err
 			}
 			continue
@@ -106,7 +106,7 @@ func (p *Partition) Receive(ctx context.Context, lock *enginev1.Lock, maxWait ti
 			// The proposer took it: its entry's outcome comes first.
 			select {
 			case r := <-rider.done:
-				if msgs, done, err := lockOutcome(r); done {
+				if msgs, done, err := p.lockOutcome(r); done {
 					return msgs, err
 				}
 			case <-p.stop:
@@ -121,8 +121,8 @@ func (p *Partition) Receive(ctx context.Context, lock *enginev1.Lock, maxWait ti
 
 // lockOutcome is what a rider's Lock command came to, and whether the
 // receive is done with it: it is unless it found nothing.
-func lockOutcome(r proposalResult) (msgs []*raftbusv1.ReceivedMessage, done bool, err error) {
-	res, err := r.outcome()
+func (p *Partition) lockOutcome(r proposalResult) (msgs []*raftbusv1.ReceivedMessage, done bool, err error) {
+	res, err := p.outcome(r)
 	if err != nil {
 		return nil, true, err
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 )
@@ -36,6 +37,11 @@ type Snapshots struct {
 	dir      string
 	name     string
 	onDamage func(error)
+	// expand, when set, rewrites a snapshot opened once raft has started
+	// (to be sent, or installed from a peer) so that it holds what it
+	// refers to in this replica's log.
+	expand  func(r io.Reader, w io.Writer) (int64, error)
+	started atomic.Bool
 }
 
 // OpenSnapshots opens the snapshot store in dir of the Raft group name;
@@ -57,6 +63,13 @@ func (s *Snapshots) List() ([]*raft.SnapshotMeta, error) {
 }
 
 func (s *Snapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
+	if s.expand != nil && s.started.Load() {
+		return s.openExpanded(id)
+	}
+	return s.open(id)
+}
+
+func (s *Snapshots) open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
 	meta, r, err := s.FileSnapshotStore.Open(id)
 	if err != nil && snapshotDamaged(err) {
 		err = damaged(s.name, "snapshot %s: %v", id, err)
@@ -65,6 +78,36 @@ func (s *Snapshots) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
 		}
 	}
 	return meta, r, err
+}
+
+// openExpanded opens snapshot id rewritten by s.expand: once to learn the
+// size of the copy (raft sends the size first), then for the copy, made
+// as it is read.
+func (s *Snapshots) openExpanded(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
+	meta, r, err := s.open(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	size, err := s.expand(r, nil)
+	r.Close()
+	if err != nil {
+		return nil, nil, fmt.Errorf("partition %s: snapshot %s: %w", s.name, id, err)
+	}
+	meta, r, err = s.open(id)
+	if err != nil || size == meta.Size {
+		return meta, r, err // nothing to rewrite
+	}
+	expanded := *meta
+	expanded.Size = size
+	pr, pw := io.Pipe()
+	// The copy ends when it is done or when the reader is closed (the
+	// pipe's writes fail).
+	go func() {
+		_, err := s.expand(r, pw)
+		r.Close()
+		pw.CloseWithError(err)
+	}()
+	return &expanded, pr, nil
 }
 
 // snapshotDamaged tells a snapshot that fails its checks from one that
