@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"slices"
 
 	enginev1 "github.com/raftbus/raftbus/proto/raftbus/engine/v1"
@@ -35,17 +36,6 @@ func (r BodyRef) stored() *enginev1.BodyRef {
 type PendingBody struct {
 	Message *raftbusv1.Message
 	Ref     BodyRef
-}
-
-// ApplyStored applies cmd as Apply does, where refs says where the bodies
-// of the messages it sends (a Send's or a Schedule's, in order) lie in the
-// log: the engine keeps a reference instead of each body that has one (a
-// nonzero Length that matches the body's). Every replica must pass the
-// same references for the same command, for they are part of the state.
-func (e *Engine) ApplyStored(cmd *enginev1.Command, refs []BodyRef) *enginev1.Result {
-	e.sendRefs = refs
-	defer func() { e.sendRefs = nil }()
-	return e.Apply(cmd)
 }
 
 // TakeBodies returns the messages handed out since the last call (by
@@ -96,7 +86,7 @@ func (p *bodyPins) add(r BodyRef) {
 		return
 	}
 	// Out of order: a restore or a receipt of older messages.
-	i, found := slices.BinarySearchFunc(live, r.Index, func(x pinRun, idx uint64) int { return cmpUint64(x.index, idx) })
+	i, found := slices.BinarySearchFunc(live, r.Index, func(x pinRun, idx uint64) int { return cmp.Compare(x.index, idx) })
 	if found {
 		live[i].n++
 		return
@@ -109,7 +99,7 @@ func (p *bodyPins) remove(r BodyRef) {
 		return
 	}
 	live := p.runs[p.head:]
-	i, found := slices.BinarySearchFunc(live, r.Index, func(x pinRun, idx uint64) int { return cmpUint64(x.index, idx) })
+	i, found := slices.BinarySearchFunc(live, r.Index, func(x pinRun, idx uint64) int { return cmp.Compare(x.index, idx) })
 	if !found || live[i].n <= 0 {
 		return
 	}
@@ -130,14 +120,4 @@ func (p *bodyPins) oldest() uint64 {
 		return 0
 	}
 	return p.runs[p.head].index
-}
-
-func cmpUint64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -84,11 +84,9 @@ type Engine struct {
 	// pins counts the body references of the stored messages and
 	// receipts by log index (see bodyref.go); it follows from the state.
 	pins *bodyPins
-	// sendRefs are the body references of the command being applied (see
-	// ApplyStored); pending the messages handed out since TakeBodies.
-	// Neither is state.
-	sendRefs []BodyRef
-	pending  []PendingBody
+	// pending are the messages handed out since TakeBodies whose bodies
+	// are still to be read; not state.
+	pending []PendingBody
 }
 
 // New returns the empty state of partition partitionID of partitionCount.
@@ -125,7 +123,14 @@ func DecodeCommand(b []byte) (*enginev1.Command, error) {
 // result; a malformed one (INVALID_ARGUMENT before any lookup) and one made
 // from an outdated entity definition (see fence.go) do not even advance the
 // clock. Apply never panics on any input.
-func (e *Engine) Apply(cmd *enginev1.Command) *enginev1.Result {
+func (e *Engine) Apply(cmd *enginev1.Command) *enginev1.Result { return e.ApplyStored(cmd, nil) }
+
+// ApplyStored applies cmd as Apply does, where refs says where the bodies
+// of the messages it sends (a Send's or a Schedule's, in order) lie in the
+// log: the engine keeps a reference instead of each body that has one (a
+// nonzero Length that matches the body's). Every replica must pass the
+// same references for the same command, for they are part of the state.
+func (e *Engine) ApplyStored(cmd *enginev1.Command, refs []BodyRef) *enginev1.Result {
 	e.pending = nil // what the caller did not take is of no use now
 	if err := validate(cmd); err != nil {
 		return errorResult(err)
@@ -149,13 +154,13 @@ func (e *Engine) Apply(cmd *enginev1.Command) *enginev1.Result {
 		}
 	case *enginev1.Command_Send:
 		var r []*raftbusv1.SendResult
-		r, err = e.send(now, b.Send.GetEntityPath(), b.Send.GetMessages(), e.sendRefs, false)
+		r, err = e.send(now, b.Send.GetEntityPath(), b.Send.GetMessages(), refs, false)
 		if err == nil {
 			res = &enginev1.Result{Result: &enginev1.Result_Send{Send: &enginev1.SendResult{Messages: r}}}
 		}
 	case *enginev1.Command_Schedule:
 		var r []*raftbusv1.SendResult
-		r, err = e.send(now, b.Schedule.GetEntityPath(), b.Schedule.GetMessages(), e.sendRefs, true)
+		r, err = e.send(now, b.Schedule.GetEntityPath(), b.Schedule.GetMessages(), refs, true)
 		if err == nil {
 			res = &enginev1.Result{Result: &enginev1.Result_Schedule{Schedule: &enginev1.ScheduleResult{Messages: r}}}
 		}

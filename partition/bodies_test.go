@@ -43,6 +43,25 @@ func checkBodies(t *testing.T, p *partition.Partition, from, to int) {
 	}
 }
 
+// completeBodies receives the queue's messages from..to-1 on p, checks
+// their bodies and completes them.
+func completeBodies(t *testing.T, p *partition.Partition, from, to int) {
+	t.Helper()
+	ctx := context.Background()
+	got, err := p.Receive(ctx, lockCmd(int32(to-from+1)), 0)
+	if err != nil || len(got) != to-from {
+		t.Fatalf("receive: %d messages, %v; want %d", len(got), err, to-from)
+	}
+	for i, m := range got {
+		if want := bodyOf(from + i); !bytes.Equal(m.GetMessage().GetBody(), want) {
+			t.Fatalf("received body %q, want %q", m.GetMessage().GetBody(), want)
+		}
+		if _, err := p.Apply(ctx, completeCmd(m.LockToken)); err != nil {
+			t.Fatalf("complete %d: %v", m.SequenceNumber, err)
+		}
+	}
+}
+
 func oldestBodyRef(p *partition.Partition) uint64 {
 	var oldest uint64
 	p.ReadApplied(func(e *engine.Engine) { oldest = e.OldestBodyRef() })
@@ -56,20 +75,8 @@ func TestBodiesStayInTheLogThroughCompactionAndRestart(t *testing.T) {
 	l := c.leader()
 	p := c.replicas[l]
 	configure(t, p, nil)
-	ctx := context.Background()
 	sendBodies(t, p, 0, 10)
-	got, err := p.Receive(ctx, lockCmd(10), 0)
-	if err != nil || len(got) != 10 {
-		t.Fatalf("receive: %d messages, %v", len(got), err)
-	}
-	for i, m := range got {
-		if !bytes.Equal(m.GetMessage().GetBody(), bodyOf(i)) {
-			t.Fatalf("received body %q, want %q", m.GetMessage().GetBody(), bodyOf(i))
-		}
-		if _, err := p.Apply(ctx, completeCmd(m.LockToken)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	completeBodies(t, p, 0, 10)
 	sendBodies(t, p, 10, 30)
 	pin := oldestBodyRef(p)
 	if pin == 0 {
@@ -98,15 +105,7 @@ func TestBodiesStayInTheLogThroughCompactionAndRestart(t *testing.T) {
 	}
 	p = c.replicas[c.leader()]
 	checkBodies(t, p, 10, 30)
-	got, err = p.Receive(ctx, lockCmd(100), 0)
-	if err != nil || len(got) != 20 {
-		t.Fatalf("receive after restart: %d messages, %v", len(got), err)
-	}
-	for _, m := range got {
-		if _, err := p.Apply(ctx, completeCmd(m.LockToken)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	completeBodies(t, p, 10, 30)
 	if pin := oldestBodyRef(p); pin != 0 {
 		t.Fatalf("every message is completed, yet entry %d is kept for a body", pin)
 	}
@@ -123,15 +122,7 @@ func TestAReplicaRebuiltFromASnapshotGetsTheBodiesWithIt(t *testing.T) {
 	// Enough entries before the oldest one still needed that the log
 	// starts after what a new replica needs: it must take a snapshot.
 	sendBodies(t, p, 0, 5)
-	got, err := p.Receive(ctx, lockCmd(5), 0)
-	if err != nil || len(got) != 5 {
-		t.Fatalf("receive: %d messages, %v", len(got), err)
-	}
-	for _, m := range got {
-		if _, err := p.Apply(ctx, completeCmd(m.LockToken)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	completeBodies(t, p, 0, 5)
 	sendBodies(t, p, 5, 25)
 	if err := p.Raft().Snapshot().Error(); err != nil {
 		t.Fatalf("snapshot: %v", err)

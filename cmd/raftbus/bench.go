@@ -352,35 +352,30 @@ func (r *round) run(ctx context.Context, meter *costMeter, count int64, duration
 	}
 	defer r.stop()
 	measure(true)
-	if r.cfg.workload == "drain" {
+	var sendElapsed time.Duration
+	workload := r.cfg.workload
+	if workload == "drain" {
 		// The fill's messages are the round's: they carry its prefix.
 		r.sent.Store(count)
-		r.startConsumers(ctx)
-		if _, err := r.wait(ctx, phase("drain"), r.recvStart, closed, true); err != nil {
+	} else {
+		if workload == "mixed" {
+			r.startConsumers(ctx)
+		}
+		start := time.Now()
+		sendDone, err := r.produce(ctx, count, duration)
+		if err != nil {
 			return 0, nil, err
 		}
-		measure(false)
-		if err := r.stop(); err != nil {
-			return 0, nil, fmt.Errorf("receive: %w", err)
+		first := map[string]string{"mixed": "mixed", "phased": "send", "fill": "fill"}[workload]
+		if sendElapsed, err = r.wait(ctx, phase(first), start, sendDone, workload == "mixed"); err != nil {
+			return 0, nil, err
 		}
-		return 0, costs, nil
 	}
-	first := map[string]string{"mixed": "mixed", "phased": "send", "fill": "fill"}[r.cfg.workload]
-	if r.cfg.workload == "mixed" {
-		r.startConsumers(ctx)
-	}
-	start := time.Now()
-	sendDone, err := r.produce(ctx, count, duration)
-	if err != nil {
-		return 0, nil, err
-	}
-	sendElapsed, err := r.wait(ctx, phase(first), start, sendDone, r.cfg.workload == "mixed")
-	if err != nil {
-		return 0, nil, err
-	}
-	if r.cfg.workload == "phased" {
-		measure(false)
-		measure(true)
+	if workload == "phased" || workload == "drain" {
+		if workload == "phased" {
+			measure(false)
+			measure(true)
+		}
 		r.startConsumers(ctx)
 		if _, err := r.wait(ctx, phase("drain"), r.recvStart, closed, true); err != nil {
 			return 0, nil, err
