@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/raftbus/raftbus/partition"
@@ -35,7 +37,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	for {
 		led := n.handOffAll(ctx)
 		if led == 0 {
-			n.log.Info("shutting down: this node leads no group")
+			n.log.Info("shutting down: no group left to hand over")
 			break
 		}
 		select {
@@ -63,33 +65,35 @@ func (n *Node) Shutdown(ctx context.Context) error {
 }
 
 // handOffAll hands over, concurrently, every group this node leads, and
-// returns how many it led.
+// returns how many it led that have another voter to hand to. A group
+// whose only voter is this node (a single-node cluster) is not counted:
+// waiting would not find it a successor.
 func (n *Node) handOffAll(ctx context.Context) int {
 	var wg sync.WaitGroup
-	led := 0
-	if n.meta.isLeader() {
-		led++
+	var led atomic.Int32
+	handOff := func(what string, handOver func() error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := partition.HandOver(ctx, n.meta.raft, n.meta.followers, "", n.raftTimes(partition.DefaultElectionTimeout))
-			n.log.Debug("shutting down: hand over the metadata group", "err", err)
+			err := handOver()
+			if !errors.Is(err, partition.ErrSoleVoter) {
+				led.Add(1)
+			}
+			n.log.Debug("shutting down: hand over "+what, "err", err)
 		}()
+	}
+	if n.meta.isLeader() {
+		handOff("the metadata group", func() error {
+			return partition.HandOver(ctx, n.meta.raft, n.meta.followers, "", n.raftTimes(partition.DefaultElectionTimeout))
+		})
 	}
 	n.mu.RLock()
 	for _, r := range n.replicas {
-		if !r.p.IsLeader() {
-			continue
+		if r.p.IsLeader() {
+			handOff("partition "+r.group, func() error { return r.p.HandOver(ctx, "") })
 		}
-		led++
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := r.p.HandOver(ctx, "")
-			n.log.Debug("shutting down: hand over partition", "group", r.group, "err", err)
-		}()
 	}
 	n.mu.RUnlock()
 	wg.Wait()
-	return led
+	return int(led.Load())
 }

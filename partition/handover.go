@@ -34,6 +34,11 @@ const maxHandOverLag = 256
 // take leadership over now.
 var ErrNoSuccessor = errors.New("no follower is ready to take leadership over")
 
+// ErrSoleVoter is returned by HandOver when the group has no voter but
+// this one (a single-node cluster): there is no one to hand over to, now
+// or later.
+var ErrSoleVoter = errors.New("the group has no other voter")
+
 // Followers is what a leader learns of its followers from their answers to
 // AppendEntries, heartbeats included (raft sends those every tenth of the
 // heartbeat timeout, whatever else is going on): when each last answered in
@@ -129,8 +134,13 @@ func successor(r *raft.Raft, f *Followers, to raft.ServerID, window time.Duratio
 	var target *raft.Server
 	var best uint64
 	var why []error
+	others := 0
 	for _, s := range cf.Configuration().Servers {
-		if s.Suffrage != raft.Voter || s.ID == self || (to != "" && s.ID != to) {
+		if s.Suffrage != raft.Voter || s.ID == self {
+			continue
+		}
+		others++
+		if to != "" && s.ID != to {
 			continue
 		}
 		lastLog, err := f.ready(s.ID, term, last, window)
@@ -143,6 +153,9 @@ func successor(r *raft.Raft, f *Followers, to raft.ServerID, window time.Duratio
 		}
 	}
 	if target == nil {
+		if others == 0 {
+			return raft.Server{}, ErrSoleVoter
+		}
 		if to != "" && len(why) == 0 {
 			return raft.Server{}, fmt.Errorf("%w: %s is not a voter of the group", ErrNoSuccessor, to)
 		}

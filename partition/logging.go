@@ -34,10 +34,23 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 		switch {
 		case bytes.HasPrefix(line, []byte("[ERROR]")):
 			level = slog.LevelError
+		case firstElection(line):
+			level = slog.LevelDebug
 		case bytes.HasPrefix(line, []byte("[WARN]")):
 			level = slog.LevelWarn
 		}
 		w.log.Log(context.Background(), level, string(line))
 	}
 	return len(p), nil
+}
+
+// firstElection tells the warning raft writes when a replica that has
+// heard from no leader since it started calls an election: every group
+// does that once when it is created or its node starts, so it is routine,
+// not something to act on. A replica that lost its leader names it
+// (last-leader-id=n2), and that stays a warning.
+func firstElection(line []byte) bool {
+	return bytes.HasPrefix(line, []byte("[WARN]")) &&
+		bytes.Contains(line, []byte("heartbeat timeout reached, starting election")) &&
+		bytes.HasSuffix(line, []byte("last-leader-id="))
 }
