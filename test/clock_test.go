@@ -56,15 +56,9 @@ func TestSkewedNodeNeverLeadsAndItsClockNeverReachesTheLog(t *testing.T) {
 	c := procs.Start(t, raftbusd, 3)
 	admin := raftbusv1.NewAdminServiceClient(c.Conn(0))
 	const lockDuration = 30 * time.Second
-	call(t, 30*time.Second, func(ctx context.Context) error {
-		_, err := admin.CreateQueue(ctx, &raftbusv1.CreateQueueRequest{Queue: &raftbusv1.QueueProperties{
-			Name: "orders", PartitionCount: proto.Uint32(3), LockDuration: durationpb.New(lockDuration),
-			RequiresDuplicateDetection: proto.Bool(true), DuplicateDetectionHistoryTimeWindow: durationpb.New(5 * time.Minute),
-		}})
-		if status.Code(err) == codes.AlreadyExists {
-			return nil
-		}
-		return err
+	createQueue(t, admin, 30*time.Second, &raftbusv1.QueueProperties{
+		Name: "orders", PartitionCount: proto.Uint32(3), LockDuration: durationpb.New(lockDuration),
+		RequiresDuplicateDetection: proto.Bool(true), DuplicateDetectionHistoryTimeWindow: durationpb.New(5 * time.Minute),
 	})
 	msg := make([]raftbusv1.MessagingServiceClient, 3)
 	for i := range msg {

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -185,15 +183,9 @@ func newCorruptionWorkload(t *testing.T, c *procs.Cluster) *corruptionWorkload {
 	for i := range c.Nodes {
 		w.msgs = append(w.msgs, raftbusv1.NewMessagingServiceClient(c.Conn(i)))
 	}
-	call(t, 30*time.Second, func(ctx context.Context) error {
-		_, err := w.admin.CreateQueue(ctx, &raftbusv1.CreateQueueRequest{Queue: &raftbusv1.QueueProperties{
-			Name: "orders", PartitionCount: proto.Uint32(3), RequiresDuplicateDetection: proto.Bool(true),
-			LockDuration: durationpb.New(5 * time.Second),
-		}})
-		if status.Code(err) == codes.AlreadyExists {
-			return nil
-		}
-		return err
+	createQueue(t, w.admin, 30*time.Second, &raftbusv1.QueueProperties{
+		Name: "orders", PartitionCount: proto.Uint32(3), RequiresDuplicateDetection: proto.Bool(true),
+		LockDuration: durationpb.New(5 * time.Second),
 	})
 	return w
 }

@@ -7,9 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/raftbus/raftbus/internal/await"
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 	"github.com/raftbus/raftbus/test/procs"
@@ -94,13 +91,7 @@ func TestAMetadataLeaderWhoseDiskFailsStopsAndComesBack(t *testing.T) {
 	}
 	other := raftbusv1.NewAdminServiceClient(c.Conn((victim + 1) % 3))
 	create := func(name string) {
-		call(t, 60*time.Second, func(ctx context.Context) error {
-			_, err := other.CreateQueue(ctx, &raftbusv1.CreateQueueRequest{Queue: &raftbusv1.QueueProperties{Name: name}})
-			if status.Code(err) == codes.AlreadyExists {
-				return nil
-			}
-			return err
-		})
+		createQueue(t, other, 60*time.Second, &raftbusv1.QueueProperties{Name: name})
 	}
 	create("during")
 	if !c.WaitExit(victim, 30*time.Second) {

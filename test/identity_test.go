@@ -100,14 +100,8 @@ func TestWipedNodeIsRefusedAndItsOldVotesElectNoStaleLeader(t *testing.T) {
 	c := procs.Start(t, raftbusd, 3)
 	known := waitIncarnations(t, c, 1)
 	admin := raftbusv1.NewAdminServiceClient(c.Conn(0))
-	call(t, 30*time.Second, func(ctx context.Context) error {
-		_, err := admin.CreateQueue(ctx, &raftbusv1.CreateQueueRequest{Queue: &raftbusv1.QueueProperties{
-			Name: "orders", RequiresDuplicateDetection: proto.Bool(true)}})
-		if status.Code(err) == codes.AlreadyExists {
-			return nil
-		}
-		return err
-	})
+	createQueue(t, admin, 30*time.Second, &raftbusv1.QueueProperties{
+		Name: "orders", RequiresDuplicateDetection: proto.Bool(true)})
 	send := func(via int, id string) {
 		t.Helper()
 		msg := raftbusv1.NewMessagingServiceClient(c.Conn(via))
@@ -260,13 +254,7 @@ func TestNodeOfAnotherClusterIsRefused(t *testing.T) {
 	}
 	msg := raftbusv1.NewMessagingServiceClient(c.Conn(1))
 	admin := raftbusv1.NewAdminServiceClient(c.Conn(0))
-	call(t, 30*time.Second, func(ctx context.Context) error {
-		_, err := admin.CreateQueue(ctx, &raftbusv1.CreateQueueRequest{Queue: &raftbusv1.QueueProperties{Name: "q"}})
-		if status.Code(err) == codes.AlreadyExists {
-			return nil
-		}
-		return err
-	})
+	createQueue(t, admin, 30*time.Second, &raftbusv1.QueueProperties{Name: "q"})
 	call(t, 30*time.Second, func(ctx context.Context) error {
 		_, err := msg.Send(ctx, &raftbusv1.SendRequest{EntityPath: "q", Messages: []*raftbusv1.Message{{MessageId: "x", Body: []byte("x")}}})
 		return err

@@ -38,14 +38,8 @@ func TestKillPartitionLeaderLosesNoAcknowledgedMessage(t *testing.T) {
 		clients[i] = raftbusv1.NewMessagingServiceClient(c.Conn(i))
 	}
 	admin := raftbusv1.NewAdminServiceClient(c.Conn(0))
-	call(t, 30*time.Second, func(ctx context.Context) error {
-		_, err := admin.CreateQueue(ctx, &raftbusv1.CreateQueueRequest{Queue: &raftbusv1.QueueProperties{
-			Name: "orders", PartitionCount: proto.Uint32(3), RequiresDuplicateDetection: proto.Bool(true),
-		}})
-		if status.Code(err) == codes.AlreadyExists {
-			return nil
-		}
-		return err
+	createQueue(t, admin, 30*time.Second, &raftbusv1.QueueProperties{
+		Name: "orders", PartitionCount: proto.Uint32(3), RequiresDuplicateDetection: proto.Bool(true),
 	})
 
 	acked := make(map[string]bool)
@@ -125,6 +119,20 @@ func TestKillPartitionLeaderLosesNoAcknowledgedMessage(t *testing.T) {
 	c.Restart(victim)
 	c.WaitReady(victim, 30*time.Second)
 	send([]int{victim}, "via-restarted", nil)
+}
+
+// createQueue creates q through admin, repeating while the answer is
+// retryable, up to timeout; a queue that already exists (a repeat whose
+// first attempt took effect) is fine.
+func createQueue(t *testing.T, admin raftbusv1.AdminServiceClient, timeout time.Duration, q *raftbusv1.QueueProperties) {
+	t.Helper()
+	call(t, timeout, func(ctx context.Context) error {
+		_, err := admin.CreateQueue(ctx, &raftbusv1.CreateQueueRequest{Queue: q})
+		if status.Code(err) == codes.AlreadyExists {
+			return nil
+		}
+		return err
+	})
 }
 
 // call repeats op while it fails with a retryable error, up to timeout.

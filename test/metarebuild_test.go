@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 	"github.com/raftbus/raftbus/test/procs"
 )
@@ -27,13 +24,7 @@ func TestADamagedMetadataLogIsRebuiltFromThePeers(t *testing.T) {
 	c := procs.Start(t, raftbusd, 3)
 	w := newCorruptionWorkload(t, c)
 	const marked = "audit-trail-queue"
-	call(t, 30*time.Second, func(ctx context.Context) error {
-		_, err := w.admin.CreateQueue(ctx, &raftbusv1.CreateQueueRequest{Queue: &raftbusv1.QueueProperties{Name: marked}})
-		if status.Code(err) == codes.AlreadyExists {
-			return nil
-		}
-		return err
-	})
+	createQueue(t, w.admin, 30*time.Second, &raftbusv1.QueueProperties{Name: marked})
 	victim := w.preferredLeader(0)
 	for i := range 60 {
 		w.send(fmt.Sprintf("a%03d", i), uint32(i%3))

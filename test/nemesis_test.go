@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -29,13 +27,7 @@ const nemesisQueue = "nemesis-queue"
 func TestNemesisHealsWhatItBreaks(t *testing.T) {
 	c := procs.Start(t, raftbusd, 3)
 	admin := raftbusv1.NewAdminServiceClient(c.Conn(0))
-	call(t, 30*time.Second, func(ctx context.Context) error {
-		_, err := admin.CreateQueue(ctx, &raftbusv1.CreateQueueRequest{Queue: &raftbusv1.QueueProperties{Name: nemesisQueue, PartitionCount: proto.Uint32(2)}})
-		if status.Code(err) == codes.AlreadyExists {
-			return nil
-		}
-		return err
-	})
+	createQueue(t, admin, 30*time.Second, &raftbusv1.QueueProperties{Name: nemesisQueue, PartitionCount: proto.Uint32(2)})
 	path := filepath.Join(t.TempDir(), "history.jsonl")
 	rec, err := history.Create(path)
 	if err != nil {
@@ -84,13 +76,7 @@ func TestEveryFaultHeals(t *testing.T) {
 		}
 	})
 	admin := raftbusv1.NewAdminServiceClient(c.Conn(0))
-	call(t, 30*time.Second, func(ctx context.Context) error {
-		_, err := admin.CreateQueue(ctx, &raftbusv1.CreateQueueRequest{Queue: &raftbusv1.QueueProperties{Name: nemesisQueue, PartitionCount: proto.Uint32(2)}})
-		if status.Code(err) == codes.AlreadyExists {
-			return nil
-		}
-		return err
-	})
+	createQueue(t, admin, 30*time.Second, &raftbusv1.QueueProperties{Name: nemesisQueue, PartitionCount: proto.Uint32(2)})
 	path := filepath.Join(t.TempDir(), "history.jsonl")
 	rec, err := history.Create(path)
 	if err != nil {

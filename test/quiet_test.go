@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
@@ -26,13 +24,7 @@ func TestASingleNodeWorksAndStopsWithoutWarnings(t *testing.T) {
 	admin := raftbusv1.NewAdminServiceClient(c.Conn(0))
 	msg := raftbusv1.NewMessagingServiceClient(c.Conn(0))
 	for _, q := range []string{"first", "second", "third"} {
-		call(t, 30*time.Second, func(ctx context.Context) error {
-			_, err := admin.CreateQueue(ctx, &raftbusv1.CreateQueueRequest{Queue: &raftbusv1.QueueProperties{Name: q}})
-			if status.Code(err) == codes.AlreadyExists {
-				return nil
-			}
-			return err
-		})
+		createQueue(t, admin, 30*time.Second, &raftbusv1.QueueProperties{Name: q})
 	}
 	call(t, 30*time.Second, func(ctx context.Context) error {
 		_, err := msg.Send(ctx, &raftbusv1.SendRequest{EntityPath: "second", Messages: []*raftbusv1.Message{{Body: []byte("hello")}}})
