@@ -103,7 +103,7 @@ func read(ctx context.Context, query chromedp.Action[string]) (string, error) {
 }
 
 // shot saves a screenshot of the current page as name.png in the folder
-// RAFTBUS_CONSOLE_SCREENSHOTS names, when set: the README's pictures are
+// RAFTBUS_CONSOLE_SCREENSHOTS names, when set: the pictures in docs/operations.md are
 // made with RAFTBUS_CONSOLE_SCREENSHOTS=docs/console go test ./console.
 func shot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()

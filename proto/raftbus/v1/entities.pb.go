@@ -76,7 +76,7 @@ type QueueProperties struct {
 	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	// Delete the queue once it has been idle this long: no send, receive
 	// attempt, settlement, peek or management operation on it (see "Auto
-	// delete on idle" in the README). At least 5 minutes. Default: never,
+	// delete on idle" in docs/semantics.md). At least 5 minutes. Default: never,
 	// represented as the longest duration the broker handles (as
 	// default_message_time_to_live); setting that again turns it off.
 	AutoDeleteOnIdle *durationpb.Duration `protobuf:"bytes,17,opt,name=auto_delete_on_idle,json=autoDeleteOnIdle,proto3" json:"auto_delete_on_idle,omitempty"`
