@@ -78,7 +78,15 @@ type Delivery struct {
 	Format  uint32
 	Settled bool
 	Payload []byte
+
+	afterSettle func()
 }
+
+// AfterSettle has f run once the delivery's disposition is sent (at
+// once after OnMessage returns, when the peer sent it settled): for an
+// answer that the peer takes only after its request is settled.
+// Called from OnMessage.
+func (d *Delivery) AfterSettle(f func()) { d.afterSettle = f }
 
 // OutgoingDelivery is a message sent to the peer.
 type OutgoingDelivery struct {
@@ -418,6 +426,9 @@ func (l *Link) deliver(d *Delivery) {
 	}
 	if !d.Settled {
 		l.s.send(&disposition{Role: roleReceiver, First: d.ID, Settled: true, State: state.outcome()})
+	}
+	if d.afterSettle != nil {
+		d.afterSettle()
 	}
 	l.mu.Lock()
 	l.inflight--

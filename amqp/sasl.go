@@ -32,13 +32,16 @@ type SASLCredentials struct {
 	Password  string
 }
 
-// sasl runs the server side of the SASL layer: offer ANONYMOUS and PLAIN,
-// read the client's choice, let authenticate decide.
+// sasl runs the server side of the SASL layer: offer MSSBCBS, ANONYMOUS
+// and PLAIN, read the client's choice, let authenticate decide. MSSBCBS
+// is Service Bus' mechanism for "the client authenticates later, with
+// tokens on $cbs": the only one the .NET SDK offers, and the one uamqp
+// (under the Python SDK) asks for. It carries no credentials.
 func (c *conn) sasl() error {
 	if err := c.writeRaw(headerSASL[:]); err != nil {
 		return err
 	}
-	if err := c.writeFrame(frameTypeSASL, 0, &saslMechanisms{Mechanisms: []Symbol{"ANONYMOUS", "PLAIN"}}, nil); err != nil {
+	if err := c.writeFrame(frameTypeSASL, 0, &saslMechanisms{Mechanisms: []Symbol{"MSSBCBS", "ANONYMOUS", "PLAIN"}}, nil); err != nil {
 		return err
 	}
 	f, err := c.fr.read()
@@ -63,7 +66,7 @@ func (c *conn) sasl() error {
 	}
 	code := saslOK
 	switch cred.Mechanism {
-	case "ANONYMOUS":
+	case "ANONYMOUS", "MSSBCBS":
 	case "PLAIN":
 		// authzid NUL authcid NUL password
 		parts := bytes.SplitN(resp, []byte{0}, 3)

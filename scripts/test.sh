@@ -47,11 +47,17 @@ fi
 step go build
 go build ./...
 
-# The console's tests drive a real browser: Debian's chromium.
-if ! command -v chromium >/dev/null; then
-  step installing chromium for the console tests
+# Debian's packages that tests run: chromium drives the console's pages;
+# python3-azure (azure-servicebus on uamqp) and python3-qpid-proton are
+# the Python clients of test/pysdk, run with Debian's python3.
+missing=()
+command -v chromium >/dev/null || missing+=(chromium)
+/usr/bin/python3 -c 'import azure.servicebus, uamqp' 2>/dev/null || missing+=(python3-azure)
+/usr/bin/python3 -c 'import proton' 2>/dev/null || missing+=(python3-qpid-proton)
+if ((${#missing[@]})); then
+  step "installing ${missing[*]}"
   if [[ $(id -u) -eq 0 ]]; then sudo=""; else sudo="sudo"; fi
-  $sudo apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q chromium >/dev/null
+  $sudo apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}" >/dev/null
 fi
 
 step go test -race

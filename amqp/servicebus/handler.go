@@ -34,7 +34,7 @@ func (h *Handler) Connect(c *amqp.Conn) amqp.ConnHandler {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &connection{h: h, conn: c, log: log.With("remote", c.RemoteAddr().String()), admin: admin.NewFromClient(h.Client),
-		replyTo: map[string]*amqp.Link{}, receivers: map[string]*client.Receiver{},
+		replyTo: map[string]*amqp.Link{}, nodeReply: map[string]*amqp.Link{}, receivers: map[string]*client.Receiver{},
 		sessions: map[string]*client.SessionReceiver{}, replySession: map[string]string{}, linkSession: map[string]string{},
 		tokens: map[string]string{}}
 }
@@ -52,8 +52,15 @@ type connection struct {
 	// releases); Closed waits for them.
 	wg sync.WaitGroup
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// replyTo are the management receiver links by their target
+	// address, which requests name as their reply-to.
 	replyTo map[string]*amqp.Link
+	// nodeReply are the same links by the node they receive from ($cbs,
+	// <entity>/$management): the answer to a request without a reply-to
+	// (what uamqp, under the Python SDK, sends) goes to the receiver of
+	// the node the request was sent to.
+	nodeReply map[string]*amqp.Link
 	// replySession is the session of a session receiver's management
 	// reply link, by address.
 	replySession map[string]string
@@ -90,7 +97,7 @@ func (c *connection) Attach(l *amqp.Link) error {
 		addr = l.Source.Address
 	}
 	if addr == cbsAddress {
-		return c.attachManagement(l, entity{}, true)
+		return c.attachManagement(l, addr, entity{}, true)
 	}
 	e, err := parseAddress(addr)
 	if err != nil {
@@ -98,7 +105,7 @@ func (c *connection) Attach(l *amqp.Link) error {
 	}
 	e = c.resolve(l.Context(), e)
 	if e.Management {
-		return c.attachManagement(l, e, false)
+		return c.attachManagement(l, addr, e, false)
 	}
 	if l.Incoming {
 		if err := c.authorize(e, rightSend); err != nil {

@@ -16,36 +16,48 @@ import (
 // The request/response nodes: $cbs takes tokens, <entity>/$management
 // takes operations on the entity. A request arrives on a link to the
 // node; its answer goes on the link whose target is the request's
-// reply-to address, correlated by the request's message-id.
+// reply-to address or, when it names none, on the link that receives
+// from the same node, correlated by the request's message-id. The
+// answer follows the request's disposition: uamqp drops one that comes
+// before it.
 
 // managementTimeout bounds one management operation.
 const managementTimeout = 60 * time.Second
 
 var responseTag atomic.Uint64
 
-func (c *connection) attachManagement(l *amqp.Link, e entity, cbs bool) error {
+func (c *connection) attachManagement(l *amqp.Link, node string, e entity, cbs bool) error {
 	if !l.Incoming {
-		if l.Target == nil || l.Target.Address == "" {
-			return &amqp.Error{Condition: amqp.ErrCondInvalidField, Description: "a management receiver needs a target address to answer to"}
+		addr := ""
+		if l.Target != nil {
+			addr = l.Target.Address
 		}
-		addr := l.Target.Address
 		// A session receiver's management link names its session: its
 		// peeks and deferred receives are the session's.
 		sessionID := ""
 		if l.Source != nil {
-			if d, ok := l.Source.Filter[sessionFilter].(amqp.Described); ok {
-				sessionID, _ = d.Value.(string)
+			switch f := l.Source.Filter[sessionFilter].(type) {
+			case amqp.Described:
+				sessionID, _ = f.Value.(string)
+			case string:
+				sessionID = f
 			}
 		}
 		c.mu.Lock()
-		c.replyTo[addr] = l
-		c.replySession[addr] = sessionID
+		if addr != "" {
+			c.replyTo[addr] = l
+			c.replySession[addr] = sessionID
+		}
+		c.nodeReply[node] = l
 		c.mu.Unlock()
 		l.OnDetach = func(*amqp.Error) {
 			c.mu.Lock()
-			if c.replyTo[addr] == l {
+			if addr != "" && c.replyTo[addr] == l {
 				delete(c.replyTo, addr)
 				delete(c.replySession, addr)
+			}
+			if c.nodeReply[node] == l {
+				delete(c.nodeReply, node)
 			}
 			c.mu.Unlock()
 		}
@@ -64,30 +76,48 @@ func (c *connection) attachManagement(l *amqp.Link, e entity, cbs bool) error {
 		if err := req.UnmarshalBinary(d.Payload); err != nil {
 			return &amqp.Rejected{Error: &amqp.Error{Condition: amqp.ErrCondDecode, Description: err.Error()}}
 		}
+		reply, err := c.replyLink(&req, node)
+		if err != nil {
+			return &amqp.Rejected{Error: &amqp.Error{Condition: amqp.ErrCondPreconditionErr, Description: err.Error()}}
+		}
 		var resp *goamqp.Message
 		if cbs {
 			resp = c.putToken(&req)
 		} else {
 			resp = c.operation(l.Context(), e, &req)
 		}
-		if err := c.respond(l.Context(), &req, resp); err != nil {
-			return &amqp.Rejected{Error: &amqp.Error{Condition: amqp.ErrCondPreconditionErr, Description: err.Error()}}
-		}
+		d.AfterSettle(func() {
+			if err := c.respond(l.Context(), reply, &req, resp); err != nil {
+				c.log.Debug("management response not sent", "node", node, "err", err)
+			}
+		})
 		return &amqp.Accepted{}
 	}
 	return nil
 }
 
-// respond sends resp on the link the request asked for.
-func (c *connection) respond(ctx context.Context, req, resp *goamqp.Message) error {
-	if req.Properties == nil || req.Properties.ReplyTo == nil {
-		return fmt.Errorf("the request has no reply-to address")
-	}
+// replyLink is the link that takes the answer to req, a request sent to
+// node: the one attached with req's reply-to as its target, or without
+// a reply-to, the one receiving from node.
+func (c *connection) replyLink(req *goamqp.Message, node string) (*amqp.Link, error) {
 	c.mu.Lock()
-	l := c.replyTo[*req.Properties.ReplyTo]
-	c.mu.Unlock()
-	if l == nil {
-		return fmt.Errorf("no link attached to reply-to address %q", *req.Properties.ReplyTo)
+	defer c.mu.Unlock()
+	if req.Properties == nil || req.Properties.ReplyTo == nil {
+		if l := c.nodeReply[node]; l != nil {
+			return l, nil
+		}
+		return nil, fmt.Errorf("the request has no reply-to address, and no link receives from %s", node)
+	}
+	if l := c.replyTo[*req.Properties.ReplyTo]; l != nil {
+		return l, nil
+	}
+	return nil, fmt.Errorf("no link attached to reply-to address %q", *req.Properties.ReplyTo)
+}
+
+// respond sends resp to req on link l.
+func (c *connection) respond(ctx context.Context, l *amqp.Link, req, resp *goamqp.Message) error {
+	if req.Properties == nil {
+		req.Properties = &goamqp.MessageProperties{}
 	}
 	if resp.Properties == nil {
 		resp.Properties = &goamqp.MessageProperties{}

@@ -15,6 +15,8 @@ const (
 	longPoll = 30 * time.Second
 	// maxReceive bounds one receive, whatever the credit.
 	maxReceive = 256
+	// settleTimeout bounds applying one settlement the SDK sent.
+	settleTimeout = 30 * time.Second
 )
 
 // attachReceiver serves a link on which the SDK receives from a queue, a
@@ -196,7 +198,7 @@ func (c *connection) release(rcv *client.Receiver, msgs []*client.ReceivedMessag
 	if len(msgs) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
 	for _, m := range msgs {
 		c.forget(m.LockToken)
@@ -231,12 +233,21 @@ func (c *connection) dispose(l *amqp.Link, d *amqp.OutgoingDelivery, state amqp.
 		}
 		return
 	default:
-		err = c.settle(l.Context(), lk, state)
+		// Not the link's context: an SDK settles and then detaches at
+		// once (the Python SDK's receiver does, leaving its with block),
+		// and a settlement the peer sent must be applied all the same.
+		// When the peer settled first it has no way to hear of a failure.
+		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+		err = c.settle(ctx, lk, state)
+		cancel()
 	}
 	if err == nil || errors.Is(err, client.ErrLockLost) || errors.Is(err, client.ErrNotFound) {
 		c.forget(token)
 	}
 	if settled {
+		if err != nil {
+			c.log.Debug("a settlement the SDK sent settled failed", "err", err)
+		}
 		return
 	}
 	reply := state

@@ -53,7 +53,12 @@ func (c *connection) acceptSession(l *amqp.Link, e entity, filter any, receiveAn
 	if e.SubQueue != client.SubQueueNone {
 		return nil, &amqp.Error{Condition: amqp.ErrCondNotAllowed, Description: "a dead-letter queue has no sessions"}
 	}
-	d, _ := filter.(amqp.Described)
+	// The Go and .NET SDKs send the filter's value described (by
+	// com.microsoft:session-filter); uamqp, under the Python SDK, bare.
+	d, described := filter.(amqp.Described)
+	if !described {
+		d.Value = filter
+	}
 	sessionID, named := d.Value.(string)
 	if d.Value != nil && !named {
 		return nil, &amqp.Error{Condition: amqp.ErrCondInvalidField, Description: fmt.Sprintf("the session filter's value is a %T, not a string", d.Value)}
@@ -120,7 +125,11 @@ func (c *connection) acceptSession(l *amqp.Link, e entity, filter any, receiveAn
 	for k, v := range l.Source.Filter {
 		src.Filter[k] = v
 	}
-	src.Filter[sessionFilter] = amqp.Described{Descriptor: d.Descriptor, Value: sr.SessionID()}
+	if described {
+		src.Filter[sessionFilter] = amqp.Described{Descriptor: d.Descriptor, Value: sr.SessionID()}
+	} else {
+		src.Filter[sessionFilter] = sr.SessionID()
+	}
 	l.ReplySource = &src
 	l.ReplyProperties = map[amqp.Symbol]any{propLockedUntilUTC: dotNetTicks(sr.LockedUntil())}
 	return sr.Receiver, nil

@@ -121,6 +121,10 @@ type Options struct {
 	// Auth, with TLS, makes every client call need a token of an access
 	// policy (--auth); Conn then signs with the root policy's key.
 	Auth bool
+	// AMQPAddr, when set, is the first node's AMQP listener instead of a
+	// free port: 127.0.0.1:5671 for an SDK that connects to the default
+	// AMQPS port only (Python's azure-servicebus on uamqp).
+	AMQPAddr string
 	// Disks puts each node's data dir on a file system of its own, an
 	// ext4 image on a loop device, so that one node's disk can fail
 	// (Cluster.FailDisk). It needs what DisksSupported checks.
@@ -182,6 +186,9 @@ func start(t testing.TB, bin string, n int, hosts []*netns.Host, opts Options) *
 				n.Addr = hosts[i].Addr + ":7400"
 			} else {
 				n.Addr, n.HTTPAddr, n.AMQPAddr = freeAddr(t), freeAddr(t), freeAddr(t)
+				if i == 0 && opts.AMQPAddr != "" {
+					n.AMQPAddr = opts.AMQPAddr
+				}
 			}
 		}
 		if opts.TLS && attempt == 1 {
@@ -257,7 +264,13 @@ func (c *Cluster) issueCerts() {
 	}
 	for _, n := range c.Nodes {
 		host, _, _ := net.SplitHostPort(n.Addr)
-		if err := certs.Issue(c.CertDir, certs.Node, n.ID, []string{host}); err != nil {
+		hosts := []string{host}
+		if host == "127.0.0.1" {
+			// Clients that check a name but not an IP address against
+			// the certificate (qpid-proton) connect to localhost.
+			hosts = append(hosts, "localhost")
+		}
+		if err := certs.Issue(c.CertDir, certs.Node, n.ID, hosts); err != nil {
 			c.t.Fatal(err)
 		}
 	}
