@@ -119,7 +119,15 @@ func (l *Link) Conn() *Conn { return &Conn{c: l.s.c} }
 func (l *Link) attached() {
 	// Even when Attach panics: the link's end waits for this.
 	defer l.markAttached()
-	err := l.s.c.handler.Attach(l)
+	var err error
+	if l.Target != nil && l.Target.Coordinator {
+		// Transactions (.NET's and Java's transaction scopes) are not
+		// served: refuse the coordinator link, so that the SDK says so
+		// rather than fails on a malformed target.
+		err = &Error{Condition: ErrCondNotImplemented, Description: "transactions are not supported by this broker: send and settle without a transaction scope"}
+	} else {
+		err = l.s.c.handler.Attach(l)
+	}
 	reply := &attach{Name: l.Name, Handle: l.handle, Role: !boolRole(l.Incoming), SndSettleMode: l.SenderSettleMode,
 		RcvSettleMode: l.ReceiverSettleMode, Source: l.Source, Target: l.Target, Properties: l.ReplyProperties}
 	if l.ReplySource != nil {

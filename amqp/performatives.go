@@ -96,6 +96,26 @@ type Source struct {
 type Target struct {
 	Address string
 	Raw     []any
+	// Coordinator: the target is a transaction coordinator (part 4,
+	// section 4.5.1), which a link attaches to declare transactions.
+	Coordinator bool
+}
+
+// codeCoordinator is the descriptor of a coordinator target.
+const codeCoordinator = 0x30
+
+func isCoordinator(v any) bool {
+	d, ok := v.(Described)
+	if !ok {
+		return false
+	}
+	switch c := d.Descriptor.(type) {
+	case uint64:
+		return c == codeCoordinator
+	case Symbol:
+		return c == "amqp:coordinator:list"
+	}
+	return false
 }
 
 func decodeSource(v any) (*Source, error) {
@@ -127,6 +147,9 @@ func (s *Source) described() any {
 func decodeTarget(v any) (*Target, error) {
 	if v == nil {
 		return nil, nil
+	}
+	if isCoordinator(v) {
+		return &Target{Coordinator: true}, nil
 	}
 	r, err := composite(v, codeTarget, "target")
 	if err != nil {

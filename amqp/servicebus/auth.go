@@ -34,6 +34,7 @@ type TokenChecker interface {
 var (
 	rightSend   = raftbusv1.AccessRight_ACCESS_RIGHT_SEND
 	rightListen = raftbusv1.AccessRight_ACCESS_RIGHT_LISTEN
+	rightManage = raftbusv1.AccessRight_ACCESS_RIGHT_MANAGE
 )
 
 // The application properties of a $cbs put-token request.
@@ -125,11 +126,14 @@ func rightName(r raftbusv1.AccessRight) string {
 }
 
 // managementRight is the right a $management operation needs on its
-// entity: scheduling is sending, everything else is receiving.
+// entity: scheduling is sending, changing rules is managing, everything
+// else is receiving.
 func managementRight(op string) raftbusv1.AccessRight {
 	switch op {
 	case "com.microsoft:schedule-message", "com.microsoft:cancel-scheduled-message":
 		return rightSend
+	case "com.microsoft:add-rule", "com.microsoft:remove-rule":
+		return rightManage
 	}
 	return rightListen
 }

@@ -171,6 +171,7 @@ const (
 	condLockLost        amqp.Symbol = "com.microsoft:message-lock-lost"
 	condSessionLockLost amqp.Symbol = "com.microsoft:session-lock-lost"
 	condServerBusy      amqp.Symbol = "com.microsoft:server-busy"
+	condAlreadyExists   amqp.Symbol = "com.microsoft:entity-already-exists"
 	condTimeout         amqp.Symbol = "com.microsoft:timeout"
 	condDeadLetter      amqp.Symbol = "com.microsoft:dead-letter"
 	condEntityDisabled  amqp.Symbol = "com.microsoft:entity-disabled"
@@ -207,6 +208,8 @@ func toAMQPError(err error) *amqp.Error {
 		cond = amqp.ErrCondMessageTooLarge
 	case client.CodeServerBusy:
 		cond = condServerBusy
+	case client.CodeAlreadyExists:
+		cond = condAlreadyExists
 	}
 	return &amqp.Error{Condition: cond, Description: ce.Message}
 }
@@ -220,7 +223,7 @@ func statusOf(err error) int32 {
 			return 404
 		case client.CodeLockLost, client.CodeSessionLockLost:
 			return 410
-		case client.CodeSessionCannotBeLocked:
+		case client.CodeSessionCannotBeLocked, client.CodeAlreadyExists:
 			return 409
 		case client.CodeInvalidArgument:
 			return 400

@@ -123,10 +123,16 @@ func (c *connection) respond(ctx context.Context, l *amqp.Link, req, resp *goamq
 		resp.Properties = &goamqp.MessageProperties{}
 	}
 	resp.Properties.CorrelationID = req.Properties.MessageID
+	encoded, _ := resp.Value.(encodedValue)
+	if encoded != nil {
+		resp.Value = nil
+	}
 	payload, err := resp.MarshalBinary()
 	if err != nil {
 		return fmt.Errorf("encode response: %w", err)
 	}
+	// The body section comes last: the message has no footer.
+	payload = append(payload, encoded...)
 	tag := binary.BigEndian.AppendUint64(nil, responseTag.Add(1))
 	return l.Send(ctx, &amqp.OutgoingDelivery{Tag: tag, Payload: payload, Settled: true})
 }
@@ -135,8 +141,14 @@ func status(code int32, description string, value any) *goamqp.Message {
 	return &goamqp.Message{ApplicationProperties: map[string]any{"statusCode": code, "statusDescription": description}, Value: value}
 }
 
+// failure answers an operation that failed, with the error's condition
+// as errorCondition: the SDKs pick their exception (lock lost, not found,
+// already exists, server busy) and whether to retry by it.
 func failure(err error) *goamqp.Message {
-	return status(statusOf(err), toAMQPError(err).Description, nil)
+	ae := toAMQPError(err)
+	resp := status(statusOf(err), ae.Description, nil)
+	resp.ApplicationProperties["errorCondition"] = goamqp.Symbol(ae.Condition)
+	return resp
 }
 
 // operation runs one $management operation.
@@ -171,6 +183,12 @@ func (c *connection) operation(ctx context.Context, e entity, req *goamqp.Messag
 		return c.getSessionState(ctx, e, body)
 	case "com.microsoft:set-session-state":
 		return c.setSessionState(ctx, e, body)
+	case "com.microsoft:add-rule":
+		return c.addRule(ctx, e, body)
+	case "com.microsoft:remove-rule":
+		return c.removeRule(ctx, e, body)
+	case "com.microsoft:enumerate-rules":
+		return c.enumerateRules(ctx, e, body)
 	}
 	// 404 rather than 501: the Azure SDKs give up at once only on 401,
 	// 404 and 410; any other code makes them reopen the connection and
