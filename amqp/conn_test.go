@@ -18,6 +18,8 @@ type queueHandler struct {
 	msgs         chan []byte
 	mu           sync.Mutex
 	dispositions []DeliveryState
+	// settled, when set, is sent to at each disposition.
+	settled chan struct{}
 }
 
 func (h *queueHandler) Connect(*Conn) ConnHandler { return h }
@@ -44,6 +46,9 @@ func (h *queueHandler) Attach(l *Link) error {
 		h.mu.Lock()
 		h.dispositions = append(h.dispositions, state)
 		h.mu.Unlock()
+		if h.settled != nil {
+			h.settled <- struct{}{}
+		}
 		if !settled {
 			l.Settle(d, state)
 		}

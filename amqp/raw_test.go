@@ -186,3 +186,42 @@ func TestAnAnswerFollowsTheRequestsDisposition(t *testing.T) {
 		t.Fatalf("the server sent %v, want the disposition before the answer", order)
 	}
 }
+
+// TestARangeDispositionSettlesEachDelivery: a peer may settle several
+// deliveries with one disposition, first..last (uamqp and .NET's AMQP
+// library batch them). Each delivery in the range gets its outcome.
+func TestARangeDispositionSettlesEachDelivery(t *testing.T) {
+	h := &queueHandler{msgs: make(chan []byte, 10), settled: make(chan struct{}, 3)}
+	p := dialRaw(t, startServer(t, h))
+	for _, b := range []string{"a", "b", "c"} {
+		h.msgs <- []byte{0x00, 0x53, 0x75, 0xa0, 0x01, b[0]}
+	}
+	p.send(&attach{Name: "r", Handle: 0, Role: roleReceiver, SndSettleMode: SenderSettleUnsettled, RcvSettleMode: ReceiverSettleFirst,
+		Source: &Source{Address: "q"}, Target: &Target{Address: "client"}})
+	p.expect("attach")
+	handle, credit, count, next := uint32(0), uint32(10), uint32(0), uint32(0)
+	p.send(&flow{NextIncomingID: &next, IncomingWindow: 1000, NextOutgoingID: 0, OutgoingWindow: 1000, Handle: &handle, DeliveryCount: &count, LinkCredit: &credit})
+	var ids []uint32
+	for len(ids) < 3 {
+		if tr, ok := p.expectAny().(*transfer); ok {
+			ids = append(ids, *tr.DeliveryID)
+		}
+	}
+	last := ids[2]
+	p.send(&disposition{Role: roleReceiver, First: ids[0], Last: &last, Settled: true, State: (&Accepted{}).outcome()})
+	timeout := time.After(5 * time.Second)
+	for n := 0; n < 3; n++ {
+		select {
+		case <-h.settled:
+		case <-timeout:
+			t.Fatalf("%d of 3 deliveries settled by the range %d..%d", n, ids[0], last)
+		}
+	}
+}
+
+// expectAny reads the next performative, whatever it is.
+func (p *rawPeer) expectAny() any {
+	p.t.Helper()
+	perf, _ := p.next()
+	return perf
+}

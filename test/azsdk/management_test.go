@@ -197,3 +197,53 @@ func TestRulesOverManagement(t *testing.T) {
 		t.Fatalf("enumerate-rules on a queue: %d, want 400", code)
 	}
 }
+
+// TestManagementAnswersKeepTheRequestsIDAndFindTheirLink: each SDK names
+// its requests differently (.NET a uuid, Java and JS strings, .NET's rule
+// manager a ulong, some a binary id) and its reply link differently; the
+// answer's correlation-id is the request's message-id with its AMQP type,
+// and a request without a reply-to (uamqp's) is answered on the link that
+// receives from the node.
+func TestManagementAnswersKeepTheRequestsIDAndFindTheirLink(t *testing.T) {
+	b := startBroker(t)
+	q := b.queue(t, "ids")
+	m := newMgmt(t, b, q+"/$management")
+	ctx := testContext(t)
+	peek := map[string]any{"from-sequence-number": int64(0), "message-count": int32(1)}
+	for _, id := range []any{amqp.UUID{1, 2, 3}, uint64(77), []byte("binary-id"), "string-id"} {
+		req := &amqp.Message{
+			Properties:            &amqp.MessageProperties{MessageID: id, ReplyTo: &m.replyTo},
+			ApplicationProperties: map[string]any{"operation": "com.microsoft:peek-message"},
+			Value:                 peek,
+		}
+		if err := m.snd.Send(ctx, req, nil); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := m.rcv.Receive(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.Properties.CorrelationID; !reflect.DeepEqual(got, id) {
+			t.Fatalf("message-id %#v (%T) answered with correlation-id %#v (%T)", id, id, got, got)
+		}
+		if code := resp.ApplicationProperties["statusCode"]; code != int32(204) {
+			t.Fatalf("peek of an empty queue: status %v", code)
+		}
+	}
+	// No reply-to: the answer comes on the receiver of the node.
+	req := &amqp.Message{
+		Properties:            &amqp.MessageProperties{MessageID: "no-reply-to"},
+		ApplicationProperties: map[string]any{"operation": "com.microsoft:peek-message"},
+		Value:                 peek,
+	}
+	if err := m.snd.Send(ctx, req, nil); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := m.rcv.Receive(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Properties.CorrelationID != "no-reply-to" {
+		t.Fatalf("answered with correlation-id %#v", resp.Properties.CorrelationID)
+	}
+}
