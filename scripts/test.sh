@@ -6,9 +6,31 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-source scripts/tools.sh
 
-step() { printf '== %s\n' "$*"; }
+# Each stage prints its name as it starts; at the end (pass or fail) a
+# summary gives each stage's time.
+stages=() stage="" stage_start=$SECONDS
+end_stage() {
+  [[ -n $stage ]] && stages+=("$(printf '%5ds  %s' $((SECONDS - stage_start)) "$stage")")
+  stage=""
+}
+step() {
+  end_stage
+  stage="$*" stage_start=$SECONDS
+  printf '== %s\n' "$*"
+}
+cleanup=()
+finish() {
+  local rc=$?
+  end_stage
+  ((${#cleanup[@]})) && rm -rf "${cleanup[@]}"
+  printf '== summary (%s, %ds in all)\n' "$( ((rc == 0)) && echo passed || echo "failed: exit $rc")" "$SECONDS"
+  printf '%s\n' "${stages[@]}"
+}
+trap finish EXIT
+
+step "tools (pinned, installed when missing)"
+source scripts/tools.sh
 
 step gofmt
 unformatted=$(gofmt -l $(git ls-files -co --exclude-standard '*.go'))
@@ -35,7 +57,7 @@ fi
 
 step generated code is current
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+cleanup+=("$tmp")
 buf generate -o "$tmp/fresh"
 mkdir -p "$tmp/committed"
 (cd proto && find . -name '*.pb.go' -exec cp --parents {} "$tmp/committed" \;)
