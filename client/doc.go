@@ -25,9 +25,12 @@
 // was lost or the connection broke after the request left) is repeated
 // only where that is safe: settlement, lock and session renewal, session
 // state, cancelling scheduled messages, accepting the next available
-// session, and receives (a repeated settlement that finds its lock gone
-// reports the unknown outcome, not a lost lock: the first attempt may have
-// settled it). Every receive carries a receive id, kept by its repeats: the
+// session, and receives. Every settlement carries a settlement id, kept by
+// its repeats: the broker answers a repeat of one that took effect with
+// success, and a repeat that finds its lock gone otherwise reports the
+// unknown outcome, not a lost lock (the first attempt may have settled it
+// and been forgotten); another call for a message already settled fails
+// with CodeLockLost. Every receive carries a receive id, kept by its repeats: the
 // broker answers a repeat with what the first attempt received (the
 // messages still locked, delivery counts not raised again, or in
 // ReceiveAndDelete mode the messages it removed) instead of receiving

@@ -173,6 +173,10 @@ func (l *lossyEnv) testSettlement(t *testing.T) {
 	if n := l.p.Dropped() - dropped; n != 2 {
 		t.Fatalf("%d answers lost, want 2", n)
 	}
+	// The call's retry was a repeat; another call is a second settlement.
+	if err := r.CompleteMessage(ctxT(t, 10*time.Second), got[0], nil); !errors.Is(err, client.ErrLockLost) {
+		t.Fatalf("a second complete: %v, want the lock lost", err)
+	}
 	if active, locked := l.active(t, "lost-settle"); active != 1 || locked != 0 {
 		t.Fatalf("%d active and %d locked, want the abandoned one available", active, locked)
 	}

@@ -13,12 +13,15 @@ import (
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
-// Settlement calls are safe to retry after an unknown outcome: the broker
-// remembers recent settlements (for the entity's lock duration, at least
-// 30 s), so a repeat of one that took effect succeeds and changes nothing.
-// A repeat that finds the lock gone and no such memory (the first attempt
-// never arrived and the lock expired meanwhile, or it was forgotten)
-// leaves the outcome unknown.
+// Settlement calls are safe to retry after an unknown outcome: each call
+// picks a settlement id that its retries repeat, and the broker remembers
+// recent settlements with their ids (for the entity's lock duration, at
+// least 30 s), so a repeat of one that took effect succeeds and changes
+// nothing. A repeat that finds the lock gone and no such memory (the
+// first attempt never arrived and the lock expired meanwhile, or it was
+// forgotten) leaves the outcome unknown. Another call for a message
+// already settled has an id of its own and fails with CodeLockLost, as
+// in Service Bus.
 //
 // Complete, Abandon, DeadLetter and Defer calls made concurrently (from
 // any receivers of one Client) for messages whose partitions have the same
@@ -39,19 +42,28 @@ type settleKey struct {
 	addr string
 }
 
-// CompleteMessageOptions are reserved for future options.
-type CompleteMessageOptions struct{}
+// CompleteMessageOptions configure CompleteMessage.
+type CompleteMessageOptions struct {
+	// SettlementID is for a caller that repeats settlements of its own,
+	// such as a gateway relaying another protocol's retries (see
+	// settlementIDOf); nil for the others.
+	SettlementID []byte
+}
 
 // AbandonMessageOptions configure AbandonMessage.
 type AbandonMessageOptions struct {
 	// PropertiesToModify are merged into the message's application
 	// properties.
 	PropertiesToModify map[string]any
+	// SettlementID: as CompleteMessageOptions.SettlementID.
+	SettlementID []byte
 }
 
 // DeferMessageOptions configure DeferMessage.
 type DeferMessageOptions struct {
 	PropertiesToModify map[string]any
+	// SettlementID: as CompleteMessageOptions.SettlementID.
+	SettlementID []byte
 }
 
 // DeadLetterOptions configure DeadLetterMessage.
@@ -62,6 +74,8 @@ type DeadLetterOptions struct {
 	ErrorDescription *string
 	// PropertiesToModify are merged into its application properties.
 	PropertiesToModify map[string]any
+	// SettlementID: as CompleteMessageOptions.SettlementID.
+	SettlementID []byte
 }
 
 // RenewMessageLockOptions are reserved for future options.
@@ -70,21 +84,26 @@ type RenewMessageLockOptions struct{}
 // CompleteMessage removes a locked message: it was processed. Fails with
 // CodeLockLost when the lock expired or the token is wrong.
 func (r *Receiver) CompleteMessage(ctx context.Context, message *ReceivedMessage, options *CompleteMessageOptions) error {
-	return r.settle(ctx, message, &raftbusv1.Settlement{Disposition: raftbusv1.Disposition_DISPOSITION_COMPLETE})
+	var id []byte
+	if options != nil {
+		id = options.SettlementID
+	}
+	return r.settle(ctx, message, &raftbusv1.Settlement{Disposition: raftbusv1.Disposition_DISPOSITION_COMPLETE, SettlementId: id})
 }
 
 // AbandonMessage releases a message's lock: it is available again at its
 // place in the order, its delivery count kept.
 func (r *Receiver) AbandonMessage(ctx context.Context, message *ReceivedMessage, options *AbandonMessageOptions) error {
 	var props map[string]any
+	var id []byte
 	if options != nil {
-		props = options.PropertiesToModify
+		props, id = options.PropertiesToModify, options.SettlementID
 	}
 	pp, err := toProtoProperties(props)
 	if err != nil {
 		return err
 	}
-	return r.settle(ctx, message, &raftbusv1.Settlement{Disposition: raftbusv1.Disposition_DISPOSITION_ABANDON, PropertiesToModify: pp})
+	return r.settle(ctx, message, &raftbusv1.Settlement{Disposition: raftbusv1.Disposition_DISPOSITION_ABANDON, PropertiesToModify: pp, SettlementId: id})
 }
 
 // DeadLetterMessage moves a locked message to the dead-letter sub-queue.
@@ -102,6 +121,7 @@ func (r *Receiver) DeadLetterMessage(ctx context.Context, message *ReceivedMessa
 			return err
 		}
 		st.PropertiesToModify = pp
+		st.SettlementId = options.SettlementID
 	}
 	return r.settle(ctx, message, st)
 }
@@ -110,14 +130,15 @@ func (r *Receiver) DeadLetterMessage(ctx context.Context, message *ReceivedMessa
 // sequence number with ReceiveDeferredMessages.
 func (r *Receiver) DeferMessage(ctx context.Context, message *ReceivedMessage, options *DeferMessageOptions) error {
 	var props map[string]any
+	var id []byte
 	if options != nil {
-		props = options.PropertiesToModify
+		props, id = options.PropertiesToModify, options.SettlementID
 	}
 	pp, err := toProtoProperties(props)
 	if err != nil {
 		return err
 	}
-	return r.settle(ctx, message, &raftbusv1.Settlement{Disposition: raftbusv1.Disposition_DISPOSITION_DEFER, PropertiesToModify: pp})
+	return r.settle(ctx, message, &raftbusv1.Settlement{Disposition: raftbusv1.Disposition_DISPOSITION_DEFER, PropertiesToModify: pp, SettlementId: id})
 }
 
 // RenewMessageLock extends a message's lock by the entity's LockDuration
@@ -152,10 +173,14 @@ func (r *Receiver) lockOf(m *ReceivedMessage) (*raftbusv1.MessageLock, error) {
 }
 
 // settle ends the lock of m as st says, with the settlements of the same
-// partition made meanwhile.
+// partition made meanwhile. st keeps its settlement id, or gets one, for
+// all the attempts of this call.
 func (r *Receiver) settle(ctx context.Context, m *ReceivedMessage, st *raftbusv1.Settlement) error {
 	lock, err := r.lockOf(m)
 	if err != nil {
+		return err
+	}
+	if st.SettlementId, err = settlementIDOf(st.GetSettlementId()); err != nil {
 		return err
 	}
 	st.Lock = lock
@@ -171,6 +196,28 @@ func (r *Receiver) settle(ctx context.Context, m *ReceivedMessage, st *raftbusv1
 		}}
 	})
 	return err
+}
+
+// maxSettlementIDSize is the longest settlement id the broker takes.
+const maxSettlementIDSize = 64
+
+// settlementIDOf is the settlement id of one settlement call: the
+// caller's own, or else a new random one. The broker takes a settlement
+// of a message already settled for a repeat (success, no effect) only
+// when it has the same id, lock and disposition as the one that took
+// effect, so every attempt of one call sends the same id, and a caller
+// that repeats calls of its own (a gateway relaying a retried AMQP
+// disposition or management request) passes the same 1 to 64 bytes with
+// each repeat of one settlement and others for any other settlement of
+// the same message (only those need to differ).
+func settlementIDOf(id []byte) ([]byte, error) {
+	if len(id) > maxSettlementIDSize {
+		return nil, &Error{Code: CodeInvalidArgument, Message: fmt.Sprintf("a settlement id has at most %d bytes, not %d", maxSettlementIDSize, len(id))}
+	}
+	if len(id) > 0 {
+		return id, nil
+	}
+	return newReceiveID(), nil
 }
 
 // settleCoalesced sends the settlements of concurrent calls bound for one

@@ -130,10 +130,11 @@ func TestForwardedPeekLockWhoseAnswerIsLostCountsOneDelivery(t *testing.T) {
 	}
 
 	// Completing it, the answer lost too: the forwarding node repeats it,
-	// the leader knows the repeat for one of a settlement that took
-	// effect, and the caller hears that it did.
+	// with its settlement id, the leader knows the repeat for one of a
+	// settlement that took effect, and the caller hears that it did.
 	l.proxy.DropResponses(1)
-	_, err = l.forwarder.msg.Complete(ctx10(t), &raftbusv1.CompleteRequest{Lock: &raftbusv1.MessageLock{EntityPath: "pl", LockToken: m.GetLockToken()}})
+	_, err = l.forwarder.msg.Complete(ctx10(t), &raftbusv1.CompleteRequest{Lock: &raftbusv1.MessageLock{EntityPath: "pl", LockToken: m.GetLockToken()},
+		SettlementId: []byte("complete-1")})
 	if err != nil || l.proxy.Dropped() != 2 {
 		t.Fatalf("complete whose answer was lost: %v after %d lost answers; want success", err, l.proxy.Dropped())
 	}

@@ -44,21 +44,25 @@ func TestSettleGivesEachSettlementItsOwnOutcome(t *testing.T) {
 
 	reason := "poison"
 	settlements := []*raftbusv1.Settlement{
-		{Lock: lockOf(locked[0]), Disposition: raftbusv1.Disposition_DISPOSITION_COMPLETE},
+		{Lock: lockOf(locked[0]), Disposition: raftbusv1.Disposition_DISPOSITION_COMPLETE, SettlementId: []byte("s0")},
 		{Lock: lockOf(locked[1]), Disposition: raftbusv1.Disposition_DISPOSITION_DEAD_LETTER, DeadLetterReason: reason},
 		{Lock: lockOf(locked[2]), Disposition: raftbusv1.Disposition_DISPOSITION_DEFER},
 		{Lock: lockOf(locked[3]), Disposition: raftbusv1.Disposition_DISPOSITION_ABANDON},
 		{Lock: lockOf(locked[4]), Disposition: raftbusv1.Disposition_DISPOSITION_COMPLETE},
 		// An unknown lock token: lock lost.
 		{Lock: &raftbusv1.MessageLock{EntityPath: "jobs", PartitionId: locked[5].GetPartitionId(), LockToken: make([]byte, 16)}, Disposition: raftbusv1.Disposition_DISPOSITION_COMPLETE},
-		// The same lock twice: the second repeats the first and succeeds
-		// without effect.
-		{Lock: lockOf(locked[0]), Disposition: raftbusv1.Disposition_DISPOSITION_COMPLETE},
+		// The same lock twice with the same settlement id: the second
+		// repeats the first and succeeds without effect.
+		{Lock: lockOf(locked[0]), Disposition: raftbusv1.Disposition_DISPOSITION_COMPLETE, SettlementId: []byte("s0")},
 		// Malformed ones.
 		{Lock: lockOf(locked[5]), Disposition: raftbusv1.Disposition_DISPOSITION_UNSPECIFIED},
 		{Lock: lockOf(locked[6]), Disposition: raftbusv1.Disposition_DISPOSITION_DEAD_LETTER, DeadLetterReason: strings.Repeat("x", service.MaxDeadLetterText+1)},
 		{Lock: &raftbusv1.MessageLock{EntityPath: "nosuchqueue", LockToken: make([]byte, 16)}, Disposition: raftbusv1.Disposition_DISPOSITION_COMPLETE},
 		{Disposition: raftbusv1.Disposition_DISPOSITION_COMPLETE},
+		// A second settlement of a settled message, with another id or
+		// none: lock lost, as in Service Bus.
+		{Lock: lockOf(locked[0]), Disposition: raftbusv1.Disposition_DISPOSITION_COMPLETE, SettlementId: []byte("s6")},
+		{Lock: lockOf(locked[4]), Disposition: raftbusv1.Disposition_DISPOSITION_COMPLETE},
 	}
 	want := []raftbusv1.ErrorReason{
 		0, 0, 0, 0, 0,
@@ -68,6 +72,8 @@ func TestSettleGivesEachSettlementItsOwnOutcome(t *testing.T) {
 		raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT,
 		raftbusv1.ErrorReason_ERROR_REASON_NOT_FOUND,
 		raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT,
+		raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST,
+		raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST,
 	}
 	// Through the node that leads the fewest of the partitions, so that
 	// most settlements are forwarded.

@@ -199,6 +199,11 @@ func (w *workload) next() *enginev1.Command {
 		if s.Disposition == deadLetterIt {
 			s.DeadLetterReason = "workload"
 		}
+		if k := w.rng.IntN(3); k > 0 {
+			// Two ids and none: repeats, second settlements and both
+			// without an id.
+			s.SettlementId = []byte{byte(k)}
+		}
 		if s.Disposition != complete && w.rng.IntN(3) == 0 {
 			s.PropertiesToModify = map[string]*raftbusv1.PropertyValue{"p": {Value: &raftbusv1.PropertyValue_BoolValue{BoolValue: true}}}
 		}

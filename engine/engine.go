@@ -40,7 +40,11 @@ const (
 //	   transfer.go)
 //	8  a transfer mark keeps when it last rose, and the marks of deleted
 //	   sources are forgotten (see transfermarks.go)
-const Version = 8
+//	9  a settlement of a token already settled succeeds only as a repeat
+//	   with the same settlement id (see settled.go); a message handed out
+//	   that is not dead-lettered where it is takes its dead-letter reason
+//	   and description from its application properties (see received)
+const Version = 9
 
 // Versions whose semantics code branches on.
 const (
@@ -52,6 +56,8 @@ const (
 	versionDeferUsesDelivery         = 6
 	versionTransferClaims            = 7
 	versionForgetTransferStreams     = 8
+	versionSettlementIDs             = 9
+	versionForwardedDeadLetterReason = 9
 )
 
 // Engine is the state of one partition: the slices of the entities placed
@@ -105,6 +111,8 @@ func New(partitionID uint32, partitionCount uint32) *Engine {
 		nextTransfer:   1,
 		transfers:      newTransferTable(),
 		pins:           pins,
+		// Reads between commands hand out with this build's semantics.
+		version: Version,
 	}
 }
 

@@ -409,6 +409,13 @@ func (e *Engine) received(m *message, b *receivedBlock) *raftbusv1.ReceivedMessa
 		r.DeadLetterReason = dl.reason
 		r.DeadLetterErrorDescription = dl.description
 		r.DeadLetterSource = dl.source
+	} else if props := b.msg.ApplicationProperties; props != nil && e.version >= versionForwardedDeadLetterReason {
+		// In Service Bus a message's dead-letter reason and description
+		// are its application properties of those names, which a dead
+		// letter forwarded to another entity keeps (see forwarded): the
+		// target hands them out as what they are.
+		r.DeadLetterReason = props[DeadLetterReasonProperty].GetStringValue()
+		r.DeadLetterErrorDescription = props[DeadLetterErrorDescriptionProperty].GetStringValue()
 	}
 	return r
 }

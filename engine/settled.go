@@ -12,9 +12,18 @@ import (
 // MESSAGE_LOCK_LOST, which the caller cannot tell from a lock that
 // expired (the message will come again): the SDK can only report the
 // outcome unknown. So the engine remembers, for a while, which lock
-// tokens were settled and how: a repeat of the same settlement succeeds
-// and changes nothing. Any other use of the token still finds the lock
-// lost.
+// tokens were settled, how and under which settlement id: a repeat of the
+// same settlement succeeds and changes nothing. Any other use of the
+// token still finds the lock lost.
+//
+// A repeat is told from a second settlement by the settlement id the
+// caller chose for the settlement and kept for its repeats: in Service
+// Bus a second Complete of a message already completed fails with
+// MessageLockLost, and so does one here that comes with another id or
+// none. (Commands of versions before versionSettlementIDs took any
+// settlement of a settled token with the same disposition for a repeat,
+// and replay so; from that version a settlement without an id is never
+// taken for a repeat, and none is remembered.)
 const (
 	// maxSettledKept bounds the settlements one partition remembers;
 	// beyond it the oldest are forgotten first (a repeat after that
@@ -22,6 +31,8 @@ const (
 	// highest settlement rates of one partition this still covers the
 	// seconds a leader election and the repeat take.
 	maxSettledKept = 1 << 16
+	// maxSettlementIDSize bounds a settlement id.
+	maxSettlementIDSize = 64
 )
 
 // settledLock is one remembered settlement.
@@ -31,6 +42,8 @@ type settledLock struct {
 	sub         raftbusv1.SubQueue
 	disposition enginev1.Disposition
 	expiresMs   int64
+	// id is the settlement id it was made with (empty: none).
+	id string
 }
 
 // settledTable holds the settlements of one partition in the order they
@@ -53,15 +66,14 @@ func newSettledTable() settledTable {
 	return settledTable{byToken: make(map[lockToken]int)}
 }
 
-// repeats reports whether a settlement of token in path's sub-queue by
-// disposition repeats one made before now.
-func (t *settledTable) repeats(path string, sub raftbusv1.SubQueue, token lockToken, disposition enginev1.Disposition, now int64) bool {
+// find returns the settlement of token kept at now, if any.
+func (t *settledTable) find(token lockToken, now int64) (*settledLock, bool) {
 	pos, ok := t.byToken[token]
 	if !ok {
-		return false
+		return nil, false
 	}
 	s := &t.fifo[pos-t.base]
-	return s.expiresMs > now && s.path == path && s.sub == sub && s.disposition == disposition
+	return s, s.expiresMs > now
 }
 
 // add remembers s, expiring no earlier than the newest settlement kept,
@@ -122,26 +134,43 @@ func (t *settledTable) live() []settledLock { return t.fifo[t.head:] }
 
 // rememberSettled keeps the settlement c of token in q made at now.
 func (e *Engine) rememberSettled(now int64, q *queue, c *enginev1.Settle, token lockToken) {
-	if e.version < versionSettlementsRepeatable {
+	var id string
+	switch {
+	case e.version < versionSettlementsRepeatable:
 		return
+	case e.version >= versionSettlementIDs:
+		if len(c.GetSettlementId()) == 0 {
+			return // nothing could repeat it
+		}
+		id = string(c.GetSettlementId())
 	}
 	e.settled.add(settledLock{
 		token: token, path: q.entity.path, sub: c.GetSubQueue(),
-		disposition: c.GetDisposition(), expiresMs: addMs(now, e.receiptWindow(q)),
+		disposition: c.GetDisposition(), expiresMs: addMs(now, e.receiptWindow(q)), id: id,
 	})
 }
 
 // repeatsSettlement reports whether c repeats a settlement of token that
 // took effect.
 func (e *Engine) repeatsSettlement(now int64, q *queue, c *enginev1.Settle, token lockToken) bool {
-	return e.version >= versionSettlementsRepeatable &&
-		e.settled.repeats(q.entity.path, c.GetSubQueue(), token, c.GetDisposition(), now)
+	if e.version < versionSettlementsRepeatable {
+		return false
+	}
+	s, ok := e.settled.find(token, now)
+	if !ok || s.path != q.entity.path || s.sub != c.GetSubQueue() || s.disposition != c.GetDisposition() {
+		return false
+	}
+	if e.version < versionSettlementIDs {
+		return true
+	}
+	return s.id != "" && s.id == string(c.GetSettlementId())
 }
 
 func storedSettled(s settledLock) *enginev1.SettledLock {
 	return &enginev1.SettledLock{
 		EntityPath: s.path, SubQueue: s.sub, LockToken: s.token[:],
 		Disposition: s.disposition, ExpiresUnixMs: s.expiresMs,
+		SettlementId: []byte(s.id),
 	}
 }
 
@@ -168,9 +197,13 @@ func (e *Engine) restoreSettled(s *enginev1.SettledLock) *Error {
 	if len(e.settled.live()) >= maxSettledKept {
 		return invalidf("more than %d settlements", maxSettledKept)
 	}
+	if err := checkSettlementID(s.GetSettlementId()); err != nil {
+		return err
+	}
 	e.settled.add(settledLock{
 		token: tok, path: s.GetEntityPath(), sub: s.GetSubQueue(),
 		disposition: s.GetDisposition(), expiresMs: s.GetExpiresUnixMs(),
+		id: string(s.GetSettlementId()),
 	})
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,28 +12,40 @@ import (
 	raftbusv1 "github.com/raftbus/raftbus/proto/raftbus/v1"
 )
 
-// A settlement repeated after its answer was lost succeeds and changes
-// nothing, for every disposition; the same token used for anything else
-// still finds the lock lost.
+// settleWithID is settleCmd with a settlement id.
+func settleWithID(sq raftbusv1.SubQueue, token []byte, d enginev1.Disposition, id string) *enginev1.Command {
+	cmd := settleCmd(sq, token, d)
+	if id != "" {
+		cmd.GetSettle().SettlementId = []byte(id)
+	}
+	return cmd
+}
+
+var dispositions = []enginev1.Disposition{complete, abandon, deadLetterIt, deferIt}
+
+// A settlement repeated after its answer was lost, with the settlement id
+// of the first attempt, succeeds and changes nothing, for every
+// disposition; the same token used for anything else still finds the
+// lock lost.
 func TestRepeatedSettlementSucceedsWithoutEffect(t *testing.T) {
-	for _, d := range []enginev1.Disposition{complete, abandon, deadLetterIt, deferIt} {
+	for _, d := range dispositions {
 		t.Run(d.String(), func(t *testing.T) {
 			h := newHarness(t, nil)
 			h.sendN(2)
 			m := h.lock(1)[0]
-			h.settle(m, d)
+			h.ok(settleWithID(mainQueue, m.GetLockToken(), d, "first"))
 			before := h.e.Digest()
-			h.ok(settleCmd(mainQueue, m.GetLockToken(), d))
+			h.ok(settleWithID(mainQueue, m.GetLockToken(), d, "first"))
 			if h.e.Digest() != before {
 				t.Fatal("the repeat changed the state")
 			}
-			for _, other := range []enginev1.Disposition{complete, abandon, deadLetterIt, deferIt} {
+			for _, other := range dispositions {
 				if other != d {
-					h.fails(settleCmd(mainQueue, m.GetLockToken(), other), raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST)
+					h.fails(settleWithID(mainQueue, m.GetLockToken(), other, "first"), raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST)
 				}
 			}
 			h.fails(renewCmd(m.GetLockToken()), raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST)
-			other := settleCmd(raftbusv1.SubQueue_SUB_QUEUE_DEAD_LETTER, m.GetLockToken(), d)
+			other := settleWithID(raftbusv1.SubQueue_SUB_QUEUE_DEAD_LETTER, m.GetLockToken(), d, "first")
 			if d == deadLetterIt {
 				other.GetSettle().Disposition = complete
 			}
@@ -42,6 +55,79 @@ func TestRepeatedSettlementSucceedsWithoutEffect(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A second settlement of a message already settled, one that is not a
+// repeat of the first (another settlement id, or none), fails with
+// MESSAGE_LOCK_LOST and changes nothing, as in Service Bus, whatever the
+// two dispositions; the first's own repeat still succeeds.
+func TestSecondSettlementOfASettledMessageFindsTheLockLost(t *testing.T) {
+	for _, first := range dispositions {
+		for _, second := range dispositions {
+			t.Run(first.String()+"_then_"+second.String(), func(t *testing.T) {
+				h := newHarness(t, nil)
+				h.sendN(1)
+				m := h.lock(1)[0]
+				h.ok(settleWithID(mainQueue, m.GetLockToken(), first, "first"))
+				before := h.e.Digest()
+				h.fails(settleWithID(mainQueue, m.GetLockToken(), second, "second"), raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST)
+				h.fails(settleWithID(mainQueue, m.GetLockToken(), second, ""), raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST)
+				if h.e.Digest() != before {
+					t.Fatal("a refused second settlement changed the state")
+				}
+				h.ok(settleWithID(mainQueue, m.GetLockToken(), first, "first"))
+			})
+		}
+	}
+}
+
+// A settlement without an id cannot be told from a second one: it is
+// not remembered, and a settlement of its token after it finds the lock
+// lost, whatever id it comes with.
+func TestSettlementWithoutAnIDIsNotRemembered(t *testing.T) {
+	h := newHarness(t, nil)
+	h.sendN(1)
+	m := h.lock(1)[0]
+	h.settle(m, complete)
+	if n := len(h.e.settled.live()); n != 0 {
+		t.Fatalf("%d settlements remembered", n)
+	}
+	h.fails(settleCmd(mainQueue, m.GetLockToken(), complete), raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST)
+	h.fails(settleWithID(mainQueue, m.GetLockToken(), complete, "late"), raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST)
+}
+
+// Entries written before settlement ids replay as they were applied then:
+// a settlement of a settled token with the same disposition succeeds,
+// whatever its id, and one with another disposition finds the lock lost.
+// A settlement such an entry left behind has no id, so that a settlement
+// of the current version never takes itself for its repeat.
+func TestSettlementsBeforeIDsRepeatByDisposition(t *testing.T) {
+	h := newHarness(t, nil)
+	h.version = ptr[uint32](versionSettlementIDs - 1)
+	h.sendN(1)
+	m := h.lock(1)[0]
+	h.ok(settleWithID(mainQueue, m.GetLockToken(), complete, "ignored"))
+	before := h.e.Digest()
+	h.ok(settleCmd(mainQueue, m.GetLockToken(), complete))
+	h.ok(settleWithID(mainQueue, m.GetLockToken(), complete, "other"))
+	h.fails(settleCmd(mainQueue, m.GetLockToken(), abandon), raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST)
+	if h.e.Digest() != before {
+		t.Fatal("repeats changed the state")
+	}
+	if live := h.e.settled.live(); len(live) != 1 || live[0].id != "" {
+		t.Fatalf("settlements kept: %+v, want one without an id", live)
+	}
+	h.version = nil
+	h.fails(settleCmd(mainQueue, m.GetLockToken(), complete), raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST)
+	h.fails(settleWithID(mainQueue, m.GetLockToken(), complete, "ignored"), raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST)
+}
+
+func TestSettlementIDIsBounded(t *testing.T) {
+	h := newHarness(t, nil)
+	h.sendN(1)
+	m := h.lock(1)[0]
+	h.fails(settleWithID(mainQueue, m.GetLockToken(), complete, strings.Repeat("x", maxSettlementIDSize+1)), raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT)
+	h.ok(settleWithID(mainQueue, m.GetLockToken(), complete, strings.Repeat("x", maxSettlementIDSize)))
 }
 
 // A lock that expired was never settled: its token finds the lock lost,
@@ -63,19 +149,19 @@ func TestSettlementsAreForgottenAfterTheWindow(t *testing.T) {
 	h := newHarness(t, &raftbusv1.QueueProperties{LockDuration: dur(time.Minute)})
 	h.sendN(1)
 	m := h.lock(1)[0]
-	h.settle(m, complete)
+	h.ok(settleWithID(mainQueue, m.GetLockToken(), complete, "c"))
 	due, ok := h.e.NextDeadline()
 	if want := h.now + time.Minute.Milliseconds(); !ok || due != want {
 		t.Fatalf("next deadline %d (%v), want %d: when the settlement is forgotten", due, ok, want)
 	}
 	h.now = due - 1
-	h.ok(settleCmd(mainQueue, m.GetLockToken(), complete))
+	h.ok(settleWithID(mainQueue, m.GetLockToken(), complete, "c"))
 	h.now = due
 	h.ok(tickCmd())
 	if n := len(h.e.settled.live()); n != 0 {
 		t.Fatalf("%d settlements kept after the window", n)
 	}
-	h.fails(settleCmd(mainQueue, m.GetLockToken(), complete), raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST)
+	h.fails(settleWithID(mainQueue, m.GetLockToken(), complete, "c"), raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST)
 }
 
 func TestOldestSettlementsAreForgottenBeyondTheBound(t *testing.T) {
@@ -101,8 +187,8 @@ func TestSettlementsBeforeTheirVersionAreNotRemembered(t *testing.T) {
 	h.version = ptr[uint32](versionSettlementsRepeatable - 1)
 	h.sendN(1)
 	m := h.lock(1)[0]
-	h.settle(m, complete)
-	h.fails(settleCmd(mainQueue, m.GetLockToken(), complete), raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST)
+	h.ok(settleWithID(mainQueue, m.GetLockToken(), complete, "c"))
+	h.fails(settleWithID(mainQueue, m.GetLockToken(), complete, "c"), raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST)
 	if n := len(h.e.settled.live()); n != 0 {
 		t.Fatalf("%d settlements remembered", n)
 	}
@@ -112,8 +198,8 @@ func TestSettlementsSurviveSnapshotRoundTrip(t *testing.T) {
 	h := newHarness(t, nil)
 	h.sendN(3)
 	got := h.lock(3)
-	h.settle(got[0], complete)
-	h.settle(got[1], deadLetterIt)
+	h.ok(settleWithID(mainQueue, got[0].GetLockToken(), complete, "a"))
+	h.ok(settleWithID(mainQueue, got[1].GetLockToken(), deadLetterIt, "b"))
 	var buf bytes.Buffer
 	if err := h.e.Snapshot(&buf); err != nil {
 		t.Fatal(err)
@@ -126,8 +212,11 @@ func TestSettlementsSurviveSnapshotRoundTrip(t *testing.T) {
 		t.Fatal("digest changed across the round trip")
 	}
 	h.e = restored
-	h.ok(settleCmd(mainQueue, got[0].GetLockToken(), complete))
-	h.ok(settleCmd(mainQueue, got[1].GetLockToken(), deadLetterIt))
+	h.ok(settleWithID(mainQueue, got[0].GetLockToken(), complete, "a"))
+	h.ok(settleWithID(mainQueue, got[1].GetLockToken(), deadLetterIt, "b"))
+	// The ids came through: another one is a second settlement.
+	h.fails(settleWithID(mainQueue, got[0].GetLockToken(), complete, "b"), raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST)
+	h.fails(settleWithID(mainQueue, got[1].GetLockToken(), deadLetterIt, ""), raftbusv1.ErrorReason_ERROR_REASON_MESSAGE_LOCK_LOST)
 	h.settle(got[2], complete)
 }
 
@@ -169,6 +258,10 @@ func TestSettledTableFindsSettlementsAcrossCompactions(t *testing.T) {
 		return tok
 	}
 	path := strconv.Itoa
+	found := func(path string, tok lockToken, now int64) bool {
+		s, ok := table.find(tok, now)
+		return ok && s.path == path
+	}
 	const n = 3*maxSettledKept + 100
 	for i := range n {
 		table.add(settledLock{token: token(i), path: path(i), expiresMs: int64(i)})
@@ -178,7 +271,7 @@ func TestSettledTableFindsSettlementsAcrossCompactions(t *testing.T) {
 					continue
 				}
 				want := j > i-maxSettledKept
-				if got := table.repeats(path(j), 0, token(j), 0, -1); got != want {
+				if got := found(path(j), token(j), -1); got != want {
 					t.Fatalf("after %d settlements, settlement %d found: %v, want %v", i+1, j, got, want)
 				}
 			}
@@ -193,7 +286,7 @@ func TestSettledTableFindsSettlementsAcrossCompactions(t *testing.T) {
 		t.Fatalf("%d indexed, %d live after all expired", len(table.byToken), len(table.live()))
 	}
 	table.add(settledLock{token: token(n), path: path(n), expiresMs: n + 1})
-	if !table.repeats(path(n), 0, token(n), 0, n) || table.repeats(path(n-1), 0, token(n-1), 0, n) {
+	if !found(path(n), token(n), n) || found(path(n-1), token(n-1), n) {
 		t.Fatal("after starting over, the new settlement is not found, or a forgotten one is")
 	}
 }

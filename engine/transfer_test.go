@@ -89,3 +89,71 @@ func TestTransfersOfDeletedEntitiesAreDroppedAndSnapshotsKeepTheRest(t *testing.
 		t.Fatalf("the restored counter: %+v", xs)
 	}
 }
+
+// A dead letter forwarded by forward_dead_lettered_messages_to keeps its
+// dead-letter reason and description in the target, an entity of another
+// partition: received or peeked there it says them, as in Service Bus,
+// whether a receiver dead-lettered it or MaxDeliveryCount did; dead-lettered
+// again in the target, it says the new ones. (Entries of versions before
+// versionForwardedDeadLetterReason handed them out as properties only.)
+func TestForwardedDeadLetterKeepsItsReasonInTheTarget(t *testing.T) {
+	src := newHarness(t, &raftbusv1.QueueProperties{ForwardDeadLetteredMessagesTo: "errors", MaxDeliveryCount: ptr[int32](1)})
+	src.send(&raftbusv1.Message{MessageId: "poison", ApplicationProperties: map[string]*raftbusv1.PropertyValue{"k": stringProp("v")}},
+		&raftbusv1.Message{MessageId: "tired"})
+	got := src.lock(2)
+	dl := settleCmd(mainQueue, got[0].GetLockToken(), deadLetterIt)
+	dl.GetSettle().DeadLetterReason, dl.GetSettle().DeadLetterErrorDescription = "bad input", "field x is missing"
+	src.ok(dl)
+	src.settle(got[1], abandon)
+	xs := src.e.Transfers(10, 1<<20)
+	src.log.resolve(t, src.e.TakeBodies())
+	if len(xs) != 2 || xs[0].To != "errors" {
+		t.Fatalf("transfers %+v", xs)
+	}
+	accept := &enginev1.AcceptTransfer{EntityPath: "errors", Stream: "orders@1/0"}
+	for _, x := range xs {
+		accept.Messages = append(accept.Messages, &enginev1.TransferredMessage{Number: x.Number, Message: x.Message})
+	}
+
+	want := map[string][2]string{
+		"poison": {"bad input", "field x is missing"},
+		"tired":  {reasonMaxDeliveryCountExceeded, descriptionMaxDeliveryCount},
+	}
+	check := func(what string, ms []*raftbusv1.ReceivedMessage, want map[string][2]string) {
+		t.Helper()
+		if len(ms) != len(want) {
+			t.Fatalf("%s: %d messages, want %d", what, len(ms), len(want))
+		}
+		for _, m := range ms {
+			w := want[m.GetMessage().GetMessageId()]
+			if m.GetDeadLetterReason() != w[0] || m.GetDeadLetterErrorDescription() != w[1] {
+				t.Fatalf("%s: %s says %q (%q), want %q (%q)", what, m.GetMessage().GetMessageId(),
+					m.GetDeadLetterReason(), m.GetDeadLetterErrorDescription(), w[0], w[1])
+			}
+		}
+	}
+	dst := &harness{t: t, e: New(1, 2), now: src.now, log: &fakeLog{entries: map[uint64][]byte{}}}
+	dst.configure("errors", nil)
+	dst.ok(&enginev1.Command{Body: &enginev1.Command_AcceptTransfer{AcceptTransfer: accept}})
+	peeked, err := dst.e.Peek("errors", mainQueue, 0, 10, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("peeked in the target", peeked, want)
+	received := dst.ok(lockOn("errors", mainQueue, 10)).GetLock().GetMessages()
+	check("received in the target", received, want)
+	if p := received[0].GetMessage().GetApplicationProperties(); p["k"].GetStringValue() != "v" {
+		t.Fatalf("the target's message lost its own properties: %v", p)
+	}
+	again := settleOn("errors", mainQueue, received[0].GetLockToken(), deadLetterIt)
+	again.GetSettle().DeadLetterReason = "still bad"
+	dst.ok(again)
+	dead := dst.ok(lockOn("errors", raftbusv1.SubQueue_SUB_QUEUE_DEAD_LETTER, 10)).GetLock().GetMessages()
+	check("dead-lettered again in the target", dead, map[string][2]string{received[0].GetMessage().GetMessageId(): {"still bad", ""}})
+
+	old := &harness{t: t, e: New(1, 2), now: src.now, log: &fakeLog{entries: map[uint64][]byte{}}}
+	old.version = ptr[uint32](versionForwardedDeadLetterReason - 1)
+	old.configure("errors", nil)
+	old.ok(&enginev1.Command{Body: &enginev1.Command_AcceptTransfer{AcceptTransfer: accept}})
+	check("received by an older version", old.ok(lockOn("errors", mainQueue, 10)).GetLock().GetMessages(), map[string][2]string{"poison": {}, "tired": {}})
+}

@@ -103,6 +103,9 @@ func validate(cmd *enginev1.Command) *Error {
 		if err := checkOptionalSession(c.GetSessionId(), c.GetSessionLockToken()); err != nil {
 			return err
 		}
+		if err := checkSettlementID(c.GetSettlementId()); err != nil {
+			return err
+		}
 		return checkProperties(c.GetPropertiesToModify())
 	case *enginev1.Command_RenewLock:
 		c := b.RenewLock
@@ -150,6 +153,13 @@ func validate(cmd *enginev1.Command) *Error {
 func checkReceiveID(id []byte) *Error {
 	if len(id) > maxReceiveIDSize {
 		return invalidf("receive_id must be at most %d bytes, not %d", maxReceiveIDSize, len(id))
+	}
+	return nil
+}
+
+func checkSettlementID(id []byte) *Error {
+	if len(id) > maxSettlementIDSize {
+		return invalidf("settlement_id must be at most %d bytes, not %d", maxSettlementIDSize, len(id))
 	}
 	return nil
 }

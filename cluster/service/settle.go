@@ -38,7 +38,7 @@ func (s *Messaging) settle(ctx context.Context, lock *raftbusv1.MessageLock, cmd
 }
 
 func (s *Messaging) Complete(ctx context.Context, req *raftbusv1.CompleteRequest) (*raftbusv1.CompleteResponse, error) {
-	err := s.settle(ctx, req.GetLock(), &enginev1.Settle{Disposition: enginev1.Disposition_DISPOSITION_COMPLETE},
+	err := s.settle(ctx, req.GetLock(), &enginev1.Settle{Disposition: enginev1.Disposition_DISPOSITION_COMPLETE, SettlementId: req.GetSettlementId()},
 		func(ctx context.Context, c raftbusv1.MessagingServiceClient) error {
 			_, err := c.Complete(ctx, req)
 			return err
@@ -50,7 +50,8 @@ func (s *Messaging) Complete(ctx context.Context, req *raftbusv1.CompleteRequest
 }
 
 func (s *Messaging) Abandon(ctx context.Context, req *raftbusv1.AbandonRequest) (*raftbusv1.AbandonResponse, error) {
-	err := s.settle(ctx, req.GetLock(), &enginev1.Settle{Disposition: enginev1.Disposition_DISPOSITION_ABANDON, PropertiesToModify: req.GetPropertiesToModify()},
+	err := s.settle(ctx, req.GetLock(), &enginev1.Settle{Disposition: enginev1.Disposition_DISPOSITION_ABANDON, PropertiesToModify: req.GetPropertiesToModify(),
+		SettlementId: req.GetSettlementId()},
 		func(ctx context.Context, c raftbusv1.MessagingServiceClient) error {
 			_, err := c.Abandon(ctx, req)
 			return err
@@ -74,6 +75,7 @@ func (s *Messaging) DeadLetter(ctx context.Context, req *raftbusv1.DeadLetterReq
 		DeadLetterReason:           req.GetReason(),
 		DeadLetterErrorDescription: req.GetErrorDescription(),
 		PropertiesToModify:         req.GetPropertiesToModify(),
+		SettlementId:               req.GetSettlementId(),
 	}, func(ctx context.Context, c raftbusv1.MessagingServiceClient) error {
 		_, err := c.DeadLetter(ctx, req)
 		return err
@@ -85,7 +87,8 @@ func (s *Messaging) DeadLetter(ctx context.Context, req *raftbusv1.DeadLetterReq
 }
 
 func (s *Messaging) Defer(ctx context.Context, req *raftbusv1.DeferRequest) (*raftbusv1.DeferResponse, error) {
-	err := s.settle(ctx, req.GetLock(), &enginev1.Settle{Disposition: enginev1.Disposition_DISPOSITION_DEFER, PropertiesToModify: req.GetPropertiesToModify()},
+	err := s.settle(ctx, req.GetLock(), &enginev1.Settle{Disposition: enginev1.Disposition_DISPOSITION_DEFER, PropertiesToModify: req.GetPropertiesToModify(),
+		SettlementId: req.GetSettlementId()},
 		func(ctx context.Context, c raftbusv1.MessagingServiceClient) error {
 			_, err := c.Defer(ctx, req)
 			return err

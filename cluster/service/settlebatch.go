@@ -107,7 +107,7 @@ func (s *Messaging) settleCommand(ctx context.Context, st *raftbusv1.Settlement)
 	if lock == nil {
 		return nil, resolved{}, apierror.Invalid("lock is required")
 	}
-	cmd := &enginev1.Settle{PropertiesToModify: st.GetPropertiesToModify()}
+	cmd := &enginev1.Settle{PropertiesToModify: st.GetPropertiesToModify(), SettlementId: st.GetSettlementId()}
 	switch st.GetDisposition() {
 	case raftbusv1.Disposition_DISPOSITION_COMPLETE:
 		cmd.Disposition = enginev1.Disposition_DISPOSITION_COMPLETE

@@ -595,7 +595,10 @@ type ReceivedMessage struct {
 	State         MessageState `protobuf:"varint,8,opt,name=state,proto3,enum=raftbus.v1.MessageState" json:"state,omitempty"`
 	// When the message expires (enqueued_time + time to live).
 	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
-	// Dead-lettered messages only.
+	// Dead-lettered messages; and, as in Service Bus, a message whose
+	// application properties DeadLetterReason and DeadLetterErrorDescription
+	// say them, such as a dead letter forwarded by
+	// forward_dead_lettered_messages_to to another entity.
 	DeadLetterReason           string `protobuf:"bytes,10,opt,name=dead_letter_reason,json=deadLetterReason,proto3" json:"dead_letter_reason,omitempty"`
 	DeadLetterErrorDescription string `protobuf:"bytes,11,opt,name=dead_letter_error_description,json=deadLetterErrorDescription,proto3" json:"dead_letter_error_description,omitempty"`
 	// The entity the message was dead-lettered from.

@@ -1345,8 +1345,11 @@ func (x *MessageLock) GetLockToken() []byte {
 }
 
 type CompleteRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Lock          *MessageLock           `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Lock  *MessageLock           `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`
+	// Chosen by the caller for this settlement and kept by its repeats
+	// (see Settlement.settlement_id).
+	SettlementId  []byte `protobuf:"bytes,2,opt,name=settlement_id,json=settlementId,proto3" json:"settlement_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1384,6 +1387,13 @@ func (*CompleteRequest) Descriptor() ([]byte, []int) {
 func (x *CompleteRequest) GetLock() *MessageLock {
 	if x != nil {
 		return x.Lock
+	}
+	return nil
+}
+
+func (x *CompleteRequest) GetSettlementId() []byte {
+	if x != nil {
+		return x.SettlementId
 	}
 	return nil
 }
@@ -1428,8 +1438,11 @@ type AbandonRequest struct {
 	state              protoimpl.MessageState    `protogen:"open.v1"`
 	Lock               *MessageLock              `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`
 	PropertiesToModify map[string]*PropertyValue `protobuf:"bytes,2,rep,name=properties_to_modify,json=propertiesToModify,proto3" json:"properties_to_modify,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Chosen by the caller for this settlement and kept by its repeats
+	// (see Settlement.settlement_id).
+	SettlementId  []byte `protobuf:"bytes,3,opt,name=settlement_id,json=settlementId,proto3" json:"settlement_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AbandonRequest) Reset() {
@@ -1472,6 +1485,13 @@ func (x *AbandonRequest) GetLock() *MessageLock {
 func (x *AbandonRequest) GetPropertiesToModify() map[string]*PropertyValue {
 	if x != nil {
 		return x.PropertiesToModify
+	}
+	return nil
+}
+
+func (x *AbandonRequest) GetSettlementId() []byte {
+	if x != nil {
+		return x.SettlementId
 	}
 	return nil
 }
@@ -1519,8 +1539,11 @@ type DeadLetterRequest struct {
 	Reason             string                    `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	ErrorDescription   string                    `protobuf:"bytes,3,opt,name=error_description,json=errorDescription,proto3" json:"error_description,omitempty"`
 	PropertiesToModify map[string]*PropertyValue `protobuf:"bytes,4,rep,name=properties_to_modify,json=propertiesToModify,proto3" json:"properties_to_modify,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Chosen by the caller for this settlement and kept by its repeats
+	// (see Settlement.settlement_id).
+	SettlementId  []byte `protobuf:"bytes,5,opt,name=settlement_id,json=settlementId,proto3" json:"settlement_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeadLetterRequest) Reset() {
@@ -1581,6 +1604,13 @@ func (x *DeadLetterRequest) GetPropertiesToModify() map[string]*PropertyValue {
 	return nil
 }
 
+func (x *DeadLetterRequest) GetSettlementId() []byte {
+	if x != nil {
+		return x.SettlementId
+	}
+	return nil
+}
+
 type DeadLetterResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1621,8 +1651,11 @@ type DeferRequest struct {
 	state              protoimpl.MessageState    `protogen:"open.v1"`
 	Lock               *MessageLock              `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`
 	PropertiesToModify map[string]*PropertyValue `protobuf:"bytes,2,rep,name=properties_to_modify,json=propertiesToModify,proto3" json:"properties_to_modify,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Chosen by the caller for this settlement and kept by its repeats
+	// (see Settlement.settlement_id).
+	SettlementId  []byte `protobuf:"bytes,3,opt,name=settlement_id,json=settlementId,proto3" json:"settlement_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeferRequest) Reset() {
@@ -1665,6 +1698,13 @@ func (x *DeferRequest) GetLock() *MessageLock {
 func (x *DeferRequest) GetPropertiesToModify() map[string]*PropertyValue {
 	if x != nil {
 		return x.PropertiesToModify
+	}
+	return nil
+}
+
+func (x *DeferRequest) GetSettlementId() []byte {
+	if x != nil {
+		return x.SettlementId
 	}
 	return nil
 }
@@ -1761,8 +1801,18 @@ type Settlement struct {
 	// Merged into the application properties (not with
 	// DISPOSITION_COMPLETE).
 	PropertiesToModify map[string]*PropertyValue `protobuf:"bytes,5,rep,name=properties_to_modify,json=propertiesToModify,proto3" json:"properties_to_modify,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Up to 64 bytes chosen by the caller for this settlement and sent
+	// unchanged with every repeat of it (after an unknown outcome): a repeat
+	// of a settlement that took effect, with the same settlement_id, lock
+	// and disposition, succeeds and changes nothing, for a while (the
+	// entity's LockDuration, at least 30 s). Any other settlement of a
+	// message already settled, with another settlement_id or none, fails
+	// with MESSAGE_LOCK_LOST, as in Service Bus. It needs to differ only
+	// from the other settlements of the same lock; a random 16 bytes per
+	// call will do.
+	SettlementId  []byte `protobuf:"bytes,6,opt,name=settlement_id,json=settlementId,proto3" json:"settlement_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Settlement) Reset() {
@@ -1826,6 +1876,13 @@ func (x *Settlement) GetDeadLetterErrorDescription() string {
 func (x *Settlement) GetPropertiesToModify() map[string]*PropertyValue {
 	if x != nil {
 		return x.PropertiesToModify
+	}
+	return nil
+}
+
+func (x *Settlement) GetSettlementId() []byte {
+	if x != nil {
+		return x.SettlementId
 	}
 	return nil
 }
@@ -2888,42 +2945,47 @@ const file_raftbus_v1_messaging_proto_rawDesc = "" +
 	"\tsub_queue\x18\x02 \x01(\x0e2\x14.raftbus.v1.SubQueueR\bsubQueue\x12!\n" +
 	"\fpartition_id\x18\x03 \x01(\rR\vpartitionId\x12\x1d\n" +
 	"\n" +
-	"lock_token\x18\x04 \x01(\fR\tlockToken\">\n" +
+	"lock_token\x18\x04 \x01(\fR\tlockToken\"c\n" +
 	"\x0fCompleteRequest\x12+\n" +
-	"\x04lock\x18\x01 \x01(\v2\x17.raftbus.v1.MessageLockR\x04lock\"\x12\n" +
-	"\x10CompleteResponse\"\x85\x02\n" +
+	"\x04lock\x18\x01 \x01(\v2\x17.raftbus.v1.MessageLockR\x04lock\x12#\n" +
+	"\rsettlement_id\x18\x02 \x01(\fR\fsettlementId\"\x12\n" +
+	"\x10CompleteResponse\"\xaa\x02\n" +
 	"\x0eAbandonRequest\x12+\n" +
 	"\x04lock\x18\x01 \x01(\v2\x17.raftbus.v1.MessageLockR\x04lock\x12d\n" +
-	"\x14properties_to_modify\x18\x02 \x03(\v22.raftbus.v1.AbandonRequest.PropertiesToModifyEntryR\x12propertiesToModify\x1a`\n" +
+	"\x14properties_to_modify\x18\x02 \x03(\v22.raftbus.v1.AbandonRequest.PropertiesToModifyEntryR\x12propertiesToModify\x12#\n" +
+	"\rsettlement_id\x18\x03 \x01(\fR\fsettlementId\x1a`\n" +
 	"\x17PropertiesToModifyEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
 	"\x05value\x18\x02 \x01(\v2\x19.raftbus.v1.PropertyValueR\x05value:\x028\x01\"\x11\n" +
-	"\x0fAbandonResponse\"\xd0\x02\n" +
+	"\x0fAbandonResponse\"\xf5\x02\n" +
 	"\x11DeadLetterRequest\x12+\n" +
 	"\x04lock\x18\x01 \x01(\v2\x17.raftbus.v1.MessageLockR\x04lock\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12+\n" +
 	"\x11error_description\x18\x03 \x01(\tR\x10errorDescription\x12g\n" +
-	"\x14properties_to_modify\x18\x04 \x03(\v25.raftbus.v1.DeadLetterRequest.PropertiesToModifyEntryR\x12propertiesToModify\x1a`\n" +
+	"\x14properties_to_modify\x18\x04 \x03(\v25.raftbus.v1.DeadLetterRequest.PropertiesToModifyEntryR\x12propertiesToModify\x12#\n" +
+	"\rsettlement_id\x18\x05 \x01(\fR\fsettlementId\x1a`\n" +
 	"\x17PropertiesToModifyEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
 	"\x05value\x18\x02 \x01(\v2\x19.raftbus.v1.PropertyValueR\x05value:\x028\x01\"\x14\n" +
-	"\x12DeadLetterResponse\"\x81\x02\n" +
+	"\x12DeadLetterResponse\"\xa6\x02\n" +
 	"\fDeferRequest\x12+\n" +
 	"\x04lock\x18\x01 \x01(\v2\x17.raftbus.v1.MessageLockR\x04lock\x12b\n" +
-	"\x14properties_to_modify\x18\x02 \x03(\v20.raftbus.v1.DeferRequest.PropertiesToModifyEntryR\x12propertiesToModify\x1a`\n" +
+	"\x14properties_to_modify\x18\x02 \x03(\v20.raftbus.v1.DeferRequest.PropertiesToModifyEntryR\x12propertiesToModify\x12#\n" +
+	"\rsettlement_id\x18\x03 \x01(\fR\fsettlementId\x1a`\n" +
 	"\x17PropertiesToModifyEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
 	"\x05value\x18\x02 \x01(\v2\x19.raftbus.v1.PropertyValueR\x05value:\x028\x01\"\x0f\n" +
 	"\rDeferResponse\"I\n" +
 	"\rSettleRequest\x128\n" +
-	"\vsettlements\x18\x01 \x03(\v2\x16.raftbus.v1.SettlementR\vsettlements\"\xa9\x03\n" +
+	"\vsettlements\x18\x01 \x03(\v2\x16.raftbus.v1.SettlementR\vsettlements\"\xce\x03\n" +
 	"\n" +
 	"Settlement\x12+\n" +
 	"\x04lock\x18\x01 \x01(\v2\x17.raftbus.v1.MessageLockR\x04lock\x129\n" +
 	"\vdisposition\x18\x02 \x01(\x0e2\x17.raftbus.v1.DispositionR\vdisposition\x12,\n" +
 	"\x12dead_letter_reason\x18\x03 \x01(\tR\x10deadLetterReason\x12A\n" +
 	"\x1ddead_letter_error_description\x18\x04 \x01(\tR\x1adeadLetterErrorDescription\x12`\n" +
-	"\x14properties_to_modify\x18\x05 \x03(\v2..raftbus.v1.Settlement.PropertiesToModifyEntryR\x12propertiesToModify\x1a`\n" +
+	"\x14properties_to_modify\x18\x05 \x03(\v2..raftbus.v1.Settlement.PropertiesToModifyEntryR\x12propertiesToModify\x12#\n" +
+	"\rsettlement_id\x18\x06 \x01(\fR\fsettlementId\x1a`\n" +
 	"\x17PropertiesToModifyEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
 	"\x05value\x18\x02 \x01(\v2\x19.raftbus.v1.PropertyValueR\x05value:\x028\x01\"D\n" +

@@ -135,8 +135,9 @@ type MessagingServiceClient interface {
 	// the stream is gone.
 	ReceiveStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ReceiveStreamRequest, ReceiveStreamResponse], error)
 	// Complete removes a locked message. Fails with MESSAGE_LOCK_LOST when the
-	// lock expired or the token is unknown, SESSION_LOCK_LOST when the
-	// message's session lock was lost.
+	// lock expired, the token is unknown or the message was settled already
+	// (unless by a repeat of this settlement: see Settlement.settlement_id),
+	// SESSION_LOCK_LOST when the message's session lock was lost.
 	Complete(ctx context.Context, in *CompleteRequest, opts ...grpc.CallOption) (*CompleteResponse, error)
 	// Abandon releases a lock at once: the message is available again in its
 	// original place in the order (at the head of its session), its delivery
@@ -504,8 +505,9 @@ type MessagingServiceServer interface {
 	// the stream is gone.
 	ReceiveStream(grpc.BidiStreamingServer[ReceiveStreamRequest, ReceiveStreamResponse]) error
 	// Complete removes a locked message. Fails with MESSAGE_LOCK_LOST when the
-	// lock expired or the token is unknown, SESSION_LOCK_LOST when the
-	// message's session lock was lost.
+	// lock expired, the token is unknown or the message was settled already
+	// (unless by a repeat of this settlement: see Settlement.settlement_id),
+	// SESSION_LOCK_LOST when the message's session lock was lost.
 	Complete(context.Context, *CompleteRequest) (*CompleteResponse, error)
 	// Abandon releases a lock at once: the message is available again in its
 	// original place in the order (at the head of its session), its delivery

@@ -1006,6 +1006,13 @@ func (m *Settlement) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if len(m.SettlementId) > 0 {
+		i -= len(m.SettlementId)
+		copy(dAtA[i:], m.SettlementId)
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(len(m.SettlementId)))
+		i--
+		dAtA[i] = 0x32
+	}
 	if len(m.PropertiesToModify) > 0 {
 		for k := range m.PropertiesToModify {
 			v := m.PropertiesToModify[k]
@@ -1551,6 +1558,10 @@ func (m *Settlement) SizeVT() (n int) {
 			mapEntrySize := 1 + len(k) + protohelpers.SizeOfVarint(uint64(len(k))) + l
 			n += mapEntrySize + 1 + protohelpers.SizeOfVarint(uint64(mapEntrySize))
 		}
+	}
+	l = len(m.SettlementId)
+	if l > 0 {
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -4053,6 +4064,40 @@ func (m *Settlement) UnmarshalVT(dAtA []byte) error {
 				}
 			}
 			m.PropertiesToModify[mapkey] = mapvalue
+			iNdEx = postIndex
+		case 6:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field SettlementId", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.SettlementId = append(m.SettlementId[:0], dAtA[iNdEx:postIndex]...)
+			if m.SettlementId == nil {
+				m.SettlementId = []byte{}
+			}
 			iNdEx = postIndex
 		default:
 			iNdEx = preIndex

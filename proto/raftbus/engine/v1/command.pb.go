@@ -933,8 +933,14 @@ type Settle struct {
 	// with SESSION_LOCK_LOST when that lock is lost. Optional.
 	SessionId        string `protobuf:"bytes,8,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	SessionLockToken []byte `protobuf:"bytes,9,opt,name=session_lock_token,json=sessionLockToken,proto3" json:"session_lock_token,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The caller's id of this settlement, kept by its repeats (up to 64
+	// bytes; see raftbus.v1.Settlement.settlement_id): a settlement of a
+	// token already settled succeeds without effect only when it comes
+	// with the same id (engine versions before 9: with the same
+	// disposition, whatever the id).
+	SettlementId  []byte `protobuf:"bytes,10,opt,name=settlement_id,json=settlementId,proto3" json:"settlement_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Settle) Reset() {
@@ -1026,6 +1032,13 @@ func (x *Settle) GetSessionId() string {
 func (x *Settle) GetSessionLockToken() []byte {
 	if x != nil {
 		return x.SessionLockToken
+	}
+	return nil
+}
+
+func (x *Settle) GetSettlementId() []byte {
+	if x != nil {
+		return x.SettlementId
 	}
 	return nil
 }
@@ -2653,7 +2666,7 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\n" +
 	"receive_id\x18\a \x01(\fR\treceiveId\x12\x16\n" +
 	"\x06replay\x18\b \x01(\bR\x06replay\x12\x1b\n" +
-	"\tmax_bytes\x18\t \x01(\x03R\bmaxBytes\"\xc2\x04\n" +
+	"\tmax_bytes\x18\t \x01(\x03R\bmaxBytes\"\xe7\x04\n" +
 	"\x06Settle\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x121\n" +
@@ -2666,7 +2679,9 @@ const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\x14properties_to_modify\x18\a \x03(\v21.raftbus.engine.v1.Settle.PropertiesToModifyEntryR\x12propertiesToModify\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\b \x01(\tR\tsessionId\x12,\n" +
-	"\x12session_lock_token\x18\t \x01(\fR\x10sessionLockToken\x1a`\n" +
+	"\x12session_lock_token\x18\t \x01(\fR\x10sessionLockToken\x12#\n" +
+	"\rsettlement_id\x18\n" +
+	" \x01(\fR\fsettlementId\x1a`\n" +
 	"\x17PropertiesToModifyEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
 	"\x05value\x18\x02 \x01(\v2\x19.raftbus.v1.PropertyValueR\x05value:\x028\x01\"\xcb\x01\n" +

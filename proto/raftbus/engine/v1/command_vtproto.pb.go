@@ -1046,6 +1046,13 @@ func (m *Settle) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if len(m.SettlementId) > 0 {
+		i -= len(m.SettlementId)
+		copy(dAtA[i:], m.SettlementId)
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(len(m.SettlementId)))
+		i--
+		dAtA[i] = 0x52
+	}
 	if len(m.SessionLockToken) > 0 {
 		i -= len(m.SessionLockToken)
 		copy(dAtA[i:], m.SessionLockToken)
@@ -2257,6 +2264,10 @@ func (m *Settle) SizeVT() (n int) {
 		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
 	l = len(m.SessionLockToken)
+	if l > 0 {
+		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
+	}
+	l = len(m.SettlementId)
 	if l > 0 {
 		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
@@ -4852,6 +4863,40 @@ func (m *Settle) UnmarshalVT(dAtA []byte) error {
 			m.SessionLockToken = append(m.SessionLockToken[:0], dAtA[iNdEx:postIndex]...)
 			if m.SessionLockToken == nil {
 				m.SessionLockToken = []byte{}
+			}
+			iNdEx = postIndex
+		case 10:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field SettlementId", wireType)
+			}
+			var byteLen int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				byteLen |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			if byteLen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + byteLen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.SettlementId = append(m.SettlementId[:0], dAtA[iNdEx:postIndex]...)
+			if m.SettlementId == nil {
+				m.SettlementId = []byte{}
 			}
 			iNdEx = postIndex
 		default:

@@ -1078,8 +1078,9 @@ func (x *Receipt) GetRemovedBodyRefs() []*BodyRef {
 	return nil
 }
 
-// SettledLock is a recent settlement: the lock token it ended and how, so
-// that a repeat of it succeeds without effect (see engine/settled.go).
+// SettledLock is a recent settlement: the lock token it ended, how and
+// under which settlement id, so that a repeat of it succeeds without
+// effect (see engine/settled.go).
 type SettledLock struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	EntityPath    string                 `protobuf:"bytes,1,opt,name=entity_path,json=entityPath,proto3" json:"entity_path,omitempty"`
@@ -1087,6 +1088,8 @@ type SettledLock struct {
 	LockToken     []byte                 `protobuf:"bytes,3,opt,name=lock_token,json=lockToken,proto3" json:"lock_token,omitempty"`
 	Disposition   Disposition            `protobuf:"varint,4,opt,name=disposition,proto3,enum=raftbus.engine.v1.Disposition" json:"disposition,omitempty"`
 	ExpiresUnixMs int64                  `protobuf:"varint,5,opt,name=expires_unix_ms,json=expiresUnixMs,proto3" json:"expires_unix_ms,omitempty"`
+	// Empty for settlements made without one.
+	SettlementId  []byte `protobuf:"bytes,6,opt,name=settlement_id,json=settlementId,proto3" json:"settlement_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1154,6 +1157,13 @@ func (x *SettledLock) GetExpiresUnixMs() int64 {
 		return x.ExpiresUnixMs
 	}
 	return 0
+}
+
+func (x *SettledLock) GetSettlementId() []byte {
+	if x != nil {
+		return x.SettlementId
+	}
+	return nil
 }
 
 // SnapshotTrailer ends a snapshot; its counts guard against truncation.
@@ -1303,7 +1313,7 @@ const file_raftbus_engine_v1_snapshot_proto_rawDesc = "" +
 	"lockTokens\x125\n" +
 	"\aremoved\x18\n" +
 	" \x03(\v2\x1b.raftbus.v1.ReceivedMessageR\aremoved\x12F\n" +
-	"\x11removed_body_refs\x18\v \x03(\v2\x1a.raftbus.engine.v1.BodyRefR\x0fremovedBodyRefs\"\xea\x01\n" +
+	"\x11removed_body_refs\x18\v \x03(\v2\x1a.raftbus.engine.v1.BodyRefR\x0fremovedBodyRefs\"\x8f\x02\n" +
 	"\vSettledLock\x12\x1f\n" +
 	"\ventity_path\x18\x01 \x01(\tR\n" +
 	"entityPath\x121\n" +
@@ -1311,7 +1321,8 @@ const file_raftbus_engine_v1_snapshot_proto_rawDesc = "" +
 	"\n" +
 	"lock_token\x18\x03 \x01(\fR\tlockToken\x12@\n" +
 	"\vdisposition\x18\x04 \x01(\x0e2\x1e.raftbus.engine.v1.DispositionR\vdisposition\x12&\n" +
-	"\x0fexpires_unix_ms\x18\x05 \x01(\x03R\rexpiresUnixMs\"Y\n" +
+	"\x0fexpires_unix_ms\x18\x05 \x01(\x03R\rexpiresUnixMs\x12#\n" +
+	"\rsettlement_id\x18\x06 \x01(\fR\fsettlementId\"Y\n" +
 	"\x0fSnapshotTrailer\x12!\n" +
 	"\fentity_count\x18\x01 \x01(\x04R\ventityCount\x12#\n" +
 	"\rmessage_count\x18\x02 \x01(\x04R\fmessageCount*\xb2\x01\n" +
