@@ -96,6 +96,8 @@ go test -race -count=1 "$@"
 if $whole; then
   step "go vet, go test -race (test/azsdk: the Azure SDK over AMQP)"
   (cd test/azsdk && go vet ./... && go test -race -count=1 ./...)
+  step "go vet, go test -race (examples/azsdk: the examples with the Azure SDK)"
+  (cd examples/azsdk && go vet ./... && go test -race -count=1 ./...)
   # The NATS harness of scripts/bench-peers.sh, a module of its own too:
   # built and vetted, so that it keeps up with the main module.
   step "go vet (bench/peers)"
