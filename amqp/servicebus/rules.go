@@ -212,9 +212,9 @@ func describedRule(r *raftbusv1.RuleProperties) amqp.Described {
 				fields = append(fields, v)
 			}
 		}
-		props := map[string]any{}
-		for k, v := range client.PropertiesFromProto(cf.GetApplicationProperties()) {
-			props[k] = v
+		props := client.PropertiesFromProto(cf.GetApplicationProperties())
+		if props == nil {
+			props = map[string]any{} // the list's last field is a map, empty or not
 		}
 		filter = amqp.Described{Descriptor: descCorrelationFilter, Value: append(fields, props)}
 	default:
