@@ -117,13 +117,17 @@ func (t *Token) Verify(key string) bool {
 
 // ResourcePath is the path of the token's resource URI without its
 // leading and trailing slashes: "" for the namespace, else an entity path.
-// The host is not compared: a cluster is reached at many addresses.
+// The host is not compared: a cluster is reached at many addresses. A
+// query is no part of the path: the Go SDK's administration client signs
+// each request's URL, api-version and all.
 func (t *Token) ResourcePath() (string, error) {
 	// Not url.Parse: raftbus endpoints may list several hosts.
 	_, rest, ok := strings.Cut(t.Resource, "://")
 	if !ok {
 		return "", fmt.Errorf("token resource %q is not a URI such as sb://host/path", t.Resource)
 	}
+	rest, _, _ = strings.Cut(rest, "#")
+	rest, _, _ = strings.Cut(rest, "?")
 	_, path, _ := strings.Cut(rest, "/")
 	return strings.Trim(path, "/"), nil
 }

@@ -33,7 +33,11 @@ func TestSignMatchesServiceBus(t *testing.T) {
 	if p, err := tok.ResourcePath(); err != nil || p != "orders" {
 		t.Fatalf("resource path %q, %v", p, err)
 	}
-	for res, want := range map[string]string{"sb://n1,n2/": "", "sb://n1:7400,n2/t/subscriptions/s/": "t/subscriptions/s"} {
+	for res, want := range map[string]string{
+		"sb://n1,n2/": "", "sb://n1:7400,n2/t/subscriptions/s/": "t/subscriptions/s",
+		"https://n1:5300": "", "https://n1:5300?api-version=2024-05": "",
+		"https://n1:5300/orders?api-version=2024-05": "orders", "https://n1/$Resources/Queues?&%24top=10#x": "$Resources/Queues",
+	} {
 		tok, _ := Parse(Sign(res, "k", "key", time.Unix(docExpiry, 0)))
 		if p, err := tok.ResourcePath(); err != nil || p != want {
 			t.Fatalf("resource path of %s: %q, %v; want %q", res, p, err, want)
