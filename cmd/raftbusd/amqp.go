@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strconv"
 
 	"google.golang.org/grpc"
 
@@ -113,16 +112,5 @@ func serveAMQP(lis net.Listener, node *cluster.Node, nodeTLS *certs.NodeTLS, aut
 	return a, nil
 }
 
-// defaultAMQPAddr is loopback at the gRPC port plus amqpPortOffset (port
-// 0, any free one, when the gRPC port is 0 or the sum is no port).
-func defaultAMQPAddr(listen string) string {
-	_, port, err := net.SplitHostPort(listen)
-	if err != nil {
-		return "127.0.0.1:0"
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil || p == 0 || p+amqpPortOffset <= 0 || p+amqpPortOffset > 65535 {
-		return "127.0.0.1:0"
-	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p+amqpPortOffset))
-}
+// defaultAMQPAddr is loopback at the gRPC port plus amqpPortOffset.
+func defaultAMQPAddr(listen string) string { return loopbackAt(listen, amqpPortOffset) }

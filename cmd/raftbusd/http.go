@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"strconv"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -110,14 +108,4 @@ func consoleClient(started *atomic.Pointer[cluster.Node], nodeTLS *certs.NodeTLS
 
 // defaultHTTPAddr is loopback at the gRPC port plus httpPortOffset (port
 // 0, any free one, when the gRPC port is 0 or the sum is no port).
-func defaultHTTPAddr(listen string) string {
-	_, port, err := net.SplitHostPort(listen)
-	if err != nil {
-		return "127.0.0.1:0"
-	}
-	p, err := strconv.Atoi(port)
-	if err != nil || p == 0 || p+httpPortOffset > 65535 {
-		return "127.0.0.1:0"
-	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p+httpPortOffset))
-}
+func defaultHTTPAddr(listen string) string { return loopbackAt(listen, httpPortOffset) }

@@ -47,6 +47,11 @@ type options struct {
 	// Service Bus SDKs; empty: none. Unset: loopback, at the gRPC port
 	// plus amqpPortOffset (5672 for 7400).
 	AMQP *string `json:"amqp"`
+	// Management is the host:port of the node's listener of the Service
+	// Bus management REST API (ATOM over HTTPS) for the SDKs'
+	// administration clients; empty: none. Unset: loopback, at the gRPC
+	// port plus managementPortOffset (5300 for 7400).
+	Management *string `json:"management"`
 	// Pprof serves Go's profiles on the HTTP listener, which must then be
 	// on loopback.
 	Pprof bool `json:"pprof"`
@@ -161,6 +166,13 @@ func run(args []string, stderr io.Writer) error {
 	if amqpLis != nil {
 		defer amqpLis.Close() // in case the node fails to start
 	}
+	managementLis, err := listenManagement(opts, nodeTLS, log)
+	if err != nil {
+		return err
+	}
+	if managementLis != nil {
+		defer managementLis.Close() // in case the node fails to start
+	}
 	node, err := cluster.Start(cluster.Config{
 		NodeID:            opts.NodeID,
 		ListenAddr:        opts.Listen,
@@ -187,10 +199,18 @@ func run(args []string, stderr io.Writer) error {
 			return err
 		}
 	}
-	// AMQP connections end before the node goes: they are its clients.
-	closeAMQP := func() {
+	var managementSrv *managementFrontDoor
+	if managementLis != nil {
+		managementSrv = serveManagement(managementLis, node, nodeTLS, opts.Auth, log)
+	}
+	// AMQP connections and management requests end before the node
+	// goes: they are its clients.
+	closeFrontDoors := func() {
 		if amqpSrv != nil {
 			amqpSrv.Close()
+		}
+		if managementSrv != nil {
+			managementSrv.Close()
 		}
 	}
 
@@ -199,12 +219,12 @@ func run(args []string, stderr io.Writer) error {
 	select {
 	case <-ctx.Done():
 	case err := <-node.Failed():
-		closeAMQP()
+		closeFrontDoors()
 		node.Close()
 		return err
 	}
 	stop() // a second signal stops the process at once
-	closeAMQP()
+	closeFrontDoors()
 	log.Info("shutting down: handing over what this node leads")
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
@@ -249,6 +269,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&httpAddr, "http", "", "`host:port` of the HTTP listener for the web console (/console/), /metrics, /healthz, /readyz (and /debug/pprof/ with --pprof); empty: none (default: 127.0.0.1 at the --listen port + 2000, e.g. 127.0.0.1:9400)")
 	var amqpAddr string
 	fs.StringVar(&amqpAddr, "amqp", "", "`host:port` of the AMQP 1.0 listener for the Azure Service Bus SDKs (TLS when the node has TLS); empty: none (default: 127.0.0.1 at the --listen port - 1728, e.g. 127.0.0.1:5672)")
+	var managementAddr string
+	fs.StringVar(&managementAddr, "management", "", "`host:port` of the Service Bus management REST API (ATOM over HTTPS) for the SDKs' administration clients (TLS when the node has TLS); empty: none (default: 127.0.0.1 at the --listen port - 2100, e.g. 127.0.0.1:5300)")
 	fs.BoolVar(&flagged.Pprof, "pprof", false, "serve Go's profiles at /debug/pprof/ on the HTTP listener, which must be on loopback")
 	fs.StringVar(&flagged.TLSCert, "tls-cert", "", "this node's certificate (PEM `file`), issued by the cluster CA for its node id")
 	fs.StringVar(&flagged.TLSKey, "tls-key", "", "the private key (PEM `file`) of --tls-cert")
@@ -298,6 +320,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 			opts.HTTP = &httpAddr
 		case "amqp":
 			opts.AMQP = &amqpAddr
+		case "management":
+			opts.Management = &managementAddr
 		case "pprof":
 			opts.Pprof = flagged.Pprof
 		case "tls-cert":

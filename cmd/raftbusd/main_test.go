@@ -56,6 +56,8 @@ func TestStartUpErrorsSayWhatIsWrong(t *testing.T) {
 		{"reachable with TLS but no auth", []string{"--listen", "0.0.0.0:0", "--tls-ca", "ca.pem", "--tls-cert", "n1.pem", "--tls-key", "n1-key.pem", "--data-dir", t.TempDir()}, "--auth"},
 		{"amqp off loopback", []string{"--amqp", "0.0.0.0:0", "--data-dir", t.TempDir()}, "--insecure"},
 		{"amqp port in use", []string{"--amqp", busy.Addr().String(), "--data-dir", t.TempDir()}, "--amqp"},
+		{"management off loopback", []string{"--management", "0.0.0.0:0", "--data-dir", t.TempDir()}, "--insecure"},
+		{"management port in use", []string{"--management", busy.Addr().String(), "--data-dir", t.TempDir()}, "--management"},
 		{"auth without TLS", []string{"--auth", "--data-dir", t.TempDir()}, "--auth needs TLS"},
 		{"half the TLS files", []string{"--tls-cert", "n1.pem", "--data-dir", t.TempDir()}, "TLS needs"},
 	}
@@ -104,6 +106,19 @@ func TestDefaultAMQPAddressFollowsTheGRPCPort(t *testing.T) {
 	} {
 		if got := defaultAMQPAddr(listen); got != want {
 			t.Errorf("defaultAMQPAddr(%q) = %q, want %q", listen, got, want)
+		}
+	}
+}
+
+func TestDefaultManagementAddressFollowsTheGRPCPort(t *testing.T) {
+	for listen, want := range map[string]string{
+		"127.0.0.1:7400": "127.0.0.1:5300",
+		"0.0.0.0:7401":   "127.0.0.1:5301",
+		"127.0.0.1:0":    "127.0.0.1:0",
+		"127.0.0.1:2000": "127.0.0.1:0",
+	} {
+		if got := loopbackAt(listen, managementPortOffset); got != want {
+			t.Errorf("management default for %q = %q, want %q", listen, got, want)
 		}
 	}
 }

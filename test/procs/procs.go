@@ -75,8 +75,12 @@ type Node struct {
 	// AMQPAddr is the node's AMQP 1.0 listener, on loopback; empty for
 	// nodes in network namespaces.
 	AMQPAddr string
-	DataDir  string
-	LogPath  string
+	// ManagementAddr is the node's listener of the Service Bus
+	// management REST API, on loopback; empty for nodes in network
+	// namespaces.
+	ManagementAddr string
+	DataDir        string
+	LogPath        string
 	// Env is added to the environment of the node's process from its next
 	// (re)start, e.g. "RAFTBUS_FAULT_CLOCK_OFFSET=11m" to skew its clock;
 	// set it to nil to heal.
@@ -185,7 +189,7 @@ func start(t testing.TB, bin string, n int, hosts []*netns.Host, opts Options) *
 			if hosts != nil {
 				n.Addr = hosts[i].Addr + ":7400"
 			} else {
-				n.Addr, n.HTTPAddr, n.AMQPAddr = freeAddr(t), freeAddr(t), freeAddr(t)
+				n.Addr, n.HTTPAddr, n.AMQPAddr, n.ManagementAddr = freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
 				if i == 0 && opts.AMQPAddr != "" {
 					n.AMQPAddr = opts.AMQPAddr
 				}
@@ -399,6 +403,9 @@ func (c *Cluster) Restart(i int) {
 	}
 	if n.AMQPAddr != "" {
 		args = append(args, "--amqp", n.AMQPAddr)
+	}
+	if n.ManagementAddr != "" {
+		args = append(args, "--management", n.ManagementAddr)
 	}
 	if c.CertDir != "" {
 		f := c.CertFiles(n.ID)
