@@ -289,6 +289,19 @@ func (g *metaGroup) propose(ctx context.Context, cmd *clusterv1.MetaCommand) (*c
 	return res, nil
 }
 
+// announceCommit tells the followers now that the last change committed.
+// Raft tells them of a commit with the next entry, or an idle
+// AppendEntries after its CommitTimeout (50 to 100 ms): an entity created
+// would wait that long for its replicas on the other nodes. A barrier is
+// such a next entry. Nothing waits for it.
+func (g *metaGroup) announceCommit() {
+	g.raft.Barrier(announceTimeout)
+}
+
+// announceTimeout bounds how long announceCommit waits for raft to take
+// the barrier.
+const announceTimeout = 100 * time.Millisecond
+
 // confirmLeadership makes a read of this node's metadata linearizable: it
 // confirms, after the read began, that this node still leads the metadata
 // group with every acknowledged change applied. A leader that has been

@@ -194,7 +194,23 @@ func TestRemovingADeadNodeRecreatesItsReplicas(t *testing.T) {
 		acked = append(acked, id)
 	}
 
-	// A node that is up with replicas is not removed.
+	// A node that is up with replicas is not removed. Whether a node is
+	// up is what the metadata leader has heard of it: wait until it has
+	// heard of every node, or it would refuse for another reason.
+	await.Until(t, 30*time.Second, "the metadata leader to hear of every node", func() bool {
+		for _, n := range c.nodes {
+			if n == nil || !n.meta.isLeader() {
+				continue
+			}
+			for i := range c.nodes {
+				if !n.heard(c.nodeID(i)) {
+					return false
+				}
+			}
+			return true
+		}
+		return false
+	})
 	_, err := c.client(0).admin.RemoveNode(context.Background(), &raftbusv1.RemoveNodeRequest{NodeId: "n4"})
 	if reasonOf(err) != raftbusv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT || !strings.Contains(err.Error(), "drain it first") {
 		t.Fatalf("removing a node that is up: %v", err)

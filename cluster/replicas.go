@@ -144,6 +144,14 @@ func (n *Node) runReconciler() {
 	}
 }
 
+// kickReconciler makes the reconciler run now rather than at its next tick.
+func (n *Node) kickReconciler() {
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
 func (n *Node) reconcile() {
 	desired := n.desiredReplicas()
 
@@ -308,17 +316,21 @@ func (n *Node) openReplica(name string, w wantedReplica) error {
 		bootstrap = nil
 	}
 	p, err := partition.Open(partition.Config{
-		Name:               name,
-		PartitionID:        id,
-		PartitionCount:     uint32(len(e.GetPartitions())),
-		NodeID:             n.cfg.NodeID,
-		Dir:                n.replicaDir(name),
-		Log:                g,
-		Stable:             g,
-		OnDamage:           func(err error) { n.markDamaged(name, err) },
-		Transport:          transport,
-		Clock:              n.clocks.bounded,
-		Bootstrap:          bootstrap,
+		Name:           name,
+		PartitionID:    id,
+		PartitionCount: uint32(len(e.GetPartitions())),
+		NodeID:         n.cfg.NodeID,
+		Dir:            n.replicaDir(name),
+		Log:            g,
+		Stable:         g,
+		OnDamage:       func(err error) { n.markDamaged(name, err) },
+		Transport:      transport,
+		Clock:          n.clocks.bounded,
+		Bootstrap:      bootstrap,
+		Campaign:       w.preferred == n.cfg.NodeID,
+		// A new leader configures its partition's engine from the
+		// metadata (reconcile) before it serves: now, not at the next tick.
+		OnLeading:          n.kickReconciler,
 		HeartbeatTimeout:   n.raftTimes(partition.DefaultHeartbeatTimeout),
 		ElectionTimeout:    n.raftTimes(partition.DefaultElectionTimeout),
 		LeaderLeaseTimeout: n.raftTimes(partition.DefaultLeaderLeaseTimeout),

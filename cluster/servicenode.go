@@ -49,7 +49,23 @@ func (s serviceNode) Commit(ctx context.Context, cmd *clusterv1.MetaCommand) (*c
 			return nil, err
 		}
 	}
-	return s.meta.propose(ctx, cmd)
+	res, err := s.meta.propose(ctx, cmd)
+	if err == nil && placesPartitions(cmd) {
+		s.meta.announceCommit()
+	}
+	return res, err
+}
+
+// placesPartitions reports whether cmd may create partitions, whose
+// replicas the other members open when they learn of the commit.
+func placesPartitions(cmd *clusterv1.MetaCommand) bool {
+	switch b := cmd.GetBody().(type) {
+	case *clusterv1.MetaCommand_PutQueue:
+		return b.PutQueue.GetCreate()
+	case *clusterv1.MetaCommand_PutTopic:
+		return b.PutTopic.GetCreate()
+	}
+	return false
 }
 
 func (s serviceNode) Route(ctx context.Context, e *clusterv1.Entity, id uint32, rep routing.Repeat,

@@ -39,6 +39,17 @@ type Config struct {
 	// start the group with these voters. Every initial replica may be given
 	// the same list; Raft tolerates repeated bootstraps of one configuration.
 	Bootstrap []raft.Server
+	// Campaign makes a replica that bootstraps a new group stand for
+	// election as soon as it starts, instead of after a heartbeat timeout
+	// (half a second to a second). Give it to one founder of the group:
+	// its preferred leader. Its transport must implement ElectNow (see
+	// raftgrpc.GroupTransport); otherwise the replica waits as the others do.
+	Campaign bool
+
+	// OnLeading, when set, is called each time the replica has become
+	// leader and applied everything committed before (it serves from
+	// then on), on the replica's own goroutine: it must not block.
+	OnLeading func()
 
 	// Timing. Zero values take the defaults below.
 	HeartbeatTimeout   time.Duration

@@ -113,5 +113,8 @@ func (p *Partition) catchUp() bool {
 		p.fsm.applyThrough(f.Index())
 	}
 	p.readyTerm.Store(term)
+	if p.cfg.OnLeading != nil {
+		p.cfg.OnLeading()
+	}
 	return true
 }

@@ -137,12 +137,31 @@ func Open(cfg Config) (*Partition, error) {
 			p.Close()
 			return nil, fmt.Errorf("partition %s: bootstrap: %w", cfg.Name, err)
 		}
+		if e, ok := cfg.Transport.(electNower); err == nil && ok && cfg.Campaign {
+			p.campaign(e)
+		}
 	}
 	p.wg.Add(3)
 	go p.runProposer()
 	go p.runResponder()
 	go p.runLeaderDuties()
 	return p, nil
+}
+
+// electNower is a transport that can make its own node's raft stand for
+// election at once.
+type electNower interface {
+	ElectNow(ctx context.Context) error
+}
+
+// campaign makes the replica of a group it has just bootstrapped stand for
+// election now. A failure only costs the wait for the heartbeat timeout.
+func (p *Partition) campaign(e electNower) {
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ElectionTimeout)
+	defer cancel()
+	if err := e.ElectNow(ctx); err != nil {
+		p.cfg.Logger.Debug("could not stand for election at once: waiting for the heartbeat timeout", "group", p.name, "err", err)
+	}
 }
 
 // shutdownTimeout bounds how long Close waits for Raft's goroutines to end.

@@ -328,9 +328,12 @@ const maxAnswersPerMessage = 256
 // installed its heartbeat handler yet answers an error rather than queue
 // behind its other RPCs.
 func (s *transportServer) heartbeat(ctx context.Context, req *raftv1.AppendEntriesRequest) *raftv1.HeartbeatsResponse {
-	t, err := s.groupTransport(req.GetGroup())
-	if err != nil {
-		return &raftv1.HeartbeatsResponse{Error: err.Error()}
+	// No wait for a group about to open: one heartbeat message carries
+	// those of many groups, and a group's first leader sends entries (the
+	// configuration) before heartbeats.
+	t := s.mux.group(req.GetGroup())
+	if t == nil {
+		return &raftv1.HeartbeatsResponse{Error: fmt.Sprintf("raft group %q does not run on %s", req.GetGroup(), s.mux.localAddr)}
 	}
 	command := appendEntriesRequestFromProto(req)
 	if !isHeartbeat(command) {

@@ -100,6 +100,9 @@ type Mux struct {
 	conns      map[raft.ServerAddress]*grpc.ClientConn
 	groups     map[string]*GroupTransport
 	heartbeats map[heartbeatKey]*heartbeats
+	// opened is closed (and replaced) whenever a group's transport opens,
+	// for the RPCs that wait for their group (see awaitGroup).
+	opened chan struct{}
 
 	// dials counts the connections made, heartbeatStreams the heartbeat
 	// streams opened, heartbeatMessages the heartbeat messages received,
@@ -107,6 +110,8 @@ type Mux struct {
 	dials             atomic.Int64
 	heartbeatStreams  atomic.Int64
 	heartbeatMessages atomic.Int64
+	// waiting counts the incoming RPCs waiting for their group to open.
+	waiting atomic.Int64
 }
 
 // NewMux returns the Mux of a node advertising cfg.LocalAddr.
@@ -152,6 +157,7 @@ func NewMux(cfg Config) (*Mux, error) {
 		cancel:           cancel,
 		conns:            make(map[raft.ServerAddress]*grpc.ClientConn),
 		groups:           make(map[string]*GroupTransport),
+		opened:           make(chan struct{}),
 		heartbeats:       make(map[heartbeatKey]*heartbeats),
 	}, nil
 }
@@ -190,6 +196,8 @@ func (m *Mux) Transport(group string) (*GroupTransport, error) {
 	}
 	t := newGroupTransport(m, group)
 	m.groups[group] = t
+	close(m.opened)
+	m.opened = make(chan struct{})
 	return t, nil
 }
 
@@ -270,6 +278,39 @@ func (m *Mux) group(name string) *GroupTransport {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.groups[name]
+}
+
+// groupOpenWait is how long an incoming vote request waits for its group
+// to open here. The replicas of a new group open on each node as it learns of the
+// entity, a few milliseconds apart: the first candidate's vote request
+// must not fail on a node about to open its replica, or the election
+// would wait out an election timeout.
+const groupOpenWait = 500 * time.Millisecond
+
+// awaitGroup returns the transport of group, waiting up to groupOpenWait
+// (or ctx) for it to open; nil if it does not.
+func (m *Mux) awaitGroup(ctx context.Context, name string) *GroupTransport {
+	timer := time.NewTimer(groupOpenWait)
+	defer timer.Stop()
+	for {
+		m.mu.RLock()
+		t, opened, closed := m.groups[name], m.opened, m.closed
+		m.mu.RUnlock()
+		if t != nil || closed {
+			return t
+		}
+		m.waiting.Add(1)
+		select {
+		case <-opened:
+			m.waiting.Add(-1)
+		case <-timer.C:
+			m.waiting.Add(-1)
+			return nil
+		case <-ctx.Done():
+			m.waiting.Add(-1)
+			return nil
+		}
+	}
 }
 
 // unregister forgets t if it is still the transport of its group.

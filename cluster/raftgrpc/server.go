@@ -35,8 +35,13 @@ func (s *transportServer) admit(ctx context.Context) error {
 	return status.Error(codes.PermissionDenied, err.Error())
 }
 
-func (s *transportServer) groupTransport(group string) (*GroupTransport, error) {
+// groupTransport returns the transport of group, waiting for it to open
+// when wait is set (see groupOpenWait).
+func (s *transportServer) groupTransport(ctx context.Context, group string, wait bool) (*GroupTransport, error) {
 	t := s.mux.group(group)
+	if t == nil && wait {
+		t = s.mux.awaitGroup(ctx, group)
+	}
 	if t == nil {
 		return nil, status.Errorf(codes.NotFound, "raft group %q does not run on %s", group, s.mux.localAddr)
 	}
@@ -45,32 +50,33 @@ func (s *transportServer) groupTransport(group string) (*GroupTransport, error) 
 
 func (s *transportServer) AppendEntries(ctx context.Context, req *raftv1.AppendEntriesRequest) (*raftv1.AppendEntriesResponse, error) {
 	command := appendEntriesRequestFromProto(req)
-	return serveUnary(ctx, s, req.GetGroup(), command, isHeartbeat(command), appendEntriesResponseToProto)
+	return serveUnary(ctx, s, req.GetGroup(), command, isHeartbeat(command), false, appendEntriesResponseToProto)
 }
 
 func (s *transportServer) RequestVote(ctx context.Context, req *raftv1.RequestVoteRequest) (*raftv1.RequestVoteResponse, error) {
-	return serveUnary(ctx, s, req.GetGroup(), requestVoteRequestFromProto(req), false, requestVoteResponseToProto)
+	return serveUnary(ctx, s, req.GetGroup(), requestVoteRequestFromProto(req), false, true, requestVoteResponseToProto)
 }
 
 func (s *transportServer) RequestPreVote(ctx context.Context, req *raftv1.RequestPreVoteRequest) (*raftv1.RequestPreVoteResponse, error) {
-	return serveUnary(ctx, s, req.GetGroup(), requestPreVoteRequestFromProto(req), false, requestPreVoteResponseToProto)
+	return serveUnary(ctx, s, req.GetGroup(), requestPreVoteRequestFromProto(req), false, true, requestPreVoteResponseToProto)
 }
 
 func (s *transportServer) TimeoutNow(ctx context.Context, req *raftv1.TimeoutNowRequest) (*raftv1.TimeoutNowResponse, error) {
 	if s.mux.refuseLeadership.Load() {
 		return nil, status.Errorf(codes.Unavailable, "%s is shutting down: it takes no leadership", s.mux.localAddr)
 	}
-	return serveUnary(ctx, s, req.GetGroup(), timeoutNowRequestFromProto(req), false, timeoutNowResponseToProto)
+	return serveUnary(ctx, s, req.GetGroup(), timeoutNowRequestFromProto(req), false, false, timeoutNowResponseToProto)
 }
 
 // serveUnary hands command to the group's raft and converts its answer, of
-// type Resp, with toProto.
-func serveUnary[Resp any, Out any](ctx context.Context, s *transportServer, group string, command any, heartbeat bool, toProto func(Resp) Out) (Out, error) {
+// type Resp, with toProto. Vote requests wait for a group about to open
+// (waitGroup): they are what a new group's first election sends.
+func serveUnary[Resp any, Out any](ctx context.Context, s *transportServer, group string, command any, heartbeat, waitGroup bool, toProto func(Resp) Out) (Out, error) {
 	var zero Out
 	if err := s.admit(ctx); err != nil {
 		return zero, err
 	}
-	t, err := s.groupTransport(group)
+	t, err := s.groupTransport(ctx, group, waitGroup)
 	if err != nil {
 		return zero, err
 	}
@@ -168,7 +174,7 @@ func (s *transportServer) receivePipeline(ctx context.Context, stream grpc.BidiS
 		if err != nil {
 			return pipelineAnswer{err: err}
 		}
-		t, err := s.groupTransport(msg.GetRequest().GetGroup())
+		t, err := s.groupTransport(ctx, msg.GetRequest().GetGroup(), false)
 		if err != nil {
 			return pipelineAnswer{err: err}
 		}

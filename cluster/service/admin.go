@@ -148,7 +148,7 @@ func (s *Admin) awaitReady(ctx context.Context, e *clusterv1.Entity) error {
 			select {
 			case <-ctx.Done():
 				return apierror.Busy("entity %q was created but partition %d has not elected a leader yet: %v", e.GetName(), id, err)
-			case <-time.After(routing.Backoff(attempt)):
+			case <-time.After(readyPoll(attempt)):
 			}
 		}
 	}
@@ -165,10 +165,17 @@ func (s *Admin) awaitReady(ctx context.Context, e *clusterv1.Entity) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(routing.Backoff(attempt)):
+		case <-time.After(readyPoll(attempt)):
 		}
 	}
 	return nil
+}
+
+// readyPoll spaces the looks at a new entity's partitions: a new group
+// elects its leader in a few milliseconds (its preferred leader stands at
+// once), so the first looks come soon after each other.
+func readyPoll(attempt int) time.Duration {
+	return min(5*time.Millisecond<<min(attempt, 6), 200*time.Millisecond)
 }
 
 func (s *Admin) GetQueue(ctx context.Context, req *raftbusv1.GetQueueRequest) (*raftbusv1.GetQueueResponse, error) {
