@@ -62,9 +62,10 @@ func env(name, def string) string {
 	return def
 }
 
-// createQueue makes a fresh queue for the example. raftbus does not serve
-// the SDK's administration client (ATOM over HTTPS): entities are made
-// with raftbus's own admin API, or `raftbus queue create`.
+// createQueue makes a fresh queue for the example with raftbus's own
+// admin API (or `raftbus queue create`): the SDK's administration client
+// speaks HTTPS only (docs/management-api.md), and the example's node
+// runs without TLS.
 func createQueue(ctx context.Context, server []string) error {
 	adm, err := admin.New(server, nil)
 	if err != nil {
