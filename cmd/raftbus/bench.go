@@ -33,8 +33,13 @@ Flags:
                       every message first, then receive (and complete)
                       them all; fill: only send, leaving the messages in
                       --queue; drain: only receive --count messages from
-                      --queue, as a fill left them (default mixed)
-  --producers n       concurrent senders (default 4)
+                      --queue, as a fill left them; create: create
+                      --count queues named --queue-000000 on, each
+                      followed by one send, and report how long each
+                      create and first send took; delete: delete the
+                      queues a create made (default mixed)
+  --producers n       concurrent senders, or clients of a create or delete
+                      (default 4)
   --consumers n       concurrent receivers (default 4)
   --inflight n        the window: sends in flight across all producers, each
                       a SendMessage call of one message (default 256)
@@ -91,6 +96,7 @@ Examples:
       --node-pids "$(cat .run/cluster/n*.pid | paste -sd,)"
   raftbus bench --workload fill --queue backlog --count 1000000
   raftbus bench --workload drain --queue backlog --count 1000000
+  raftbus bench --workload create --queue tenant --count 1000 --producers 8
 
 A fill and a drain are apart so that what lies between them (a restart,
 a look at each node's memory and disk) can be measured: see
@@ -209,9 +215,9 @@ func runBench(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	switch {
-	case !slices.Contains([]string{"mixed", "phased", "fill", "drain"}, cfg.workload):
-		return usagef("--workload is mixed, phased, fill or drain, not %q", cfg.workload)
-	case (cfg.workload == "fill" || cfg.workload == "drain") && (cfg.queue == "" || cfg.count == 0 || cfg.warmup > 0):
+	case !slices.Contains([]string{"mixed", "phased", "fill", "drain", "create", "delete"}, cfg.workload):
+		return usagef("--workload is mixed, phased, fill, drain, create or delete, not %q", cfg.workload)
+	case slices.Contains([]string{"fill", "drain", "create", "delete"}, cfg.workload) && (cfg.queue == "" || cfg.count == 0 || cfg.warmup > 0):
 		return usagef("--workload %s needs --queue and --count, and no --warmup", cfg.workload)
 	case cfg.producers < 1 || cfg.consumers < 1 || cfg.inflight < 1 || cfg.batch < 1 || cfg.batch > 1000:
 		return usagef("--producers, --consumers and --inflight must be at least 1, --batch 1 to 1000")
@@ -233,6 +239,14 @@ func runBench(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	defer c.Close()
+	if cfg.workload == "create" || cfg.workload == "delete" {
+		rep := benchEntities(ctx, c, cfg)
+		if a.output == "json" {
+			return a.printJSON(rep)
+		}
+		printEntities(a.stdout, rep)
+		return nil
+	}
 	adm := admin.NewFromClient(c)
 	if cfg.queue == "" {
 		cfg.queue = fmt.Sprintf("bench-%d", time.Now().UnixNano()%1e9)

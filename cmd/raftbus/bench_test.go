@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -175,4 +176,38 @@ func TestBenchFillLeavesTheBacklogForALaterDrain(t *testing.T) {
 	}
 	c.fails(2, "--queue and --count", "bench", "--workload", "drain", "--count", "5")
 	c.fails(2, "--queue and --count", "bench", "--workload", "fill", "--queue", "backlog")
+}
+
+func TestBenchCreatesQueuesThatTakeASendAndDeletesThem(t *testing.T) {
+	cl := procs.Start(t, raftbusd, 1)
+	c := cli{t: t, server: cl.Nodes[0].Addr}
+	var created EntitiesReport
+	c.json(&created, "bench", "--workload", "create", "--queue", "tenant", "--count", "6", "--producers", "3", "--partitions", "2")
+	if created.Queues != 6 || created.Errors != 0 || created.FirstSend == nil || created.FirstSend.Count != 6 || created.Latency.P50 <= 0 {
+		t.Fatalf("create: %+v", created)
+	}
+	var st struct {
+		Runtime map[string]map[string]any `json:"runtime"`
+	}
+	c.json(&st, "status")
+	for i := range 6 {
+		name := fmt.Sprintf("tenant-%06d", i)
+		if n := st.Runtime[name]["activeMessageCount"]; n != "1" {
+			t.Errorf("%s holds %v messages after the create's send, want 1", name, n)
+		}
+	}
+	var deleted EntitiesReport
+	c.json(&deleted, "bench", "--workload", "delete", "--queue", "tenant", "--count", "6", "--producers", "3")
+	if deleted.Queues != 6 || deleted.Errors != 0 || deleted.FirstSend != nil {
+		t.Fatalf("delete: %+v", deleted)
+	}
+	if out := c.ok("queue", "list"); strings.Contains(out, "tenant-") {
+		t.Fatalf("queues left after the delete:\n%s", out)
+	}
+	// A second delete finds nothing: every call fails, and says why.
+	c.json(&deleted, "bench", "--workload", "delete", "--queue", "tenant", "--count", "2", "--producers", "1")
+	if deleted.Queues != 0 || deleted.Errors != 2 || len(deleted.ErrorsByReason) != 1 || deleted.ErrorsByReason[0].Reason != "NOT_FOUND" {
+		t.Fatalf("delete of deleted queues: %+v", deleted)
+	}
+	c.fails(2, "--queue and --count", "bench", "--workload", "create", "--count", "5")
 }
