@@ -300,14 +300,16 @@ func (m *Mux) awaitGroup(ctx context.Context, name string) *GroupTransport {
 			return t
 		}
 		m.waiting.Add(1)
+		gaveUp := false
 		select {
 		case <-opened:
-			m.waiting.Add(-1)
 		case <-timer.C:
-			m.waiting.Add(-1)
-			return nil
+			gaveUp = true
 		case <-ctx.Done():
-			m.waiting.Add(-1)
+			gaveUp = true
+		}
+		m.waiting.Add(-1)
+		if gaveUp {
 			return nil
 		}
 	}
