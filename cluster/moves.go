@@ -51,6 +51,35 @@ type wantedReplica struct {
 	placed    []raft.Server
 	preferred string
 	move      *clusterv1.ReplicaMove
+	// elect, set by whoever opens a dormant replica for a request, makes
+	// it stand for election as it opens (see quiesce.go).
+	elect bool
+}
+
+// desiredNow is desiredReplicas, computed again only when the metadata
+// has changed since it last was: with thousands of entities, computing it
+// (a copy of every entity placed here) on every round of the reconciler
+// was most of an idle node's CPU. The map is shared: read it only.
+func (n *Node) desiredNow() map[string]wantedReplica {
+	n.desiredMu.Lock()
+	defer n.desiredMu.Unlock()
+	if n.desired != nil {
+		select {
+		case <-n.desiredStale:
+		default:
+			return n.desired
+		}
+	}
+	stale := n.meta.fsm.Changes()
+	n.desired = n.desiredReplicas()
+	n.desiredStale = stale
+	return n.desired
+}
+
+// desiredFor is what the metadata wants of this node's replica of group.
+func (n *Node) desiredFor(group string) (wantedReplica, bool) {
+	w, ok := n.desiredNow()[group]
+	return w, ok
 }
 
 // desiredReplicas are the replicas the metadata places on this node, by

@@ -98,6 +98,10 @@ type Config struct {
 	// nodeLogFS is the file system under the node log: the operating
 	// system's unless an in-process test makes the disk fail.
 	nodeLogFS raftlog.FS
+	// QuiesceAfter is how long a partition must serve no request before
+	// its replicas close its Raft group until it is needed again (see
+	// quiesce.go): DefaultQuiesceAfter when zero, never when negative.
+	QuiesceAfter time.Duration
 	// Auth makes every public call need a SharedAccessSignature token
 	// signed with a key of an access policy (see cluster/access); it
 	// needs TLS, which authenticates the nodes to each other.
@@ -122,6 +126,15 @@ type Node struct {
 
 	mu       sync.RWMutex
 	replicas map[string]*replica // by Raft group name
+	// dormant are the replicas closed while their partition is quiet
+	// (see quiesce.go), by group name; never in replicas at once.
+	dormant map[string]*dormant
+
+	// desired is what the metadata places on this node as of the last
+	// look, stale once desiredStale is closed (see desiredNow).
+	desiredMu    sync.Mutex
+	desired      map[string]wantedReplica
+	desiredStale <-chan struct{}
 
 	// ident is this node's data dir identity; members what the committed
 	// membership records (see incarnation.go).
@@ -225,6 +238,7 @@ func Start(cfg Config) (*Node, error) {
 		peers:    newPeers(peerCredentials(cfg.TLS)),
 		leaders:  routing.NewLeaders(),
 		replicas: make(map[string]*replica),
+		dormant:  make(map[string]*dormant),
 		ident:    nodeIdentity{dir: cfg.DataDir, rec: rec},
 		clocks:   newClockSync(cfg.Clock, cfg.MaxClockOffset),
 		failed:   make(chan error, 1),
@@ -243,6 +257,8 @@ func Start(cfg Config) (*Node, error) {
 		DialOptions:     append(raftbusv1.DialOptions(), grpc.WithTransportCredentials(peerCredentials(cfg.TLS))),
 		Outgoing:        n.outgoingIdentity,
 		Admit:           n.admit,
+		Dormant:         n.isDormant,
+		Wake:            n.wakeForPeer,
 	})
 	if err != nil {
 		lis.Close()

@@ -63,6 +63,9 @@ type replica struct {
 	// the marks of deleted sources (see marksweep.go).
 	sweeping  atomic.Bool
 	lastSweep time.Time // reconciler only
+	// quiescing is set while this node, as leader, proposes the
+	// partition's quiesce marker (see quiesce.go).
+	quiescing atomic.Bool
 }
 
 func (r *replica) setPreferred(id string) { r.preferred.Store(&id) }
@@ -153,7 +156,7 @@ func (n *Node) kickReconciler() {
 }
 
 func (n *Node) reconcile() {
-	desired := n.desiredReplicas()
+	desired := n.desiredNow()
 
 	n.mu.RLock()
 	var toClose []*replica
@@ -164,7 +167,7 @@ func (n *Node) reconcile() {
 	}
 	var toOpen []string
 	for name := range desired {
-		if _, ok := n.replicas[name]; !ok {
+		if n.replicas[name] == nil && n.dormant[name] == nil {
 			toOpen = append(toOpen, name)
 		}
 	}
@@ -173,14 +176,15 @@ func (n *Node) reconcile() {
 	for _, r := range toClose {
 		n.closeReplica(r, true)
 	}
+	n.reconcileDormant(desired)
 	if time.Since(n.lastForget) > forgetInterval {
 		n.lastForget = time.Now()
 		n.forgetDeleted(func(g string) bool { _, ok := desired[g]; return ok })
 	}
-	restart := make(map[*replica]bool)
+	restarted := make(map[string]bool)
 	for _, r := range append(n.damagedOpen(), n.wedgedOpen()...) {
-		if !restart[r] {
-			restart[r] = true
+		if !restarted[r.group] {
+			restarted[r.group] = true
 			n.closeReplica(r, false)
 			toOpen = append(toOpen, r.group)
 		}
@@ -189,6 +193,12 @@ func (n *Node) reconcile() {
 		w, ok := desired[name]
 		if !ok {
 			continue
+		}
+		if phase, _ := n.rebuildPhaseOf(name); !restarted[name] && phase == 0 {
+			if due, ok := n.startsDormant(name); ok {
+				n.addDormant(name, due)
+				continue
+			}
 		}
 		if err := n.openOrRebuild(name, w); err != nil {
 			n.log.Error("open partition replica", "group", name, "err", err)
@@ -230,7 +240,9 @@ func (n *Node) reconcile() {
 		n.promoteRebuilt(r, e, w.placed)
 		n.advanceMove(r, w)
 		n.handOver(r)
+		n.quiesce(r, w)
 	}
+	n.sleepQuiet()
 }
 
 // transferInterval spaces the attempts to hand a partition to its
@@ -328,6 +340,7 @@ func (n *Node) openReplica(name string, w wantedReplica) error {
 		Clock:          n.clocks.bounded,
 		Bootstrap:      bootstrap,
 		Campaign:       w.preferred == n.cfg.NodeID,
+		Elect:          w.elect,
 		// A new leader configures its partition's engine from the
 		// metadata (reconcile) before it serves: now, not at the next tick.
 		OnLeading:          n.kickReconciler,
@@ -420,16 +433,22 @@ func (n *Node) closeReplica(r *replica, remove bool) {
 		}
 	}
 	if remove {
-		// The log first: a replica directory left behind by a crash in
-		// between is harmless, a group left in the log would pin it.
-		if err := n.nodeLog.DropGroup(r.group); err != nil {
-			n.log.Warn("drop partition log", "group", r.group, "err", err)
-		}
-		if err := os.RemoveAll(n.replicaDir(r.group)); err != nil {
-			n.log.Warn("remove partition data", "group", r.group, "err", err)
-		}
-		n.log.Info("partition replica removed", "group", r.group)
+		n.removeReplicaData(r.group)
 	}
+}
+
+// removeReplicaData deletes what a closed replica of a deleted entity
+// kept: its log and its directory.
+func (n *Node) removeReplicaData(group string) {
+	// The log first: a replica directory left behind by a crash in
+	// between is harmless, a group left in the log would pin it.
+	if err := n.nodeLog.DropGroup(group); err != nil {
+		n.log.Warn("drop partition log", "group", group, "err", err)
+	}
+	if err := os.RemoveAll(n.replicaDir(group)); err != nil {
+		n.log.Warn("remove partition data", "group", group, "err", err)
+	}
+	n.log.Info("partition replica removed", "group", group)
 }
 
 // configure commits the entity's settings to the partition's engine: a

@@ -34,6 +34,10 @@ func (n *Node) locate(ctx context.Context, e *clusterv1.Entity, id uint32) (targ
 		return target{}, apierror.Invalid("entity %q has %d partitions; there is no partition %d", e.GetName(), len(e.GetPartitions()), id)
 	}
 	r := n.replica(e, id)
+	if r == nil {
+		// A partition quiet here opens for the request (see quiesce.go).
+		r = n.wakeToServe(ctx, groupName(e, id))
+	}
 	if r != nil && r.p.IsLeader() {
 		if !r.ready() {
 			return target{}, apierror.Busy("partition %s is starting; try again", r.group)

@@ -46,6 +46,12 @@ type Config struct {
 	// raftgrpc.GroupTransport); otherwise the replica waits as the others do.
 	Campaign bool
 
+	// Elect makes the replica stand for election as soon as it has
+	// started, whatever it holds: for a group every replica had closed
+	// after quiescing (see quiesce.go), opened again for a request. Its
+	// transport must implement ElectNow, as for Campaign.
+	Elect bool
+
 	// OnLeading, when set, is called each time the replica has become
 	// leader and applied everything committed before (it serves from
 	// then on), on the replica's own goroutine: it must not block.

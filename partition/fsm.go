@@ -41,6 +41,10 @@ type fsm struct {
 	// long-polling receivers and the tick scheduler wake on new state.
 	changed chan struct{}
 
+	// quiesceAt is the index of the last quiesce marker applied (see
+	// quiesce.go), 0 when none.
+	quiesceAt atomic.Uint64
+
 	// snapshots counts the snapshots taken, for metrics.
 	snapshots atomic.Uint64
 	// snapshotPin is the oldest log entry the newest snapshot on disk
@@ -185,6 +189,9 @@ func (f *fsm) applyEntry(l *raft.Log) entryResults {
 		// Every replica skips the same undecodable entry, so they stay in
 		// agreement; the proposer gets the error.
 		return entryResults{err: fmt.Errorf("partition %s: decode log entry %d: %w", f.name, l.Index, err)}
+	}
+	if entry.Quiesce {
+		f.quiesceAt.Store(l.Index)
 	}
 	results := make([]*enginev1.Result, len(entry.Commands))
 	refs := bodyRefs(l.Index, l.Data, &entry)

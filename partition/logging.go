@@ -32,10 +32,10 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 		}
 		level := slog.LevelInfo
 		switch {
+		case firstElection(line), quietPeer(line):
+			level = slog.LevelDebug
 		case bytes.HasPrefix(line, []byte("[ERROR]")):
 			level = slog.LevelError
-		case firstElection(line):
-			level = slog.LevelDebug
 		case bytes.HasPrefix(line, []byte("[WARN]")):
 			level = slog.LevelWarn
 		}
@@ -53,4 +53,19 @@ func firstElection(line []byte) bool {
 	return bytes.HasPrefix(line, []byte("[WARN]")) &&
 		bytes.Contains(line, []byte("heartbeat timeout reached, starting election")) &&
 		bytes.HasSuffix(line, []byte("last-leader-id="))
+}
+
+// quietPeer tells the error raft writes when a heartbeat reaches a peer
+// that has closed the group after it quiesced (see quiesce.go): the
+// leader, about to close too, sends a few more. Routine.
+func quietPeer(line []byte) bool {
+	return bytes.Contains(line, []byte("failed to heartbeat to")) && bytes.Contains(line, []byte("is quiet on")) ||
+		closing(line)
+}
+
+// closing tells the errors raft writes for the RPCs a group's own close
+// cut short (see StopGroup).
+func closing(line []byte) bool {
+	return bytes.Contains(line, []byte("failed to pipeline appendEntries")) && bytes.Contains(line, []byte("append pipeline closed")) ||
+		bytes.Contains(line, []byte("failed to heartbeat to")) && bytes.HasSuffix(line, []byte("context canceled\""))
 }

@@ -64,6 +64,12 @@ type Partition struct {
 	// lastStamp is the time (Unix ms) of the last entry this replica
 	// proposed: stamps never go below it.
 	lastStamp atomic.Int64
+	// activity is when requests last used the replica (see quiesce.go);
+	// quiescedAt when, leading, it saw its quiesce marker applied (Unix ns).
+	// quiesceDue when its next work is due then (see Due).
+	activity   activity
+	quiescedAt atomic.Int64
+	quiesceDue atomic.Int64
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -91,6 +97,7 @@ func Open(cfg Config) (*Partition, error) {
 		stop:      make(chan struct{}),
 		followers: NewFollowers(),
 	}
+	p.activity.last.Store(time.Now().UnixNano())
 	// Raft reads back what it just appended to replicate and apply it;
 	// the cache answers those reads from memory.
 	var logs raft.LogStore = cfg.Log
@@ -140,6 +147,9 @@ func Open(cfg Config) (*Partition, error) {
 		if e, ok := cfg.Transport.(electNower); err == nil && ok && cfg.Campaign {
 			p.campaign(e)
 		}
+	}
+	if e, ok := cfg.Transport.(electNower); ok && cfg.Elect {
+		p.campaign(e)
 	}
 	p.wg.Add(3)
 	go p.runProposer()
@@ -225,6 +235,7 @@ type Applied struct {
 // this costs about as much as one Apply. Each command succeeds or fails on
 // its own.
 func (p *Partition) ApplyAll(ctx context.Context, cmds []*enginev1.Command) []Applied {
+	defer p.activity.begin()()
 	out := make([]Applied, len(cmds))
 	fail := func(err error) []Applied {
 		for i := range out {
@@ -305,6 +316,7 @@ func (p *Partition) ApplyAll(ctx context.Context, cmds []*enginev1.Command) []Ap
 // stuck (a stalled disk holds up its main loop, and with it every request
 // to Raft).
 func (p *Partition) Read(ctx context.Context, fn func(e *engine.Engine)) error {
+	defer p.activity.begin()()
 	if p.raft.State() != raft.Leader || p.readyTerm.Load() != p.raft.CurrentTerm() {
 		return p.notLeader()
 	}

@@ -47,6 +47,7 @@ func (p *Partition) OldestAvailable(path string, sub raftbusv1.SubQueue) (enqueu
 // and answered with what the command returns, even nothing: a receipt's
 // answer is final.
 func (p *Partition) Receive(ctx context.Context, lock *enginev1.Lock, maxWait time.Duration) ([]*raftbusv1.ReceivedMessage, error) {
+	defer p.activity.begin()()
 	deadline := time.Now().Add(maxWait)
 	timer := time.NewTimer(maxWait)
 	defer timer.Stop()

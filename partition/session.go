@@ -18,6 +18,7 @@ import (
 // available, like Receive. The result has an empty session id when none
 // became available in time.
 func (p *Partition) AcceptSession(ctx context.Context, accept *enginev1.AcceptSession, maxWait time.Duration) (*enginev1.AcceptSessionResult, error) {
+	defer p.activity.begin()()
 	cmd := func() (*enginev1.AcceptSessionResult, error) {
 		res, err := p.Apply(ctx, &enginev1.Command{Body: &enginev1.Command_AcceptSession{AcceptSession: accept}})
 		if err != nil {

@@ -19,6 +19,7 @@
 # are left alone, stopped ones restart on their data. Node i serves
 # /metrics, /healthz and /readyz on 127.0.0.1:$((base_port + 2000 + i))
 # (9401.. by default); with PPROF=1 also Go's profiles at /debug/pprof/.
+# RAFTBUSD_FLAGS adds flags to every node (e.g. "--quiesce-after 5s").
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 run_dir=${RUN_DIR:-$root/.run/cluster}
@@ -61,6 +62,8 @@ start() {
       extra+=(--tls-ca "$certs/ca.pem" --tls-cert "$certs/n$i.pem" --tls-key "$certs/n$i-key.pem")
     fi
     [[ -n $auth ]] && extra+=(--auth)
+    # shellcheck disable=SC2206 # split into flags on purpose
+    [[ -n ${RAFTBUSD_FLAGS:-} ]] && extra+=($RAFTBUSD_FLAGS)
     "$bin" --node-id "n$i" --listen "127.0.0.1:$((base_port + i))" \
       --data-dir "$run_dir/n$i" --peers "$peers" "${extra[@]}" >>"$run_dir/n$i.log" 2>&1 &
     echo $! >"$pidfile"

@@ -332,6 +332,9 @@ func (s *transportServer) heartbeat(ctx context.Context, req *raftv1.AppendEntri
 	// those of many groups, and a group's first leader sends entries (the
 	// configuration) before heartbeats.
 	t := s.mux.group(req.GetGroup())
+	if t == nil && s.mux.isDormant(req.GetGroup()) {
+		return &raftv1.HeartbeatsResponse{Error: fmt.Sprintf("raft group %q is quiet on %s", req.GetGroup(), s.mux.localAddr)}
+	}
 	if t == nil {
 		return &raftv1.HeartbeatsResponse{Error: fmt.Sprintf("raft group %q does not run on %s", req.GetGroup(), s.mux.localAddr)}
 	}

@@ -67,6 +67,14 @@ type Config struct {
 	// the caller gets: a gRPC status as it is, anything else as
 	// PERMISSION_DENIED.
 	Admit func(ctx context.Context) error
+	// Dormant, when set, reports whether a group with no open transport
+	// here is one the node closed while it was idle and opens again on
+	// demand; Wake then opens it. An incoming RPC for a dormant group
+	// wakes it and waits for it as a vote request waits for a new group
+	// (see groupOpenWait), except a heartbeat: it tells the group nothing
+	// it needs, and a leader about to close too sends them.
+	Dormant func(group string) bool
+	Wake    func(group string)
 }
 
 // defaultDialOptions are the options of the connections to peers unless
@@ -88,6 +96,8 @@ type Mux struct {
 	dialOptions      []grpc.DialOption
 	outgoing         func(raft.ServerID) metadata.MD
 	admit            func(context.Context) error
+	dormant          func(string) bool
+	wake             func(string)
 	// refuseLeadership is set by RefuseLeadership.
 	refuseLeadership atomic.Bool
 
@@ -153,6 +163,8 @@ func NewMux(cfg Config) (*Mux, error) {
 		dialOptions:      cfg.DialOptions,
 		outgoing:         cfg.Outgoing,
 		admit:            cfg.Admit,
+		dormant:          cfg.Dormant,
+		wake:             cfg.Wake,
 		ctx:              ctx,
 		cancel:           cancel,
 		conns:            make(map[raft.ServerAddress]*grpc.ClientConn),
@@ -313,6 +325,20 @@ func (m *Mux) awaitGroup(ctx context.Context, name string) *GroupTransport {
 			return nil
 		}
 	}
+}
+
+// isDormant reports whether group is dormant here (Config.Dormant).
+func (m *Mux) isDormant(group string) bool {
+	return m.dormant != nil && m.dormant(group)
+}
+
+// wakeGroup opens group when it is dormant here, reporting whether it was.
+func (m *Mux) wakeGroup(group string) bool {
+	if !m.isDormant(group) || m.wake == nil {
+		return false
+	}
+	m.wake(group)
+	return true
 }
 
 // unregister forgets t if it is still the transport of its group.

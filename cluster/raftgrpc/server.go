@@ -36,10 +36,13 @@ func (s *transportServer) admit(ctx context.Context) error {
 }
 
 // groupTransport returns the transport of group, waiting for it to open
-// when wait is set (see groupOpenWait).
-func (s *transportServer) groupTransport(ctx context.Context, group string, wait bool) (*GroupTransport, error) {
+// when wait is set (see groupOpenWait), or when wake is set and the group
+// is dormant here: it opens for the RPC (Config.Wake). RPCs that tell a
+// group nothing it needs (AppendEntries without entries) leave it
+// dormant.
+func (s *transportServer) groupTransport(ctx context.Context, group string, wait, wake bool) (*GroupTransport, error) {
 	t := s.mux.group(group)
-	if t == nil && wait {
+	if t == nil && ((wake && s.mux.wakeGroup(group)) || wait) {
 		t = s.mux.awaitGroup(ctx, group)
 	}
 	if t == nil {
@@ -50,33 +53,34 @@ func (s *transportServer) groupTransport(ctx context.Context, group string, wait
 
 func (s *transportServer) AppendEntries(ctx context.Context, req *raftv1.AppendEntriesRequest) (*raftv1.AppendEntriesResponse, error) {
 	command := appendEntriesRequestFromProto(req)
-	return serveUnary(ctx, s, req.GetGroup(), command, isHeartbeat(command), false, appendEntriesResponseToProto)
+	return serveUnary(ctx, s, req.GetGroup(), command, isHeartbeat(command), false, len(command.Entries) > 0, appendEntriesResponseToProto)
 }
 
 func (s *transportServer) RequestVote(ctx context.Context, req *raftv1.RequestVoteRequest) (*raftv1.RequestVoteResponse, error) {
-	return serveUnary(ctx, s, req.GetGroup(), requestVoteRequestFromProto(req), false, true, requestVoteResponseToProto)
+	return serveUnary(ctx, s, req.GetGroup(), requestVoteRequestFromProto(req), false, true, true, requestVoteResponseToProto)
 }
 
 func (s *transportServer) RequestPreVote(ctx context.Context, req *raftv1.RequestPreVoteRequest) (*raftv1.RequestPreVoteResponse, error) {
-	return serveUnary(ctx, s, req.GetGroup(), requestPreVoteRequestFromProto(req), false, true, requestPreVoteResponseToProto)
+	return serveUnary(ctx, s, req.GetGroup(), requestPreVoteRequestFromProto(req), false, true, true, requestPreVoteResponseToProto)
 }
 
 func (s *transportServer) TimeoutNow(ctx context.Context, req *raftv1.TimeoutNowRequest) (*raftv1.TimeoutNowResponse, error) {
 	if s.mux.refuseLeadership.Load() {
 		return nil, status.Errorf(codes.Unavailable, "%s is shutting down: it takes no leadership", s.mux.localAddr)
 	}
-	return serveUnary(ctx, s, req.GetGroup(), timeoutNowRequestFromProto(req), false, false, timeoutNowResponseToProto)
+	return serveUnary(ctx, s, req.GetGroup(), timeoutNowRequestFromProto(req), false, false, true, timeoutNowResponseToProto)
 }
 
 // serveUnary hands command to the group's raft and converts its answer, of
 // type Resp, with toProto. Vote requests wait for a group about to open
-// (waitGroup): they are what a new group's first election sends.
-func serveUnary[Resp any, Out any](ctx context.Context, s *transportServer, group string, command any, heartbeat, waitGroup bool, toProto func(Resp) Out) (Out, error) {
+// (waitGroup): they are what a new group's first election sends. wake
+// opens a dormant group for the RPC (see groupTransport).
+func serveUnary[Resp any, Out any](ctx context.Context, s *transportServer, group string, command any, heartbeat, waitGroup, wake bool, toProto func(Resp) Out) (Out, error) {
 	var zero Out
 	if err := s.admit(ctx); err != nil {
 		return zero, err
 	}
-	t, err := s.groupTransport(ctx, group, waitGroup)
+	t, err := s.groupTransport(ctx, group, waitGroup, wake)
 	if err != nil {
 		return zero, err
 	}
@@ -174,11 +178,11 @@ func (s *transportServer) receivePipeline(ctx context.Context, stream grpc.BidiS
 		if err != nil {
 			return pipelineAnswer{err: err}
 		}
-		t, err := s.groupTransport(ctx, msg.GetRequest().GetGroup(), false)
+		command := appendEntriesRequestFromProto(msg.GetRequest())
+		t, err := s.groupTransport(ctx, msg.GetRequest().GetGroup(), false, len(command.Entries) > 0)
 		if err != nil {
 			return pipelineAnswer{err: err}
 		}
-		command := appendEntriesRequestFromProto(msg.GetRequest())
 		respCh := make(chan raft.RPCResponse, 1)
 		if err := t.deliver(ctx, raft.RPC{Command: command, RespChan: respCh}, isHeartbeat(command)); err != nil {
 			return pipelineAnswer{err: err}

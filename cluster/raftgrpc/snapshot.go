@@ -110,7 +110,7 @@ func (s *transportServer) InstallSnapshot(stream grpc.ClientStreamingServer[raft
 	if meta == nil {
 		return status.Error(codes.InvalidArgument, "install snapshot: the first message must carry the snapshot's metadata")
 	}
-	t, err := s.groupTransport(stream.Context(), meta.GetGroup(), false)
+	t, err := s.groupTransport(stream.Context(), meta.GetGroup(), false, true)
 	if err != nil {
 		return err
 	}

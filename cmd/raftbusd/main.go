@@ -37,8 +37,10 @@ type options struct {
 	Partitions uint   `json:"partitions"`
 	// MaxClockOffset is a Go duration ("500ms").
 	MaxClockOffset string `json:"max_clock_offset"`
-	LogLevel       string `json:"log_level"`
-	LogFormat      string `json:"log_format"`
+	// QuiesceAfter is a Go duration; 0 never.
+	QuiesceAfter string `json:"quiesce_after"`
+	LogLevel     string `json:"log_level"`
+	LogFormat    string `json:"log_format"`
 	// HTTP is the host:port of the node's HTTP listener (metrics,
 	// probes, profiles); empty: none. Unset: loopback, at the gRPC port
 	// plus httpPortOffset.
@@ -137,6 +139,13 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil || maxOffset <= 0 {
 		return fmt.Errorf("--max-clock-offset must be a positive duration such as 500ms, not %q", opts.MaxClockOffset)
 	}
+	quiesceAfter, err := time.ParseDuration(opts.QuiesceAfter)
+	if err != nil || quiesceAfter < 0 {
+		return fmt.Errorf("--quiesce-after must be a duration such as 30s (0: never), not %q", opts.QuiesceAfter)
+	}
+	if quiesceAfter == 0 {
+		quiesceAfter = -1 // never
+	}
 	// Fault injection only: skews every wall-clock reading of the node.
 	offset, err := clock.FaultOffset(os.Getenv(clock.FaultOffsetEnv))
 	if err != nil {
@@ -183,6 +192,7 @@ func run(args []string, stderr io.Writer) error {
 		DefaultPartitions: uint32(opts.Partitions),
 		Logger:            log,
 		MaxClockOffset:    maxOffset,
+		QuiesceAfter:      quiesceAfter,
 		Clock:             clock.NewSystem(offset),
 		TLS:               nodeTLS,
 		Auth:              opts.Auth,
@@ -246,6 +256,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		LogFormat:  "text",
 
 		MaxClockOffset: cluster.DefaultMaxClockOffset.String(),
+		QuiesceAfter:   cluster.DefaultQuiesceAfter.String(),
 	}
 	fs := flag.NewFlagSet("raftbusd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -263,6 +274,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&flagged.Join, "join", "", "join the running cluster that the node at `host:port` belongs to")
 	fs.UintVar(&flagged.Partitions, "partitions", opts.Partitions, "partition `count` of queues created without one")
 	fs.StringVar(&flagged.MaxClockOffset, "max-clock-offset", opts.MaxClockOffset, "how far this node's clock may be from a majority of the cluster's before it refuses to lead (the same on every node)")
+	fs.StringVar(&flagged.QuiesceAfter, "quiesce-after", opts.QuiesceAfter, "how long a partition must serve no request before its replicas stop its Raft group until it is needed again (0: never)")
 	fs.StringVar(&flagged.LogLevel, "log-level", opts.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&flagged.LogFormat, "log-format", opts.LogFormat, "text or json")
 	var httpAddr string
@@ -312,6 +324,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 			opts.Partitions = flagged.Partitions
 		case "max-clock-offset":
 			opts.MaxClockOffset = flagged.MaxClockOffset
+		case "quiesce-after":
+			opts.QuiesceAfter = flagged.QuiesceAfter
 		case "log-level":
 			opts.LogLevel = flagged.LogLevel
 		case "log-format":

@@ -85,8 +85,13 @@ func (Disposition) EnumDescriptor() ([]byte, []int) {
 
 // Entry is one Raft log entry of a partition: commands applied in order.
 type Entry struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Commands      []*Command             `protobuf:"bytes,1,rep,name=commands,proto3" json:"commands,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Commands []*Command             `protobuf:"bytes,1,rep,name=commands,proto3" json:"commands,omitempty"`
+	// Set by a leader that found the partition idle, on an entry with no
+	// commands: a replica whose newest entry this is closes its Raft group
+	// until the partition is needed again (see partition/quiesce.go). It
+	// changes no state; a build that does not know it applies an empty entry.
+	Quiesce       bool `protobuf:"varint,2,opt,name=quiesce,proto3" json:"quiesce,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -126,6 +131,13 @@ func (x *Entry) GetCommands() []*Command {
 		return x.Commands
 	}
 	return nil
+}
+
+func (x *Entry) GetQuiesce() bool {
+	if x != nil {
+		return x.Quiesce
+	}
+	return false
 }
 
 // Command is one change to a partition's state. The leader stamps the time
@@ -2596,9 +2608,10 @@ var File_raftbus_engine_v1_command_proto protoreflect.FileDescriptor
 
 const file_raftbus_engine_v1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x1fraftbus/engine/v1/command.proto\x12\x11raftbus.engine.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1draftbus/engine/v1/topic.proto\x1a\x1fraftbus/engine/v1/session.proto\x1a\x19raftbus/v1/entities.proto\x1a\x17raftbus/v1/errors.proto\x1a\x18raftbus/v1/message.proto\x1a\x1araftbus/v1/messaging.proto\"?\n" +
+	"\x1fraftbus/engine/v1/command.proto\x12\x11raftbus.engine.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1draftbus/engine/v1/topic.proto\x1a\x1fraftbus/engine/v1/session.proto\x1a\x19raftbus/v1/entities.proto\x1a\x17raftbus/v1/errors.proto\x1a\x18raftbus/v1/message.proto\x1a\x1araftbus/v1/messaging.proto\"Y\n" +
 	"\x05Entry\x126\n" +
-	"\bcommands\x18\x01 \x03(\v2\x1a.raftbus.engine.v1.CommandR\bcommands\"\xe7\n" +
+	"\bcommands\x18\x01 \x03(\v2\x1a.raftbus.engine.v1.CommandR\bcommands\x12\x18\n" +
+	"\aquiesce\x18\x02 \x01(\bR\aquiesce\"\xe7\n" +
 	"\n" +
 	"\aCommand\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x01 \x01(\x03R\tnowUnixMs\x12\x1d\n" +
