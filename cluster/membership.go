@@ -46,9 +46,16 @@ func (n *Node) heard(id string) bool {
 // placeReplicas makes the placement changes meta.Plan asks for, on the
 // metadata leader.
 func (n *Node) placeReplicas(ctx context.Context) error {
-	var s *clusterv1.MetaSnapshot
-	n.meta.fsm.View(func(st *clusterv1.MetaSnapshot) { s = proto.Clone(st).(*clusterv1.MetaSnapshot) })
-	for _, cmd := range meta.Plan(s, n.heard, maxMoves) {
+	// Planned on the state in place, and only the commands copied: a copy
+	// of every entity each round was a quarter of an idle node's CPU at
+	// 2,000 entities. Plan only reads.
+	var cmds []*clusterv1.MetaCommand
+	n.meta.fsm.View(func(st *clusterv1.MetaSnapshot) {
+		for _, cmd := range meta.Plan(st, n.heard, maxMoves) {
+			cmds = append(cmds, proto.Clone(cmd).(*clusterv1.MetaCommand))
+		}
+	})
+	for _, cmd := range cmds {
 		if _, err := n.meta.propose(ctx, cmd); err != nil {
 			return fmt.Errorf("placement change %v: %w", cmd, err)
 		}

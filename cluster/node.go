@@ -155,6 +155,10 @@ type Node struct {
 	rebuilds   map[string]*rebuildState
 	kick       chan struct{}
 	lastForget time.Time
+	// rounds counts the reconciler's rounds, wakes the dormant replicas
+	// opened, for tests.
+	rounds atomic.Uint64
+	wakes  atomic.Uint64
 
 	// idle notes when the public services last served a call on each
 	// entity (see idlecheck.go).

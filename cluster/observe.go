@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -54,7 +55,6 @@ func (n *Node) Ready() error {
 	if applied, commit := n.meta.raft.AppliedIndex(), n.meta.raft.CommitIndex(); applied < commit {
 		return fmt.Errorf("the metadata group has applied %d of %d committed entries", applied, commit)
 	}
-	var placed []string
 	var clusterID string
 	member := false
 	n.meta.fsm.View(func(s *clusterv1.MetaSnapshot) {
@@ -62,24 +62,22 @@ func (n *Node) Ready() error {
 		for _, m := range s.Nodes {
 			member = member || m.NodeId == n.cfg.NodeID
 		}
-		for _, e := range s.Entities {
-			for id, pl := range e.Partitions {
-				for _, nid := range pl.NodeIds {
-					if nid == n.cfg.NodeID {
-						placed = append(placed, groupName(e, uint32(id)))
-					}
-				}
-			}
-		}
 	})
 	if clusterID == "" || !member {
 		return errors.New("the metadata does not record the cluster and this node as its member yet")
 	}
+	desired := n.desiredNow()
 	n.mu.RLock()
 	defer n.mu.RUnlock()
-	for _, g := range placed {
+	for g, w := range desired {
+		if !slices.ContainsFunc(w.placed, func(s raft.Server) bool { return string(s.ID) == n.cfg.NodeID }) {
+			continue // moving here or off: not this node's to serve yet
+		}
 		if _, ok := n.rebuilds[g]; ok {
 			return fmt.Errorf("partition %s is being rebuilt", g)
+		}
+		if n.dormant[g] != nil {
+			continue // quiet: it had its entity when it closed
 		}
 		r, ok := n.replicas[g]
 		if !ok {

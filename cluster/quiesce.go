@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/raftbus/raftbus/partition"
@@ -42,8 +40,8 @@ const quiesceLinger = 300 * time.Millisecond
 const wakeWait = 3 * time.Second
 
 // quietFile, in a replica's directory, holds the index of the quiesce
-// marker the replica closed at. At start, a replica whose log still ends
-// at that index stays dormant.
+// marker the replica closed at, then its dormant's due and generation. At
+// start, a replica whose log still ends at that index stays dormant.
 const quietFile = "quiet"
 
 // dormant is a replica closed while its partition is quiet.
@@ -147,7 +145,7 @@ func (n *Node) sleep(r *replica) {
 			return
 		}
 		path := filepath.Join(n.replicaDir(r.group), quietFile)
-		note := fmt.Appendf(nil, "%d %d\n", index, d.due)
+		note := fmt.Appendf(nil, "%d %d %d\n", index, d.due, d.generation)
 		if err := os.WriteFile(path, note, 0o640); err != nil {
 			n.log.Debug("note a quiet replica", "group", r.group, "err", err)
 		}
@@ -158,33 +156,26 @@ func (n *Node) sleep(r *replica) {
 // startsDormant reports whether the replica of group, not yet open since
 // the node started, closed quiet and has had no entry since: it then
 // stays closed until needed, or until due (see dormant.due).
-func (n *Node) startsDormant(group string) (due int64, ok bool) {
+func (n *Node) startsDormant(group string) (*dormant, bool) {
 	b, err := os.ReadFile(filepath.Join(n.replicaDir(group), quietFile))
 	if err != nil {
-		return 0, false
+		return nil, false
 	}
-	fields := strings.Fields(string(b))
-	if len(fields) != 2 {
-		return 0, false
-	}
-	index, err := strconv.ParseUint(fields[0], 10, 64)
-	if err != nil || index == 0 {
-		return 0, false
-	}
-	if due, err = strconv.ParseInt(fields[1], 10, 64); err != nil {
-		return 0, false
+	var index uint64
+	d := &dormant{closed: make(chan struct{})}
+	if _, err := fmt.Sscan(string(b), &index, &d.due, &d.generation); err != nil || index == 0 {
+		return nil, false
 	}
 	g, err := n.nodeLog.Group(group)
 	if err != nil {
-		return 0, false
+		return nil, false
 	}
 	last, err := g.LastIndex()
-	return due, err == nil && last == index
+	return d, err == nil && last == index
 }
 
-// addDormant notes group as a dormant replica that is closed already.
-func (n *Node) addDormant(group string, due int64) {
-	d := &dormant{closed: make(chan struct{}), due: due}
+// addDormant notes group as the dormant replica d, closed already.
+func (n *Node) addDormant(group string, d *dormant) {
 	close(d.closed)
 	n.mu.Lock()
 	if n.replicas[group] == nil && n.dormant[group] == nil {
@@ -234,6 +225,7 @@ func (n *Node) wake(group string, elect bool) *replica {
 // open is the first wake of d.
 func (n *Node) open(group string, d *dormant, elect bool) {
 	defer close(d.woken)
+	n.wakes.Add(1)
 	select {
 	case <-d.closed:
 	case <-n.stop:

@@ -156,6 +156,7 @@ func (n *Node) kickReconciler() {
 }
 
 func (n *Node) reconcile() {
+	defer n.rounds.Add(1)
 	desired := n.desiredNow()
 
 	n.mu.RLock()
@@ -195,8 +196,8 @@ func (n *Node) reconcile() {
 			continue
 		}
 		if phase, _ := n.rebuildPhaseOf(name); !restarted[name] && phase == 0 {
-			if due, ok := n.startsDormant(name); ok {
-				n.addDormant(name, due)
+			if d, ok := n.startsDormant(name); ok {
+				n.addDormant(name, d)
 				continue
 			}
 		}

@@ -36,8 +36,11 @@ Flags:
                       --queue, as a fill left them; create: create
                       --count queues named --queue-000000 on, each
                       followed by one send, and report how long each
-                      create and first send took; delete: delete the
-                      queues a create made (default mixed)
+                      create and first send took; send-each: one send
+                      to each of the queues a create made, timed (the
+                      first request to a quiet queue, or after a node's
+                      loss); delete: delete the queues a create made
+                      (default mixed)
   --producers n       concurrent senders, or clients of a create or delete
                       (default 4)
   --consumers n       concurrent receivers (default 4)
@@ -215,9 +218,9 @@ func runBench(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	switch {
-	case !slices.Contains([]string{"mixed", "phased", "fill", "drain", "create", "delete"}, cfg.workload):
-		return usagef("--workload is mixed, phased, fill, drain, create or delete, not %q", cfg.workload)
-	case slices.Contains([]string{"fill", "drain", "create", "delete"}, cfg.workload) && (cfg.queue == "" || cfg.count == 0 || cfg.warmup > 0):
+	case !slices.Contains([]string{"mixed", "phased", "fill", "drain", "create", "send-each", "delete"}, cfg.workload):
+		return usagef("--workload is mixed, phased, fill, drain, create, send-each or delete, not %q", cfg.workload)
+	case slices.Contains([]string{"fill", "drain", "create", "send-each", "delete"}, cfg.workload) && (cfg.queue == "" || cfg.count == 0 || cfg.warmup > 0):
 		return usagef("--workload %s needs --queue and --count, and no --warmup", cfg.workload)
 	case cfg.producers < 1 || cfg.consumers < 1 || cfg.inflight < 1 || cfg.batch < 1 || cfg.batch > 1000:
 		return usagef("--producers, --consumers and --inflight must be at least 1, --batch 1 to 1000")
@@ -239,7 +242,7 @@ func runBench(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	defer c.Close()
-	if cfg.workload == "create" || cfg.workload == "delete" {
+	if cfg.workload == "create" || cfg.workload == "send-each" || cfg.workload == "delete" {
 		rep := benchEntities(ctx, c, cfg)
 		if a.output == "json" {
 			return a.printJSON(rep)

@@ -48,9 +48,11 @@ type ErrorCount struct {
 // queueName is the name of the i-th queue of a create or delete run.
 func queueName(prefix string, i int64) string { return fmt.Sprintf("%s-%06d", prefix, i) }
 
-// benchEntities creates (and sends one message to) or deletes the
-// queues prefix-000000 .. prefix-<count-1>, from cfg.producers clients at
-// once, and reports how long each call took.
+// benchEntities creates (and sends one message to), sends one message to
+// (send-each) or deletes the queues prefix-000000 .. prefix-<count-1>,
+// from cfg.producers clients at once, and reports how long each call
+// took. send-each shows what the first request to a queue that has gone
+// quiet costs, or how long after a node's loss every queue takes sends.
 func benchEntities(ctx context.Context, c *client.Client, cfg benchConfig) *EntitiesReport {
 	adm := admin.NewFromClient(c)
 	var next atomic.Int64
@@ -70,9 +72,12 @@ func benchEntities(ctx context.Context, c *client.Client, cfg benchConfig) *Enti
 				name := queueName(cfg.queue, i)
 				t0 := time.Now()
 				var err error
-				if cfg.workload == "create" {
+				switch cfg.workload {
+				case "create":
 					_, err = adm.CreateQueue(ctx, name, &admin.QueueProperties{PartitionCount: proto.Uint32(uint32(cfg.partitions))})
-				} else {
+				case "send-each":
+					err = sendOne(ctx, c, name)
+				default:
 					err = adm.DeleteQueue(ctx, name)
 				}
 				if err != nil {
@@ -114,9 +119,9 @@ func benchEntities(ctx context.Context, c *client.Client, cfg benchConfig) *Enti
 }
 
 func printEntities(w io.Writer, r *EntitiesReport) {
-	verb := map[string]string{"create": "created", "delete": "deleted"}[r.Workload]
-	fmt.Fprintf(w, "%s %d queues of %d partition(s) (%s-*) from %d clients in %.2fs: %.1f a second (%d errors)\n",
-		verb, r.Queues, r.Partitions, r.Prefix, r.Clients, r.Seconds, r.PerSecond, r.Errors)
+	verb := map[string]string{"create": "created", "delete": "deleted", "send-each": "sent one message to each of"}[r.Workload]
+	fmt.Fprintf(w, "%s %d queues (%s-*) from %d clients in %.2fs: %.1f a second (%d errors)\n",
+		verb, r.Queues, r.Prefix, r.Clients, r.Seconds, r.PerSecond, r.Errors)
 	for _, e := range r.ErrorsByReason {
 		fmt.Fprintf(w, "errors:          %s %d, the first: %s\n", e.Reason, e.Count, e.First)
 	}
