@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -280,9 +279,9 @@ func (n *Node) wakeToServe(ctx context.Context, group string) *replica {
 	}
 	ctx, cancel := context.WithTimeout(ctx, wakeWait)
 	defer cancel()
-	if err := r.p.AwaitServing(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		n.log.Debug("quiet partition opened for a request", "group", group, "err", err)
-	}
+	// Whether it leads, names who does or has no leader yet, locate goes
+	// on from the replica's state.
+	_ = r.p.AwaitServing(ctx)
 	return r
 }
 
@@ -292,8 +291,8 @@ func (n *Node) wakeToServe(ctx context.Context, group string) *replica {
 func (n *Node) reconcileDormant(desired map[string]wantedReplica) {
 	now := n.cfg.Clock.Now().UnixMilli()
 	n.mu.RLock()
-	var gone, due []string
-	elect := make(map[string]bool)
+	var gone []string
+	due := make(map[string]bool) // the groups to open, and whether to stand for election
 	for group, d := range n.dormant {
 		w, ok := desired[group]
 		switch {
@@ -301,9 +300,9 @@ func (n *Node) reconcileDormant(desired map[string]wantedReplica) {
 			gone = append(gone, group)
 		case d.woken != nil:
 		case d.due != 0 && d.due <= now:
-			due, elect[group] = append(due, group), true
+			due[group] = true
 		case w.move != nil || (w.entity.GetGeneration() > d.generation && w.preferred == n.cfg.NodeID):
-			due, elect[group] = append(due, group), w.preferred == n.cfg.NodeID
+			due[group] = w.preferred == n.cfg.NodeID
 		}
 	}
 	n.mu.RUnlock()
@@ -322,14 +321,13 @@ func (n *Node) reconcileDormant(desired map[string]wantedReplica) {
 		<-d.closed
 		n.removeReplicaData(group)
 	}
-	for _, group := range due {
+	for group, elect := range due {
 		// Whoever has the work stands for election: the node that kept
 		// the deadline, or the one that should lead.
-		e := elect[group]
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
-			n.wake(group, e)
+			n.wake(group, elect)
 		}()
 	}
 }

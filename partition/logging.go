@@ -32,7 +32,7 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 		}
 		level := slog.LevelInfo
 		switch {
-		case firstElection(line), quietPeer(line):
+		case firstElection(line), quietPeer(line), closing(line):
 			level = slog.LevelDebug
 		case bytes.HasPrefix(line, []byte("[ERROR]")):
 			level = slog.LevelError
@@ -59,8 +59,7 @@ func firstElection(line []byte) bool {
 // that has closed the group after it quiesced (see quiesce.go): the
 // leader, about to close too, sends a few more. Routine.
 func quietPeer(line []byte) bool {
-	return bytes.Contains(line, []byte("failed to heartbeat to")) && bytes.Contains(line, []byte("is quiet on")) ||
-		closing(line)
+	return bytes.Contains(line, []byte("failed to heartbeat to")) && bytes.Contains(line, []byte("is quiet on"))
 }
 
 // closing tells the errors raft writes for the RPCs a group's own close
