@@ -258,15 +258,13 @@ func (e *Engine) remember(now int64, q *queue, req receiveRequest, got []*raftbu
 
 // keepReceived copies a handed-out message, sharing its body (bodies are
 // never modified), so that neither the caller nor the receipt sees changes
-// the other makes.
+// the other makes. m is not written, not even for a moment: a snapshot
+// being encoded may read it meanwhile (the body it holds is mostly nil, a
+// reference into the log, so the copy made and dropped costs little).
 func keepReceived(m *raftbusv1.ReceivedMessage) *raftbusv1.ReceivedMessage {
-	body := m.GetMessage().GetBody()
-	if m.GetMessage() != nil {
-		m.Message.Body = nil
-	}
 	c := proto.Clone(m).(*raftbusv1.ReceivedMessage)
 	if m.GetMessage() != nil {
-		m.Message.Body, c.Message.Body = body, body
+		c.Message.Body = m.Message.Body
 	}
 	return c
 }
