@@ -24,8 +24,16 @@ func syncGatedCluster(t *testing.T, tune func(*partition.Config)) (*testCluster,
 // The leader writes an entry while it replicates it: the entry commits
 // while the leader's own sync is held, but the leader answers nobody and
 // tells no follower it is committed until that sync completes.
+//
+// The replicas run with the production timings: the leader must stay the
+// leader while its sync is held, and the test cluster's 50 ms lease makes
+// it step down whenever a loaded machine does not run it for that long.
 func TestLeaderWritesWhileReplicatingAndActsOnlyOnItsDurableCopy(t *testing.T) {
-	c, gates := syncGatedCluster(t, nil)
+	c, gates := syncGatedCluster(t, func(cfg *partition.Config) {
+		cfg.HeartbeatTimeout = partition.DefaultHeartbeatTimeout
+		cfg.ElectionTimeout = partition.DefaultElectionTimeout
+		cfg.LeaderLeaseTimeout = partition.DefaultLeaderLeaseTimeout
+	})
 	l := c.leader()
 	p := c.replicas[l]
 	configure(t, p, nil)
