@@ -29,6 +29,25 @@ finish() {
 }
 trap finish EXIT
 
+# Debian's packages that tests run: chromium drives the console's pages;
+# python3-azure (azure-servicebus on uamqp) and python3-qpid-proton are
+# the Python clients of test/pysdk, run with Debian's python3. They
+# install in the background while the stages before the tests run (the
+# install is mostly waiting on the network and the disk), and the tests
+# wait for it.
+missing=()
+command -v chromium >/dev/null || missing+=(chromium)
+/usr/bin/python3 -c 'import azure.servicebus, uamqp' 2>/dev/null || missing+=(python3-azure)
+/usr/bin/python3 -c 'import proton' 2>/dev/null || missing+=(python3-qpid-proton)
+install_pid="" install_log=$(mktemp)
+cleanup+=("$install_log")
+if ((${#missing[@]})); then
+  echo "== installing ${missing[*]} (in the background)"
+  if [[ $(id -u) -eq 0 ]]; then sudo=""; else sudo="sudo"; fi
+  ($sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}") >"$install_log" 2>&1 &
+  install_pid=$!
+fi
+
 step "tools (pinned, installed when missing)"
 source scripts/tools.sh
 
@@ -69,17 +88,11 @@ fi
 step go build
 go build ./...
 
-# Debian's packages that tests run: chromium drives the console's pages;
-# python3-azure (azure-servicebus on uamqp) and python3-qpid-proton are
-# the Python clients of test/pysdk, run with Debian's python3.
-missing=()
-command -v chromium >/dev/null || missing+=(chromium)
-/usr/bin/python3 -c 'import azure.servicebus, uamqp' 2>/dev/null || missing+=(python3-azure)
-/usr/bin/python3 -c 'import proton' 2>/dev/null || missing+=(python3-qpid-proton)
-if ((${#missing[@]})); then
-  step "installing ${missing[*]}"
-  if [[ $(id -u) -eq 0 ]]; then sudo=""; else sudo="sudo"; fi
-  $sudo apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}" >/dev/null
+if [[ -n $install_pid ]]; then
+  step "waiting for the install of ${missing[*]}"
+  if ! wait "$install_pid"; then
+    cat "$install_log"; echo "installing ${missing[*]} failed"; exit 1
+  fi
 fi
 
 step go test -race
