@@ -61,19 +61,31 @@ type wantedReplica struct {
 // (a copy of every entity placed here) on every round of the reconciler
 // was most of an idle node's CPU. The map is shared: read it only.
 func (n *Node) desiredNow() map[string]wantedReplica {
+	desired, _ := n.desiredVersioned()
+	return desired
+}
+
+// placedKey names a state of what the metadata places on this node and
+// of the replicas it holds: a look over every placed partition found what
+// it found for as long as the key is the same.
+type placedKey struct{ desired, placed uint64 }
+
+// desiredVersioned is desiredNow and the count of its recomputations.
+func (n *Node) desiredVersioned() (map[string]wantedReplica, uint64) {
 	n.desiredMu.Lock()
 	defer n.desiredMu.Unlock()
 	if n.desired != nil {
 		select {
 		case <-n.desiredStale:
 		default:
-			return n.desired
+			return n.desired, n.desiredVersion
 		}
 	}
 	stale := n.meta.fsm.Changes()
 	n.desired = n.desiredReplicas()
 	n.desiredStale = stale
-	return n.desired
+	n.desiredVersion++
+	return n.desired, n.desiredVersion
 }
 
 // desiredFor is what the metadata wants of this node's replica of group.

@@ -129,12 +129,38 @@ type Node struct {
 	// dormant are the replicas closed while their partition is quiet
 	// (see quiesce.go), by group name; never in replicas at once.
 	dormant map[string]*dormant
+	// placedVersion counts the changes to replicas, dormant and rebuilds
+	// (under mu for writing: every write to one of them bumps it). With
+	// desiredVersion it tells a look over every partition placed here
+	// whether what it found still holds (see settled and Ready).
+	placedVersion uint64
 
 	// desired is what the metadata places on this node as of the last
-	// look, stale once desiredStale is closed (see desiredNow).
-	desiredMu    sync.Mutex
-	desired      map[string]wantedReplica
-	desiredStale <-chan struct{}
+	// look, stale once desiredStale is closed (see desiredNow);
+	// desiredVersion counts its recomputations.
+	desiredMu      sync.Mutex
+	desired        map[string]wantedReplica
+	desiredStale   <-chan struct{}
+	desiredVersion uint64
+
+	// settled is the state in which the reconciler last looked over
+	// every partition placed here and found nothing to open, remove or
+	// wake, and nextDue the earliest time (Unix ms) a dormant replica has
+	// work due, as of that look: until one of them changes, its rounds
+	// look at the open replicas only. The reconciler's.
+	settled     placedKey
+	nextDue     int64
+	lastSettled time.Time
+	// readyAt is the state in which Ready last found every partition
+	// placed here serving (under readyMu).
+	readyMu sync.Mutex
+	readyAt placedKey
+	// planned is the metadata change channel and the nodes heard from
+	// when meta.Plan last had nothing to do (placeReplicas's).
+	planned struct {
+		changes <-chan struct{}
+		up      string
+	}
 
 	// ident is this node's data dir identity; members what the committed
 	// membership records (see incarnation.go).
@@ -155,9 +181,11 @@ type Node struct {
 	rebuilds   map[string]*rebuildState
 	kick       chan struct{}
 	lastForget time.Time
-	// rounds counts the reconciler's rounds, wakes the dormant replicas
-	// opened, for tests.
+	// rounds counts the reconciler's rounds, looks those that looked over
+	// every partition placed here, wakes the dormant replicas opened, for
+	// tests.
 	rounds atomic.Uint64
+	looks  atomic.Uint64
 	wakes  atomic.Uint64
 
 	// idle notes when the public services last served a call on each
@@ -422,6 +450,7 @@ func (n *Node) Close() error {
 			}
 		}
 		n.replicas = map[string]*replica{}
+		n.placedVersion++
 		n.mu.Unlock()
 		if n.meta != nil {
 			n.meta.close()

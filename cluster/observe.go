@@ -66,9 +66,28 @@ func (n *Node) Ready() error {
 	if clusterID == "" || !member {
 		return errors.New("the metadata does not record the cluster and this node as its member yet")
 	}
-	desired := n.desiredNow()
+	// Once every placed partition serves, it goes on serving until the
+	// metadata or the set of replicas changes (a replica that has its
+	// entity keeps it): the look over thousands is not taken again.
+	desired, version := n.desiredVersioned()
 	n.mu.RLock()
 	defer n.mu.RUnlock()
+	key := placedKey{desired: version, placed: n.placedVersion}
+	n.readyMu.Lock()
+	defer n.readyMu.Unlock()
+	if n.readyAt == key {
+		return nil
+	}
+	if err := n.partitionsServe(desired); err != nil {
+		return err
+	}
+	n.readyAt = key
+	return nil
+}
+
+// partitionsServe is nil when every partition desired places here is
+// open with its entity, or quiet. The caller holds mu.
+func (n *Node) partitionsServe(desired map[string]wantedReplica) error {
 	for g, w := range desired {
 		if !slices.ContainsFunc(w.placed, func(s raft.Server) bool { return string(s.ID) == n.cfg.NodeID }) {
 			continue // moving here or off: not this node's to serve yet

@@ -126,6 +126,7 @@ func (n *Node) sleep(r *replica) {
 	}
 	delete(n.replicas, r.group)
 	n.dormant[r.group] = d
+	n.placedVersion++
 	n.mu.Unlock()
 	d.generation = max(r.configured.Load(), r.appliedGeneration())
 	d.due = r.p.Due()
@@ -179,6 +180,7 @@ func (n *Node) addDormant(group string, d *dormant) {
 	n.mu.Lock()
 	if n.replicas[group] == nil && n.dormant[group] == nil {
 		n.dormant[group] = d
+		n.placedVersion++
 	}
 	n.mu.Unlock()
 }
@@ -240,6 +242,7 @@ func (n *Node) open(group string, d *dormant, elect bool) {
 	n.mu.Lock()
 	if n.dormant[group] == d {
 		delete(n.dormant, group)
+		n.placedVersion++
 	}
 	if r := n.replicas[group]; r != nil && ok {
 		r.configured.Store(d.generation)
@@ -287,9 +290,10 @@ func (n *Node) wakeToServe(ctx context.Context, group string) *replica {
 
 // reconcileDormant removes the dormant replicas of partitions no longer
 // placed here and opens those with leader work waiting: work come due, a
-// newer entity definition (on the preferred node) or a replica move.
-func (n *Node) reconcileDormant(desired map[string]wantedReplica) {
-	now := n.cfg.Clock.Now().UnixMilli()
+// newer entity definition (on the preferred node) or a replica move. It
+// returns the earliest time work is due on a dormant replica it left
+// (Unix ms, 0 for none), and whether it removed or opened any.
+func (n *Node) reconcileDormant(desired map[string]wantedReplica, now int64) (nextDue int64, busy bool) {
 	n.mu.RLock()
 	var gone []string
 	due := make(map[string]bool) // the groups to open, and whether to stand for election
@@ -303,14 +307,18 @@ func (n *Node) reconcileDormant(desired map[string]wantedReplica) {
 			due[group] = true
 		case w.move != nil || (w.entity.GetGeneration() > d.generation && w.preferred == n.cfg.NodeID):
 			due[group] = w.preferred == n.cfg.NodeID
+		case d.due != 0 && (nextDue == 0 || d.due < nextDue):
+			nextDue = d.due
 		}
 	}
 	n.mu.RUnlock()
+	busy = len(gone) > 0 || len(due) > 0
 	for _, group := range gone {
 		n.mu.Lock()
 		d := n.dormant[group]
 		if d != nil && d.woken == nil {
 			delete(n.dormant, group)
+			n.placedVersion++
 		} else {
 			d = nil
 		}
@@ -330,4 +338,5 @@ func (n *Node) reconcileDormant(desired map[string]wantedReplica) {
 			n.wake(group, elect)
 		}()
 	}
+	return nextDue, busy
 }

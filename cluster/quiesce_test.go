@@ -88,6 +88,19 @@ func TestIdlePartitionsCloseAndOpenForTheNextRequest(t *testing.T) {
 	if quiet := goruntime.NumGoroutine(); quiet > open-n*3*4 {
 		t.Errorf("goroutines: %d with %d queues open, %d with them quiet; want at least %d fewer", open, n, quiet, n*3*4)
 	}
+	// Quiet, they cost the reconciler nothing: its rounds go on without
+	// looking over every partition again (one look may still come, after
+	// the last replica closed), and the node stays ready.
+	for i, nd := range c.nodes {
+		rounds, looks := nd.rounds.Load(), nd.looks.Load()
+		await.Until(t, 20*time.Second, "ten reconciler rounds", func() bool { return nd.rounds.Load() >= rounds+10 })
+		if more := nd.looks.Load() - looks; more > 2 {
+			t.Errorf("node %d: %d of 10 reconciler rounds looked over every partition while all were quiet", i, more)
+		}
+		if err := nd.Ready(); err != nil {
+			t.Errorf("node %d not ready with its partitions quiet: %v", i, err)
+		}
+	}
 
 	// Any node serves them: the one a request reaches opens its replica
 	// and stands for election; its peers open theirs for the vote.

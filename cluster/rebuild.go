@@ -111,6 +111,7 @@ func (n *Node) readRebuildMarks() error {
 			}
 		}
 		n.rebuilds[group] = st
+		n.placedVersion++
 	}
 	return nil
 }
@@ -155,6 +156,7 @@ func (n *Node) findDamage(logLost bool) error {
 			return fmt.Errorf("cluster: mark replica %s damaged: %w", g, err)
 		}
 		n.rebuilds[g] = &rebuildState{phase: phaseDamaged, damage: what}
+		n.placedVersion++
 	}
 	return nil
 }
@@ -201,6 +203,7 @@ func (n *Node) markDamaged(group string, err error) {
 		return
 	}
 	n.rebuilds[group] = &rebuildState{phase: phaseDamaged, damage: err.Error()}
+	n.placedVersion++
 	n.mu.Unlock()
 	n.log.Error("partition replica damaged: it will not vote, lead or serve until it is rebuilt from the other replicas", "group", group, "err", err)
 	if werr := n.writeRebuildMark(group, "damaged: "+err.Error()); werr != nil {
@@ -385,6 +388,7 @@ func (n *Node) finishRebuilds() {
 		}
 		n.mu.Lock()
 		delete(n.rebuilds, r.group)
+		n.placedVersion++
 		n.mu.Unlock()
 		n.log.Info("partition replica rebuilt: it votes again", "group", r.group)
 	}
@@ -500,6 +504,7 @@ func (n *Node) forgetDeleted(desired func(group string) bool) {
 		}
 		n.mu.Lock()
 		delete(n.rebuilds, g)
+		n.placedVersion++
 		n.mu.Unlock()
 		n.log.Info("partition replica of a deleted entity removed", "group", g)
 	}

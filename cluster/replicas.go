@@ -157,9 +157,18 @@ func (n *Node) kickReconciler() {
 
 func (n *Node) reconcile() {
 	defer n.rounds.Add(1)
-	desired := n.desiredNow()
+	desired, version := n.desiredVersioned()
+	now := n.cfg.Clock.Now().UnixMilli()
 
+	// A round looks over every partition placed here only when what it
+	// would find may differ from what the last such look found nothing to
+	// do in: the metadata or the set of replicas changed, dormant work
+	// came due, or a while has passed. With thousands of quiet partitions
+	// the look was most of an idle node's CPU; the other rounds (a
+	// replica that took the lead kicks one) see the open replicas only.
 	n.mu.RLock()
+	key := placedKey{desired: version, placed: n.placedVersion}
+	full := key != n.settled || (n.nextDue != 0 && n.nextDue <= now) || time.Since(n.lastSettled) > forgetInterval
 	var toClose []*replica
 	for name, r := range n.replicas {
 		if _, ok := desired[name]; !ok {
@@ -167,9 +176,11 @@ func (n *Node) reconcile() {
 		}
 	}
 	var toOpen []string
-	for name := range desired {
-		if n.replicas[name] == nil && n.dormant[name] == nil {
-			toOpen = append(toOpen, name)
+	if full {
+		for name := range desired {
+			if n.replicas[name] == nil && n.dormant[name] == nil {
+				toOpen = append(toOpen, name)
+			}
 		}
 	}
 	n.mu.RUnlock()
@@ -177,7 +188,14 @@ func (n *Node) reconcile() {
 	for _, r := range toClose {
 		n.closeReplica(r, true)
 	}
-	n.reconcileDormant(desired)
+	if full {
+		n.looks.Add(1)
+		nextDue, busy := n.reconcileDormant(desired, now)
+		n.settled, n.nextDue, n.lastSettled = placedKey{}, nextDue, time.Now()
+		if len(toClose) == 0 && len(toOpen) == 0 && !busy {
+			n.settled = key
+		}
+	}
 	if time.Since(n.lastForget) > forgetInterval {
 		n.lastForget = time.Now()
 		n.forgetDeleted(func(g string) bool { _, ok := desired[g]; return ok })
@@ -366,6 +384,7 @@ func (n *Node) openReplica(name string, w wantedReplica) error {
 	r := &replica{group: name, entity: e.GetName(), id: id, p: p}
 	r.setPreferred(w.preferred)
 	n.replicas[name] = r
+	n.placedVersion++
 	n.log.Info("partition replica opened", "group", name)
 	return nil
 }
@@ -424,6 +443,7 @@ func groupOfDir(dir string) (string, bool) {
 func (n *Node) closeReplica(r *replica, remove bool) {
 	n.mu.Lock()
 	delete(n.replicas, r.group)
+	n.placedVersion++
 	n.mu.Unlock()
 	if err := r.p.Close(); err != nil {
 		n.log.Warn("close partition replica", "group", r.group, "err", err)
