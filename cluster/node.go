@@ -145,12 +145,13 @@ type Node struct {
 
 	// settled is the state in which the reconciler last looked over
 	// every partition placed here and found nothing to open, remove or
-	// wake, and nextDue the earliest time (Unix ms) a dormant replica has
-	// work due, as of that look: until one of them changes, its rounds
-	// look at the open replicas only. The reconciler's.
-	settled     placedKey
-	nextDue     int64
-	lastSettled time.Time
+	// wake, nextDue the earliest time (Unix ms) a dormant replica has
+	// work due and lastLook when it last looked: until the state changes
+	// or the work comes due, its rounds look at the open replicas only.
+	// The reconciler's.
+	settled  placedKey
+	nextDue  int64
+	lastLook time.Time
 	// readyAt is the state in which Ready last found every partition
 	// placed here serving (under readyMu).
 	readyMu sync.Mutex

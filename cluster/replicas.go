@@ -168,7 +168,7 @@ func (n *Node) reconcile() {
 	// replica that took the lead kicks one) see the open replicas only.
 	n.mu.RLock()
 	key := placedKey{desired: version, placed: n.placedVersion}
-	full := key != n.settled || (n.nextDue != 0 && n.nextDue <= now) || time.Since(n.lastSettled) > forgetInterval
+	full := key != n.settled || (n.nextDue != 0 && n.nextDue <= now) || time.Since(n.lastLook) > forgetInterval
 	var toClose []*replica
 	for name, r := range n.replicas {
 		if _, ok := desired[name]; !ok {
@@ -191,7 +191,7 @@ func (n *Node) reconcile() {
 	if full {
 		n.looks.Add(1)
 		nextDue, busy := n.reconcileDormant(desired, now)
-		n.settled, n.nextDue, n.lastSettled = placedKey{}, nextDue, time.Now()
+		n.settled, n.nextDue, n.lastLook = placedKey{}, nextDue, time.Now()
 		if len(toClose) == 0 && len(toOpen) == 0 && !busy {
 			n.settled = key
 		}

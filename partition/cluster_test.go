@@ -122,6 +122,16 @@ func (c *testCluster) open(i int) (*partition.Partition, error) {
 	return partition.Open(cfg)
 }
 
+// productionTimings gives cfg raft's production timings in place of the
+// test cluster's quick ones, for a test in which the leader must stay the
+// leader: a 50 ms lease makes it step down whenever a loaded machine does
+// not run it for that long.
+func productionTimings(cfg *partition.Config) {
+	cfg.HeartbeatTimeout = partition.DefaultHeartbeatTimeout
+	cfg.ElectionTimeout = partition.DefaultElectionTimeout
+	cfg.LeaderLeaseTimeout = partition.DefaultLeaderLeaseTimeout
+}
+
 // kill stops replica i as a crash would look to its peers: it is cut off
 // first, then shut down without a leadership handover.
 func (c *testCluster) kill(i int) {

@@ -49,16 +49,13 @@ func TestRestartFromDiskRestoresState(t *testing.T) {
 }
 
 // The replicas run with the production timings, and every send goes to
-// whichever replica leads: the test cluster's 50 ms leader lease makes a
-// leader step down whenever a loaded machine does not run it for that
-// long, and the test is about the follower, not about who leads.
+// whichever replica leads: the test is about the follower, not about who
+// leads.
 func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
 	c := newTestCluster(t, 3, func(cfg *partition.Config) {
 		cfg.SnapshotThreshold = 20
 		cfg.TrailingLogs = 5
-		cfg.HeartbeatTimeout = partition.DefaultHeartbeatTimeout
-		cfg.ElectionTimeout = partition.DefaultElectionTimeout
-		cfg.LeaderLeaseTimeout = partition.DefaultLeaderLeaseTimeout
+		productionTimings(cfg)
 	})
 	l := c.leader()
 	configure(t, c.replicas[l], nil)
@@ -105,15 +102,9 @@ func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
 // the leader stamped on the receive (in whole milliseconds) to the
 // LockedUntil it returns, not from when the receive returned, which under
 // load can be tens of milliseconds later. The replicas run with the
-// production timings: the test is about one leader's timers, and the test
-// cluster's 50 ms leader lease makes a leader step down whenever the
-// machine is too busy to run it for that long.
+// production timings: the test is about one leader's timers.
 func TestTimeDrivenWorkHappensWithoutTraffic(t *testing.T) {
-	c := newTestCluster(t, 3, func(cfg *partition.Config) {
-		cfg.HeartbeatTimeout = partition.DefaultHeartbeatTimeout
-		cfg.ElectionTimeout = partition.DefaultElectionTimeout
-		cfg.LeaderLeaseTimeout = partition.DefaultLeaderLeaseTimeout
-	})
+	c := newTestCluster(t, 3, productionTimings)
 	p := c.replicas[c.leader()]
 	const lockFor = 300 * time.Millisecond
 	configure(t, p, &raftbusv1.QueueProperties{LockDuration: durationpb.New(lockFor)})

@@ -26,14 +26,9 @@ func syncGatedCluster(t *testing.T, tune func(*partition.Config)) (*testCluster,
 // tells no follower it is committed until that sync completes.
 //
 // The replicas run with the production timings: the leader must stay the
-// leader while its sync is held, and the test cluster's 50 ms lease makes
-// it step down whenever a loaded machine does not run it for that long.
+// leader while its sync is held.
 func TestLeaderWritesWhileReplicatingAndActsOnlyOnItsDurableCopy(t *testing.T) {
-	c, gates := syncGatedCluster(t, func(cfg *partition.Config) {
-		cfg.HeartbeatTimeout = partition.DefaultHeartbeatTimeout
-		cfg.ElectionTimeout = partition.DefaultElectionTimeout
-		cfg.LeaderLeaseTimeout = partition.DefaultLeaderLeaseTimeout
-	})
+	c, gates := syncGatedCluster(t, productionTimings)
 	l := c.leader()
 	p := c.replicas[l]
 	configure(t, p, nil)
